@@ -1,0 +1,54 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Strata",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "StrataLog", targets: ["StrataLog"]),
+        .executable(name: "strata", targets: ["strata"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // The system liblz4 (no vendored C source). Only LZ4Codec.swift imports it.
+        .systemLibrary(
+            name: "CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
+        ),
+        // The on-disk format: segments, records, checksums, recovery, index, snapshot files.
+        .target(name: "StrataLog", dependencies: ["CLZ4"]),
+
+        // The CLI (thin; grows into the full `strata` tool).
+        .executableTarget(
+            name: "strata",
+            dependencies: [
+                "StrataLog",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/strata"
+        ),
+        // Writes the golden logs and snapshot under Fixtures/ (see Fixtures/README.md).
+        .executableTarget(name: "strata-fixtures", dependencies: ["StrataLog"], path: "Tools/strata-fixtures"),
+        // Child process for the crash test: appends with group commit and reports acknowledged positions.
+        .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
+
+        .testTarget(
+            name: "StrataLogTests",
+            dependencies: ["StrataLog", "log-crash-child", "strata-fixtures"]
+        ),
+    ]
+)
+
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings.append(contentsOf: [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+        .enableUpcomingFeature("InternalImportsByDefault"),
+    ])
+    target.swiftSettings = settings
+}

@@ -1,0 +1,210 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A thin owner of a POSIX file descriptor: positional reads and writes that loop until done, a
+/// durable sync, truncation. Every system call of the log goes through here, so EINTR handling and
+/// the platform's notion of "durable" live in one place.
+///
+/// `@unchecked Sendable`: the descriptor number never changes after init and the calls used
+/// (`pread`, `pwrite`, `fdatasync`, `fstat`) are safe to issue from several threads at once; `close`
+/// is only called by the single owner when no other user remains.
+final class FileHandle: @unchecked Sendable {
+    let fd: Int32
+    let path: String
+
+    private init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit { _ = systemClose(fd) }
+
+    static func open(_ path: String, write: Bool, create: Bool = false, exclusive: Bool = false) throws -> FileHandle {
+        var flags: Int32 = write ? O_RDWR : O_RDONLY
+        if create { flags |= O_CREAT }
+        if exclusive { flags |= O_EXCL }
+        flags |= O_CLOEXEC
+        let fd = retryingEINTR { systemOpen(path, flags, 0o644) }
+        guard fd >= 0 else { throw ioError("open", path) }
+        return FileHandle(fd: fd, path: path)
+    }
+
+    /// The file's current size in bytes.
+    func size() throws -> Int64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw FileHandle.ioError("fstat", path) }
+        return Int64(st.st_size)
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`; fewer only at end of file.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = retryingEINTR {
+                pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
+            }
+            if n < 0 { throw FileHandle.ioError("pread", path, offset: offset + Int64(done)) }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Reads exactly `count` bytes at `offset`, or fewer at end of file.
+    func read(count: Int, at offset: Int64) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let n = try bytes.withUnsafeMutableBytes { try read(into: $0, at: offset) }
+        if n < count { bytes.removeSubrange(n...) }
+        return bytes
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = retryingEINTR {
+                pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + Int64(done)))
+            }
+            if n < 0 { throw FileHandle.ioError("pwrite", path, offset: offset + Int64(done)) }
+            done += n
+        }
+    }
+
+    func write(_ bytes: [UInt8], at offset: Int64) throws {
+        try bytes.withUnsafeBytes { try write($0, at: offset) }
+    }
+
+    /// Makes the file's data (and the metadata needed to read it back, such as its size) durable.
+    /// On Darwin `fsync` only reaches the drive's cache, so `F_FULLFSYNC` is used there.
+    func sync() throws {
+        #if canImport(Darwin)
+        let result = retryingEINTR { fcntl(fd, F_FULLFSYNC) }
+        #else
+        let result = retryingEINTR { fdatasync(fd) }
+        #endif
+        guard result == 0 else { throw FileHandle.ioError("fdatasync", path) }
+    }
+
+    func truncate(to size: Int64) throws {
+        let result = retryingEINTR { ftruncate(fd, off_t(size)) }
+        guard result == 0 else { throw FileHandle.ioError("ftruncate", path, offset: size) }
+    }
+
+    static func ioError(_ call: String, _ path: String, offset: Int64? = nil) -> LogError {
+        let code = errno
+        return LogError(.io, "\(call) failed: \(String(cString: strerror(code)))", file: path, offset: offset, errno: code)
+    }
+}
+
+/// File-system operations on paths, with the fsyncs that make creation and renames durable.
+enum FileSystem {
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Creates `path` and any missing parents.
+    static func makeDirectory(_ path: String) throws {
+        if isDirectory(path) { return }
+        let parent = parentPath(path)
+        if parent != path, !parent.isEmpty { try makeDirectory(parent) }
+        if mkdir(path, 0o755) != 0 && errno != EEXIST {
+            throw FileHandle.ioError("mkdir", path)
+        }
+        if !parent.isEmpty { try syncDirectory(parent) }
+    }
+
+    /// The names in a directory (without "." and "..").
+    static func list(_ path: String) throws -> [String] {
+        guard let dir = opendir(path) else { throw FileHandle.ioError("opendir", path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Makes the directory's entries (created, renamed or removed files) durable.
+    static func syncDirectory(_ path: String) throws {
+        let fd = retryingEINTR { systemOpen(path, O_RDONLY | O_CLOEXEC, 0) }
+        guard fd >= 0 else { throw FileHandle.ioError("open directory", path) }
+        defer { _ = systemClose(fd) }
+        guard retryingEINTR({ fsync(fd) }) == 0 else { throw FileHandle.ioError("fsync directory", path) }
+    }
+
+    static func rename(_ from: String, _ to: String) throws {
+        guard systemRename(from, to) == 0 else { throw FileHandle.ioError("rename to \(to)", from) }
+    }
+
+    static func remove(_ path: String) throws {
+        guard unlink(path) == 0 || errno == ENOENT else { throw FileHandle.ioError("unlink", path) }
+    }
+
+    /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename over `path`, fsync of the
+    /// directory. A crash leaves either the old file or the new one, never a mixture.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
+        let temporary = path + ".tmp"
+        try remove(temporary)
+        let file = try FileHandle.open(temporary, write: true, create: true, exclusive: true)
+        try file.write(bytes, at: 0)
+        if durable { try file.sync() }
+        try rename(temporary, path)
+        if durable { try syncDirectory(parentPath(path)) }
+    }
+
+    static func parentPath(_ path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        if slash == trimmed.startIndex { return "/" }
+        return String(trimmed[..<slash])
+    }
+
+    static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}
+
+private func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
+    while true {
+        let result = call()
+        if result < 0 && errno == EINTR { continue }
+        return result
+    }
+}
+
+private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.open(path, flags, mode)
+    #else
+    return Darwin.open(path, flags, mode)
+    #endif
+}
+
+private func systemClose(_ fd: Int32) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.close(fd)
+    #else
+    return Darwin.close(fd)
+    #endif
+}
+
+private func systemRename(_ from: String, _ to: String) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.rename(from, to)
+    #else
+    return Darwin.rename(from, to)
+    #endif
+}

@@ -1,0 +1,70 @@
+/// When an append's bytes must be on stable storage before `append` returns.
+public enum Durability: Sendable, Hashable {
+    /// One `fdatasync` per record, records written and synced strictly one after another. The
+    /// simplest durable mode; its throughput is bounded by the device's sync latency.
+    case fsyncPerRecord
+    /// Concurrent appenders share one `fdatasync`: every record written while a sync is in flight
+    /// is made durable by the next one. `append` still returns only when its bytes are durable.
+    case groupCommit
+    /// Appends return as soon as the bytes are in the operating system's page cache. A crash of
+    /// the process loses nothing, but **power loss or a kernel crash loses the newest records**
+    /// (everything since the last ``SegmentLog/flush()``). Recovery still never yields a partial or
+    /// corrupt record.
+    case buffered
+}
+
+/// How much of the log ``SegmentLog/open(at:options:)`` checks before returning.
+public enum OpenVerification: Sendable, Hashable {
+    /// Every record of every segment is checksummed; a bad record anywhere fails the open. Indexes
+    /// that disagree with a segment are rebuilt. The default.
+    case full
+    /// Only the last segment is scanned; a sealed segment whose index file is valid and matches the
+    /// segment's header and size is taken on its index's word, and its records are checked when
+    /// read. Opens large logs in time independent of their length.
+    case tail
+}
+
+/// Options of a ``SegmentLog``.
+public struct LogOptions: Sendable, Hashable {
+    /// The format's hard ceiling for one record (header and payload), so lengths fit 32 bits with
+    /// room to spare.
+    public static let formatMaxRecordSize = 1 << 30
+
+    public var durability: Durability = .groupCommit
+    /// A segment is sealed and a new one started once it reaches this many bytes. A single record
+    /// larger than this still goes into one segment of its own.
+    public var segmentSize: Int = 64 << 20
+    /// The largest entry accepted, in bytes.
+    public var maxEntrySize: Int = 16 << 20
+    /// The largest record accepted (header plus uncompressed payload), in bytes. At most
+    /// ``formatMaxRecordSize``.
+    public var maxRecordSize: Int = 64 << 20
+    /// Distance in bytes between two points of the sparse per-segment index.
+    public var indexInterval: Int = 64 << 10
+    /// Create the directory and an empty log when none exists.
+    public var create: Bool = true
+    /// How much is checked on open.
+    public var verification: OpenVerification = .full
+    /// The ID of a newly created log; random when `nil`. Set only to make reproducible fixtures.
+    public var newLogID: LogID? = nil
+
+    public init(durability: Durability = .groupCommit) {
+        self.durability = durability
+    }
+
+    func validated() throws -> LogOptions {
+        guard segmentSize >= 4096 else {
+            throw LogError(.invalidArgument, "segmentSize must be at least 4096 bytes, got \(segmentSize)")
+        }
+        guard maxRecordSize > RecordHeader.size, maxRecordSize <= LogOptions.formatMaxRecordSize else {
+            throw LogError(.invalidArgument, "maxRecordSize must be in \(RecordHeader.size + 1)...\(LogOptions.formatMaxRecordSize), got \(maxRecordSize)")
+        }
+        guard maxEntrySize >= 0, maxEntrySize < maxRecordSize else {
+            throw LogError(.invalidArgument, "maxEntrySize must be below maxRecordSize (\(maxRecordSize)), got \(maxEntrySize)")
+        }
+        guard indexInterval >= 512 else {
+            throw LogError(.invalidArgument, "indexInterval must be at least 512 bytes, got \(indexInterval)")
+        }
+        return self
+    }
+}

@@ -1,0 +1,240 @@
+/// The findings of ``SegmentLog/verify(at:)``.
+public struct VerifyReport: Sendable, Hashable {
+    public var segments = 0
+    public var records = 0
+    public var entries = 0
+    /// Bytes of all segments on disk.
+    public var storedBytes: Int64 = 0
+    /// Bytes of all record payloads, uncompressed.
+    public var payloadBytes: Int64 = 0
+    public var startPosition: LogPosition?
+    public var endPosition: LogPosition?
+    /// Problems that make the log unopenable or wrong, in file order; the first is the one
+    /// ``SegmentLog/salvage(at:)`` truncates at.
+    public var problems: [LogError] = []
+    /// A damaged tail of the last segment that opening would truncate (not a problem: the
+    /// interrupted append was never acknowledged).
+    public var tornTail: RecoveryReport.TornTail?
+    /// Index files missing or disagreeing with their segment (rebuilt on the next open).
+    public var staleIndexes: [String] = []
+    /// Snapshot files and whether each verified.
+    public var snapshots: [(info: SnapshotInfo, problem: LogError?)] = []
+
+    public var isHealthy: Bool { problems.isEmpty && snapshots.allSatisfy { $0.problem == nil } }
+
+    public static func == (a: VerifyReport, b: VerifyReport) -> Bool {
+        a.segments == b.segments && a.records == b.records && a.entries == b.entries && a.problems == b.problems
+            && a.tornTail == b.tornTail && a.staleIndexes == b.staleIndexes
+            && a.snapshots.map(\.info) == b.snapshots.map(\.info) && a.snapshots.map(\.problem) == b.snapshots.map(\.problem)
+    }
+    public func hash(into hasher: inout Hasher) { hasher.combine(records); hasher.combine(problems) }
+}
+
+/// What ``SegmentLog/salvage(at:)`` cut off.
+public struct SalvageReport: Sendable, Hashable {
+    /// The problem the log was cut at, or `nil` when there was nothing to salvage.
+    public var problem: LogError?
+    /// The segment truncated and the offset it now ends at (`nil` when a whole segment went).
+    public var truncatedSegment: String?
+    public var truncatedAt: Int64?
+    /// Segment files removed whole.
+    public var removedSegments: [String] = []
+    /// Bytes cut from the log in all.
+    public var droppedBytes: Int64 = 0
+    /// Records after the damage that still verified and were dropped with it.
+    public var droppedRecords = 0
+    public var droppedEntries = 0
+    /// Where copies of everything cut were put, so nothing is destroyed.
+    public var quarantine: String?
+    /// The position the log now ends at.
+    public var endPosition: LogPosition = 0
+}
+
+extension SegmentLog {
+    /// Checks a log directory without opening it for writing: every segment header, every record's
+    /// checksum and decoding, position continuity, indexes and snapshots. Never modifies anything.
+    public static func verify(at directory: String, progress: ((_ bytesDone: Int64) -> Void)? = nil) throws -> VerifyReport {
+        var report = VerifyReport()
+        var walk = try SegmentWalk(directory: directory)
+        var logID: LogID?
+        try walk.run(decode: true, progress: progress) { event in
+            switch event {
+            case .segment(_, let header, let size):
+                report.segments += 1
+                report.storedBytes += size
+                logID = header.logID
+                if report.startPosition == nil { report.startPosition = header.firstPosition }
+            case .record(let header, _):
+                report.records += 1
+                report.entries += Int(header.entryCount)
+                report.payloadBytes += Int64(header.payloadLength)
+                report.endPosition = header.endPosition
+            case .segmentEnd(let name, let summary, let sealed):
+                report.endPosition = summary.endPosition
+                if sealed, let logID {
+                    let path = FileSystem.join(directory, SegmentName.indexName(for: summary.firstPosition))
+                    let bytes = (try? FileHandle.open(path, write: false)).flatMap { f in (try? f.size()).flatMap { try? f.read(count: Int($0), at: 0) } }
+                    if bytes != summary.encoded(logID: logID) { report.staleIndexes.append(name) }
+                }
+            case .tornTail(let tail):
+                report.tornTail = tail
+            case .problem(let error):
+                report.problems.append(error)
+            }
+        }
+        if let logID {
+            let log = SnapshotReader(directory: directory, logID: logID)
+            for info in try log.list() {
+                do {
+                    _ = try log.read(info)
+                    report.snapshots.append((info, nil))
+                } catch let error as LogError {
+                    report.snapshots.append((info, error))
+                }
+            }
+        }
+        return report
+    }
+
+    /// Truncates the log at its first bad record so that it opens again, and says exactly what was
+    /// dropped. The damaged segment's bytes from the bad record on, and every later segment, are
+    /// first copied into a `salvaged-<time>` folder inside the log directory. Run it only on a log
+    /// no process has open.
+    public static func salvage(at directory: String) throws -> SalvageReport {
+        let report = try verify(at: directory)
+        var result = SalvageReport()
+        result.endPosition = report.endPosition ?? 0
+        guard let problem = report.problems.first, let file = problem.file else { return result }
+        result.problem = problem
+        let names = try FileSystem.list(directory).compactMap(SegmentName.position(of:)).sorted().map(SegmentName.name(for:))
+        guard let damagedIndex = names.firstIndex(where: { FileSystem.join(directory, $0) == file }) else {
+            throw LogError(.io, "cannot locate the damaged segment to salvage", file: file)
+        }
+        let quarantine = FileSystem.join(directory, "salvaged-\(currentLogTimestamp())")
+        try FileSystem.makeDirectory(quarantine)
+        result.quarantine = quarantine
+
+        // Count what verifies after the damage, for the report.
+        let offset = problem.offset ?? 0
+        let cut = offset < Int64(SegmentHeader.size) ? 0 : offset
+        for (i, name) in names.enumerated() where i >= damagedIndex {
+            let path = FileSystem.join(directory, name)
+            let source = try FileHandle.open(path, write: i == damagedIndex)
+            let size = try source.size()
+            let from = i == damagedIndex ? cut : 0
+            let bytes = try source.read(count: Int(size - from), at: from)
+            try FileSystem.writeAtomically(bytes, to: FileSystem.join(quarantine, name + (from > 0 ? ".from-\(from)" : "")))
+            result.droppedBytes += size - from
+            if i == damagedIndex && cut > 0 {
+                try source.truncate(to: cut)
+                try source.sync()
+                result.truncatedSegment = name
+                result.truncatedAt = cut
+            } else {
+                try FileSystem.remove(path)
+                result.removedSegments.append(name)
+            }
+            try FileSystem.remove(FileSystem.join(directory, SegmentName.indexName(for: SegmentName.position(of: name) ?? 0)))
+        }
+        try FileSystem.syncDirectory(directory)
+        let after = try verify(at: directory)
+        result.endPosition = after.endPosition ?? 0
+        result.droppedRecords = max(0, report.records - after.records)
+        result.droppedEntries = max(0, report.entries - after.entries)
+        return result
+    }
+}
+
+/// Reads snapshots by log ID without an open log (for verification).
+struct SnapshotReader {
+    let directory: String
+    let logID: LogID
+
+    func list() throws -> [SnapshotInfo] {
+        try FileSystem.list(directory).compactMap { name -> SnapshotInfo? in
+            guard let position = SnapshotName.position(of: name) else { return nil }
+            return SnapshotInfo(name: name, path: FileSystem.join(directory, name), position: position)
+        }.sorted { $0.position > $1.position }
+    }
+
+    func read(_ info: SnapshotInfo) throws -> Snapshot {
+        let file = try FileHandle.open(info.path, write: false)
+        return try SnapshotFile.decode(try file.read(count: Int(try file.size()), at: 0), info: info, logID: logID)
+    }
+}
+
+/// Walks every segment of a directory read-only, reporting headers, records and problems in file
+/// order. Stops at the first problem (what follows a bad record cannot be framed reliably).
+struct SegmentWalk {
+    enum Event {
+        case segment(name: String, header: SegmentHeader, size: Int64)
+        case record(RecordHeader, offset: Int64)
+        case segmentEnd(name: String, summary: SegmentSummary, sealed: Bool)
+        case tornTail(RecoveryReport.TornTail)
+        case problem(LogError)
+    }
+
+    let directory: String
+    let names: [String]
+
+    init(directory: String) throws {
+        guard FileSystem.isDirectory(directory) else { throw LogError(.notFound, "no log directory", file: directory) }
+        self.directory = directory
+        self.names = try FileSystem.list(directory).compactMap(SegmentName.position(of:)).sorted().map(SegmentName.name(for:))
+        if names.isEmpty { throw LogError(.notFound, "no segment files", file: directory) }
+    }
+
+    mutating func run(decode: Bool, progress: ((Int64) -> Void)?, _ report: (Event) -> Void) throws {
+        var logID: LogID?
+        var expected: LogPosition?
+        var done: Int64 = 0
+        for (i, name) in names.enumerated() {
+            let path = FileSystem.join(directory, name)
+            let isLast = i == names.count - 1
+            let file = try FileHandle.open(path, write: false)
+            let size = try file.size()
+            let header: SegmentHeader
+            do {
+                let bytes = try file.read(count: SegmentHeader.size, at: 0)
+                header = try bytes.withUnsafeBytes { try SegmentHeader.decode($0, file: path) }
+            } catch let error as LogError {
+                return report(.problem(error))
+            }
+            if let logID, header.logID != logID {
+                return report(.problem(LogError(.badSegmentHeader, "segment belongs to another log (\(header.logID), expected \(logID))", file: path, offset: 16)))
+            }
+            if header.firstPosition != SegmentName.position(of: name) {
+                return report(.problem(LogError(.positionMismatch, "segment header says its first position is \(header.firstPosition) but the file is named \(name)", file: path, offset: 32)))
+            }
+            if let expected, header.firstPosition != expected {
+                return report(.problem(LogError(.positionMismatch, "segment starts at position \(header.firstPosition) but the previous segment ends at \(expected)", file: path, offset: 32)))
+            }
+            logID = header.logID
+            report(.segment(name: name, header: header, size: size))
+            var scanner = SegmentScanner(file: file, logID: header.logID, limit: size, expectedPosition: header.firstPosition)
+            var summary = SegmentSummary(firstPosition: header.firstPosition)
+            scanning: while true {
+                switch try scanner.next() {
+                case .end:
+                    break scanning
+                case .record(let record, let offset, let stored):
+                    if decode, case .failure(let violation) = RecordDecoder.entries(header: record, stored: stored) {
+                        return report(.problem(LogError(.corruptRecord, violation.description, file: path, offset: offset)))
+                    }
+                    summary.add(record, at: offset, interval: LogOptions().indexInterval)
+                    report(.record(record, offset: offset))
+                    progress?(done + offset)
+                case .damaged(let offset, let reason):
+                    if isLast, !(try scanner.validRecordExists(after: offset)) {
+                        report(.tornTail(RecoveryReport.TornTail(segment: name, offset: offset, droppedBytes: size - offset, reason: reason)))
+                        break scanning
+                    }
+                    return report(.problem(LogError(.corruptRecord, reason, file: path, offset: offset)))
+                }
+            }
+            done += size
+            expected = summary.endPosition
+            report(.segmentEnd(name: name, summary: summary, sealed: !isLast))
+        }
+    }
+}
