@@ -30,14 +30,16 @@ let package = Package(
             ],
             path: "Tools/strata"
         ),
-        // Writes the golden logs and snapshot under Fixtures/ (see Fixtures/README.md).
-        .executableTarget(name: "strata-fixtures", dependencies: ["StrataLog"], path: "Tools/strata-fixtures"),
+        // Writes the golden logs and snapshot under Fixtures/ (see Fixtures/README.md). The recipe is a
+        // library so the golden tests can regenerate the fixtures and compare bytes.
+        .target(name: "FixtureGenerator", dependencies: ["StrataLog"], path: "Tools/strata-fixtures/Generator"),
+        .executableTarget(name: "strata-fixtures", dependencies: ["FixtureGenerator"], path: "Tools/strata-fixtures/Main"),
         // Child process for the crash test: appends with group commit and reports acknowledged positions.
         .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
 
         .testTarget(
             name: "StrataLogTests",
-            dependencies: ["StrataLog", "log-crash-child", "strata-fixtures"]
+            dependencies: ["StrataLog", "FixtureGenerator", "log-crash-child"]
         ),
     ]
 )

@@ -47,6 +47,12 @@ public struct LogOptions: Sendable, Hashable {
     public var verification: OpenVerification = .full
     /// The ID of a newly created log; random when `nil`. Set only to make reproducible fixtures.
     public var newLogID: LogID? = nil
+    /// Stamps new segment headers and snapshot files with this time instead of the clock's. Set
+    /// only to make reproducible fixtures.
+    public var fixedTimestamp: LogTimestamp? = nil
+
+    /// The time to write into a new segment header or snapshot file.
+    var fileTimestamp: LogTimestamp { fixedTimestamp ?? currentLogTimestamp() }
 
     public init(durability: Durability = .groupCommit) {
         self.durability = durability

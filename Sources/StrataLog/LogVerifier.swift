@@ -41,9 +41,13 @@ public struct SalvageReport: Sendable, Hashable {
     public var removedSegments: [String] = []
     /// Bytes cut from the log in all.
     public var droppedBytes: Int64 = 0
-    /// Records after the damage that still verified and were dropped with it.
+    /// Records after the damage that still verified and were dropped with them (their copies in
+    /// ``quarantine`` are intact).
     public var droppedRecords = 0
     public var droppedEntries = 0
+    /// The positions the log no longer holds: from the damaged record to the highest position any
+    /// dropped record claimed.
+    public var droppedPositions: Range<LogPosition> = 0..<0
     /// Where copies of everything cut were put, so nothing is destroyed.
     public var quarantine: String?
     /// The position the log now ends at.
@@ -114,14 +118,20 @@ extension SegmentLog {
         try FileSystem.makeDirectory(quarantine)
         result.quarantine = quarantine
 
-        // Count what verifies after the damage, for the report.
         let offset = problem.offset ?? 0
+        // Damage inside a segment header takes the whole segment.
         let cut = offset < Int64(SegmentHeader.size) ? 0 : offset
+        var highest = report.endPosition ?? 0
         for (i, name) in names.enumerated() where i >= damagedIndex {
             let path = FileSystem.join(directory, name)
             let source = try FileHandle.open(path, write: i == damagedIndex)
             let size = try source.size()
             let from = i == damagedIndex ? cut : 0
+            let counted = try countRecords(in: source, size: size, from: max(from, Int64(SegmentHeader.size)),
+                                           damagedRecordPosition: i == damagedIndex && cut > 0 ? report.endPosition ?? 0 : nil)
+            result.droppedRecords += counted.records
+            result.droppedEntries += counted.entries
+            highest = max(highest, counted.highest)
             let bytes = try source.read(count: Int(size - from), at: from)
             try FileSystem.writeAtomically(bytes, to: FileSystem.join(quarantine, name + (from > 0 ? ".from-\(from)" : "")))
             result.droppedBytes += size - from
@@ -138,10 +148,42 @@ extension SegmentLog {
         }
         try FileSystem.syncDirectory(directory)
         let after = try verify(at: directory)
-        result.endPosition = after.endPosition ?? 0
-        result.droppedRecords = max(0, report.records - after.records)
-        result.droppedEntries = max(0, report.entries - after.entries)
+        result.endPosition = after.endPosition ?? after.startPosition ?? 0
+        result.droppedPositions = result.endPosition..<max(result.endPosition, highest)
         return result
+    }
+
+    /// Counts the records that still verify in `file` from `offset` on, skipping damage by
+    /// searching for the next valid record. With `damagedRecordPosition` the record at `offset` is
+    /// the damaged one (expected at that position) and is stepped over.
+    private static func countRecords(in file: FileHandle, size: Int64, from offset: Int64, damagedRecordPosition: LogPosition?) throws -> (records: Int, entries: Int, highest: LogPosition) {
+        let headerBytes = try file.read(count: SegmentHeader.size, at: 0)
+        guard let header = try? headerBytes.withUnsafeBytes({ try SegmentHeader.decode($0, file: file.path) }) else {
+            return (0, 0, 0)
+        }
+        var scanner = SegmentScanner(file: file, logID: header.logID, limit: size, offset: offset, expectedPosition: nil)
+        var counted = (records: 0, entries: 0, highest: LogPosition(0))
+        if let expected = damagedRecordPosition {
+            // The damaged record's header may still tell how far its positions went, when it
+            // plausibly belongs where it is.
+            if let bytes = try? file.read(count: RecordHeader.size, at: offset),
+               case .success(let damaged) = bytes.withUnsafeBytes({ RecordHeader.parse($0) }), damaged.firstPosition == expected {
+                counted.highest = damaged.endPosition
+            }
+            guard try scanner.resynchronize(after: offset) else { return counted }
+        }
+        while true {
+            switch try scanner.next() {
+            case .record(let record, _, _):
+                counted.records += 1
+                counted.entries += Int(record.entryCount)
+                counted.highest = max(counted.highest, record.endPosition)
+            case .end:
+                return counted
+            case .damaged(let at, _):
+                guard try scanner.resynchronize(after: at) else { return counted }
+            }
+        }
     }
 }
 

@@ -214,7 +214,7 @@ extension SegmentLog {
                                         to: FileSystem.join(directory, SegmentName.indexName(for: w.summary.firstPosition)),
                                         durable: false)
         let first = w.summary.endPosition
-        let name = try SegmentLog.createSegment(directory: directory, logID: logID, first: first)
+        let name = try SegmentLog.createSegment(directory: directory, logID: logID, first: first, created: options.fileTimestamp)
         let path = FileSystem.join(directory, name)
         let file = try FileHandle.open(path, write: true)
         w = WriterState(file: file, summary: SegmentSummary(firstPosition: first), segmentName: name)

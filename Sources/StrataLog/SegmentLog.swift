@@ -101,7 +101,7 @@ public final class SegmentLog: Sendable {
                 throw LogError(.notFound, "the directory holds snapshots but no segments", file: directory)
             }
             let logID = options.newLogID ?? LogID.random()
-            try createSegment(directory: directory, logID: logID, first: 0)
+            try createSegment(directory: directory, logID: logID, first: 0, created: options.fileTimestamp)
         }
         let opened = try LogOpener(directory: directory, options: options).open()
         return SegmentLog(directory: directory, logID: opened.logID, options: options, recovery: opened.report,
@@ -111,9 +111,9 @@ public final class SegmentLog: Sendable {
     /// Writes a new segment's header atomically (temporary file, fsync, rename, fsync of the
     /// directory), so that a segment file never exists with a torn header.
     @discardableResult
-    static func createSegment(directory: String, logID: LogID, first: LogPosition) throws -> String {
+    static func createSegment(directory: String, logID: LogID, first: LogPosition, created: LogTimestamp) throws -> String {
         let name = SegmentName.name(for: first)
-        let header = SegmentHeader(logID: logID, firstPosition: first, created: currentLogTimestamp())
+        let header = SegmentHeader(logID: logID, firstPosition: first, created: created)
         try FileSystem.writeAtomically(header.encoded(), to: FileSystem.join(directory, name))
         return name
     }

@@ -93,10 +93,24 @@ struct SegmentScanner {
     /// Whether any valid record of this log starts after `offset`: the test that tells a torn tail
     /// (nothing valid follows the damage) from corruption in the middle (something does).
     mutating func validRecordExists(after offset: Int64) throws -> Bool {
+        try nextValidRecord(after: offset) != nil
+    }
+
+    /// Moves the scanner to the first valid record after damage at `offset` (any position; the
+    /// position check restarts there). Returns `false`, without moving, when there is none.
+    mutating func resynchronize(after offset: Int64) throws -> Bool {
+        guard let found = try nextValidRecord(after: offset) else { return false }
+        self.offset = found
+        expectedPosition = nil
+        return true
+    }
+
+    /// The offset of the first record after `offset` that passes its checksum.
+    private mutating func nextValidRecord(after offset: Int64) throws -> Int64? {
         var candidate = offset + 1
         while candidate + Int64(RecordHeader.size) <= limit {
             let got = try fill(candidate, RecordHeader.size)
-            if got < RecordHeader.size { return false }
+            if got < RecordHeader.size { return nil }
             let at = Int(candidate - bufferStart)
             let parsed = buffer.withUnsafeBytes { RecordHeader.parse(UnsafeRawBufferPointer(rebasing: $0[at..<at + RecordHeader.size])) }
             if case .success(let header) = parsed, candidate + Int64(header.length) <= limit {
@@ -106,11 +120,11 @@ struct SegmentScanner {
                     let valid = buffer.withUnsafeBytes { raw in
                         RecordHeader.computeChecksum(record: UnsafeRawBufferPointer(rebasing: raw[base..<base + length]), logID: logID) == header.checksum
                     }
-                    if valid { return true }
+                    if valid { return candidate }
                 }
             }
             candidate += 1
         }
-        return false
+        return nil
     }
 }

@@ -150,7 +150,7 @@ extension SegmentLog {
         }
         let name = SnapshotName.name(for: position)
         let info = SnapshotInfo(name: name, path: FileSystem.join(directory, name), position: position)
-        let bytes = SnapshotFile.encode(payload, position: position, logID: logID, created: currentLogTimestamp())
+        let bytes = SnapshotFile.encode(payload, position: position, logID: logID, created: options.fileTimestamp)
         try FileSystem.writeAtomically(bytes, to: info.path)
         return info
     }

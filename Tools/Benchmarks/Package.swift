@@ -1,0 +1,21 @@
+// swift-tools-version: 6.1
+// A nested package so that the benchmark harness (and anything it may ever depend on) stays out
+// of the main build. Run from the repository root:
+//
+//     swift run -c release --package-path Tools/Benchmarks strata-log-bench
+import PackageDescription
+
+let package = Package(
+    name: "StrataBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Strata", path: "../.."),
+    ],
+    targets: [
+        .executableTarget(
+            name: "strata-log-bench",
+            dependencies: [.product(name: "StrataLog", package: "Strata")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+    ]
+)

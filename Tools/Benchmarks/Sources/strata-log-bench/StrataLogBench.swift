@@ -1,0 +1,313 @@
+// strata-log-bench: measures StrataLog's append, sync and read paths side by side with the
+// machine's raw pwrite+fdatasync limit, in one run, and prints a markdown table.
+//
+//     swift run -c release --package-path Tools/Benchmarks strata-log-bench [--quick] [--dir PATH]
+import Foundation
+import StrataLog
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Settings {
+    var quick = false
+    var parent: String?
+    var keep = false
+    /// Optional workloads to run (the buffered write always runs: the others need its log or its
+    /// average record size).
+    var only: Set<String> = Settings.optional
+    static let optional: Set<String> = ["read", "sync", "concurrent"]
+
+    /// Distinct corpus entries (records cycle over them).
+    var corpusEntries: Int { quick ? 8_192 : 65_536 }
+    let entriesPerRecord = 256
+    /// Records appended to the buffered log (2,097,152 entries in a full run).
+    var bufferedRecords: Int { quick ? 256 : 8_192 }
+    var readPasses: Int { quick ? 1 : 2 }
+    /// Alternating rounds of raw / fsyncPerRecord, seconds each.
+    var syncRounds: Int { quick ? 1 : 4 }
+    var syncRoundSeconds: Double { quick ? 0.25 : 0.75 }
+    /// Alternating rounds of 16 appenders with fsyncPerRecord / groupCommit, seconds each.
+    var appenders: Int { 16 }
+    var concurrentRounds: Int { quick ? 1 : 3 }
+    var concurrentRoundSeconds: Double { quick ? 0.3 : 1.0 }
+}
+
+let usage = """
+    usage: strata-log-bench [--quick] [--dir PATH] [--keep] [--only LIST]
+
+      --quick     small counts, for a smoke run (numbers are not meaningful)
+      --dir PATH  make the run's fresh data directory inside PATH (must be on a real disk, not
+                  tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
+      --keep      leave the data directory in place
+      --only LIST comma-separated subset of read,sync,concurrent (e.g. for profiling one of them);
+                  the buffered write (rows 2 and 6) always runs
+    """
+
+@main
+struct StrataLogBench {
+    static func main() async {
+        var settings = Settings()
+        var arguments = CommandLine.arguments.dropFirst()
+        while let argument = arguments.popFirst() {
+            switch argument {
+            case "--quick": settings.quick = true
+            case "--keep": settings.keep = true
+            case "--dir":
+                guard let path = arguments.popFirst() else { fail("--dir needs a path\n\n" + usage, status: 2) }
+                settings.parent = path
+            case "--only":
+                guard let list = arguments.popFirst() else { fail("--only needs a list\n\n" + usage, status: 2) }
+                let names = Set(list.split(separator: ",").map(String.init))
+                guard names.isSubset(of: Settings.optional) else {
+                    fail("--only takes names from \(Settings.optional.sorted().joined(separator: ","))\n\n" + usage, status: 2)
+                }
+                settings.only = names
+            case "-h", "--help":
+                print(usage)
+                return
+            default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
+            }
+        }
+        let place: DataPlace
+        do {
+            place = try DataPlace.make(parent: settings.parent)
+        } catch {
+            fail("\(error)", status: 1)
+        }
+        note("data directory: \(place.run) (\(place.fileSystem))")
+        do {
+            try await run(settings, place)
+        } catch {
+            if !settings.keep { place.remove() }
+            fail("benchmark failed: \(error)", status: 1)
+        }
+        if settings.keep { note("kept \(place.run)") } else { place.remove() }
+    }
+
+    static func run(_ settings: Settings, _ place: DataPlace) async throws {
+        let started = Date()
+        note("generating corpus (\(grouped(settings.corpusEntries)) entries, seeded)…")
+        let corpus = Corpus(count: settings.corpusEntries, entriesPerRecord: settings.entriesPerRecord)
+        let entrySizes = corpus.entries.map(\.payload.count)
+        note("  entries \(entrySizes.min()!)–\(entrySizes.max()!) bytes, mean \(fixed(Double(entrySizes.reduce(0, +)) / Double(entrySizes.count), 1))")
+
+        // 2. buffered (first: it also measures Strata's average stored record size for raw).
+        note("buffered: \(grouped(settings.bufferedRecords)) records of \(settings.entriesPerRecord) entries…")
+        let buffered = try SegmentLog.open(at: place.path("buffered"), options: LogOptions(durability: .buffered))
+        var storedBytes = 0
+        var payloadBytes = 0
+        let writeStart = monotonicNanos()
+        var bufferedSample = try await appendRecords(buffered, corpus, startingAt: 0, count: settings.bufferedRecords,
+                                                     storedBytes: &storedBytes, payloadBytes: &payloadBytes)
+        try await buffered.flush()
+        bufferedSample.nanos = monotonicNanos() - writeStart
+        let averageStored = Double(storedBytes) / Double(bufferedSample.operations)
+        note("  \(rate(bufferedSample.entriesPerSecond)) entries/s; average stored record \(fixed(averageStored, 0)) B for \(fixed(Double(payloadBytes) / Double(bufferedSample.operations), 0)) B of payload")
+
+        // 5. sequential read of the buffered log.
+        if settings.only.contains("read") { note("sequential read: \(settings.readPasses) pass(es) over \(grouped(bufferedSample.entries)) entries…")
+        var readSample = Sample()
+        for _ in 0..<(settings.only.contains("read") ? settings.readPasses : 0) {
+            let (sample, readBytes, _) = try readAll(buffered)
+            guard sample.entries == bufferedSample.entries, readBytes == payloadBytes else {
+                throw BenchError("read back \(sample.entries) entries / \(readBytes) B, wrote \(bufferedSample.entries) / \(payloadBytes) B")
+            }
+            readSample.add(sample)
+        }
+        note("  \(rate(readSample.entriesPerSecond)) entries/s") }
+
+        // 6. on-disk size.
+        let segments = buffered.segments()
+        let onDisk = segments.reduce(Int64(0)) { $0 + $1.byteSize }
+        try await buffered.close()
+
+        // 1. raw and 3. fsyncPerRecord, in alternating rounds so that drift hits both alike.
+        let blobSize = Int(averageStored.rounded())
+        note("raw vs fsyncPerRecord: \(settings.syncRounds) alternating rounds of \(settings.syncRoundSeconds) s each, records of \(blobSize) B…")
+        let raw = try RawWriter(path: place.path("raw.dat"), blobSize: blobSize)
+        let fsyncLog = try SegmentLog.open(at: place.path("fsync"), options: LogOptions(durability: .fsyncPerRecord))
+        var ignoredStored = 0
+        var ignoredPayload = 0
+        _ = try raw.run(count: 10)
+        var next = try await appendRecords(fsyncLog, corpus, startingAt: 0, count: 10,
+                                           storedBytes: &ignoredStored, payloadBytes: &ignoredPayload).operations
+        var rawSample = Sample()
+        var fsyncSample = Sample()
+        for round in 0..<settings.syncRounds {
+            for leg in (round % 2 == 0 ? [0, 1] : [1, 0]) {
+                let deadline = monotonicNanos() + UInt64(settings.syncRoundSeconds * 1e9)
+                if leg == 0 {
+                    rawSample.add(try raw.run(until: deadline))
+                } else {
+                    let sample = try await appendRecords(fsyncLog, corpus, startingAt: next, until: deadline,
+                                                         storedBytes: &ignoredStored, payloadBytes: &ignoredPayload)
+                    next += sample.operations
+                    fsyncSample.add(sample)
+                }
+            }
+        }
+        rawSample.entries = rawSample.operations * settings.entriesPerRecord
+        try await fsyncLog.close()
+        let rawLatencies = rawSample.sortedLatencies()
+        note("  raw \(rate(rawSample.operationsPerSecond)) records/s, fsyncPerRecord \(rate(fsyncSample.operationsPerSecond)) records/s")
+
+        // 4. 16 appenders of one-entry records: fsyncPerRecord vs groupCommit, alternating.
+        note("\(settings.appenders) appenders, fsyncPerRecord vs groupCommit: \(settings.concurrentRounds) alternating rounds of \(settings.concurrentRoundSeconds) s each…")
+        let perRecordLog = try SegmentLog.open(at: place.path("c16-fsync"), options: LogOptions(durability: .fsyncPerRecord))
+        let groupLog = try SegmentLog.open(at: place.path("c16-group"), options: LogOptions(durability: .groupCommit))
+        for log in [perRecordLog, groupLog] {  // warm-up
+            _ = try await concurrentAppends(log, corpus, appenders: settings.appenders,
+                                            until: monotonicNanos() + 100_000_000, seed: 0)
+        }
+        var perRecordSample = Sample()
+        var groupSample = Sample()
+        for round in 0..<settings.concurrentRounds {
+            for leg in (round % 2 == 0 ? [0, 1] : [1, 0]) {
+                let deadline = monotonicNanos() + UInt64(settings.concurrentRoundSeconds * 1e9)
+                let log = leg == 0 ? perRecordLog : groupLog
+                let sample = try await concurrentAppends(log, corpus, appenders: settings.appenders,
+                                                         until: deadline, seed: round * 100_003)
+                if leg == 0 { perRecordSample.add(sample) } else { groupSample.add(sample) }
+            }
+        }
+        try await perRecordLog.close()
+        try await groupLog.close()
+        note("  fsyncPerRecord \(rate(perRecordSample.operationsPerSecond)) records/s, groupCommit \(rate(groupSample.operationsPerSecond)) records/s")
+
+        // The report.
+        var rows = Report(settings: settings)
+        let fdatasyncMean = rawSample.nanos / UInt64(max(1, rawSample.operations))
+        rows.machine = "**Machine:** \(Machine.cores) cores, "
+            + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
+            + ", fdatasync latency \(latency(fdatasyncMean)) mean / \(latency(percentile(rawLatencies, 50))) p50 / \(latency(percentile(rawLatencies, 99))) p99"
+            + " (pwrite \(grouped(blobSize)) B + fdatasync, \(place.fileSystem)), \(timestamp(started))"
+            + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
+
+        rows.add("1. raw: pwrite \(grouped(blobSize)) B + fdatasync",
+                 "\(rate(rawSample.operationsPerSecond)) records/s ≙ \(rate(rawSample.entriesPerSecond)) entries/s",
+                 "— (the device's limit)", "baseline")
+        rows.add("2. buffered, \(settings.entriesPerRecord) entries/record (incl. final flush)",
+                 "\(rate(bufferedSample.entriesPerSecond)) entries/s (\(grouped(bufferedSample.entries)) entries in \(fixed(bufferedSample.seconds, 2)) s)",
+                 "≥ 1M entries/s",
+                 verdict(bufferedSample.entriesPerSecond / 1e6, goal: 1, unit: "× goal"))
+        rows.add("3. fsyncPerRecord, \(settings.entriesPerRecord) entries/record",
+                 "\(rate(fsyncSample.entriesPerSecond)) entries/s (\(rate(fsyncSample.operationsPerSecond)) records/s)",
+                 "within 15% of raw (≥ 0.85×)",
+                 verdict(fsyncSample.operationsPerSecond / rawSample.operationsPerSecond, goal: 0.85, unit: "× raw"))
+        let perRecordLatencies = perRecordSample.sortedLatencies()
+        let groupLatencies = groupSample.sortedLatencies()
+        rows.add("4a. \(settings.appenders) appenders, fsyncPerRecord, 1 entry/record",
+                 "\(rate(perRecordSample.operationsPerSecond)) records/s; latency p50 \(latency(percentile(perRecordLatencies, 50))), p99 \(latency(percentile(perRecordLatencies, 99)))",
+                 "—", "baseline for 4b")
+        let perSync = groupSample.operationsPerSecond * seconds(fdatasyncMean)
+        rows.add("4b. \(settings.appenders) appenders, groupCommit, 1 entry/record",
+                 "\(rate(groupSample.operationsPerSecond)) records/s; latency p50 \(latency(percentile(groupLatencies, 50))), p99 \(latency(percentile(groupLatencies, 99))); ≈ \(fixed(perSync, 1)) records per raw fdatasync time",
+                 "≥ 10× 4a",
+                 verdict(groupSample.operationsPerSecond / perRecordSample.operationsPerSecond, goal: 10, unit: "× 4a"))
+        rows.add("5. sequential read (records(from: 0) cursor)",
+                 "\(rate(readSample.entriesPerSecond)) entries/s (\(bytes(Double(payloadBytes * settings.readPasses) / readSample.seconds))/s of payload)",
+                 "≥ 3M entries/s",
+                 verdict(readSample.entriesPerSecond / 3e6, goal: 1, unit: "× goal"))
+        let sizeRatio = Double(onDisk) / Double(payloadBytes)
+        rows.add("6. on-disk size vs entry bytes",
+                 "\(bytes(Double(onDisk))) in \(segments.count) segment(s) for \(bytes(Double(payloadBytes))) of entries",
+                 "— (informational)",
+                 "\(fixed(sizeRatio, 3))× (\(fixed((1 - sizeRatio) * 100, 1))% saved)")
+        print(rows.render())
+    }
+
+    static func verdict(_ ratio: Double, goal: Double, unit: String) -> String {
+        "\(fixed(ratio, 2))\(unit) — " + (ratio >= goal ? "PASS" : "**MISS**")
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss 'UTC'"
+        return formatter.string(from: date)
+    }
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    note(message)
+    exit(status)
+}
+
+struct Report {
+    let settings: Settings
+    var machine = ""
+    var rows: [[String]] = []
+
+    mutating func add(_ workload: String, _ result: String, _ goal: String, _ verdict: String) {
+        rows.append([workload, result, goal, verdict])
+    }
+
+    func render() -> String {
+        var out = machine + "\n\n"
+        out += "| workload | result | goal | ratio/verdict |\n|---|---|---|---|\n"
+        for row in rows { out += "| " + row.joined(separator: " | ") + " |\n" }
+        return out
+    }
+}
+
+/// Where the run's data goes: a fresh directory made for this run (and removed after it) inside
+/// a parent on a real disk.
+struct DataPlace {
+    let run: String
+    let fileSystem: String
+    /// Also remove the parent when it ends up empty (the default parent, made by us).
+    let removeParentIfEmpty: String?
+
+    func path(_ name: String) -> String { run + "/" + name }
+
+    static func make(parent explicit: String?) throws -> DataPlace {
+        var candidates: [(String, Bool)] = []
+        if let explicit {
+            candidates.append((explicit, false))
+        } else {
+            // This file is <repo>/Tools/Benchmarks/Sources/strata-log-bench/StrataLogBench.swift.
+            var repo = URL(fileURLWithPath: #filePath)
+            for _ in 0..<5 { repo.deleteLastPathComponent() }
+            if FileManager.default.fileExists(atPath: repo.appendingPathComponent("Package.swift").path) {
+                candidates.append((repo.appendingPathComponent(".build-bench-data").path, true))
+            }
+            if let tmp = ProcessInfo.processInfo.environment["TMPDIR"], !tmp.isEmpty { candidates.append((tmp, false)) }
+            candidates.append(("/var/tmp", false))
+            candidates.append(("/tmp", false))
+        }
+        var reasons: [String] = []
+        for (parent, ours) in candidates {
+            do {
+                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+            } catch {
+                reasons.append("\(parent): cannot create (\(error.localizedDescription))")
+                continue
+            }
+            guard let fs = Machine.fileSystem(of: parent) else {
+                reasons.append("\(parent): statfs failed")
+                continue
+            }
+            if fs.inMemory {
+                reasons.append("\(parent): on \(fs.name), not a real disk (fdatasync would be free)")
+                continue
+            }
+            let run = parent + "/strata-bench-\(getpid())-\(Int(Date().timeIntervalSince1970))"
+            guard mkdir(run, 0o755) == 0 else {
+                reasons.append("\(run): mkdir failed (\(String(cString: strerror(errno))))")
+                continue
+            }
+            return DataPlace(run: run, fileSystem: fs.name, removeParentIfEmpty: ours ? parent : nil)
+        }
+        throw BenchError("no usable data directory:\n  " + reasons.joined(separator: "\n  "))
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: run)
+        if let parent = removeParentIfEmpty,
+           let left = try? FileManager.default.contentsOfDirectory(atPath: parent), left.isEmpty {
+            try? FileManager.default.removeItem(atPath: parent)
+        }
+    }
+}
