@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -80,6 +82,10 @@ final class FileHandle: @unchecked Sendable {
     /// Makes the file's data (and the metadata needed to read it back, such as its size) durable.
     /// On Darwin `fsync` only reaches the drive's cache, so `F_FULLFSYNC` is used there.
     func sync() throws {
+        if let injected = FaultInjection.syncFailure(for: path) {
+            errno = injected
+            throw FileHandle.ioError("fdatasync", path)
+        }
         #if canImport(Darwin)
         let result = retryingEINTR { fcntl(fd, F_FULLFSYNC) }
         #else
@@ -96,6 +102,26 @@ final class FileHandle: @unchecked Sendable {
     static func ioError(_ call: String, _ path: String, offset: Int64? = nil) -> LogError {
         let code = errno
         return LogError(.io, "\(call) failed: \(String(cString: strerror(code)))", file: path, offset: offset, errno: code)
+    }
+}
+
+/// Lets tests make syncs of files under a directory fail, to check what the log does when the
+/// disk reports an error (which cannot be provoked on demand on a healthy machine).
+enum FaultInjection {
+    private static let failing = Mutex<[String: Int32]>([:])
+
+    static func failSyncs(under directory: String, errno: Int32) {
+        failing.withLock { $0[directory] = errno }
+    }
+
+    static func clear(_ directory: String) {
+        failing.withLock { _ = $0.removeValue(forKey: directory) }
+    }
+
+    static func syncFailure(for path: String) -> Int32? {
+        failing.withLock { table in
+            table.isEmpty ? nil : table.first { path.hasPrefix($0.key + "/") }?.value
+        }
     }
 }
 

@@ -44,7 +44,7 @@ struct LogOpener {
             } else {
                 summary = try scan(file: file, header: header, path: path, isLast: isLast, report: &report)
                 report.verifiedSegments += 1
-                if !isLast { try refreshIndex(summary, logID: header.logID, report: &report) }
+                if !isLast { try refreshIndex(summary, file: file, logID: header.logID, report: &report) }
             }
             previousEnd = summary.endPosition
             segments.append(SegmentLog.Segment(name: name, path: path, summary: summary, verified: verified))
@@ -92,33 +92,22 @@ struct LogOpener {
     /// last point says.
     private func trustedIndex(file: FileHandle, header: SegmentHeader) throws -> SegmentSummary? {
         let path = FileSystem.join(directory, SegmentName.indexName(for: header.firstPosition))
-        guard FileSystem.exists(path),
-              let index = try? FileHandle.open(path, write: false),
-              let size = try? index.size(), size < 64 << 20,
-              let bytes = try? index.read(count: Int(size), at: 0),
-              let summary = SegmentSummary.decode(bytes, logID: header.logID, firstPosition: header.firstPosition),
-              try file.size() == summary.length
+        guard let summary = SegmentSummary.load(path, logID: header.logID, firstPosition: header.firstPosition),
+              try file.size() == summary.length, summary.pointsAreRecordStarts(file)
         else { return nil }
-        if let last = summary.points.last {
-            let headerBytes = try file.read(count: RecordHeader.size, at: last.offset)
-            guard case .success(let record) = headerBytes.withUnsafeBytes({ RecordHeader.parse($0) }),
-                  record.firstPosition == last.position else { return nil }
-        }
         return summary
     }
 
     /// Rewrites a sealed segment's index when the one on disk is missing or disagrees with the scan.
-    private func refreshIndex(_ summary: SegmentSummary, logID: LogID, report: inout RecoveryReport) throws {
+    private func refreshIndex(_ summary: SegmentSummary, file: FileHandle, logID: LogID, report: inout RecoveryReport) throws {
         let name = SegmentName.indexName(for: summary.firstPosition)
         let path = FileSystem.join(directory, name)
-        let wanted = summary.encoded(logID: logID)
-        if let existing = try? FileHandle.open(path, write: false),
-           let size = try? existing.size(), size == Int64(wanted.count),
-           let bytes = try? existing.read(count: Int(size), at: 0), bytes == wanted {
+        if let existing = SegmentSummary.load(path, logID: logID, firstPosition: summary.firstPosition),
+           existing.agrees(with: summary, file: file) {
             return
         }
         // The index is a cache that is rebuilt when wrong, so it needs no fsync.
-        try FileSystem.writeAtomically(wanted, to: path, durable: false)
+        try FileSystem.writeAtomically(summary.encoded(logID: logID), to: path, durable: false)
         report.rebuiltIndexes.append(name)
     }
 }

@@ -77,8 +77,9 @@ extension SegmentLog {
                 report.endPosition = summary.endPosition
                 if sealed, let logID {
                     let path = FileSystem.join(directory, SegmentName.indexName(for: summary.firstPosition))
-                    let bytes = (try? FileHandle.open(path, write: false)).flatMap { f in (try? f.size()).flatMap { try? f.read(count: Int($0), at: 0) } }
-                    if bytes != summary.encoded(logID: logID) { report.staleIndexes.append(name) }
+                    let segment = try? FileHandle.open(FileSystem.join(directory, name), write: false)
+                    let index = SegmentSummary.load(path, logID: logID, firstPosition: summary.firstPosition)
+                    if let segment, index?.agrees(with: summary, file: segment) == true {} else { report.staleIndexes.append(name) }
                 }
             case .tornTail(let tail):
                 report.tornTail = tail

@@ -76,6 +76,39 @@ struct SegmentSummary: Hashable, Sendable {
         return w.bytes
     }
 
+    /// Whether this index (read from disk) describes the same segment as `scanned` (from a scan)
+    /// and every point is a record start: it may use another interval, but never a wrong offset.
+    func agrees(with scanned: SegmentSummary, file: FileHandle) -> Bool {
+        guard firstPosition == scanned.firstPosition, endPosition == scanned.endPosition,
+              length == scanned.length, recordCount == scanned.recordCount else { return false }
+        return pointsAreRecordStarts(file)
+    }
+
+    /// Reads the record header at every point: each must parse and start at the point's position.
+    func pointsAreRecordStarts(_ file: FileHandle) -> Bool {
+        var previous: IndexPoint?
+        for point in points {
+            if let previous, point.offset <= previous.offset || point.position <= previous.position { return false }
+            guard point.offset >= Int64(SegmentHeader.size), point.offset + Int64(RecordHeader.size) <= length,
+                  let bytes = try? file.read(count: RecordHeader.size, at: point.offset),
+                  case .success(let header) = bytes.withUnsafeBytes({ RecordHeader.parse($0) }),
+                  header.firstPosition == point.position, point.offset + Int64(header.length) <= length
+            else { return false }
+            previous = point
+        }
+        return true
+    }
+
+    /// Reads and decodes the index file at `path`; `nil` when missing, damaged or not this segment's.
+    static func load(_ path: String, logID: LogID, firstPosition: LogPosition) -> SegmentSummary? {
+        guard FileSystem.exists(path),
+              let index = try? FileHandle.open(path, write: false),
+              let size = try? index.size(), size < 64 << 20,
+              let bytes = try? index.read(count: Int(size), at: 0)
+        else { return nil }
+        return decode(bytes, logID: logID, firstPosition: firstPosition)
+    }
+
     /// Decodes an index file; `nil` when it is damaged or does not belong to this log and segment.
     static func decode(_ bytes: [UInt8], logID: LogID, firstPosition: LogPosition) -> SegmentSummary? {
         bytes.withUnsafeBytes { raw -> SegmentSummary? in

@@ -106,16 +106,20 @@ struct StrataLogBench {
         note("  \(rate(bufferedSample.entriesPerSecond)) entries/s; average stored record \(fixed(averageStored, 0)) B for \(fixed(Double(payloadBytes) / Double(bufferedSample.operations), 0)) B of payload")
 
         // 5. sequential read of the buffered log.
-        if settings.only.contains("read") { note("sequential read: \(settings.readPasses) pass(es) over \(grouped(bufferedSample.entries)) entries…")
-        var readSample = Sample()
-        for _ in 0..<(settings.only.contains("read") ? settings.readPasses : 0) {
-            let (sample, readBytes, _) = try readAll(buffered)
-            guard sample.entries == bufferedSample.entries, readBytes == payloadBytes else {
-                throw BenchError("read back \(sample.entries) entries / \(readBytes) B, wrote \(bufferedSample.entries) / \(payloadBytes) B")
+        var readSample: Sample?
+        if settings.only.contains("read") {
+            note("sequential read: \(settings.readPasses) pass(es) over \(grouped(bufferedSample.entries)) entries…")
+            var total = Sample()
+            for _ in 0..<settings.readPasses {
+                let (sample, readBytes, _) = try readAll(buffered)
+                guard sample.entries == bufferedSample.entries, readBytes == payloadBytes else {
+                    throw BenchError("read back \(sample.entries) entries / \(readBytes) B, wrote \(bufferedSample.entries) / \(payloadBytes) B")
+                }
+                total.add(sample)
             }
-            readSample.add(sample)
+            note("  \(rate(total.entriesPerSecond)) entries/s")
+            readSample = total
         }
-        note("  \(rate(readSample.entriesPerSecond)) entries/s") }
 
         // 6. on-disk size.
         let segments = buffered.segments()
@@ -124,97 +128,119 @@ struct StrataLogBench {
 
         // 1. raw and 3. fsyncPerRecord, in alternating rounds so that drift hits both alike.
         let blobSize = Int(averageStored.rounded())
-        note("raw vs fsyncPerRecord: \(settings.syncRounds) alternating rounds of \(settings.syncRoundSeconds) s each, records of \(blobSize) B…")
-        let raw = try RawWriter(path: place.path("raw.dat"), blobSize: blobSize)
-        let fsyncLog = try SegmentLog.open(at: place.path("fsync"), options: LogOptions(durability: .fsyncPerRecord))
-        var ignoredStored = 0
-        var ignoredPayload = 0
-        _ = try raw.run(count: 10)
-        var next = try await appendRecords(fsyncLog, corpus, startingAt: 0, count: 10,
-                                           storedBytes: &ignoredStored, payloadBytes: &ignoredPayload).operations
-        var rawSample = Sample()
-        var fsyncSample = Sample()
-        for round in 0..<settings.syncRounds {
-            for leg in (round % 2 == 0 ? [0, 1] : [1, 0]) {
-                let deadline = monotonicNanos() + UInt64(settings.syncRoundSeconds * 1e9)
-                if leg == 0 {
-                    rawSample.add(try raw.run(until: deadline))
-                } else {
-                    let sample = try await appendRecords(fsyncLog, corpus, startingAt: next, until: deadline,
-                                                         storedBytes: &ignoredStored, payloadBytes: &ignoredPayload)
-                    next += sample.operations
-                    fsyncSample.add(sample)
+        var rawSample: Sample?
+        var fsyncSample: Sample?
+        if settings.only.contains("sync") {
+            note("raw vs fsyncPerRecord: \(settings.syncRounds) alternating rounds of \(settings.syncRoundSeconds) s each, records of \(blobSize) B…")
+            let raw = try RawWriter(path: place.path("raw.dat"), blobSize: blobSize)
+            let log = try SegmentLog.open(at: place.path("fsync"), options: LogOptions(durability: .fsyncPerRecord))
+            var ignoredStored = 0
+            var ignoredPayload = 0
+            _ = try raw.run(count: 10)  // warm-up
+            var next = try await appendRecords(log, corpus, startingAt: 0, count: 10,
+                                               storedBytes: &ignoredStored, payloadBytes: &ignoredPayload).operations
+            var rawTotal = Sample()
+            var fsyncTotal = Sample()
+            for round in 0..<settings.syncRounds {
+                for leg in (round % 2 == 0 ? [0, 1] : [1, 0]) {
+                    let deadline = monotonicNanos() + UInt64(settings.syncRoundSeconds * 1e9)
+                    if leg == 0 {
+                        rawTotal.add(try raw.run(until: deadline))
+                    } else {
+                        let sample = try await appendRecords(log, corpus, startingAt: next, until: deadline,
+                                                             storedBytes: &ignoredStored, payloadBytes: &ignoredPayload)
+                        next += sample.operations
+                        fsyncTotal.add(sample)
+                    }
                 }
             }
+            rawTotal.entries = rawTotal.operations * settings.entriesPerRecord
+            try await log.close()
+            note("  raw \(rate(rawTotal.operationsPerSecond)) records/s, fsyncPerRecord \(rate(fsyncTotal.operationsPerSecond)) records/s")
+            rawSample = rawTotal
+            fsyncSample = fsyncTotal
         }
-        rawSample.entries = rawSample.operations * settings.entriesPerRecord
-        try await fsyncLog.close()
-        let rawLatencies = rawSample.sortedLatencies()
-        note("  raw \(rate(rawSample.operationsPerSecond)) records/s, fsyncPerRecord \(rate(fsyncSample.operationsPerSecond)) records/s")
 
         // 4. 16 appenders of one-entry records: fsyncPerRecord vs groupCommit, alternating.
-        note("\(settings.appenders) appenders, fsyncPerRecord vs groupCommit: \(settings.concurrentRounds) alternating rounds of \(settings.concurrentRoundSeconds) s each…")
-        let perRecordLog = try SegmentLog.open(at: place.path("c16-fsync"), options: LogOptions(durability: .fsyncPerRecord))
-        let groupLog = try SegmentLog.open(at: place.path("c16-group"), options: LogOptions(durability: .groupCommit))
-        for log in [perRecordLog, groupLog] {  // warm-up
-            _ = try await concurrentAppends(log, corpus, appenders: settings.appenders,
-                                            until: monotonicNanos() + 100_000_000, seed: 0)
-        }
-        var perRecordSample = Sample()
-        var groupSample = Sample()
-        for round in 0..<settings.concurrentRounds {
-            for leg in (round % 2 == 0 ? [0, 1] : [1, 0]) {
-                let deadline = monotonicNanos() + UInt64(settings.concurrentRoundSeconds * 1e9)
-                let log = leg == 0 ? perRecordLog : groupLog
-                let sample = try await concurrentAppends(log, corpus, appenders: settings.appenders,
-                                                         until: deadline, seed: round * 100_003)
-                if leg == 0 { perRecordSample.add(sample) } else { groupSample.add(sample) }
+        var perRecordSample: Sample?
+        var groupSample: Sample?
+        if settings.only.contains("concurrent") {
+            note("\(settings.appenders) appenders, fsyncPerRecord vs groupCommit: \(settings.concurrentRounds) alternating rounds of \(settings.concurrentRoundSeconds) s each…")
+            let perRecordLog = try SegmentLog.open(at: place.path("c16-fsync"), options: LogOptions(durability: .fsyncPerRecord))
+            let groupLog = try SegmentLog.open(at: place.path("c16-group"), options: LogOptions(durability: .groupCommit))
+            for log in [perRecordLog, groupLog] {  // warm-up
+                _ = try await concurrentAppends(log, corpus, appenders: settings.appenders,
+                                                until: monotonicNanos() + 100_000_000, seed: 0)
             }
+            var perRecordTotal = Sample()
+            var groupTotal = Sample()
+            for round in 0..<settings.concurrentRounds {
+                for leg in (round % 2 == 0 ? [0, 1] : [1, 0]) {
+                    let deadline = monotonicNanos() + UInt64(settings.concurrentRoundSeconds * 1e9)
+                    let sample = try await concurrentAppends(leg == 0 ? perRecordLog : groupLog, corpus,
+                                                             appenders: settings.appenders, until: deadline,
+                                                             seed: (round + 1) * 100_003)
+                    if leg == 0 { perRecordTotal.add(sample) } else { groupTotal.add(sample) }
+                }
+            }
+            try await perRecordLog.close()
+            try await groupLog.close()
+            note("  fsyncPerRecord \(rate(perRecordTotal.operationsPerSecond)) records/s, groupCommit \(rate(groupTotal.operationsPerSecond)) records/s")
+            perRecordSample = perRecordTotal
+            groupSample = groupTotal
         }
-        try await perRecordLog.close()
-        try await groupLog.close()
-        note("  fsyncPerRecord \(rate(perRecordSample.operationsPerSecond)) records/s, groupCommit \(rate(groupSample.operationsPerSecond)) records/s")
 
         // The report.
-        var rows = Report(settings: settings)
-        let fdatasyncMean = rawSample.nanos / UInt64(max(1, rawSample.operations))
-        rows.machine = "**Machine:** \(Machine.cores) cores, "
+        var report = Report()
+        let rawLatencies = rawSample?.sortedLatencies() ?? []
+        let fdatasyncMean = rawSample.map { $0.nanos / UInt64(max(1, $0.operations)) }
+        report.machine = "**Machine:** \(Machine.cores) cores, "
             + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
-            + ", fdatasync latency \(latency(fdatasyncMean)) mean / \(latency(percentile(rawLatencies, 50))) p50 / \(latency(percentile(rawLatencies, 99))) p99"
-            + " (pwrite \(grouped(blobSize)) B + fdatasync, \(place.fileSystem)), \(timestamp(started))"
+            + (fdatasyncMean.map {
+                ", fdatasync latency \(latency($0)) mean / \(latency(percentile(rawLatencies, 50))) p50 / \(latency(percentile(rawLatencies, 99))) p99"
+                    + " (pwrite \(grouped(blobSize)) B + fdatasync, \(place.fileSystem))"
+            } ?? ", fdatasync latency not measured (sync workload skipped), \(place.fileSystem)")
+            + ", \(timestamp(started))"
             + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
 
-        rows.add("1. raw: pwrite \(grouped(blobSize)) B + fdatasync",
-                 "\(rate(rawSample.operationsPerSecond)) records/s ≙ \(rate(rawSample.entriesPerSecond)) entries/s",
-                 "— (the device's limit)", "baseline")
-        rows.add("2. buffered, \(settings.entriesPerRecord) entries/record (incl. final flush)",
-                 "\(rate(bufferedSample.entriesPerSecond)) entries/s (\(grouped(bufferedSample.entries)) entries in \(fixed(bufferedSample.seconds, 2)) s)",
-                 "≥ 1M entries/s",
-                 verdict(bufferedSample.entriesPerSecond / 1e6, goal: 1, unit: "× goal"))
-        rows.add("3. fsyncPerRecord, \(settings.entriesPerRecord) entries/record",
-                 "\(rate(fsyncSample.entriesPerSecond)) entries/s (\(rate(fsyncSample.operationsPerSecond)) records/s)",
-                 "within 15% of raw (≥ 0.85×)",
-                 verdict(fsyncSample.operationsPerSecond / rawSample.operationsPerSecond, goal: 0.85, unit: "× raw"))
-        let perRecordLatencies = perRecordSample.sortedLatencies()
-        let groupLatencies = groupSample.sortedLatencies()
-        rows.add("4a. \(settings.appenders) appenders, fsyncPerRecord, 1 entry/record",
-                 "\(rate(perRecordSample.operationsPerSecond)) records/s; latency p50 \(latency(percentile(perRecordLatencies, 50))), p99 \(latency(percentile(perRecordLatencies, 99)))",
-                 "—", "baseline for 4b")
-        let perSync = groupSample.operationsPerSecond * seconds(fdatasyncMean)
-        rows.add("4b. \(settings.appenders) appenders, groupCommit, 1 entry/record",
-                 "\(rate(groupSample.operationsPerSecond)) records/s; latency p50 \(latency(percentile(groupLatencies, 50))), p99 \(latency(percentile(groupLatencies, 99))); ≈ \(fixed(perSync, 1)) records per raw fdatasync time",
-                 "≥ 10× 4a",
-                 verdict(groupSample.operationsPerSecond / perRecordSample.operationsPerSecond, goal: 10, unit: "× 4a"))
-        rows.add("5. sequential read (records(from: 0) cursor)",
-                 "\(rate(readSample.entriesPerSecond)) entries/s (\(bytes(Double(payloadBytes * settings.readPasses) / readSample.seconds))/s of payload)",
-                 "≥ 3M entries/s",
-                 verdict(readSample.entriesPerSecond / 3e6, goal: 1, unit: "× goal"))
+        if let rawSample {
+            report.add("1. raw: pwrite \(grouped(blobSize)) B + fdatasync",
+                       "\(rate(rawSample.operationsPerSecond)) records/s ≙ \(rate(rawSample.entriesPerSecond)) entries/s",
+                       "— (the device's limit)", "baseline")
+        }
+        report.add("2. buffered, \(settings.entriesPerRecord) entries/record (incl. final flush)",
+                   "\(rate(bufferedSample.entriesPerSecond)) entries/s (\(grouped(bufferedSample.entries)) entries in \(fixed(bufferedSample.seconds, 2)) s)",
+                   "≥ 1M entries/s",
+                   verdict(bufferedSample.entriesPerSecond / 1e6, goal: 1, unit: "× goal"))
+        if let rawSample, let fsyncSample {
+            report.add("3. fsyncPerRecord, \(settings.entriesPerRecord) entries/record",
+                       "\(rate(fsyncSample.entriesPerSecond)) entries/s (\(rate(fsyncSample.operationsPerSecond)) records/s)",
+                       "within 15% of raw (≥ 0.85×)",
+                       verdict(fsyncSample.operationsPerSecond / rawSample.operationsPerSecond, goal: 0.85, unit: "× raw"))
+        }
+        if let perRecordSample, let groupSample {
+            let perRecordLatencies = perRecordSample.sortedLatencies()
+            let groupLatencies = groupSample.sortedLatencies()
+            report.add("4a. \(settings.appenders) appenders, fsyncPerRecord, 1 entry/record",
+                       "\(rate(perRecordSample.operationsPerSecond)) records/s; latency p50 \(latency(percentile(perRecordLatencies, 50))), p99 \(latency(percentile(perRecordLatencies, 99)))",
+                       "—", "baseline for 4b")
+            report.add("4b. \(settings.appenders) appenders, groupCommit, 1 entry/record",
+                       "\(rate(groupSample.operationsPerSecond)) records/s; latency p50 \(latency(percentile(groupLatencies, 50))), p99 \(latency(percentile(groupLatencies, 99)))",
+                       "≥ 10× 4a",
+                       verdict(groupSample.operationsPerSecond / perRecordSample.operationsPerSecond, goal: 10, unit: "× 4a"))
+        }
+        if let readSample {
+            report.add("5. sequential read (records(from: 0) cursor)",
+                       "\(rate(readSample.entriesPerSecond)) entries/s (\(bytes(Double(payloadBytes * settings.readPasses) / readSample.seconds))/s of payload)",
+                       "≥ 3M entries/s",
+                       verdict(readSample.entriesPerSecond / 3e6, goal: 1, unit: "× goal"))
+        }
         let sizeRatio = Double(onDisk) / Double(payloadBytes)
-        rows.add("6. on-disk size vs entry bytes",
-                 "\(bytes(Double(onDisk))) in \(segments.count) segment(s) for \(bytes(Double(payloadBytes))) of entries",
-                 "— (informational)",
-                 "\(fixed(sizeRatio, 3))× (\(fixed((1 - sizeRatio) * 100, 1))% saved)")
-        print(rows.render())
+        report.add("6. on-disk size vs entry bytes",
+                   "\(bytes(Double(onDisk))) in \(segments.count) segment(s) for \(bytes(Double(payloadBytes))) of entries",
+                   "— (informational)",
+                   "\(fixed(sizeRatio, 3))× (\(fixed((1 - sizeRatio) * 100, 1))% saved)")
+        print(report.render())
     }
 
     static func verdict(_ ratio: Double, goal: Double, unit: String) -> String {
@@ -236,7 +262,6 @@ func fail(_ message: String, status: Int32) -> Never {
 }
 
 struct Report {
-    let settings: Settings
     var machine = ""
     var rows: [[String]] = []
 
