@@ -105,6 +105,42 @@ final class FileHandle: @unchecked Sendable {
     }
 }
 
+/// An exclusive `flock` on the log directory's `LOCK` file, so that two writers (processes, or
+/// two ``SegmentLog`` instances in one process) can never append to the same log. The kernel drops
+/// it when the process dies, so a crash never leaves a stale lock behind.
+final class DirectoryLock: Sendable {
+    static let fileName = "LOCK"
+    private let fd: Mutex<Int32>
+    let path: String
+
+    init(directory: String) throws {
+        let path = FileSystem.join(directory, DirectoryLock.fileName)
+        self.path = path
+        let descriptor = retryingEINTR { systemOpen(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        guard descriptor >= 0 else { throw FileHandle.ioError("open lock file", path) }
+        guard retryingEINTR({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
+            let code = errno
+            _ = systemClose(descriptor)
+            if code == EWOULDBLOCK {
+                throw LogError(.locked, "the log is already open (in this or another process)", file: path, errno: code)
+            }
+            errno = code
+            throw FileHandle.ioError("flock", path)
+        }
+        fd = Mutex(descriptor)
+    }
+
+    /// Releases the lock; later calls do nothing.
+    func release() {
+        fd.withLock { descriptor in
+            if descriptor >= 0 { _ = systemClose(descriptor) }
+            descriptor = -1
+        }
+    }
+
+    deinit { release() }
+}
+
 /// Lets tests make syncs of files under a directory fail, to check what the log does when the
 /// disk reports an error (which cannot be provoked on demand on a healthy machine).
 enum FaultInjection {
@@ -167,7 +203,12 @@ enum FileSystem {
         let fd = retryingEINTR { systemOpen(path, O_RDONLY | O_CLOEXEC, 0) }
         guard fd >= 0 else { throw FileHandle.ioError("open directory", path) }
         defer { _ = systemClose(fd) }
-        guard retryingEINTR({ fsync(fd) }) == 0 else { throw FileHandle.ioError("fsync directory", path) }
+        #if canImport(Darwin)
+        let result = retryingEINTR { fcntl(fd, F_FULLFSYNC) }
+        #else
+        let result = retryingEINTR { fsync(fd) }
+        #endif
+        guard result == 0 else { throw FileHandle.ioError("fsync directory", path) }
     }
 
     static func rename(_ from: String, _ to: String) throws {

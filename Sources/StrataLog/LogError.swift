@@ -37,6 +37,10 @@ public struct LogError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let badSnapshot = Code("badSnapshot")
         /// The directory holds no log and `create` was not requested.
         public static let notFound = Code("notFound")
+        /// A file of a newer format version than this reader knows; nothing is wrong with it.
+        public static let unsupportedVersion = Code("unsupportedVersion")
+        /// Another ``SegmentLog`` (in this or another process) has the log open.
+        public static let locked = Code("locked")
         /// An argument was invalid (empty record, bad option).
         public static let invalidArgument = Code("invalidArgument")
     }

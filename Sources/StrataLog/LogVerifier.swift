@@ -1,4 +1,4 @@
-/// The findings of ``SegmentLog/verify(at:)``.
+/// The findings of ``SegmentLog/verify(at:progress:)``.
 public struct VerifyReport: Sendable, Hashable {
     public var segments = 0
     public var records = 0
@@ -103,13 +103,19 @@ extension SegmentLog {
 
     /// Truncates the log at its first bad record so that it opens again, and says exactly what was
     /// dropped. The damaged segment's bytes from the bad record on, and every later segment, are
-    /// first copied into a `salvaged-<time>` folder inside the log directory. Run it only on a log
-    /// no process has open.
+    /// first copied into a `salvaged-<time>` folder inside the log directory.
+    ///
+    /// - Throws: ``LogError/Code/locked`` while the log is open anywhere.
     public static func salvage(at directory: String) throws -> SalvageReport {
+        let lock = try DirectoryLock(directory: directory)
+        defer { lock.release() }
         let report = try verify(at: directory)
         var result = SalvageReport()
         result.endPosition = report.endPosition ?? 0
         guard let problem = report.problems.first, let file = problem.file else { return result }
+        guard problem.code != .unsupportedVersion else {
+            throw LogError(.unsupportedVersion, "refusing to salvage a log written by a newer format: \(problem.message)", file: file, offset: problem.offset)
+        }
         result.problem = problem
         let names = try FileSystem.list(directory).compactMap(SegmentName.position(of:)).sorted().map(SegmentName.name(for:))
         guard let damagedIndex = names.firstIndex(where: { FileSystem.join(directory, $0) == file }) else {
@@ -147,11 +153,39 @@ extension SegmentLog {
             }
             try FileSystem.remove(FileSystem.join(directory, SegmentName.indexName(for: SegmentName.position(of: name) ?? 0)))
         }
+        if result.removedSegments.count == names.count {
+            // Even the first segment's header was damaged: keep an empty log at the same position
+            // and identity (taken from any header or snapshot that still verifies), so that the
+            // directory stays this log rather than silently becoming a new one.
+            guard let first = names.first.flatMap(SegmentName.position(of:)), let logID = try recoverLogID(directory: directory, quarantine: quarantine) else {
+                throw LogError(.badSegmentHeader, "cannot salvage: no intact segment header or snapshot tells the log's identity; copies are in \(quarantine)", file: file)
+            }
+            try SegmentLog.createSegment(directory: directory, logID: logID, first: first, created: currentLogTimestamp())
+        }
         try FileSystem.syncDirectory(directory)
         let after = try verify(at: directory)
         result.endPosition = after.endPosition ?? after.startPosition ?? 0
         result.droppedPositions = result.endPosition..<max(result.endPosition, highest)
         return result
+    }
+
+    /// The log ID from any quarantined segment header or snapshot that verifies.
+    private static func recoverLogID(directory: String, quarantine: String) throws -> LogID? {
+        for name in try FileSystem.list(quarantine).sorted() {
+            let file = try FileHandle.open(FileSystem.join(quarantine, name), write: false)
+            let bytes = try file.read(count: SegmentHeader.size, at: 0)
+            if let header = try? bytes.withUnsafeBytes({ try SegmentHeader.decode($0, file: name) }) { return header.logID }
+        }
+        for name in try FileSystem.list(directory) where SnapshotName.position(of: name) != nil {
+            let file = try FileHandle.open(FileSystem.join(directory, name), write: false)
+            let bytes = try file.read(count: SnapshotFile.headerSize, at: 0)
+            if bytes.count == SnapshotFile.headerSize, Array(bytes[0..<8]) == SnapshotFile.magic,
+               let size = try? file.size(), let whole = try? file.read(count: Int(size), at: 0),
+               CRC32C.checksum(Array(whole[12...])) == whole.withUnsafeBytes({ $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian }) {
+                return LogID(unchecked: Array(bytes[20..<36]))
+            }
+        }
+        return nil
     }
 
     /// Counts the records that still verify in `file` from `offset` on, skipping damage by

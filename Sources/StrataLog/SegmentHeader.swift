@@ -37,14 +37,15 @@ struct SegmentHeader: Hashable, Sendable {
         guard let stored = r.u32(), let version = r.u16(), let headerSize = r.u16() else {
             throw bad("segment header truncated")
         }
-        guard version == formatVersion else {
-            throw bad("unsupported segment format version \(version) (this reader knows \(formatVersion))", 12)
-        }
-        guard headerSize == UInt16(size) else { throw bad("unexpected segment header size \(headerSize)", 14) }
+        // The checksum first: a damaged version field is damage, not a newer format.
         let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[12..<size]))
         guard actual == stored else {
             throw bad("segment header checksum mismatch (stored \(hex(stored)), computed \(hex(actual)))", 8)
         }
+        guard version == formatVersion else {
+            throw LogError(.unsupportedVersion, "segment format version \(version); this reader knows version \(formatVersion)", file: file, offset: 12)
+        }
+        guard headerSize == UInt16(size) else { throw bad("unexpected segment header size \(headerSize)", 14) }
         guard let id = r.bytes(16), let first = r.u64(), let created = r.i64() else {
             throw bad("segment header truncated")
         }

@@ -44,15 +44,16 @@ struct SegmentSummary: Hashable, Sendable {
         recordCount += 1
     }
 
-    /// The offset to start scanning at to find `position`.
-    func scanStart(for position: LogPosition) -> Int64 {
+    /// Where to start scanning to find `position`: the offset, and the position of the record
+    /// that starts there.
+    func scanStart(for position: LogPosition) -> (offset: Int64, position: LogPosition) {
         var lo = 0
         var hi = points.count
         while lo < hi {
             let mid = (lo + hi) / 2
             if points[mid].position <= position { lo = mid + 1 } else { hi = mid }
         }
-        return lo == 0 ? Int64(SegmentHeader.size) : points[lo - 1].offset
+        return lo == 0 ? (Int64(SegmentHeader.size), firstPosition) : (points[lo - 1].offset, points[lo - 1].position)
     }
 
     func encoded(logID: LogID) -> [UInt8] {

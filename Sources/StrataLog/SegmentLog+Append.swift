@@ -62,15 +62,19 @@ extension SegmentLog {
         }
     }
 
-    /// Finishes pending appends, makes everything durable and closes the files. Later calls of
-    /// any method throw ``LogError/Code/closed``.
+    /// Finishes pending appends, makes everything durable, and releases the log for another
+    /// opener. Later calls of any method throw ``LogError/Code/closed``. A log that failed (see
+    /// ``LogError/Code/appenderFailed``) is released without a final sync.
     public func close() async throws {
+        defer {
+            state.withLock { $0.closed = true }
+            lock.release()
+        }
         do {
             try await flush()
-        } catch let error as LogError where error.code == .closed {
+        } catch let error as LogError where error.code == .closed || error.code == .appenderFailed {
             return
         }
-        state.withLock { $0.closed = true }
     }
 
     // MARK: Internals

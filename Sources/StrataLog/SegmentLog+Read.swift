@@ -45,7 +45,7 @@ extension SegmentLog {
 /// var cursor = try log.records(from: 0)
 /// while let record = try cursor.next() { … }
 /// ```
-public struct LogCursor: ~Copyable {
+public struct LogCursor {
     private let logID: LogID
     private let segments: [SegmentLog.Segment]
     private let from: LogPosition
@@ -76,8 +76,8 @@ public struct LogCursor: ~Copyable {
                     continue
                 }
                 let file = try FileHandle.open(segment.path, write: false)
-                let offset = segment.summary.scanStart(for: from)
-                scanner = SegmentScanner(file: file, logID: logID, limit: segment.summary.length, offset: offset, expectedPosition: nil)
+                let start = segment.summary.scanStart(for: from)
+                scanner = SegmentScanner(file: file, logID: logID, limit: segment.summary.length, offset: start.offset, expectedPosition: start.position)
             }
             switch try scanner!.next() {
             case .end:

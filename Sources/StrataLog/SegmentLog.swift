@@ -32,6 +32,8 @@ public final class SegmentLog: Sendable {
     /// Runs writes and syncs of the durable modes, and flushes, off the cooperative thread pool:
     /// an fsync takes milliseconds and must not block a Swift concurrency thread.
     let writerQueue: DispatchQueue
+    /// Held from open to close: one writer per log.
+    let lock: DirectoryLock
 
     struct Segment: Sendable {
         var name: String
@@ -68,7 +70,8 @@ public final class SegmentLog: Sendable {
     }
 
     private init(directory: String, logID: LogID, options: LogOptions, recovery: RecoveryReport,
-                 segments: [Segment], activeFile: FileHandle) {
+                 segments: [Segment], activeFile: FileHandle, lock: DirectoryLock) {
+        self.lock = lock
         self.directory = directory
         self.logID = logID
         self.options = options
@@ -91,12 +94,21 @@ public final class SegmentLog: Sendable {
             guard options.create else { throw LogError(.notFound, "no log directory", file: directory) }
             try FileSystem.makeDirectory(directory)
         }
+        let lock = try DirectoryLock(directory: directory)
         let names = try FileSystem.list(directory)
         for name in names where name.hasSuffix(".tmp") {
             try FileSystem.remove(FileSystem.join(directory, name))
         }
         let firsts = names.compactMap(SegmentName.position(of:)).sorted()
+        // An index whose segment is gone (a crash during retirement) is an orphan.
+        for name in names where name.hasSuffix(SegmentName.indexSuffix) {
+            let segment = String(name.dropLast(SegmentName.indexSuffix.count)) + SegmentName.suffix
+            if SegmentName.position(of: segment) != nil && !names.contains(segment) {
+                try FileSystem.remove(FileSystem.join(directory, name))
+            }
+        }
         if firsts.isEmpty {
+            guard options.create else { throw LogError(.notFound, "no segment files", file: directory) }
             if names.contains(where: { SnapshotName.position(of: $0) != nil }) {
                 throw LogError(.notFound, "the directory holds snapshots but no segments", file: directory)
             }
@@ -105,7 +117,7 @@ public final class SegmentLog: Sendable {
         }
         let opened = try LogOpener(directory: directory, options: options).open()
         return SegmentLog(directory: directory, logID: opened.logID, options: options, recovery: opened.report,
-                          segments: opened.segments, activeFile: opened.activeFile)
+                          segments: opened.segments, activeFile: opened.activeFile, lock: lock)
     }
 
     /// Writes a new segment's header atomically (temporary file, fsync, rename, fsync of the

@@ -144,6 +144,13 @@ extension SegmentLog {
     /// - Throws: ``LogError/Code/positionOutOfRange`` when `position` is past the visible end.
     @discardableResult
     public func writeSnapshot(_ payload: [UInt8], position: LogPosition) throws -> SnapshotInfo {
+        // A durable snapshot must never cover records that a power loss could still take away
+        // (with buffered appends they may not be synced yet).
+        try writer.withLock { w in
+            guard w.unsynced else { return }
+            try w.file.sync()
+            w.unsynced = false
+        }
         let end = endPosition
         guard position <= end else {
             throw LogError(.positionOutOfRange, "snapshot position \(position) is past the end of the log (\(end))", file: directory)
@@ -195,18 +202,29 @@ extension SegmentLog {
                 }
                 return retired
             }
+            // One at a time, oldest first, each removal made durable before the next, so a crash
+            // part way always leaves a contiguous log. (The index goes first: an index without
+            // its segment would be an orphan; a segment without its index is merely re-indexed.)
             for segment in retired {
-                try FileSystem.remove(segment.path)
                 try FileSystem.remove(FileSystem.join(directory, SegmentName.indexName(for: segment.summary.firstPosition)))
+                try FileSystem.remove(segment.path)
+                try FileSystem.syncDirectory(directory)
             }
-            if !retired.isEmpty { try FileSystem.syncDirectory(directory) }
             return retired.map(\.name)
         }
     }
 
-    /// Deletes all but the newest `keep` snapshot files.
+    /// Deletes snapshot files older than the newest `keep` that verify (damaged ones are not
+    /// counted, so the last good snapshot is never deleted because newer ones are bad).
     public func pruneSnapshots(keeping keep: Int = 2) throws {
-        for info in try snapshots().dropFirst(max(keep, 1)) { try FileSystem.remove(info.path) }
+        var valid = 0
+        for info in try snapshots() {
+            if valid >= max(keep, 1) {
+                try FileSystem.remove(info.path)
+            } else if (try? readSnapshot(info)) != nil {
+                valid += 1
+            }
+        }
         try FileSystem.syncDirectory(directory)
     }
 }

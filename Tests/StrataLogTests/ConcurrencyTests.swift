@@ -113,6 +113,8 @@ struct ConcurrencyTests {
         } catch let error as LogError {
             #expect(error.code == .appenderFailed)
         }
+        // Closing a failed log releases it (without a final sync) for the reopen.
+        try await log.close()
         let reopened = try SegmentLog.open(at: dir.path, options: LogOptions(durability: .groupCommit))
         #expect(try allEntries(reopened).first?.payload == [1])
         try await reopened.append(payloads: [[4]])
@@ -128,4 +130,24 @@ final class ReaderProgress: Sendable {
 
 extension LogPosition {
     var asInt: Int { Int(self) }
+}
+
+@Suite("One writer per log")
+struct LockTests {
+    @Test("A second open of the same log is refused until the first is closed")
+    func secondOpenRefused() async throws {
+        let dir = TemporaryDirectory()
+        let first = try SegmentLog.open(at: dir.path, options: bufferedOptions())
+        try await first.append(payloads: [[1]])
+        do {
+            _ = try SegmentLog.open(at: dir.path, options: bufferedOptions())
+            Issue.record("two writers opened one log")
+        } catch let error as LogError {
+            #expect(error.code == .locked)
+        }
+        #expect(throws: LogError.self) { try SegmentLog.salvage(at: dir.path) }
+        try await first.close()
+        let second = try SegmentLog.open(at: dir.path, options: bufferedOptions())
+        #expect(try allEntries(second).map(\.payload) == [[1]])
+    }
 }

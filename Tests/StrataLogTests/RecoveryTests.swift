@@ -168,4 +168,35 @@ struct RecoveryTests {
         let shortDir = try small.install(Array(small.bytes[0..<30]), in: small.directory.sub("short"))
         expectOpenFails(shortDir, bufferedOptions(), code: .badSegmentHeader, file: firstSegmentPath(shortDir))
     }
+
+    @Test("Salvage of a log whose first segment header is damaged keeps the log's identity")
+    func salvageDamagedFirstHeader() async throws {
+        let dir = TemporaryDirectory()
+        let log = try SegmentLog.open(at: dir.path, options: bufferedOptions(segmentSize: 4096))
+        for r in 0..<40 { try await log.append([LogEntry(tagged(r, 0, size: 200))]) }
+        let id = log.logID
+        try await log.close()
+        var bytes = try readFile(firstSegmentPath(dir.path))
+        bytes[3] ^= 0x40  // the magic
+        try writeFile(firstSegmentPath(dir.path), bytes)
+        let salvage = try SegmentLog.salvage(at: dir.path)
+        #expect(salvage.truncatedSegment == nil)
+        #expect(salvage.endPosition == 0)
+        let reopened = try SegmentLog.open(at: dir.path, options: bufferedOptions())
+        #expect(reopened.logID == id)
+        #expect(reopened.endPosition == 0)
+    }
+
+    @Test("Opening without create refuses an empty directory instead of making a new log")
+    func noCreateInEmptyDirectory() throws {
+        let dir = TemporaryDirectory()
+        var options = bufferedOptions()
+        options.create = false
+        do {
+            _ = try SegmentLog.open(at: dir.path, options: options)
+            Issue.record("a new log was created")
+        } catch let error as LogError {
+            #expect(error.code == .notFound)
+        }
+    }
 }

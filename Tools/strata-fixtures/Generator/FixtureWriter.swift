@@ -44,6 +44,9 @@ public enum FixtureWriter {
         let corrupt = base + "/mid-log-corruption"
         try copyLog(from: basic, to: corrupt)
         try flipBit(in: corrupt + "/00000000000000000000.seg", at: offsets[2] + 60, bit: 3)
+
+        // The lock file is the writer's, not part of the format.
+        for name in names { try? FileManager.default.removeItem(atPath: base + "/" + name + "/LOCK") }
     }
 
     /// The byte offset of every record of a log, in order.
