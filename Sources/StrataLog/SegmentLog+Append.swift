@@ -14,27 +14,47 @@ extension SegmentLog {
     ///   ``LogError/Code/closed``.
     @discardableResult
     public func append(_ entries: [LogEntry]) async throws -> AppendResult {
+        try await withCheckedThrowingContinuation { continuation in
+            do {
+                try submit(entries) { continuation.resume(with: $0) }
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+
+    /// Queues `entries` as one record and returns its positions at once, without waiting for
+    /// durability; `completion` is called exactly once when the record is as durable as
+    /// ``LogOptions/durability`` promises, or with the error that stopped it.
+    ///
+    /// Completions are called in position order: on the writer queue in the durable modes, and
+    /// before `submit` returns with ``Durability/buffered``. This lets a caller that must assign
+    /// positions in a critical section (a store committing transactions in order) do so without
+    /// holding its lock across the sync.
+    ///
+    /// - Throws: what ``append(_:)`` throws for problems known at once; `completion` is then
+    ///   never called.
+    @discardableResult
+    public func submit(_ entries: [LogEntry], completion: @escaping @Sendable (Result<AppendResult, LogError>) -> Void) throws -> Range<LogPosition> {
         let payload = try EncodedPayload(entries: entries, options: options)
         switch options.durability {
         case .buffered:
-            return try appendBuffered(payload)
+            let result = try appendBuffered(payload)
+            completion(.success(result))
+            return result.positions
         case .fsyncPerRecord, .groupCommit:
-            return try await withCheckedThrowingContinuation { continuation in
-                let start = state.withLock { s -> Bool in
-                    if let refusal = refusal(s) {
-                        continuation.resume(throwing: refusal)
-                        return false
-                    }
-                    let first = s.nextPosition
-                    s.nextPosition += LogPosition(payload.entryCount)
-                    let bytes = payload.record(firstPosition: first, logID: logID)
-                    s.pending.append(PendingAppend(bytes: bytes, positions: first..<s.nextPosition, continuation: continuation))
-                    if s.draining { return false }
-                    s.draining = true
-                    return true
-                }
-                if start { writerQueue.async { self.drain() } }
+            let (positions, start) = try state.withLock { s -> (Range<LogPosition>, Bool) in
+                if let refusal = refusal(s) { throw refusal }
+                let first = s.nextPosition
+                s.nextPosition += LogPosition(payload.entryCount)
+                let bytes = payload.record(firstPosition: first, logID: logID)
+                s.pending.append(PendingAppend(bytes: bytes, positions: first..<s.nextPosition, completion: completion))
+                if s.draining { return (first..<s.nextPosition, false) }
+                s.draining = true
+                return (first..<s.nextPosition, true)
             }
+            if start { writerQueue.async { self.drain() } }
+            return positions
         }
     }
 
@@ -149,10 +169,10 @@ extension SegmentLog {
             switch outcome {
             case .success:
                 for append in batch {
-                    append.continuation.resume(returning: AppendResult(positions: append.positions, storedSize: append.bytes.count))
+                    append.completion(.success(AppendResult(positions: append.positions, storedSize: append.bytes.count)))
                 }
             case .failure(let error):
-                for append in batch { append.continuation.resume(throwing: error) }
+                for append in batch { append.completion(.failure(error)) }
             }
         }
     }

@@ -59,7 +59,7 @@ public final class SegmentLog: Sendable {
     struct PendingAppend: Sendable {
         var bytes: [UInt8]
         var positions: Range<LogPosition>
-        var continuation: CheckedContinuation<AppendResult, any Error>
+        var completion: @Sendable (Result<AppendResult, LogError>) -> Void
     }
 
     struct WriterState: Sendable {

@@ -151,3 +151,31 @@ struct LockTests {
         #expect(try allEntries(second).map(\.payload) == [[1]])
     }
 }
+
+@Suite("Submitting without waiting")
+struct SubmitTests {
+    @Test("Completions of submitted records arrive once each, in position order", arguments: [Durability.groupCommit, .fsyncPerRecord, .buffered])
+    func completionsInOrder(durability: Durability) async throws {
+        let dir = TemporaryDirectory()
+        let log = try SegmentLog.open(at: dir.path, options: LogOptions(durability: durability))
+        let seen = CompletionLog()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<8 {
+                group.addTask {
+                    for n in 0..<25 {
+                        try log.submit([LogEntry(tagged(writer, n))]) { result in
+                            if case .success(let appended) = result { seen.positions.withLock { $0.append(appended.positions.lowerBound) } }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await log.close()  // waits for every queued record
+        #expect(seen.positions.withLock { $0 } == (0..<200).map { LogPosition($0) })
+    }
+}
+
+final class CompletionLog: Sendable {
+    let positions = Mutex<[LogPosition]>([])
+}
