@@ -39,9 +39,7 @@ extension SegmentLog {
         let payload = try EncodedPayload(entries: entries, options: options)
         switch options.durability {
         case .buffered:
-            let result = try appendBuffered(payload)
-            completion(.success(result))
-            return result.positions
+            return try appendBuffered(payload, completion: completion).positions
         case .fsyncPerRecord, .groupCommit:
             let (positions, start) = try state.withLock { s -> (Range<LogPosition>, Bool) in
                 if let refusal = refusal(s) { throw refusal }
@@ -114,7 +112,9 @@ extension SegmentLog {
         return failure
     }
 
-    private func appendBuffered(_ payload: EncodedPayload) throws -> AppendResult {
+    /// Writes a record in the caller's thread. The completion runs under the writer lock, so that
+    /// completions of concurrent appends keep position order.
+    private func appendBuffered(_ payload: EncodedPayload, completion: (Result<AppendResult, LogError>) -> Void) throws -> AppendResult {
         try writer.withLock { w in
             let (first, bytes) = try state.withLock { s -> (LogPosition, [UInt8]) in
                 if let refusal = refusal(s) { throw refusal }
@@ -129,7 +129,9 @@ extension SegmentLog {
             } catch let error as LogError {
                 throw fail(error)
             }
-            return AppendResult(positions: first..<first + LogPosition(payload.entryCount), storedSize: bytes.count)
+            let result = AppendResult(positions: first..<first + LogPosition(payload.entryCount), storedSize: bytes.count)
+            completion(.success(result))
+            return result
         }
     }
 
