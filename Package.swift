@@ -6,10 +6,13 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "StrataLog", targets: ["StrataLog"]),
+        .library(name: "Strata", targets: ["Strata"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // The system liblz4 (no vendored C source). Only LZ4Codec.swift imports it.
@@ -20,6 +23,16 @@ let package = Package(
         ),
         // The on-disk format: segments, records, checksums, recovery, index, snapshot files.
         .target(name: "StrataLog", dependencies: ["CLZ4"]),
+        // The app-facing library: schema, events, merge rule, projection, transactions, queries,
+        // observation, snapshots. No networking.
+        .target(
+            name: "Strata",
+            dependencies: [
+                "StrataLog",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
 
         // The CLI (thin; grows into the full `strata` tool).
         .executableTarget(
@@ -34,13 +47,16 @@ let package = Package(
         // library so the golden tests can regenerate the fixtures and compare bytes.
         .target(name: "FixtureGenerator", dependencies: ["StrataLog"], path: "Tools/strata-fixtures/Generator"),
         .executableTarget(name: "strata-fixtures", dependencies: ["FixtureGenerator"], path: "Tools/strata-fixtures/Main"),
-        // Child process for the crash test: appends with group commit and reports acknowledged positions.
+        // Child processes for the crash tests: they append (commit) and report what was acknowledged
+        // until they are killed.
         .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
+        .executableTarget(name: "store-crash-child", dependencies: ["Strata"], path: "Tools/store-crash-child"),
 
         .testTarget(
             name: "StrataLogTests",
             dependencies: ["StrataLog", "FixtureGenerator", "log-crash-child"]
         ),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "store-crash-child"]),
     ]
 )
 

@@ -1,17 +1,17 @@
 /// Little-endian fixed-width integers and LEB128 varints, the building blocks of every layout in
-/// the format article.
-struct ByteWriter {
-    var bytes: [UInt8] = []
+/// the format article (and of the event encoding of the modules above).
+public struct ByteWriter: Sendable {
+    public var bytes: [UInt8] = []
 
-    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+    public init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
-    mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
-    mutating func raw(_ v: some Sequence<UInt8>) { bytes.append(contentsOf: v) }
-    mutating func varint(_ value: UInt64) {
+    public mutating func u8(_ v: UInt8) { bytes.append(v) }
+    public mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    public mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    public mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    public mutating func raw(_ v: some Sequence<UInt8>) { bytes.append(contentsOf: v) }
+    public mutating func varint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -20,8 +20,19 @@ struct ByteWriter {
         bytes.append(UInt8(v))
     }
 
+    /// A signed integer as a zigzag varint (small magnitudes of either sign stay short).
+    public mutating func svarint(_ value: Int64) {
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// A length-prefixed byte string.
+    public mutating func lengthPrefixed(_ v: some Collection<UInt8>) {
+        varint(UInt64(v.count))
+        bytes.append(contentsOf: v)
+    }
+
     /// Overwrites a little-endian UInt32 at `offset` (used to fill in checksums last).
-    mutating func setU32(_ v: UInt32, at offset: Int) {
+    public mutating func setU32(_ v: UInt32, at offset: Int) {
         withUnsafeBytes(of: v.littleEndian) { src in
             for i in 0..<4 { bytes[offset + i] = src[i] }
         }
@@ -29,36 +40,36 @@ struct ByteWriter {
 }
 
 /// A bounds-checked reader over raw bytes. Every read returns `nil` past the end rather than
-/// trapping, because the bytes come from disk.
-struct ByteReader {
-    let base: UnsafeRawBufferPointer
-    var offset: Int
+/// trapping, because the bytes come from disk or the network.
+public struct ByteReader {
+    public let base: UnsafeRawBufferPointer
+    public var offset: Int
 
-    init(_ base: UnsafeRawBufferPointer, offset: Int = 0) {
+    public init(_ base: UnsafeRawBufferPointer, offset: Int = 0) {
         self.base = base
         self.offset = offset
     }
 
-    var remaining: Int { base.count - offset }
+    public var remaining: Int { base.count - offset }
 
-    mutating func u8() -> UInt8? {
+    public mutating func u8() -> UInt8? {
         guard remaining >= 1 else { return nil }
         defer { offset += 1 }
         return base[offset]
     }
-    mutating func u16() -> UInt16? { fixed(UInt16.self) }
-    mutating func u32() -> UInt32? { fixed(UInt32.self) }
-    mutating func u64() -> UInt64? { fixed(UInt64.self) }
-    mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
+    public mutating func u16() -> UInt16? { fixed(UInt16.self) }
+    public mutating func u32() -> UInt32? { fixed(UInt32.self) }
+    public mutating func u64() -> UInt64? { fixed(UInt64.self) }
+    public mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
 
-    mutating func bytes(_ count: Int) -> UnsafeRawBufferPointer? {
+    public mutating func bytes(_ count: Int) -> UnsafeRawBufferPointer? {
         guard count >= 0, remaining >= count else { return nil }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: base[offset..<offset + count])
     }
 
     /// Reads a LEB128 varint of at most 10 bytes; `nil` when truncated or overlong.
-    mutating func varint() -> UInt64? {
+    public mutating func varint() -> UInt64? {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while shift < 64 {
@@ -68,6 +79,18 @@ struct ByteReader {
             shift += 7
         }
         return nil
+    }
+
+    /// A zigzag varint (see ``ByteWriter/svarint(_:)``).
+    public mutating func svarint() -> Int64? {
+        guard let raw = varint() else { return nil }
+        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    /// A length-prefixed byte string, or `nil` when truncated.
+    public mutating func lengthPrefixed() -> UnsafeRawBufferPointer? {
+        guard let count = varint(), count <= UInt64(remaining) else { return nil }
+        return bytes(Int(count))
     }
 
     private mutating func fixed<T: FixedWidthInteger>(_: T.Type) -> T? {

@@ -142,6 +142,11 @@ public final class SegmentLog: Sendable {
         state.withLock { $0.segments[$0.segments.count - 1].summary.endPosition }
     }
 
+    /// The position the next append will get (beyond ``endPosition`` while appends are in flight).
+    public var nextPosition: LogPosition {
+        state.withLock { $0.nextPosition }
+    }
+
     /// The segments held, oldest first.
     public func segments() -> [SegmentInfo] {
         state.withLock { s in

@@ -30,13 +30,13 @@ struct Settings {
     var syncRounds: Int { quick ? 2 : 8 }
     var syncRoundSeconds: Double { quick ? 0.1 : 0.4 }
     /// Alternating rounds of 16 appenders with fsyncPerRecord / groupCommit (3 s per side).
-    var appenders: Int { 16 }
+    var appenders = 16
     var concurrentRounds: Int { quick ? 2 : 10 }
     var concurrentRoundSeconds: Double { quick ? 0.1 : 0.3 }
 }
 
 let usage = """
-    usage: strata-log-bench [--quick] [--dir PATH] [--keep] [--only LIST]
+    usage: strata-log-bench [--quick] [--dir PATH] [--keep] [--only LIST] [--appenders N]
 
       --quick     small counts, for a smoke run (numbers are not meaningful)
       --dir PATH  make the run's fresh data directory inside PATH (must be on a real disk, not
@@ -44,6 +44,7 @@ let usage = """
       --keep      leave the data directory in place
       --only LIST comma-separated subset of read,sync,concurrent (e.g. for profiling one of them);
                   the buffered write (rows 2 and 6) always runs
+      --appenders N  concurrent appenders in rows 4a/4b (default 16, which the goal is stated for)
     """
 
 @main
@@ -65,6 +66,11 @@ struct StrataLogBench {
                     fail("--only takes names from \(Settings.optional.sorted().joined(separator: ","))\n\n" + usage, status: 2)
                 }
                 settings.only = names
+            case "--appenders":
+                guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else {
+                    fail("--appenders needs a positive number\n\n" + usage, status: 2)
+                }
+                settings.appenders = value
             case "-h", "--help":
                 print(usage)
                 return

@@ -1,0 +1,74 @@
+/// One change to the object graph. Events are what the log stores and what sync exchanges.
+public struct Event: Sendable, Hashable {
+    /// The replica that authored it and its sequence number there.
+    public var id: EventID
+    public var hlc: HLC
+    public var change: Change
+
+    public init(id: EventID, hlc: HLC, change: Change) {
+        self.id = id
+        self.hlc = hlc
+        self.change = change
+    }
+
+    /// The event's place in the total order of the merge rule.
+    public var stamp: EventStamp { EventStamp(hlc: hlc, replica: id.replica) }
+}
+
+/// What an event does.
+public enum Change: Sendable, Hashable {
+    /// A new object with every attribute (defaults filled in) and its to-one references.
+    case insert(entity: String, object: ObjectID, fields: [String: Value])
+    /// Changed attributes and to-one references only.
+    case update(entity: String, object: ObjectID, fields: [String: Value])
+    case delete(entity: String, object: ObjectID)
+    /// Adds `target` to a to-many relationship (an add-wins set).
+    case add(entity: String, object: ObjectID, relationship: String, target: ObjectID)
+    /// Removes `target` from a to-many relationship: exactly the adds named (those the authoring
+    /// replica had seen), so that a concurrent add wins.
+    case remove(entity: String, object: ObjectID, relationship: String, target: ObjectID, adds: [EventID])
+    /// The schema the authoring replica recorded.
+    case schema(Schema)
+
+    public var entity: String? {
+        switch self {
+        case .insert(let e, _, _), .update(let e, _, _), .delete(let e, _), .add(let e, _, _, _), .remove(let e, _, _, _, _): e
+        case .schema: nil
+        }
+    }
+
+    public var object: ObjectID? {
+        switch self {
+        case .insert(_, let o, _), .update(_, let o, _), .delete(_, let o), .add(_, let o, _, _), .remove(_, let o, _, _, _): o
+        case .schema: nil
+        }
+    }
+
+    public var kind: String {
+        switch self {
+        case .insert: "insert"
+        case .update: "update"
+        case .delete: "delete"
+        case .add: "add"
+        case .remove: "remove"
+        case .schema: "schema"
+        }
+    }
+}
+
+/// The events of one transaction, all authored by one replica with consecutive sequence numbers.
+/// One transaction is one log entry.
+public struct TransactionRecord: Sendable, Hashable {
+    public var replica: ReplicaID
+    public var events: [Event]
+
+    public init(replica: ReplicaID, events: [Event]) {
+        self.replica = replica
+        self.events = events
+    }
+
+    public var sequences: ClosedRange<UInt64>? {
+        guard let first = events.first, let last = events.last else { return nil }
+        return first.id.sequence...last.id.sequence
+    }
+}

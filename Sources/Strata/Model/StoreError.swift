@@ -1,0 +1,69 @@
+public import StrataLog
+
+/// An error of the store: what went wrong and where (entity, object, attribute, log position).
+public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        public static let invalidSchema = Code("invalidSchema")
+        /// The app's schema changes the recorded one in a way that is not additive.
+        public static let incompatibleSchema = Code("incompatibleSchema")
+        public static let unknownEntity = Code("unknownEntity")
+        public static let unknownAttribute = Code("unknownAttribute")
+        public static let typeMismatch = Code("typeMismatch")
+        public static let missingRequiredValue = Code("missingRequiredValue")
+        /// An insert of an ID that already exists.
+        public static let objectExists = Code("objectExists")
+        public static let objectNotFound = Code("objectNotFound")
+        /// A to-one reference (or to-many member) whose target does not exist or is of the wrong entity.
+        public static let invalidReference = Code("invalidReference")
+        /// A delete refused by a relationship with the deny rule.
+        public static let deleteDenied = Code("deleteDenied")
+        /// An event in the log does not decode.
+        public static let corruptEvent = Code("corruptEvent")
+        /// A snapshot of the projection does not decode.
+        public static let corruptSnapshot = Code("corruptSnapshot")
+        /// The log refused a commit; the store must be reopened (see the underlying log error).
+        public static let storeFailed = Code("storeFailed")
+        /// An error of the segment log (see ``StoreError/logError``).
+        public static let log = Code("log")
+        /// A model value could not be converted.
+        public static let encoding = Code("encoding")
+        public static let invalidArgument = Code("invalidArgument")
+    }
+
+    public var code: Code
+    public var message: String
+    public var entity: String?
+    public var object: ObjectID?
+    public var attribute: String?
+    /// The log position concerned, when there is one.
+    public var position: UInt64?
+    /// The underlying log error, for ``Code/log`` and ``Code/storeFailed``.
+    public var logError: LogError?
+
+    public init(_ code: Code, _ message: String, entity: String? = nil, object: ObjectID? = nil, attribute: String? = nil,
+                position: UInt64? = nil, logError: LogError? = nil) {
+        self.code = code
+        self.message = message
+        self.entity = entity
+        self.object = object
+        self.attribute = attribute
+        self.position = position
+        self.logError = logError
+    }
+
+    init(_ error: LogError) {
+        self.init(.log, error.description, logError: error)
+    }
+
+    public var description: String {
+        var where_: [String] = []
+        if let entity { where_.append(attribute.map { "\(entity).\($0)" } ?? entity) } else if let attribute { where_.append(attribute) }
+        if let object { where_.append("object \(object)") }
+        if let position { where_.append("position \(position)") }
+        return "\(code): \(message)" + (where_.isEmpty ? "" : " [\(where_.joined(separator: ", "))]")
+    }
+}

@@ -1,0 +1,102 @@
+public import Foundation
+
+/// A value of an attribute or to-one reference.
+public enum Value: Hashable, Sendable, CustomStringConvertible {
+    case null
+    case string(String)
+    case integer(Int64)
+    case double(Double)
+    case bool(Bool)
+    /// Microseconds since 1970-01-01T00:00:00Z (exact, unlike `Date`'s floating point).
+    case date(Int64)
+    case bytes(Data)
+    case uuid(UUID)
+    /// A to-one relationship's target.
+    case reference(ObjectID)
+
+    public init(_ date: Date) { self = .date(Int64((date.timeIntervalSince1970 * 1_000_000).rounded())) }
+
+    public var isNull: Bool { self == .null }
+
+    public var stringValue: String? { if case .string(let v) = self { v } else { nil } }
+    public var integerValue: Int64? { if case .integer(let v) = self { v } else { nil } }
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let v): v
+        case .integer(let v): Double(v)
+        default: nil
+        }
+    }
+    public var boolValue: Bool? { if case .bool(let v) = self { v } else { nil } }
+    public var dateValue: Date? { if case .date(let v) = self { Date(timeIntervalSince1970: Double(v) / 1_000_000) } else { nil } }
+    public var bytesValue: Data? { if case .bytes(let v) = self { v } else { nil } }
+    public var uuidValue: UUID? { if case .uuid(let v) = self { v } else { nil } }
+    public var referenceValue: ObjectID? { if case .reference(let v) = self { v } else { nil } }
+
+    /// The attribute type this value is of (`nil` for null and references).
+    public var attributeType: AttributeType? {
+        switch self {
+        case .null, .reference: nil
+        case .string: .string
+        case .integer: .integer
+        case .double: .double
+        case .bool: .bool
+        case .date: .date
+        case .bytes: .bytes
+        case .uuid: .uuid
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .null: "null"
+        case .string(let v): "\"\(v)\""
+        case .integer(let v): String(v)
+        case .double(let v): String(v)
+        case .bool(let v): String(v)
+        case .date(let v): Date(timeIntervalSince1970: Double(v) / 1_000_000).formatted(.iso8601)
+        case .bytes(let v): "<\(v.count) bytes>"
+        case .uuid(let v): v.uuidString.lowercased()
+        case .reference(let v): "→\(v)"
+        }
+    }
+
+    /// A total order for sorting query results: null first, then by type, then by value.
+    static func ordered(_ a: Value, _ b: Value) -> Bool {
+        switch (a, b) {
+        case (.string(let x), .string(let y)): return x < y
+        case (.integer(let x), .integer(let y)): return x < y
+        case (.double(let x), .double(let y)): return x < y
+        case (.integer(let x), .double(let y)): return Double(x) < y
+        case (.double(let x), .integer(let y)): return x < Double(y)
+        case (.bool(let x), .bool(let y)): return !x && y
+        case (.date(let x), .date(let y)): return x < y
+        case (.bytes(let x), .bytes(let y)): return x.lexicographicallyPrecedes(y)
+        case (.uuid(let x), .uuid(let y)): return x.uuidString < y.uuidString
+        case (.reference(let x), .reference(let y)): return x < y
+        default: return a.rank < b.rank
+        }
+    }
+
+    private var rank: Int {
+        switch self {
+        case .null: 0
+        case .bool: 1
+        case .integer, .double: 2
+        case .date: 3
+        case .string: 4
+        case .bytes: 5
+        case .uuid: 6
+        case .reference: 7
+        }
+    }
+}
+
+extension Value: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByNilLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(nilLiteral: ()) { self = .null }
+}

@@ -1,0 +1,85 @@
+/// One object's change in a commit, as an observer sees it.
+public struct ObjectChange: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        case inserted, updated, deleted
+    }
+
+    public var id: ObjectID
+    public var entity: String
+    public var kind: Kind
+    /// For updates: the attributes and relationships whose visible value changed.
+    public var keys: Set<String>
+}
+
+/// The changes of one committed transaction (or batch of remote transactions), delivered to
+/// observers in commit order, exactly once.
+public struct ChangeSet: Sendable, Hashable {
+    public enum Origin: Sendable, Hashable {
+        case local
+        case remote
+    }
+
+    public var origin: Origin
+    /// The log positions the commit occupies.
+    public var positions: Range<UInt64>
+    public var changes: [ObjectChange]
+
+    public var inserted: [ObjectChange] { changes.filter { $0.kind == .inserted } }
+    public var updated: [ObjectChange] { changes.filter { $0.kind == .updated } }
+    public var deleted: [ObjectChange] { changes.filter { $0.kind == .deleted } }
+}
+
+extension Projection {
+    /// What changed for readers between two versions of a record, and the objects on the other
+    /// side of changed relationships (whose inverse reads changed too).
+    func describeChange(id: ObjectID, old: ObjectRecord?, new: ObjectRecord?) -> (change: ObjectChange, inverse: [(ObjectID, String)])? {
+        let before = old.map(exists) ?? false
+        let after = new.map(exists) ?? false
+        guard before || after, let record = new ?? old else { return nil }
+        let entity = entityName(of: record)
+        var keys = Set<String>()
+        var inverse: [(ObjectID, String)] = []
+        func note(_ key: UInt32, _ targets: [ObjectID]) {
+            let name = names[Int(key)]
+            guard let relationship = schema.entity(entity)?.relationship(name), let inverseName = relationship.inverse else { return }
+            for target in targets { inverse.append((target, inverseName)) }
+        }
+        let fieldKeys = Set((old?.fields ?? []).map(\.key)).union((new?.fields ?? []).map(\.key))
+        for key in fieldKeys {
+            let a = before ? old.flatMap { visibleValue($0, key: key)?.value } ?? .null : .null
+            let b = after ? new.flatMap { visibleValue($0, key: key)?.value } ?? .null : .null
+            if a != b {
+                keys.insert(names[Int(key)])
+                note(key, [a.referenceValue, b.referenceValue].compactMap { $0 })
+            }
+        }
+        let setKeys = Set((old?.sets ?? []).map(\.key)).union((new?.sets ?? []).map(\.key))
+        for key in setKeys {
+            let a = before ? old.map { visibleMembers($0, key: key) } ?? [] : []
+            let b = after ? new.map { visibleMembers($0, key: key) } ?? [] : []
+            if a != b {
+                keys.insert(names[Int(key)])
+                note(key, Array(Set(a).symmetricDifference(b)))
+            }
+        }
+        let kind: ObjectChange.Kind = before ? (after ? .updated : .deleted) : .inserted
+        if kind == .updated && keys.isEmpty { return nil }
+        return (ObjectChange(id: id, entity: entity, kind: kind, keys: kind == .updated ? keys : []), inverse)
+    }
+
+    /// Adds the inverse sides' updates to a commit's changes (merging keys into existing updates).
+    func merge(_ changes: [ObjectChange], inverse: [(ObjectID, String)]) -> [ObjectChange] {
+        var result = changes
+        var index = Dictionary(uniqueKeysWithValues: changes.enumerated().map { ($1.id, $0) })
+        for (target, key) in inverse {
+            guard let record = existing(target) else { continue }
+            if let i = index[target] {
+                if result[i].kind == .updated { result[i].keys.insert(key) }
+            } else {
+                index[target] = result.count
+                result.append(ObjectChange(id: target, entity: entityName(of: record), kind: .updated, keys: [key]))
+            }
+        }
+        return result.sorted { $0.id < $1.id }
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+
+/// An object as readers see it: its attributes and to-one references after the merge rule, with
+/// references to objects that do not exist reading as absent.
+public struct ObjectSnapshot: Sendable, Hashable {
+    public var id: ObjectID
+    public var entity: String
+    /// Attributes and to-one references (unknown attributes from newer app versions included).
+    public var values: [String: Value]
+    /// To-many relationships, when they were asked for (targets sorted by ID).
+    public var toMany: [String: [ObjectID]]
+
+    public subscript(key: String) -> Value { values[key] ?? .null }
+}
+
+/// Which event set a value: the provenance kept per field, for the tools' "blame".
+public struct FieldProvenance: Sendable, Hashable {
+    public var event: EventID
+    public var hlc: HLC
+}
+
+extension Projection {
+    func exists(_ record: ObjectRecord) -> Bool {
+        guard let inserted = record.inserted else { return false }
+        guard let deleted = record.deleted else { return true }
+        return isNewer(inserted, than: deleted)
+    }
+
+    func exists(_ id: ObjectID) -> Bool { records[id].map(exists) ?? false }
+
+    /// The record of an existing object.
+    func existing(_ id: ObjectID) -> ObjectRecord? {
+        guard let record = records[id], exists(record) else { return nil }
+        return record
+    }
+
+    /// Whether a slot written at `ref` belongs to the object's current incarnation: an insert sets
+    /// every attribute, so anything older than the newest insert is gone.
+    func isCurrent(_ ref: Ref, in record: ObjectRecord) -> Bool {
+        guard let inserted = record.inserted else { return true }
+        return !isNewer(inserted, than: ref)
+    }
+
+    func entityName(of record: ObjectRecord) -> String { names[Int(record.entity)] }
+
+    /// The visible value of one field, or `nil` when absent.
+    func visibleValue(_ record: ObjectRecord, key: UInt32) -> (value: Value, ref: Ref)? {
+        let (found, index) = record.fieldIndex(key)
+        guard found else { return nil }
+        let slot = record.fields[index]
+        guard isCurrent(slot.ref, in: record) else { return nil }
+        if case .reference(let target) = slot.value, !exists(target) { return (.null, slot.ref) }
+        return (slot.value, slot.ref)
+    }
+
+    /// The visible members of one stored to-many set, sorted.
+    func visibleMembers(_ record: ObjectRecord, key: UInt32) -> [ObjectID] {
+        var result: [ObjectID] = []
+        let (_, start) = record.setIndex(key, ObjectID(rawValue: 0))
+        var index = start
+        while index < record.sets.count, record.sets[index].key == key {
+            let member = record.sets[index]
+            if isPresent(member, in: record), exists(member.target) { result.append(member.target) }
+            index += 1
+        }
+        return result
+    }
+
+    /// An element of an observed-remove set is present while some add of it, in the object's
+    /// current incarnation, is named by no remove.
+    func isPresent(_ member: SetMember, in record: ObjectRecord) -> Bool {
+        member.adds.contains { add in
+            isCurrent(add, in: record) && !member.removedAdds.contains(AddKey(replica: add.replica, sequence: add.sequence))
+        }
+    }
+
+    /// The adds of `target` in `record`'s set `key` that are not yet removed (what a local remove
+    /// must name).
+    func liveAdds(_ record: ObjectRecord, key: UInt32, target: ObjectID) -> [EventID] {
+        let (found, index) = record.setIndex(key, target)
+        guard found else { return [] }
+        let member = record.sets[index]
+        return member.adds.filter { !member.removedAdds.contains(AddKey(replica: $0.replica, sequence: $0.sequence)) }.map(eventID(of:))
+    }
+
+    /// The objects related to `id` through `relationship` (stored or derived), sorted.
+    func related(_ id: ObjectID, relationship: String) -> [ObjectID] {
+        guard let record = existing(id) else { return [] }
+        let entity = entityName(of: record)
+        guard let (r, storage) = storage(entity: entity, relationship: relationship) else {
+            // Unknown to the schema: read what is stored under that name.
+            guard let key = nameID(relationship) else { return [] }
+            if let value = visibleValue(record, key: key), case .reference(let target) = value.value { return [target] }
+            return visibleMembers(record, key: key)
+        }
+        switch storage {
+        case .field:
+            guard let key = nameID(relationship), let value = visibleValue(record, key: key), case .reference(let target) = value.value,
+                  existing(target).map({ entityName(of: $0) == r.destination }) ?? false
+            else { return [] }
+            return [target]
+        case .set:
+            guard let key = nameID(relationship) else { return [] }
+            return visibleMembers(record, key: key)
+        case .derived(let sourceEntity, let sourceRelationship, let storedIsToMany):
+            guard let key = nameID(sourceRelationship), let sourceEntityID = nameID(sourceEntity) else { return [] }
+            var sources: [(ObjectID, Ref)] = []
+            var candidates = (storedIsToMany ? memberships[id] : referrers[id]) ?? []
+            if batchOpen {
+                // Objects the open batch changed are not indexed yet.
+                for source in batchOriginals.keys { candidates.insert(Referrer(source: source, key: key)) }
+            }
+            for referrer in candidates where referrer.key == key {
+                guard let source = existing(referrer.source), source.entity == sourceEntityID else { continue }
+                if storedIsToMany {
+                    if visibleMembers(source, key: key).contains(id) { sources.append((referrer.source, Ref(hlc: 0, sequence: 0, replica: 0))) }
+                } else if let value = visibleValue(source, key: key), value.value == .reference(id) {
+                    sources.append((referrer.source, value.ref))
+                }
+            }
+            if !r.isToMany {
+                // One-to-one read from the other side: the newest claim wins.
+                guard let newest = sources.max(by: { isNewer($1.1, than: $0.1) }) else { return [] }
+                return [newest.0]
+            }
+            return sources.map(\.0).sorted()
+        }
+    }
+
+    /// The visible object, or `nil` when it does not exist.
+    func snapshot(_ id: ObjectID, includeToMany: Bool = false) -> ObjectSnapshot? {
+        guard let record = existing(id) else { return nil }
+        let entityName = entityName(of: record)
+        var values: [String: Value] = [:]
+        for slot in record.fields {
+            if let visible = visibleValue(record, key: slot.key) { values[names[Int(slot.key)]] = visible.value }
+        }
+        var toMany: [String: [ObjectID]] = [:]
+        if let entity = schema.entity(entityName) {
+            // Fill in what is declared but not stored here, so every key of the entity is present.
+            for attribute in entity.attributes where values[attribute.name] == nil { values[attribute.name] = .null }
+            for relationship in entity.relationships {
+                if relationship.isToMany {
+                    if includeToMany { toMany[relationship.name] = related(id, relationship: relationship.name) }
+                } else if case .derived? = storage(entity: entityName, relationship: relationship.name)?.1 {
+                    values[relationship.name] = related(id, relationship: relationship.name).first.map(Value.reference) ?? .null
+                } else if values[relationship.name] == nil {
+                    values[relationship.name] = .null
+                }
+            }
+        }
+        if includeToMany {
+            // Stored sets under names the schema does not know.
+            for member in record.sets where toMany[names[Int(member.key)]] == nil {
+                toMany[names[Int(member.key)]] = visibleMembers(record, key: member.key)
+            }
+        }
+        return ObjectSnapshot(id: id, entity: entityName, values: values, toMany: toMany)
+    }
+
+    /// Which event set each visible field.
+    func provenance(_ id: ObjectID) -> [String: FieldProvenance] {
+        guard let record = records[id] else { return [:] }
+        var result: [String: FieldProvenance] = [:]
+        for slot in record.fields where isCurrent(slot.ref, in: record) {
+            result[names[Int(slot.key)]] = FieldProvenance(event: eventID(of: slot.ref), hlc: HLC(rawValue: slot.ref.hlc))
+        }
+        return result
+    }
+
+    /// The IDs of the existing objects of `entity` (unsorted).
+    func objectIDs(of entity: String) -> [ObjectID] {
+        guard let entityID = nameID(entity) else { return [] }
+        var ids = byEntity[entityID] ?? []
+        if batchOpen { ids.formUnion(batchOriginals.keys) }
+        return ids.filter { id in records[id].map { $0.entity == entityID && exists($0) } ?? false }
+    }
+
+    /// Every existing object's ID, sorted.
+    func allObjectIDs() -> [ObjectID] {
+        records.compactMap { exists($0.value) ? $0.key : nil }.sorted()
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import StrataLog
+
+/// The binary form of a projection in a snapshot file's payload (layout in the Strata format
+/// article): name and replica tables, applied sequences, schema events, then every object record
+/// with its registers, sets and provenance — enough to continue exactly as a full replay would.
+enum ProjectionCodec {
+    static let version: UInt8 = 1
+
+    static func encode(_ p: Projection) -> [UInt8] {
+        var w = ByteWriter(capacity: 64 + p.records.count * 96)
+        w.u8(version)
+        w.varint(UInt64(p.names.count))
+        for name in p.names { w.lengthPrefixed(Array(name.utf8)) }
+        w.varint(UInt64(p.replicas.count))
+        for replica in p.replicas { w.raw(replica.bytes) }
+        w.u64(p.maxHLC)
+        w.varint(p.eventCount)
+        let applied = p.applied.sorted { $0.key < $1.key }
+        w.varint(UInt64(applied.count))
+        for (replica, set) in applied {
+            w.varint(UInt64(replica))
+            w.varint(set.contiguous)
+            w.varint(UInt64(set.above.count))
+            for sequence in set.above.sorted() { w.varint(sequence) }
+        }
+        w.varint(UInt64(p.schemaEvents.count))
+        for (ref, schema) in p.schemaEvents {
+            writeRef(ref, &w)
+            w.lengthPrefixed(Array(schema.jsonData()))
+        }
+        w.varint(UInt64(p.records.count))
+        for (id, record) in p.records.sorted(by: { $0.key < $1.key }) {
+            w.raw(id.bytes)
+            w.varint(UInt64(record.entity))
+            w.u8((record.inserted == nil ? 0 : 1) | (record.deleted == nil ? 0 : 2))
+            if let inserted = record.inserted { writeRef(inserted, &w) }
+            if let deleted = record.deleted { writeRef(deleted, &w) }
+            w.varint(UInt64(record.fields.count))
+            for slot in record.fields {
+                w.varint(UInt64(slot.key))
+                EventCodec.writeValue(slot.value, into: &w)
+                writeRef(slot.ref, &w)
+            }
+            w.varint(UInt64(record.sets.count))
+            for member in record.sets {
+                w.varint(UInt64(member.key))
+                w.raw(member.target.bytes)
+                w.varint(UInt64(member.adds.count))
+                for add in member.adds { writeRef(add, &w) }
+                w.varint(UInt64(member.removedAdds.count))
+                for removed in member.removedAdds {
+                    w.varint(UInt64(removed.replica))
+                    w.varint(removed.sequence)
+                }
+            }
+        }
+        return w.bytes
+    }
+
+    static func writeRef(_ ref: Ref, _ w: inout ByteWriter) {
+        w.u64(ref.hlc)
+        w.varint(ref.sequence)
+        w.varint(UInt64(ref.replica))
+    }
+
+    /// - Throws: ``StoreError/Code/corruptSnapshot`` with the byte offset.
+    static func decode(_ bytes: [UInt8], into projection: Projection) throws {
+        try bytes.withUnsafeBytes { raw in
+            var r = ByteReader(raw)
+            func corrupt(_ what: String) -> StoreError {
+                StoreError(.corruptSnapshot, "\(what) at byte \(r.offset) of the snapshot payload")
+            }
+            func count(_ perItem: Int = 1) throws -> Int {
+                guard let n = r.varint(), n <= UInt64(r.remaining / max(perItem, 1)) else { throw corrupt("bad count") }
+                return Int(n)
+            }
+            guard r.u8() == version else { throw corrupt("unknown projection snapshot version") }
+            var names: [String] = []
+            for _ in 0..<(try count()) {
+                guard let n = r.lengthPrefixed() else { throw corrupt("truncated name") }
+                names.append(String(decoding: n, as: UTF8.self))
+            }
+            var replicas: [ReplicaID] = []
+            for _ in 0..<(try count(16)) {
+                guard let b = r.bytes(16) else { throw corrupt("truncated replica") }
+                replicas.append(ReplicaID(bytes: b))
+            }
+            func name() throws -> UInt32 {
+                guard let i = r.varint(), i < UInt64(names.count) else { throw corrupt("bad name index") }
+                return UInt32(i)
+            }
+            func replica() throws -> UInt32 {
+                guard let i = r.varint(), i < UInt64(replicas.count) else { throw corrupt("bad replica index") }
+                return UInt32(i)
+            }
+            func ref() throws -> Ref {
+                guard let hlc = r.u64(), let sequence = r.varint() else { throw corrupt("truncated event reference") }
+                return Ref(hlc: hlc, sequence: sequence, replica: try replica())
+            }
+            guard let maxHLC = r.u64(), let eventCount = r.varint() else { throw corrupt("truncated header") }
+            var applied: [UInt32: AppliedSet] = [:]
+            for _ in 0..<(try count(2)) {
+                let replicaIndex = try replica()
+                guard let contiguous = r.varint() else { throw corrupt("truncated applied set") }
+                var set = AppliedSet(contiguous: contiguous, above: [])
+                for _ in 0..<(try count()) {
+                    guard let sequence = r.varint() else { throw corrupt("truncated applied set") }
+                    set.above.insert(sequence)
+                }
+                applied[replicaIndex] = set
+            }
+            var schemaEvents: [(ref: Ref, schema: Schema)] = []
+            for _ in 0..<(try count(9)) {
+                let at = try ref()
+                guard let json = r.lengthPrefixed(), let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else {
+                    throw corrupt("bad schema")
+                }
+                schemaEvents.append((at, schema))
+            }
+            var records: [ObjectID: ObjectRecord] = [:]
+            let recordCount = try count(19)
+            records.reserveCapacity(recordCount)
+            for _ in 0..<recordCount {
+                guard let idBytes = r.bytes(16) else { throw corrupt("truncated record") }
+                var record = ObjectRecord(entity: try name())
+                guard let flags = r.u8(), flags & ~3 == 0 else { throw corrupt("bad record flags") }
+                if flags & 1 != 0 { record.inserted = try ref() }
+                if flags & 2 != 0 { record.deleted = try ref() }
+                let fieldCount = try count(3)
+                record.fields.reserveCapacity(fieldCount)
+                for _ in 0..<fieldCount {
+                    let key = try name()
+                    let value = try EventCodec.readValue(&r, corrupt)
+                    record.fields.append(FieldSlot(key: key, value: value, ref: try ref()))
+                }
+                for _ in 0..<(try count(18)) {
+                    let key = try name()
+                    guard let target = r.bytes(16) else { throw corrupt("truncated set member") }
+                    var member = SetMember(key: key, target: ObjectID(bytes: target), adds: [], removedAdds: [])
+                    for _ in 0..<(try count(10)) { member.adds.append(try ref()) }
+                    for _ in 0..<(try count(2)) {
+                        let replicaIndex = try replica()
+                        guard let sequence = r.varint() else { throw corrupt("truncated removal") }
+                        member.removedAdds.append(AddKey(replica: replicaIndex, sequence: sequence))
+                    }
+                    record.sets.append(member)
+                }
+                records[ObjectID(bytes: idBytes)] = record
+            }
+            guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
+            projection.load(names: names, replicas: replicas, records: records, applied: applied,
+                            schemaEvents: schemaEvents, maxHLC: maxHLC, eventCount: eventCount)
+        }
+    }
+}

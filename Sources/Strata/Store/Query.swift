@@ -1,0 +1,39 @@
+/// A sort key of a fetch: an attribute name and a direction.
+public struct SortKey: Sendable, Hashable {
+    public var key: String
+    public var ascending: Bool
+
+    public init(_ key: String, ascending: Bool = true) {
+        self.key = key
+        self.ascending = ascending
+    }
+}
+
+/// A fetch by entity with a filter, a sort and a limit. Ties (and unsorted fetches) are ordered by
+/// object ID, so results are deterministic.
+struct Query {
+    var entity: String
+    var predicate: ((ObjectSnapshot) -> Bool)?
+    var sort: [SortKey]
+    var limit: Int?
+
+    func run(on projection: Projection) -> [ObjectSnapshot] {
+        var results: [ObjectSnapshot] = []
+        for id in projection.objectIDs(of: entity) {
+            guard let snapshot = projection.snapshot(id) else { continue }
+            if let predicate, !predicate(snapshot) { continue }
+            results.append(snapshot)
+        }
+        results.sort { a, b in
+            for key in sort {
+                let x = a[key.key]
+                let y = b[key.key]
+                if x == y { continue }
+                return key.ascending ? Value.ordered(x, y) : Value.ordered(y, x)
+            }
+            return a.id < b.id
+        }
+        if let limit, results.count > limit { results.removeSubrange(limit...) }
+        return results
+    }
+}

@@ -1,0 +1,110 @@
+import Synchronization
+import Foundation
+import StrataLog
+
+extension Store {
+    /// Runs `body` against the current objects and commits its changes atomically, as one log
+    /// record. A thrown error rolls everything back and nothing is written.
+    ///
+    /// Returns once the commit is as durable as the store's ``StoreOptions/durability`` promises;
+    /// observers get its changes in commit order.
+    ///
+    /// - Throws: what `body` throws, or ``StoreError``.
+    @discardableResult
+    public func transaction<T: Sendable>(_ body: (Transaction) throws -> T) async throws -> T {
+        try await commit(body)
+    }
+
+    func commit<T: Sendable>(_ body: (Transaction) throws -> T) async throws -> T {
+        let (value, waiter) = try core.withLock { core -> (T, DurabilityWaiter?) in
+            if let failure = core.failure { throw failure }
+            if core.closed { throw StoreError(.storeFailed, "the store is closed") }
+            let projection = core.projection
+            projection.beginBatch()
+            let tx = Transaction(core: core)
+            let value: T
+            let bytes: [UInt8]
+            do {
+                value = try body(tx)
+                if tx.events.isEmpty {
+                    projection.rollbackBatch()
+                    return (value, nil)
+                }
+                bytes = EventCodec.encode(TransactionRecord(replica: core.replica, events: tx.events))
+                guard bytes.count <= log.options.maxEntrySize else {
+                    throw StoreError(.invalidArgument, "the transaction encodes to \(bytes.count) bytes; the limit is \(log.options.maxEntrySize)")
+                }
+            } catch {
+                projection.rollbackBatch()
+                throw error
+            }
+            let changes = projection.commitBatch(report: hasObservers)
+            core.nextSequence += UInt64(tx.events.count)
+            let waiter = try submit([bytes], origin: .local, changes: changes, core: core)
+            return (value, waiter)
+        }
+        try await waiter?.wait()
+        return value
+    }
+
+    /// Applies transactions from other replicas (what the sync engine pulls) under the merge rule.
+    /// Events already applied are skipped; the new ones are stored in the log as one record, so
+    /// the batch is all or nothing. Returns the number of events newly applied.
+    @discardableResult
+    public func applyRemote(_ transactions: [TransactionRecord]) async throws -> Int {
+        let (count, waiter) = try core.withLock { core -> (Int, DurabilityWaiter?) in
+            if let failure = core.failure { throw failure }
+            if core.closed { throw StoreError(.storeFailed, "the store is closed") }
+            let projection = core.projection
+            projection.beginBatch()
+            var fresh: [TransactionRecord] = []
+            var applied = 0
+            for transaction in transactions {
+                var any = false
+                for event in transaction.events where projection.apply(event) {
+                    any = true
+                    applied += 1
+                    core.clock.observe(event.hlc)
+                }
+                if any { fresh.append(transaction) }
+            }
+            guard applied > 0 else {
+                projection.rollbackBatch()
+                return (0, nil)
+            }
+            let entries = fresh.map { EventCodec.encode($0) }
+            let changes = projection.commitBatch(report: hasObservers)
+            // Keep the local clock ahead of everything applied.
+            core.clock.observe(HLC(rawValue: projection.maxHLC))
+            return (applied, try submit(entries, origin: .remote, changes: changes, core: core))
+        }
+        try await waiter?.wait()
+        return count
+    }
+
+    /// Hands committed transactions to the log. The projection already holds them; if the log
+    /// cannot take them, the store fails (it must be reopened, which rebuilds the projection from
+    /// what is really on disk).
+    private func submit(_ entries: [[UInt8]], origin: ChangeSet.Origin, changes: [ObjectChange], core: StoreCore) throws -> DurabilityWaiter {
+        let waiter = DurabilityWaiter()
+        let timestamp = currentLogTimestamp()
+        do {
+            try log.submit(entries.map { LogEntry($0, timestamp: timestamp) }) { [weak self] result in
+                switch result {
+                case .success(let appended):
+                    self?.deliver(ChangeSet(origin: origin, positions: appended.positions, changes: changes))
+                    waiter.complete(.success(()))
+                case .failure(let error):
+                    let failure = StoreError(.storeFailed, "a commit could not be made durable; reopen the store", logError: error)
+                    self?.core.withLock { $0.failure = $0.failure ?? failure }
+                    waiter.complete(.failure(failure))
+                }
+            }
+        } catch let error as LogError {
+            let failure = StoreError(.storeFailed, "the log refused a commit; reopen the store", logError: error)
+            core.failure = failure
+            throw failure
+        }
+        return waiter
+    }
+}

@@ -1,0 +1,58 @@
+import StrataLog
+import Synchronization
+
+/// A transaction as stored in the log, with its position.
+public struct StoredTransaction: Sendable, Hashable {
+    public var position: UInt64
+    /// When it was appended (microseconds since 1970).
+    public var timestamp: Int64
+    public var transaction: TransactionRecord
+}
+
+extension Store {
+    /// The transactions stored from `position` on (at most `limit`), in log order. With
+    /// `forSync`, local-only attributes are stripped (they are never pushed).
+    public func transactions(from position: UInt64 = 0, limit: Int = .max, forSync: Bool = false) throws -> [StoredTransaction] {
+        let schema = self.schema
+        var result: [StoredTransaction] = []
+        do {
+            var cursor = try log.records(from: max(position, log.startPosition))
+            while result.count < limit, let record = try cursor.next() {
+                for entry in record.entries where entry.position >= position && result.count < limit {
+                    var transaction = try EventCodec.decode(entry.payload, position: entry.position)
+                    if forSync { transaction = transaction.strippingLocalOnly(schema) }
+                    result.append(StoredTransaction(position: entry.position, timestamp: entry.timestamp, transaction: transaction))
+                }
+            }
+        } catch let error as LogError {
+            throw StoreError(error)
+        }
+        return result
+    }
+}
+
+extension TransactionRecord {
+    /// The transaction without local-only attributes (as pushed to other replicas).
+    public func strippingLocalOnly(_ schema: Schema) -> TransactionRecord {
+        var copy = self
+        copy.events = events.map { event in
+            var event = event
+            switch event.change {
+            case .insert(let entity, let object, let fields):
+                event.change = .insert(entity: entity, object: object, fields: fields.filter { !schema.isLocalOnly(entity, $0.key) })
+            case .update(let entity, let object, let fields):
+                event.change = .update(entity: entity, object: object, fields: fields.filter { !schema.isLocalOnly(entity, $0.key) })
+            default:
+                break
+            }
+            return event
+        }
+        return copy
+    }
+}
+
+extension Schema {
+    func isLocalOnly(_ entity: String, _ attribute: String) -> Bool {
+        self.entity(entity)?.attribute(attribute)?.isLocalOnly ?? false
+    }
+}

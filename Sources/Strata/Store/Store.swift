@@ -1,0 +1,117 @@
+public import Foundation
+import Logging
+import Synchronization
+public import StrataLog
+
+/// A store: an object graph kept as an event log on this device.
+///
+/// ```swift
+/// let store = try await Store.open(at: path, schema: schema)
+/// let id = try await store.transaction { tx in
+///     try tx.insert("Note", ["title": "Groceries"])
+/// }
+/// for await change in store.changes() { … }
+/// ```
+///
+/// Every transaction is one record of the store's log (see `StrataLog`); the object graph is the
+/// projection of the log's events under the merge rule, rebuilt on open from the newest snapshot
+/// plus the log's tail.
+public final class Store: Sendable {
+    /// The store's directory: `store.json` (identity) and `log/` (the segment log).
+    public let directory: String
+    /// This store's replica ID: every event it authors carries it.
+    public let replicaID: ReplicaID
+    let log: SegmentLog
+    let core: Mutex<StoreCore>
+    let observers = Mutex<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
+    let nextObserver = Atomic<UInt64>(0)
+    let logger: Logger
+    /// What open did: snapshot used, events replayed, warnings.
+    public let openReport: OpenReport
+
+    init(directory: String, replicaID: ReplicaID, log: SegmentLog, core: sending StoreCore, logger: Logger, report: OpenReport) {
+        self.directory = directory
+        self.replicaID = replicaID
+        self.log = log
+        self.core = Mutex(core)
+        self.logger = logger
+        self.openReport = report
+    }
+
+    /// The segment log under the store (for tools).
+    public var segmentLog: SegmentLog { log }
+
+    // MARK: Reads
+
+    /// The object with this ID, or `nil` when it does not exist.
+    public func object(_ id: ObjectID) -> ObjectSnapshot? {
+        core.withLock { $0.projection.snapshot(id, includeToMany: true) }
+    }
+
+    /// The existing objects of `entity` that match `predicate`, sorted by `sort` (then by ID), at
+    /// most `limit` of them.
+    public func fetch(_ entity: String, where predicate: (@Sendable (ObjectSnapshot) -> Bool)? = nil,
+                      sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
+        core.withLock { Query(entity: entity, predicate: predicate, sort: sort, limit: limit).run(on: $0.projection) }
+    }
+
+    /// The number of existing objects of `entity`.
+    public func count(_ entity: String) -> Int {
+        core.withLock { $0.projection.objectIDs(of: entity).count }
+    }
+
+    /// The objects related to `id` through `relationship`, sorted by ID.
+    public func related(_ id: ObjectID, _ relationship: String) -> [ObjectSnapshot] {
+        core.withLock { core in
+            core.projection.related(id, relationship: relationship).compactMap { core.projection.snapshot($0) }
+        }
+    }
+
+    /// Which event set each visible field of an object ("blame").
+    public func provenance(_ id: ObjectID) -> [String: FieldProvenance] {
+        core.withLock { $0.projection.provenance(id) }
+    }
+
+    /// A canonical SHA-256 (hex) of the visible object graph, local-only attributes excluded: two
+    /// stores that applied the same events have the same digest.
+    public func digest() -> String {
+        core.withLock { $0.projection.digest() }
+    }
+
+    /// The schema in effect: the one recorded in the log merged with the app's.
+    public var schema: Schema {
+        core.withLock { $0.projection.schema }
+    }
+
+    /// How far each replica's events have been applied.
+    public func appliedSequences() -> [(replica: ReplicaID, contiguous: UInt64, highest: UInt64)] {
+        core.withLock { $0.projection.appliedSummary() }
+    }
+
+    /// Every existing object's ID, sorted.
+    public func allObjectIDs() -> [ObjectID] {
+        core.withLock { $0.projection.allObjectIDs() }
+    }
+
+    /// Finishes pending commits, makes them durable and releases the store.
+    public func close() async throws {
+        core.withLock { $0.closed = true }
+        for continuation in observers.withLock({ Array($0.values) }) { continuation.finish() }
+        do {
+            try await log.close()
+        } catch let error as LogError {
+            throw StoreError(error)
+        }
+    }
+}
+
+/// What ``Store/open(at:schema:options:)`` did.
+public struct OpenReport: Sendable, Hashable {
+    /// The snapshot loaded, if any.
+    public var snapshot: SnapshotInfo?
+    /// Log entries (transactions) replayed after it.
+    public var replayedTransactions = 0
+    public var replayedEvents = 0
+    /// Damaged snapshots skipped (newest first), with why.
+    public var skippedSnapshots: [String] = []
+}

@@ -1,0 +1,293 @@
+/// The mutable view of the store inside ``Store/transaction(_:)``: every change is validated
+/// against the schema and the current objects when it is made, and reads see the transaction's
+/// own changes. Nothing is written unless the closure returns normally.
+///
+/// Do not keep it beyond the closure, and do not call the store from inside it (use the
+/// transaction's own reads).
+public final class Transaction {
+    let core: StoreCore
+    private(set) var events: [Event] = []
+    private var deleting: Set<ObjectID> = []
+
+    init(core: StoreCore) { self.core = core }
+
+    var projection: Projection { core.projection }
+    var schema: Schema { core.projection.schema }
+
+    // MARK: Reads (see this transaction's changes)
+
+    public func object(_ id: ObjectID) -> ObjectSnapshot? { projection.snapshot(id, includeToMany: true) }
+
+    public func exists(_ id: ObjectID) -> Bool { projection.exists(id) }
+
+    public func related(_ id: ObjectID, _ relationship: String) -> [ObjectID] { projection.related(id, relationship: relationship) }
+
+    public func fetch(_ entity: String, where predicate: ((ObjectSnapshot) -> Bool)? = nil,
+                      sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
+        Query(entity: entity, predicate: predicate, sort: sort, limit: limit).run(on: projection)
+    }
+
+    // MARK: Changes
+
+    /// Inserts a new object with `values` for its attributes and to-one relationships; attributes
+    /// not named get their default (or null).
+    ///
+    /// - Throws: ``StoreError`` (unknown entity or attribute, wrong type, missing required value,
+    ///   an existing ID, a reference to an object that does not exist).
+    @discardableResult
+    public func insert(_ entity: String, id: ObjectID = ObjectID(), _ values: [String: Value] = [:]) throws -> ObjectID {
+        guard let description = schema.entity(entity) else {
+            throw StoreError(.unknownEntity, "no entity \(entity) in the schema", entity: entity, object: id)
+        }
+        if projection.exists(id) {
+            throw StoreError(.objectExists, "an object with this ID already exists", entity: entity, object: id)
+        }
+        try checkKeys(values, of: description, object: id)
+        var fields: [String: Value] = [:]
+        for attribute in description.attributes {
+            let value = values[attribute.name] ?? attribute.defaultValue ?? .null
+            try check(value, for: attribute, entity: entity, object: id)
+            fields[attribute.name] = value
+        }
+        var derived: [(Relationship, ObjectID)] = []
+        for relationship in description.relationships where !relationship.isToMany {
+            let value = values[relationship.name] ?? .null
+            let target = try checkReference(value, relationship, entity: entity, object: id)
+            switch projection.storage(entity: entity, relationship: relationship.name)?.1 {
+            case .field?: fields[relationship.name] = target.map(Value.reference) ?? .null
+            default: if let target { derived.append((relationship, target)) }
+            }
+        }
+        emit(.insert(entity: entity, object: id, fields: fields))
+        try claimOneToOne(entity: entity, object: id, fields: fields)
+        for (relationship, target) in derived { try setToOne(id, entity: entity, relationship, target) }
+        return id
+    }
+
+    /// Changes some attributes and to-one relationships of an existing object.
+    public func update(_ id: ObjectID, _ values: [String: Value]) throws {
+        let entity = try existingEntity(id)
+        guard let description = schema.entity(entity) else {
+            throw StoreError(.unknownEntity, "entity \(entity) is not in this app's schema", entity: entity, object: id)
+        }
+        try checkKeys(values, of: description, object: id)
+        var fields: [String: Value] = [:]
+        var derived: [(Relationship, ObjectID?)] = []
+        for (key, value) in values {
+            if let attribute = description.attribute(key) {
+                try check(value, for: attribute, entity: entity, object: id)
+                fields[key] = value
+            } else if let relationship = description.relationship(key) {
+                let target = try checkReference(value, relationship, entity: entity, object: id)
+                if case .field? = projection.storage(entity: entity, relationship: key)?.1 {
+                    fields[key] = target.map(Value.reference) ?? .null
+                } else {
+                    derived.append((relationship, target))
+                }
+            }
+        }
+        if !fields.isEmpty {
+            emit(.update(entity: entity, object: id, fields: fields))
+            try claimOneToOne(entity: entity, object: id, fields: fields)
+        }
+        for (relationship, target) in derived { try setToOne(id, entity: entity, relationship, target) }
+    }
+
+    /// Sets one attribute or to-one relationship.
+    public func set(_ id: ObjectID, _ key: String, _ value: Value) throws {
+        try update(id, [key: value])
+    }
+
+    /// Deletes an object, applying the delete rules of its relationships: cascade deletes the
+    /// related objects, nullify clears their references, deny refuses while any exist.
+    public func delete(_ id: ObjectID) throws {
+        let entity = try existingEntity(id)
+        try delete(id, entity: entity)
+    }
+
+    /// Adds `target` to the to-many relationship `relationship` of `id`.
+    public func add(_ id: ObjectID, _ relationship: String, _ target: ObjectID) throws {
+        let entity = try existingEntity(id)
+        let r = try toMany(relationship, of: entity, object: id)
+        _ = try checkReference(.reference(target), r, entity: entity, object: id)
+        guard !projection.related(id, relationship: relationship).contains(target) else { return }
+        switch projection.storage(entity: entity, relationship: relationship)?.1 {
+        case .derived(let otherEntity, let other, let storedIsToMany)?:
+            if storedIsToMany {
+                emit(.add(entity: otherEntity, object: target, relationship: other, target: id))
+            } else {
+                emit(.update(entity: otherEntity, object: target, fields: [other: .reference(id)]))
+            }
+        default:
+            emit(.add(entity: entity, object: id, relationship: relationship, target: target))
+        }
+    }
+
+    /// Removes `target` from the to-many relationship `relationship` of `id` (a no-op when it is
+    /// not there).
+    public func remove(_ id: ObjectID, _ relationship: String, _ target: ObjectID) throws {
+        let entity = try existingEntity(id)
+        _ = try toMany(relationship, of: entity, object: id)
+        switch projection.storage(entity: entity, relationship: relationship)?.1 {
+        case .derived(let otherEntity, let other, let storedIsToMany)?:
+            if storedIsToMany {
+                try removeFromSet(target, entity: otherEntity, key: other, member: id)
+            } else if projection.snapshot(target)?[other] == .reference(id) {
+                emit(.update(entity: otherEntity, object: target, fields: [other: .null]))
+            }
+        default:
+            try removeFromSet(id, entity: entity, key: relationship, member: target)
+        }
+    }
+
+    // MARK: Internals
+
+    private func emit(_ change: Change) {
+        appendRaw(Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(events.count)),
+                        hlc: core.clock.tick(), change: change))
+    }
+
+    /// Applies an event of this transaction to the projection (so later reads see it) and keeps it.
+    func appendRaw(_ event: Event) {
+        projection.apply(event)
+        events.append(event)
+    }
+
+    private func existingEntity(_ id: ObjectID) throws -> String {
+        guard let record = projection.existing(id) else {
+            throw StoreError(.objectNotFound, "no such object", object: id)
+        }
+        return projection.entityName(of: record)
+    }
+
+    private func toMany(_ relationship: String, of entity: String, object: ObjectID) throws -> Relationship {
+        guard let r = schema.entity(entity)?.relationship(relationship) else {
+            throw StoreError(.unknownAttribute, "no relationship \(relationship)", entity: entity, object: object, attribute: relationship)
+        }
+        guard r.isToMany else {
+            throw StoreError(.typeMismatch, "\(relationship) is to-one: set it with update", entity: entity, object: object, attribute: relationship)
+        }
+        return r
+    }
+
+    private func checkKeys(_ values: [String: Value], of entity: Entity, object: ObjectID) throws {
+        for key in values.keys where entity.attribute(key) == nil {
+            guard let relationship = entity.relationship(key) else {
+                throw StoreError(.unknownAttribute, "no attribute or relationship \(key)", entity: entity.name, object: object, attribute: key)
+            }
+            if relationship.isToMany {
+                throw StoreError(.typeMismatch, "\(key) is to-many: use add and remove", entity: entity.name, object: object, attribute: key)
+            }
+        }
+    }
+
+    private func check(_ value: Value, for attribute: Attribute, entity: String, object: ObjectID) throws {
+        if value == .null {
+            if !attribute.isOptional {
+                throw StoreError(.missingRequiredValue, "\(attribute.name) is required", entity: entity, object: object, attribute: attribute.name)
+            }
+            return
+        }
+        guard value.attributeType == attribute.type else {
+            throw StoreError(.typeMismatch, "expected a \(attribute.type), got \(value)", entity: entity, object: object, attribute: attribute.name)
+        }
+    }
+
+    /// The target of a to-one value, checked to exist and to be of the destination entity.
+    private func checkReference(_ value: Value, _ relationship: Relationship, entity: String, object: ObjectID) throws -> ObjectID? {
+        switch value {
+        case .null:
+            if !relationship.isOptional && !relationship.isToMany {
+                throw StoreError(.missingRequiredValue, "\(relationship.name) is required", entity: entity, object: object, attribute: relationship.name)
+            }
+            return nil
+        case .reference(let target):
+            guard let record = projection.existing(target), !deleting.contains(target) else {
+                throw StoreError(.invalidReference, "target \(target) does not exist", entity: entity, object: object, attribute: relationship.name)
+            }
+            let targetEntity = projection.entityName(of: record)
+            guard targetEntity == relationship.destination else {
+                throw StoreError(.invalidReference, "target \(target) is a \(targetEntity), not a \(relationship.destination)", entity: entity, object: object, attribute: relationship.name)
+            }
+            return target
+        default:
+            throw StoreError(.typeMismatch, "expected a reference, got \(value)", entity: entity, object: object, attribute: relationship.name)
+        }
+    }
+
+    /// Sets a to-one relationship that is stored on the other side (one-to-one): the new target
+    /// points here, and whatever pointed here before lets go.
+    private func setToOne(_ id: ObjectID, entity: String, _ relationship: Relationship, _ target: ObjectID?) throws {
+        guard case .derived(let otherEntity, let other, _)? = projection.storage(entity: entity, relationship: relationship.name)?.1 else { return }
+        for previous in projection.related(id, relationship: relationship.name) where previous != target {
+            emit(.update(entity: otherEntity, object: previous, fields: [other: .null]))
+        }
+        if let target, projection.snapshot(target)?[other] != .reference(id) {
+            emit(.update(entity: otherEntity, object: target, fields: [other: .reference(id)]))
+            try claimOneToOne(entity: otherEntity, object: target, fields: [other: .reference(id)])
+        }
+    }
+
+    /// For stored one-to-one fields just set: other objects that claimed the same target let go.
+    private func claimOneToOne(entity: String, object: ObjectID, fields: [String: Value]) throws {
+        guard let description = schema.entity(entity) else { return }
+        for (key, value) in fields {
+            guard case .reference(let target) = value, let relationship = description.relationship(key),
+                  let inverseName = relationship.inverse,
+                  let inverse = schema.entity(relationship.destination)?.relationship(inverseName), !inverse.isToMany
+            else { continue }
+            for claimant in projection.relatedClaimants(of: target, entity: entity, key: key) where claimant != object {
+                emit(.update(entity: entity, object: claimant, fields: [key: .null]))
+            }
+        }
+    }
+
+    private func removeFromSet(_ id: ObjectID, entity: String, key: String, member: ObjectID) throws {
+        guard let record = projection.existing(id), let keyID = projection.nameID(key) else { return }
+        let adds = projection.liveAdds(record, key: keyID, target: member)
+        guard !adds.isEmpty else { return }
+        emit(.remove(entity: entity, object: id, relationship: key, target: member, adds: adds))
+    }
+
+    private func delete(_ id: ObjectID, entity: String) throws {
+        guard !deleting.contains(id) else { return }
+        deleting.insert(id)
+        for relationship in schema.entity(entity)?.relationships ?? [] {
+            let related = projection.related(id, relationship: relationship.name).filter { !deleting.contains($0) }
+            guard !related.isEmpty else { continue }
+            switch relationship.deleteRule {
+            case .deny:
+                throw StoreError(.deleteDenied, "\(related.count) related object(s) in \(relationship.name) deny the delete",
+                                 entity: entity, object: id, attribute: relationship.name)
+            case .cascade:
+                for target in related { try delete(target, entity: relationship.destination) }
+            case .nullify:
+                switch projection.storage(entity: entity, relationship: relationship.name)?.1 {
+                case .derived(let otherEntity, let other, let storedIsToMany)?:
+                    for target in related {
+                        if storedIsToMany {
+                            try removeFromSet(target, entity: otherEntity, key: other, member: id)
+                        } else {
+                            emit(.update(entity: otherEntity, object: target, fields: [other: .null]))
+                        }
+                    }
+                default:
+                    break  // stored on the deleted object itself: it goes with it
+                }
+            }
+        }
+        emit(.delete(entity: entity, object: id))
+    }
+}
+
+extension Projection {
+    /// Existing objects of `entity` whose visible field `key` references `target`.
+    func relatedClaimants(of target: ObjectID, entity: String, key: String) -> [ObjectID] {
+        guard let keyID = nameID(key) else { return [] }
+        var candidates = referrers[target] ?? []
+        if batchOpen { for source in batchOriginals.keys { candidates.insert(Referrer(source: source, key: keyID)) } }
+        return candidates.filter { referrer in
+            referrer.key == keyID && existing(referrer.source).map { entityName(of: $0) == entity && visibleValue($0, key: keyID)?.value == .reference(target) } == true
+        }.map(\.source)
+    }
+}
