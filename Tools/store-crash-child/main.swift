@@ -4,8 +4,8 @@
 //
 //     ack <batch> <count>
 //
-// Every note of batch B has title "b<B>"; the parent checks each batch is wholly present or
-// wholly absent, and present whenever it was acknowledged.
+// Every note of batch B of N notes has title "b<B>n<N>"; the parent checks each batch is wholly
+// present or wholly absent, and present whenever it was acknowledged.
 import Strata
 
 #if canImport(Glibc)
@@ -37,7 +37,7 @@ do {
                     let batch = prefix * 1_000_000 + writer * 10_000 + n
                     let count = 1 + n % 5
                     try await store.transaction { tx in
-                        for i in 0..<count { try tx.insert("Note", ["title": .string("b\(batch)"), "index": .integer(Int64(i))]) }
+                        for i in 0..<count { try tx.insert("Note", ["title": .string("b\(batch)n\(count)"), "index": .integer(Int64(i))]) }
                     }
                     emit("ack \(batch) \(count)\n")
                     n += 1
