@@ -1,0 +1,136 @@
+public import Foundation
+
+/// A Swift type stored as objects of one entity, through `Codable`.
+///
+/// ```swift
+/// struct Note: StrataModel {
+///     static let entityName = "Note"
+///     var id: ObjectID
+///     var title: String
+///     var due: Date?
+///     var folder: ObjectID?      // a to-one relationship
+///     var tags: [ObjectID] = []  // a to-many relationship: read on fetch, changed with add/remove
+/// }
+/// try await store.transaction { tx in try tx.insert(Note(id: ObjectID(), title: "Hi")) }
+/// let notes = try store.fetch(Note.self)
+/// ```
+///
+/// Properties map to attributes and relationships by name; dates keep microsecond precision.
+public protocol StrataModel: Codable, Sendable {
+    static var entityName: String { get }
+    var id: ObjectID { get }
+}
+
+enum ModelCoding {
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Int64((date.timeIntervalSince1970 * 1_000_000).rounded()))
+        }
+        return encoder
+    }
+
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let micros = try decoder.singleValueContainer().decode(Int64.self)
+            return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+        }
+        return decoder
+    }
+
+    /// The model's attributes and to-one relationships as values, typed by the schema. To-many
+    /// relationships are left out (they change through add and remove).
+    static func values<M: StrataModel>(of model: M, schema: Schema) throws -> [String: Value] {
+        guard let entity = schema.entity(M.entityName) else {
+            throw StoreError(.unknownEntity, "no entity \(M.entityName) in the schema", entity: M.entityName, object: model.id)
+        }
+        let data: Data
+        do {
+            data = try encoder().encode(model)
+        } catch {
+            throw StoreError(.encoding, "\(M.self) does not encode: \(error)", entity: M.entityName, object: model.id)
+        }
+        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw StoreError(.encoding, "\(M.self) does not encode to an object", entity: M.entityName, object: model.id)
+        }
+        var values: [String: Value] = [:]
+        // JSONEncoder leaves out nil optionals: a property the model has but did not encode is null.
+        for child in Mirror(reflecting: model).children {
+            guard let label = child.label, object[label] == nil else { continue }
+            if entity.attribute(label) != nil || entity.relationship(label).map({ !$0.isToMany }) == true { values[label] = .null }
+        }
+        for (key, json) in object where key != "id" {
+            if let attribute = entity.attribute(key) {
+                do {
+                    values[key] = try Value(json: json, type: attribute.type)
+                } catch let error as StoreError {
+                    throw StoreError(.typeMismatch, error.message, entity: entity.name, object: model.id, attribute: key)
+                }
+            } else if let relationship = entity.relationship(key) {
+                if relationship.isToMany { continue }
+                if json is NSNull { values[key] = .null; continue }
+                guard let text = json as? String, let target = ObjectID(text) else {
+                    throw StoreError(.typeMismatch, "expected an ObjectID", entity: entity.name, object: model.id, attribute: key)
+                }
+                values[key] = .reference(target)
+            } else {
+                throw StoreError(.unknownAttribute, "\(M.self).\(key) matches no attribute or relationship", entity: entity.name, object: model.id, attribute: key)
+            }
+        }
+        return values
+    }
+
+    static func model<M: StrataModel>(_ type: M.Type, from snapshot: ObjectSnapshot) throws -> M {
+        var object: [String: Any] = ["id": snapshot.id.description]
+        for (key, value) in snapshot.values {
+            if case .date(let micros) = value { object[key] = micros } else { object[key] = value.jsonObject }
+        }
+        for (key, targets) in snapshot.toMany { object[key] = targets.map(\.description) }
+        do {
+            let data = try JSONSerialization.data(withJSONObject: object)
+            return try decoder().decode(M.self, from: data)
+        } catch let error as DecodingError {
+            throw StoreError(.encoding, "\(M.self) does not decode: \(error.readableDescription)", entity: snapshot.entity, object: snapshot.id)
+        }
+    }
+}
+
+extension Transaction {
+    /// Inserts a model as a new object with its ID.
+    public func insert<M: StrataModel>(_ model: M) throws {
+        try insert(M.entityName, id: model.id, try ModelCoding.values(of: model, schema: schema))
+    }
+
+    /// Writes every attribute and to-one relationship of an existing object from the model.
+    public func update<M: StrataModel>(_ model: M) throws {
+        try update(model.id, try ModelCoding.values(of: model, schema: schema))
+    }
+
+    public func object<M: StrataModel>(_ type: M.Type, _ id: ObjectID) throws -> M? {
+        try object(id).map { try ModelCoding.model(type, from: $0) }
+    }
+}
+
+extension Store {
+    /// The object with this ID as a model, or `nil`.
+    public func object<M: StrataModel>(_ type: M.Type, _ id: ObjectID) throws -> M? {
+        guard let snapshot = object(id), snapshot.entity == M.entityName else { return nil }
+        return try ModelCoding.model(type, from: snapshot)
+    }
+
+    /// The objects of `M`'s entity as models, filtered on the model, sorted by attributes.
+    public func fetch<M: StrataModel>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
+                                      sortedBy sort: [SortKey] = [], limit: Int? = nil) throws -> [M] {
+        let snapshots = fetch(M.entityName, sortedBy: sort)
+        var result: [M] = []
+        for snapshot in snapshots {
+            let withToMany = object(snapshot.id) ?? snapshot
+            let model = try ModelCoding.model(type, from: withToMany)
+            if predicate?(model) ?? true { result.append(model) }
+            if let limit, result.count >= limit { break }
+        }
+        return result
+    }
+}
