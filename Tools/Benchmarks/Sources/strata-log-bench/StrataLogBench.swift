@@ -1,7 +1,7 @@
 // strata-log-bench: measures StrataLog's append, sync and read paths side by side with the
 // machine's raw pwrite+fdatasync limit, in one run, and prints a markdown table.
 //
-//     swift run -c release --package-path Tools/Benchmarks strata-log-bench [--quick] [--dir PATH]
+//     swift run -c release --package-path Tools/Benchmarks strata-log-bench [--quick] [--dir PATH] …
 import Foundation
 import StrataLog
 
@@ -29,7 +29,8 @@ struct Settings {
     /// same drift for their ratio to mean anything.
     var syncRounds: Int { quick ? 2 : 8 }
     var syncRoundSeconds: Double { quick ? 0.1 : 0.4 }
-    /// Alternating rounds of 16 appenders with fsyncPerRecord / groupCommit (3 s per side).
+    /// Concurrent appenders in rows 4a/4b (`--appenders`), and their alternating rounds of
+    /// fsyncPerRecord / groupCommit (3 s per side in a full run).
     var appenders = 16
     var concurrentRounds: Int { quick ? 2 : 10 }
     var concurrentRoundSeconds: Double { quick ? 0.1 : 0.3 }
