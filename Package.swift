@@ -21,8 +21,11 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
         ),
+        // CRC-32C with the CPU's instruction where there is one (our own few lines of C: Swift
+        // cannot reach the instruction); StrataLog falls back to tables elsewhere.
+        .target(name: "CCRC32C"),
         // The on-disk format: segments, records, checksums, recovery, index, snapshot files.
-        .target(name: "StrataLog", dependencies: ["CLZ4"]),
+        .target(name: "StrataLog", dependencies: ["CLZ4", "CCRC32C"]),
         // The app-facing library: schema, events, merge rule, projection, transactions, queries,
         // observation, snapshots. No networking.
         .target(
@@ -60,7 +63,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.type != .system {
+for target in package.targets where target.type != .system && target.name != "CCRC32C" {
     var settings = target.swiftSettings ?? []
     settings.append(contentsOf: [
         .swiftLanguageMode(.v6),

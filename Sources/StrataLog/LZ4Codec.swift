@@ -8,23 +8,27 @@ enum LZ4Codec {
     static var maxInputSize: Int { Int(CLZ4_maxInputSize()) }
 
     /// Compresses `input`, or returns `nil` when the result would not be smaller than `limit` bytes
-    /// (the caller then stores the bytes raw).
-    static func compress(_ input: UnsafeRawBufferPointer, limit: Int) -> [UInt8]? {
+    /// (the caller then stores the bytes raw). The result starts with `reserving` zero bytes of
+    /// room for a header.
+    static func compress(_ input: UnsafeRawBufferPointer, limit: Int, acceleration: Int = 1, reserving: Int = 0) -> [UInt8]? {
         guard input.count > 0, input.count <= maxInputSize, limit > 0 else { return nil }
         let capacity = min(Int(CLZ4_compressBound(Int32(input.count))), limit)
         guard capacity > 0 else { return nil }
-        var output = [UInt8](repeating: 0, count: capacity)
-        let written = output.withUnsafeMutableBytes { out -> Int32 in
-            LZ4_compress_default(
+        var written: Int32 = 0
+        let output = [UInt8](unsafeUninitializedCapacity: reserving + capacity) { buffer, count in
+            let base = buffer.baseAddress!
+            base.initialize(repeating: 0, count: reserving)
+            written = LZ4_compress_fast(
                 input.baseAddress!.assumingMemoryBound(to: CChar.self),
-                out.baseAddress!.assumingMemoryBound(to: CChar.self),
+                UnsafeMutableRawPointer(base + reserving).assumingMemoryBound(to: CChar.self),
                 Int32(input.count),
-                Int32(capacity)
+                Int32(capacity),
+                Int32(clamping: max(1, acceleration))
             )
+            count = reserving + max(0, Int(written))
         }
         // 0 means "did not fit in `capacity`", which is exactly "compression does not pay".
         guard written > 0, Int(written) < limit else { return nil }
-        output.removeSubrange(Int(written)...)
         return output
     }
 

@@ -57,15 +57,19 @@ struct RecordHeader: Hashable, Sendable {
     }
 }
 
-/// A record's payload before its position is known: entries framed, then compressed when that pays.
-/// Built outside the log's lock so that concurrent appenders compress in parallel.
+/// A record's payload before its position is known: entries framed, then compressed when that
+/// pays. Built outside the log's lock so that concurrent appenders compress in parallel. The
+/// bytes start with room for the record header, so finishing the record copies nothing.
 struct EncodedPayload: Sendable {
-    var stored: [UInt8]
+    /// Header space (zeros) followed by the stored payload.
+    var bytes: [UInt8]
     var codec: RecordCodec
     var payloadLength: Int
     var entryCount: Int
     var minTimestamp: LogTimestamp
     var maxTimestamp: LogTimestamp
+
+    var storedLength: Int { bytes.count - RecordHeader.size }
 
     /// Frames `entries` as the entry table (length and timestamp delta per entry, as varints)
     /// followed by the entries' bytes, and compresses it.
@@ -82,52 +86,96 @@ struct EncodedPayload: Sendable {
             maxTs = max(maxTs, entry.timestamp)
             dataSize += entry.payload.count
         }
-        var w = ByteWriter(capacity: dataSize + entries.count * 4)
+        var tableSize = 0
         for entry in entries {
-            w.varint(UInt64(entry.payload.count))
-            w.varint(UInt64(bitPattern: entry.timestamp &- minTs))
+            tableSize += varintSize(UInt64(entry.payload.count)) + varintSize(UInt64(bitPattern: entry.timestamp &- minTs))
         }
-        for entry in entries { w.raw(entry.payload) }
-        let payload = w.bytes
-        guard payload.count + RecordHeader.size <= options.maxRecordSize else {
-            throw LogError(.recordTooLarge, "record of \(entries.count) entries needs \(payload.count + RecordHeader.size) bytes; the limit is \(options.maxRecordSize)")
+        let payloadSize = tableSize + dataSize
+        guard payloadSize + RecordHeader.size <= options.maxRecordSize else {
+            throw LogError(.recordTooLarge, "record of \(entries.count) entries needs \(payloadSize + RecordHeader.size) bytes; the limit is \(options.maxRecordSize)")
         }
+        // One allocation, one pass: header space, table, then the entries' bytes.
+        var framed = [UInt8](unsafeUninitializedCapacity: RecordHeader.size + payloadSize) { buffer, count in
+            let base = UnsafeMutableRawBufferPointer(buffer)
+            base.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: RecordHeader.size)
+            var at = RecordHeader.size
+            for entry in entries {
+                at = writeVarint(UInt64(entry.payload.count), into: base, at: at)
+                at = writeVarint(UInt64(bitPattern: entry.timestamp &- minTs), into: base, at: at)
+            }
+            for entry in entries {
+                entry.payload.withUnsafeBytes { source in
+                    if let from = source.baseAddress, source.count > 0 {
+                        (base.baseAddress! + at).copyMemory(from: from, byteCount: source.count)
+                    }
+                }
+                at += entry.payload.count
+            }
+            count = at
+        }
+        codec = .raw
         // Compression pays only if it saves at least 1/16 of the bytes; tiny payloads are not tried.
-        let compressed = payload.count < 64 ? nil : payload.withUnsafeBytes {
-            LZ4Codec.compress($0, limit: payload.count - payload.count / 16)
-        }
-        if let compressed {
-            stored = compressed
+        if case .lz4(let acceleration) = options.compression, payloadSize >= 64,
+           let compressed = framed.withUnsafeBytes({ raw in
+               LZ4Codec.compress(UnsafeRawBufferPointer(rebasing: raw[RecordHeader.size...]),
+                                 limit: payloadSize - payloadSize / 16, acceleration: acceleration, reserving: RecordHeader.size)
+           }) {
+            framed = compressed
             codec = .lz4
-        } else {
-            stored = payload
-            codec = .raw
         }
-        payloadLength = payload.count
+        bytes = framed
+        payloadLength = payloadSize
         entryCount = entries.count
         minTimestamp = minTs
         maxTimestamp = maxTs
     }
 
-    /// The complete record bytes for a record starting at `firstPosition` in log `logID`.
+    /// The complete record for a record starting at `firstPosition` in log `logID`: the header
+    /// written into the reserved space, the checksum last.
     func record(firstPosition: LogPosition, logID: LogID) -> [UInt8] {
-        var w = ByteWriter(capacity: RecordHeader.size + stored.count)
-        w.u32(UInt32(RecordHeader.size + stored.count))
-        w.u32(0)  // checksum, filled in last
-        w.u8(codec.rawValue)
-        w.u8(0)
-        w.u16(UInt16(RecordHeader.size))
-        w.u32(UInt32(entryCount))
-        w.u64(firstPosition)
-        w.u32(UInt32(payloadLength))
-        w.u32(0)
-        w.i64(minTimestamp)
-        w.i64(maxTimestamp)
-        w.raw(stored)
-        let crc = w.bytes.withUnsafeBytes { RecordHeader.computeChecksum(record: $0, logID: logID) }
-        w.setU32(crc, at: 4)
-        return w.bytes
+        var record = bytes
+        record.withUnsafeMutableBytes { raw in
+            func put<T: FixedWidthInteger>(_ value: T, _ offset: Int) {
+                raw.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self)
+            }
+            put(UInt32(raw.count), 0)
+            put(UInt32(0), 4)
+            put(codec.rawValue, 8)
+            put(UInt8(0), 9)
+            put(UInt16(RecordHeader.size), 10)
+            put(UInt32(entryCount), 12)
+            put(firstPosition, 16)
+            put(UInt32(payloadLength), 24)
+            put(UInt32(0), 28)
+            put(minTimestamp, 32)
+            put(maxTimestamp, 40)
+            let crc = RecordHeader.computeChecksum(record: UnsafeRawBufferPointer(raw), logID: logID)
+            put(crc, 4)
+        }
+        return record
     }
+}
+
+private func varintSize(_ value: UInt64) -> Int {
+    var v = value
+    var n = 1
+    while v >= 0x80 {
+        v >>= 7
+        n += 1
+    }
+    return n
+}
+
+private func writeVarint(_ value: UInt64, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+    var v = value
+    var at = offset
+    while v >= 0x80 {
+        buffer[at] = UInt8(truncatingIfNeeded: v) | 0x80
+        v >>= 7
+        at += 1
+    }
+    buffer[at] = UInt8(v)
+    return at + 1
 }
 
 /// Decodes a validated record's payload into entries. Errors here mean the bytes passed their

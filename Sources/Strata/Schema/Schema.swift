@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// The type of an attribute.
 public enum AttributeType: String, Sendable, Hashable, Codable, CaseIterable {

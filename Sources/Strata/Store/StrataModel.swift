@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A Swift type stored as objects of one entity, through `Codable`.
 ///

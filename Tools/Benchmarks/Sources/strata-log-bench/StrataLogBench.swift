@@ -139,6 +139,9 @@ struct StrataLogBench {
         let blobSize = Int(averageStored.rounded())
         var rawSample: Sample?
         var fsyncSample: Sample?
+        var rawPlainSample: Sample?
+        var plainSample: Sample?
+        let plainBlobSize = Int((Double(payloadBytes) / Double(bufferedSample.operations)).rounded()) + 48 + settings.entriesPerRecord * 3
         if settings.only.contains("sync") {
             note("raw vs fsyncPerRecord: \(settings.syncRounds) alternating rounds of \(settings.syncRoundSeconds) s each, records of \(blobSize) B…")
             let raw = try RawWriter(path: place.path("raw.dat"), blobSize: blobSize)
@@ -148,23 +151,45 @@ struct StrataLogBench {
             _ = try raw.run(count: 10)  // warm-up
             var next = try await appendRecords(log, corpus, startingAt: 0, count: 10,
                                                storedBytes: &ignoredStored, payloadBytes: &ignoredPayload).operations
+            // 3b: the same without compression, against raw writes of the uncompressed size.
+            let rawPlain = try RawWriter(path: place.path("raw-plain.dat"), blobSize: plainBlobSize)
+            var plainOptions = LogOptions(durability: .fsyncPerRecord)
+            plainOptions.compression = .none
+            let plainLog = try SegmentLog.open(at: place.path("fsync-plain"), options: plainOptions)
+            _ = try rawPlain.run(count: 10)
+            var nextPlain = try await appendRecords(plainLog, corpus, startingAt: 0, count: 10,
+                                                    storedBytes: &ignoredStored, payloadBytes: &ignoredPayload).operations
             var rawTotal = Sample()
             var fsyncTotal = Sample()
+            var rawPlainTotal = Sample()
+            var plainTotal = Sample()
             for round in 0..<settings.syncRounds {
-                for leg in (round % 2 == 0 ? [0, 1] : [1, 0]) {
+                for leg in (round % 2 == 0 ? [0, 1, 2, 3] : [3, 2, 1, 0]) {
                     let deadline = monotonicNanos() + UInt64(settings.syncRoundSeconds * 1e9)
-                    if leg == 0 {
+                    switch leg {
+                    case 0:
                         rawTotal.add(try raw.run(until: deadline))
-                    } else {
+                    case 1:
                         let sample = try await appendRecords(log, corpus, startingAt: next, until: deadline,
                                                              storedBytes: &ignoredStored, payloadBytes: &ignoredPayload)
                         next += sample.operations
                         fsyncTotal.add(sample)
+                    case 2:
+                        rawPlainTotal.add(try rawPlain.run(until: deadline))
+                    default:
+                        let sample = try await appendRecords(plainLog, corpus, startingAt: nextPlain, until: deadline,
+                                                             storedBytes: &ignoredStored, payloadBytes: &ignoredPayload)
+                        nextPlain += sample.operations
+                        plainTotal.add(sample)
                     }
                 }
             }
             rawTotal.entries = rawTotal.operations * settings.entriesPerRecord
+            rawPlainTotal.entries = rawPlainTotal.operations * settings.entriesPerRecord
             try await log.close()
+            try await plainLog.close()
+            rawPlainSample = rawPlainTotal
+            plainSample = plainTotal
             note("  raw \(rate(rawTotal.operationsPerSecond)) records/s, fsyncPerRecord \(rate(fsyncTotal.operationsPerSecond)) records/s")
             rawSample = rawTotal
             fsyncSample = fsyncTotal
@@ -226,6 +251,12 @@ struct StrataLogBench {
                        "\(rate(fsyncSample.entriesPerSecond)) entries/s (\(rate(fsyncSample.operationsPerSecond)) records/s)",
                        "within 15% of raw (≥ 0.85×)",
                        verdict(fsyncSample.operationsPerSecond / rawSample.operationsPerSecond, goal: 0.85, unit: "× raw"))
+        }
+        if let rawPlainSample, let plainSample {
+            report.add("3b. fsyncPerRecord, compression off, vs raw pwrite \(grouped(plainBlobSize)) B + fdatasync",
+                       "\(rate(plainSample.entriesPerSecond)) entries/s (\(rate(plainSample.operationsPerSecond)) records/s; raw \(rate(rawPlainSample.operationsPerSecond)) records/s)",
+                       "within 15% of raw (≥ 0.85×)",
+                       verdict(plainSample.operationsPerSecond / rawPlainSample.operationsPerSecond, goal: 0.85, unit: "× raw"))
         }
         if let perRecordSample, let groupSample {
             let perRecordLatencies = perRecordSample.sortedLatencies()
