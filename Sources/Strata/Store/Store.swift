@@ -96,7 +96,8 @@ public final class Store: Sendable {
     /// Finishes pending commits, makes them durable and releases the store.
     public func close() async throws {
         core.withLock { $0.closed = true }
-        for continuation in observers.withLock({ Array($0.values) }) { continuation.finish() }
+        // Observers end after the last in-flight commit has been delivered to them.
+        defer { for continuation in observers.withLock({ Array($0.values) }) { continuation.finish() } }
         do {
             try await log.close()
         } catch let error as LogError {
