@@ -41,7 +41,7 @@ let package = Package(
         .executableTarget(
             name: "strata",
             dependencies: [
-                "StrataLog",
+                "Strata",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/strata"

@@ -3,6 +3,7 @@
 // of the main build. Run from the repository root:
 //
 //     swift run -c release --package-path Tools/Benchmarks strata-log-bench
+//     swift run -c release --package-path Tools/Benchmarks strata-store-bench
 import PackageDescription
 
 let package = Package(
@@ -15,6 +16,11 @@ let package = Package(
         .executableTarget(
             name: "strata-log-bench",
             dependencies: [.product(name: "StrataLog", package: "Strata")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(
+            name: "strata-store-bench",
+            dependencies: [.product(name: "Strata", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import StrataLog
+import Strata
 
 /// `strata demo`: the main job. For now it exercises the segment log end to end: concurrent
 /// group-committed appends across several segments, a snapshot, a reopen, a read-back and a
@@ -8,7 +8,7 @@ import StrataLog
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Write a log, reopen it and show what it holds."
+        abstract: "Write a log and two device stores; show recovery, convergence and compaction."
     )
 
     @Option(help: "Keep the log in this directory instead of a temporary one.")
@@ -23,7 +23,7 @@ struct DemoCommand: AsyncParsableCommand {
         print("Log directory: \(directory)")
 
         // 1. Four writers append concurrently; group commit shares fsyncs between them.
-        let log = try SegmentLog.open(at: directory, options: options)
+        let log = try SegmentLog.open(at: directory + "/log", options: options)
         let clock = ContinuousClock()
         let started = clock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -51,7 +51,7 @@ struct DemoCommand: AsyncParsableCommand {
         try await log.close()
 
         // 3. Reopen: recovery checks every record, then show what the log holds.
-        let reopened = try SegmentLog.open(at: directory, options: options)
+        let reopened = try SegmentLog.open(at: directory + "/log", options: options)
         print("\nReopened log \(reopened.logID): positions \(reopened.startPosition)..<\(reopened.endPosition)")
         print("Segment                    first      end   records    bytes")
         for segment in reopened.segments() {
@@ -69,9 +69,11 @@ struct DemoCommand: AsyncParsableCommand {
         }
         try await reopened.close()
 
-        let report = try SegmentLog.verify(at: directory)
+        let report = try SegmentLog.verify(at: directory + "/log")
         let ratio = report.storedBytes > 0 ? Double(report.payloadBytes) / Double(report.storedBytes) : 0
-        print("\nVerify: \(report.records) records, \(report.entries) entries, \(report.storedBytes) bytes on disk for \(report.payloadBytes) bytes of payload (\(String(format: "%.2f", ratio))x); \(report.isHealthy ? "healthy" : "PROBLEMS: \(report.problems)")")
+        print("Verify: \(report.records) records, \(report.entries) entries, \(report.storedBytes) bytes on disk for \(report.payloadBytes) bytes of payload (\(String(format: "%.2f", ratio))x); \(report.isHealthy ? "healthy" : "PROBLEMS: \(report.problems)")")
+
+        try await DemoStores.run(in: directory)
     }
 }
 

@@ -1,5 +1,5 @@
 import ArgumentParser
-import StrataLog
+import Strata
 
 /// The `strata` command line tool. For now it carries the demo of the segment log; later issues
 /// add `inspect`, `verify`, `replay`, `diff` and the rest over a commands library.

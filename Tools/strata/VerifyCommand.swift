@@ -1,5 +1,5 @@
 import ArgumentParser
-import StrataLog
+import Strata
 
 /// `strata verify LOG [--repair]`: checks every record of a segment log; exit 1 with the first
 /// problem's file and byte offset. (The full store-level verify comes with the CLI issue.)

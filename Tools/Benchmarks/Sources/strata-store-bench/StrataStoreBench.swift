@@ -1,0 +1,2 @@
+import Strata
+@main struct StrataStoreBench { static func main() async { print(Schema.empty) } }

@@ -1,0 +1,235 @@
+// The workloads that run in this process: commit throughput and building the stores that the
+// fresh-process opens (OpenProbe.swift) measure. Each returns plain numbers; the report decides
+// what they mean.
+import Foundation
+import Strata
+
+/// The schema of every store in the run.
+let benchSchema = Schema {
+    Entity("Item", attributes: [
+        Attribute("name", .string, default: ""),
+        Attribute("count", .integer),
+        Attribute("score", .double),
+        Attribute("done", .bool, default: false),
+    ])
+}
+
+/// A number of operations done in a measured time, optionally with a latency per operation.
+struct Sample {
+    var operations = 0
+    var events = 0
+    var nanos: UInt64 = 0
+    var latencies: [UInt64] = []
+
+    var seconds: Double { Double(nanos) / 1e9 }
+    var operationsPerSecond: Double { nanos == 0 ? 0 : Double(operations) / seconds }
+    var eventsPerSecond: Double { nanos == 0 ? 0 : Double(events) / seconds }
+
+    mutating func add(_ other: Sample) {
+        operations += other.operations
+        events += other.events
+        nanos += other.nanos
+        latencies += other.latencies
+    }
+
+    func sortedLatencies() -> [UInt64] { latencies.sorted() }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Small objects: a short name, an integer, a double and a bool (seeded, the same on every run).
+/// Inserts cycle over them; every insert still gets a fresh random ObjectID.
+func itemValues(count: Int, seed: UInt64) -> [[String: Value]] {
+    var rng = SplitMix64(seed: seed)
+    return (0..<count).map { i in
+        [
+            "name": .string("item-\(i)-\(rng.below(1000))"),
+            "count": .integer(Int64(rng.below(100_000))),
+            "score": .double(Double(rng.below(1_000_000)) / 1000),
+            "done": .bool(rng.below(2) == 1),
+        ]
+    }
+}
+
+/// One single-field change, rotating over the four attributes.
+func updateValue(_ n: Int, _ rng: inout SplitMix64) -> [String: Value] {
+    switch n % 4 {
+    case 0: ["count": .integer(Int64(rng.below(100_000)))]
+    case 1: ["score": .double(Double(rng.below(1_000_000)) / 1000)]
+    case 2: ["done": .bool(rng.below(2) == 1)]
+    default: ["name": .string("renamed-\(rng.below(100_000))")]
+    }
+}
+
+func openStore(_ path: String, _ durability: Durability) async throws -> Store {
+    try await Store.open(at: path, schema: benchSchema, options: StoreOptions(durability: durability))
+}
+
+// MARK: 1. commit throughput
+
+/// `writers` tasks each commit transactions of `eventsPerTransaction` inserts until `deadline`,
+/// timing every commit (from the call until `transaction` returns, i.e. as durable as the
+/// store's durability promises).
+func commitLoad(_ store: Store, eventsPerTransaction: Int, writers: Int, until deadline: UInt64,
+                values: [[String: Value]], seed: Int) async throws -> Sample {
+    let start = monotonicNanos()
+    let perTask = try await withThrowingTaskGroup(of: [UInt64].self) { group in
+        for writer in 0..<writers {
+            group.addTask {
+                var latencies: [UInt64] = []
+                latencies.reserveCapacity(4096)
+                var next = seed &+ writer &* 7919
+                while true {
+                    let t0 = monotonicNanos()
+                    if t0 >= deadline { break }
+                    let first = next
+                    try await store.transaction { tx in
+                        for k in 0..<eventsPerTransaction {
+                            try tx.insert("Item", values[(first &+ k) % values.count])
+                        }
+                    }
+                    latencies.append(monotonicNanos() - t0)
+                    next &+= eventsPerTransaction
+                }
+                return latencies
+            }
+        }
+        var all: [[UInt64]] = []
+        for try await latencies in group { all.append(latencies) }
+        return all
+    }
+    var sample = Sample()
+    sample.nanos = monotonicNanos() - start
+    for latencies in perTask {
+        sample.latencies += latencies
+        sample.operations += latencies.count
+    }
+    sample.events = sample.operations * eventsPerTransaction
+    return sample
+}
+
+// MARK: 2./3. building the stores to open
+
+/// What building a store took.
+struct BuildReport {
+    /// Inserts (and, for the replay store, updates), timed from the first commit through `close()`.
+    var write = Sample()
+    /// Only for the snapshot store.
+    var compactSeconds: Double?
+    var snapshotBytes: Int?
+    var tail = Sample()
+    var objects = 0
+    var diskBytes = 0
+}
+
+/// Commits `objects` inserts then `updates` single-field updates of random objects among them,
+/// `perTransaction` events to a transaction, buffered. Returns the IDs inserted.
+private func fill(_ store: Store, objects: Int, perTransaction: Int, values: [[String: Value]],
+                  progress: String) async throws -> (ids: [ObjectID], transactions: Int) {
+    var ids: [ObjectID] = []
+    ids.reserveCapacity(objects)
+    var transactions = 0
+    var done = 0
+    var nextNote = objects / 4
+    while done < objects {
+        let n = min(perTransaction, objects - done)
+        let first = done
+        let batch = try await store.transaction { tx -> [ObjectID] in
+            var made: [ObjectID] = []
+            made.reserveCapacity(n)
+            for k in 0..<n { made.append(try tx.insert("Item", values[(first + k) % values.count])) }
+            return made
+        }
+        ids += batch
+        done += n
+        transactions += 1
+        if done >= nextNote && done < objects {
+            note("  \(progress): \(grouped(done)) of \(grouped(objects)) inserts")
+            nextNote += objects / 4
+        }
+    }
+    return (ids, transactions)
+}
+
+private func updateRandom(_ store: Store, ids: [ObjectID], updates: Int, perTransaction: Int, seed: UInt64,
+                          progress: String) async throws -> Int {
+    var rng = SplitMix64(seed: seed)
+    var done = 0
+    var transactions = 0
+    var nextNote = updates / 4
+    while done < updates {
+        let n = min(perTransaction, updates - done)
+        // Choose outside the transaction: the closure is not allowed to capture `inout` state.
+        var changes: [(ObjectID, [String: Value])] = []
+        changes.reserveCapacity(n)
+        for k in 0..<n { changes.append((ids[rng.below(ids.count)], updateValue(done + k, &rng))) }
+        try await store.transaction { tx in
+            for (id, values) in changes { try tx.update(id, values) }
+        }
+        done += n
+        transactions += 1
+        if updates >= 100_000 && done >= nextNote && done < updates {
+            note("  \(progress): \(grouped(done)) of \(grouped(updates)) updates")
+            nextNote += updates / 4
+        }
+    }
+    return transactions
+}
+
+/// Workload 2's store: `objects` inserts, then `updates` single-field updates spread over them.
+func buildReplayStore(at path: String, objects: Int, updates: Int, perTransaction: Int) async throws -> BuildReport {
+    let values = itemValues(count: 4096, seed: 2)
+    let store = try await openStore(path, .buffered)
+    var report = BuildReport()
+    let start = monotonicNanos()
+    let (ids, insertTransactions) = try await fill(store, objects: objects, perTransaction: perTransaction,
+                                                   values: values, progress: "replay store")
+    let updateTransactions = try await updateRandom(store, ids: ids, updates: updates, perTransaction: perTransaction,
+                                                    seed: 22, progress: "replay store")
+    try await store.close()
+    report.write.nanos = monotonicNanos() - start
+    report.write.operations = insertTransactions + updateTransactions
+    report.write.events = objects + updates
+    report.objects = objects
+    report.diskBytes = Machine.directorySize(path)
+    return report
+}
+
+/// Workload 3's store: `objects` inserts, `compact()`, then a tail of `tailUpdates` updates.
+func buildSnapshotStore(at path: String, objects: Int, tailUpdates: Int, perTransaction: Int) async throws -> BuildReport {
+    let values = itemValues(count: 4096, seed: 3)
+    let store = try await openStore(path, .buffered)
+    var report = BuildReport()
+    let start = monotonicNanos()
+    let (ids, insertTransactions) = try await fill(store, objects: objects, perTransaction: perTransaction,
+                                                   values: values, progress: "snapshot store")
+    try await store.segmentLog.flush()  // what close() would do, so that both builds are timed alike
+    report.write.nanos = monotonicNanos() - start
+    report.write.operations = insertTransactions
+    report.write.events = objects
+
+    note("  snapshot store: compact()…")
+    let compactStart = monotonicNanos()
+    let info = try await store.compact()
+    report.compactSeconds = seconds(monotonicNanos() - compactStart)
+    report.snapshotBytes = (try? FileManager.default.attributesOfItem(atPath: info.path)[.size] as? NSNumber)?.intValue
+
+    let tailStart = monotonicNanos()
+    report.tail.operations = try await updateRandom(store, ids: ids, updates: tailUpdates, perTransaction: perTransaction,
+                                                    seed: 33, progress: "snapshot store tail")
+    try await store.close()
+    report.tail.nanos = monotonicNanos() - tailStart
+    report.tail.events = tailUpdates
+    report.objects = objects
+    report.diskBytes = Machine.directorySize(path)
+    return report
+}
+
+/// The baseline for workload 4: a store with the schema and nothing else.
+func buildEmptyStore(at path: String) async throws {
+    let store = try await openStore(path, .buffered)
+    try await store.close()
+}
