@@ -105,37 +105,62 @@ final class FileHandle: @unchecked Sendable {
     }
 }
 
-/// An exclusive `flock` on the log directory's `LOCK` file, so that two writers (processes, or
-/// two ``SegmentLog`` instances in one process) can never append to the same log. The kernel drops
-/// it when the process dies, so a crash never leaves a stale lock behind.
+/// The log directory's writer lock, so that two writers (processes, or two ``SegmentLog``
+/// instances in one process) can never append to the same log.
+///
+/// Across processes it is a POSIX record lock (`fcntl(F_SETLK)`) on the `LOCK` file, which the
+/// kernel drops when the process dies, so a crash never leaves a stale lock. POSIX locks are not
+/// inherited by child processes — unlike `flock`, whose lock a child forked at the wrong moment
+/// would keep holding after we close our descriptor. Because POSIX locks do not conflict within one
+/// process, a process-wide registry of locked directories covers that case.
 final class DirectoryLock: Sendable {
     static let fileName = "LOCK"
+    private static let lockedInProcess = Mutex<Set<String>>([])
     private let fd: Mutex<Int32>
+    private let key: String
     let path: String
 
     init(directory: String) throws {
         let path = FileSystem.join(directory, DirectoryLock.fileName)
         self.path = path
+        let key = FileSystem.canonicalPath(directory)
+        self.key = key
+        let inserted = DirectoryLock.lockedInProcess.withLock { $0.insert(key).inserted }
+        guard inserted else {
+            throw LogError(.locked, "the log is already open in this process", file: path)
+        }
         let descriptor = retryingEINTR { systemOpen(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
-        guard descriptor >= 0 else { throw FileHandle.ioError("open lock file", path) }
-        guard retryingEINTR({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
+        guard descriptor >= 0 else {
+            DirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) }
+            throw FileHandle.ioError("open lock file", path)
+        }
+        var region = flock()
+        region.l_type = Int16(F_WRLCK)
+        region.l_whence = Int16(SEEK_SET)
+        region.l_start = 0
+        region.l_len = 0
+        guard retryingEINTR({ fcntl(descriptor, F_SETLK, &region) }) == 0 else {
             let code = errno
             _ = systemClose(descriptor)
-            if code == EWOULDBLOCK {
-                throw LogError(.locked, "the log is already open (in this or another process)", file: path, errno: code)
+            DirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) }
+            if code == EACCES || code == EAGAIN {
+                throw LogError(.locked, "the log is open in another process", file: path, errno: code)
             }
             errno = code
-            throw FileHandle.ioError("flock", path)
+            throw FileHandle.ioError("fcntl(F_SETLK)", path)
         }
         fd = Mutex(descriptor)
     }
 
     /// Releases the lock; later calls do nothing.
     func release() {
-        fd.withLock { descriptor in
-            if descriptor >= 0 { _ = systemClose(descriptor) }
+        let released = fd.withLock { descriptor -> Bool in
+            guard descriptor >= 0 else { return false }
+            _ = systemClose(descriptor)
             descriptor = -1
+            return true
         }
+        if released { DirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) } }
     }
 
     deinit { release() }
@@ -229,6 +254,13 @@ enum FileSystem {
         if durable { try file.sync() }
         try rename(temporary, path)
         if durable { try syncDirectory(parentPath(path)) }
+    }
+
+    /// The path with symbolic links and `..` resolved (the path itself when it cannot be).
+    static func canonicalPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     static func parentPath(_ path: String) -> String {

@@ -1,2 +1,284 @@
+// strata-store-bench: measures the Strata store — commit throughput, cold open by full replay,
+// cold open from a snapshot, resident memory per object — in one run, and prints a markdown
+// table. Opens are measured in fresh processes (this executable re-run with `--open-only`).
+//
+//     swift run -c release --package-path Tools/Benchmarks strata-store-bench [--quick] [--dir PATH] …
+import Foundation
 import Strata
-@main struct StrataStoreBench { static func main() async { print(Schema.empty) } }
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Settings {
+    var quick = false
+    var parent: String?
+    var keep = false
+    var only: Set<String> = Settings.optional
+    static let optional: Set<String> = ["commit", "replay", "snapshot"]
+
+    // 1. commit throughput: every combination of these, each on a fresh store.
+    let transactionSizes = [1, 256]
+    let durabilities: [(name: String, value: Durability)] = [("buffered", .buffered), ("groupCommit", .groupCommit)]
+    /// The concurrent writer count (`--writers`); 1 writer always runs too.
+    var writers = 16
+    var commitSeconds: Double { quick ? 0.2 : 2 }
+    var warmupSeconds: Double { quick ? 0.05 : 0.3 }
+
+    /// Events per transaction when building the stores to open.
+    let perTransaction = 256
+    // 2. the replay store: objects inserted, then single-field updates spread over them.
+    var replayObjects: Int { quick ? 10_000 : 100_000 }
+    var replayUpdates: Int { quick ? 90_000 : 900_000 }
+    // 3./4. the snapshot store: objects, compact(), then a tail of updates.
+    var snapshotObjects: Int { quick ? 100_000 : 1_000_000 }
+    var tailUpdates: Int { quick ? 1_000 : 10_000 }
+    /// Fresh-process opens per store (`--open-runs`); the median counts.
+    var openRuns: Int? = nil
+    var effectiveOpenRuns: Int { openRuns ?? (quick ? 1 : 3) }
+    /// Refuse to start with less free space than this where the data goes.
+    var requiredFreeBytes: Double { quick ? 512 * 1_048_576 : 3 * 1_073_741_824 }
+}
+
+let usage = """
+    usage: strata-store-bench [--quick] [--dir PATH] [--keep] [--only LIST] [--writers N] [--open-runs N]
+           strata-store-bench --open-only STORE
+
+      --quick         small counts and short rounds, for a smoke run (numbers are not meaningful)
+      --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
+                      tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
+      --keep          leave the data directory (and the stores in it) in place
+      --only LIST     comma-separated subset of commit,replay,snapshot
+      --writers N     concurrent writer tasks in the multi-writer commit rows (default 16)
+      --open-runs N   fresh-process opens per store; the median counts (default 3, 1 with --quick)
+      --open-only STORE
+                      open STORE in this process, run count("Item"), print the measurements as one
+                      line of JSON and exit (what the benchmark runs in its child processes; also
+                      the thing to put under perf)
+    """
+
+@main
+struct StrataStoreBench {
+    static func main() async {
+        var settings = Settings()
+        var arguments = CommandLine.arguments.dropFirst()
+        while let argument = arguments.popFirst() {
+            switch argument {
+            case "--open-only":
+                guard let path = arguments.popFirst() else { fail("--open-only needs a store path\n\n" + usage, status: 2) }
+                await OpenChild.run(path)
+            case "--quick": settings.quick = true
+            case "--keep": settings.keep = true
+            case "--dir":
+                guard let path = arguments.popFirst() else { fail("--dir needs a path\n\n" + usage, status: 2) }
+                settings.parent = path
+            case "--only":
+                guard let list = arguments.popFirst() else { fail("--only needs a list\n\n" + usage, status: 2) }
+                let names = Set(list.split(separator: ",").map(String.init))
+                guard names.isSubset(of: Settings.optional), !names.isEmpty else {
+                    fail("--only takes names from \(Settings.optional.sorted().joined(separator: ","))\n\n" + usage, status: 2)
+                }
+                settings.only = names
+            case "--writers":
+                guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else {
+                    fail("--writers needs a positive number\n\n" + usage, status: 2)
+                }
+                settings.writers = value
+            case "--open-runs":
+                guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else {
+                    fail("--open-runs needs a positive number\n\n" + usage, status: 2)
+                }
+                settings.openRuns = value
+            case "-h", "--help":
+                print(usage)
+                return
+            default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
+            }
+        }
+        let place: DataPlace
+        do {
+            place = try DataPlace.make(parent: settings.parent)
+        } catch {
+            fail("\(error)", status: 1)
+        }
+        let free = Machine.freeBytes(at: place.run)
+        note("data directory: \(place.run) (\(place.fileSystem), \(free.map(bytes) ?? "?") free)")
+        if let free, free < settings.requiredFreeBytes {
+            place.remove()
+            fail("only \(bytes(free)) free under \(place.run); this run needs about \(bytes(settings.requiredFreeBytes)) (use --dir)", status: 1)
+        }
+        do {
+            try await run(settings, place, freeBytes: free)
+        } catch {
+            if !settings.keep { place.remove() }
+            fail("benchmark failed: \(error)", status: 1)
+        }
+        if settings.keep { note("kept \(place.run)") } else { place.remove() }
+    }
+
+    static func run(_ settings: Settings, _ place: DataPlace, freeBytes: Double?) async throws {
+        let started = Date()
+        var report = Report()
+
+        // 1. Commit throughput.
+        if settings.only.contains("commit") {
+            let values = itemValues(count: 4096, seed: 1)
+            var letter = UInt8(ascii: "a")
+            for durability in settings.durabilities {
+                for size in settings.transactionSizes {
+                    for writers in [1, settings.writers] {
+                        let name = "commit-\(durability.name)-\(size)-\(writers)"
+                        note("commit: \(size) event(s)/transaction, \(durability.name), \(writers) writer(s), \(fixed(settings.commitSeconds, 1)) s…")
+                        let store = try await openStore(place.path(name), durability.value)
+                        _ = try await commitLoad(store, eventsPerTransaction: size, writers: writers,
+                                                 until: monotonicNanos() + UInt64(settings.warmupSeconds * 1e9),
+                                                 values: values, seed: 0)
+                        let sample = try await commitLoad(store, eventsPerTransaction: size, writers: writers,
+                                                          until: monotonicNanos() + UInt64(settings.commitSeconds * 1e9),
+                                                          values: values, seed: 1_000_003)
+                        try await store.close()
+                        if !settings.keep { try? FileManager.default.removeItem(atPath: place.path(name)) }
+                        let latencies = sample.sortedLatencies()
+                        note("  \(rate(sample.operationsPerSecond)) transactions/s, \(rate(sample.eventsPerSecond)) events/s")
+                        report.add("1\(Character(Unicode.Scalar(letter))). commit, \(size) insert\(size == 1 ? "" : "s")/tx, \(durability.name), \(writers) writer\(writers == 1 ? "" : "s")",
+                                   "\(rate(sample.operationsPerSecond)) tx/s ≙ \(rate(sample.eventsPerSecond)) events/s; commit latency p50 \(latency(percentile(latencies, 50))), p99 \(latency(percentile(latencies, 99))) (\(grouped(sample.operations)) tx in \(fixed(sample.seconds, 2)) s)",
+                                   "— (informational)", "—")
+                        letter += 1
+                    }
+                }
+            }
+        }
+
+        // Build the stores that the fresh processes open.
+        let emptyPath = place.path("empty")
+        let replayPath = place.path("replay")
+        let snapshotPath = place.path("snapshot")
+        var replayBuild: BuildReport?
+        var snapshotBuild: BuildReport?
+        if settings.only.contains("replay") {
+            let events = settings.replayObjects + settings.replayUpdates
+            note("building the replay store: \(grouped(settings.replayObjects)) inserts + \(grouped(settings.replayUpdates)) updates, \(settings.perTransaction)/tx, buffered…")
+            let build = try await buildReplayStore(at: replayPath, objects: settings.replayObjects, updates: settings.replayUpdates,
+                                                   perTransaction: settings.perTransaction)
+            note("  \(rate(build.write.eventsPerSecond)) events/s (\(grouped(events)) events in \(fixed(build.write.seconds, 2)) s), \(bytes(Double(build.diskBytes))) on disk")
+            replayBuild = build
+        }
+        if settings.only.contains("snapshot") {
+            note("building the snapshot store: \(grouped(settings.snapshotObjects)) inserts, \(settings.perTransaction)/tx, buffered, compact(), \(grouped(settings.tailUpdates)) updates…")
+            let build = try await buildSnapshotStore(at: snapshotPath, objects: settings.snapshotObjects, tailUpdates: settings.tailUpdates,
+                                                     perTransaction: settings.perTransaction)
+            note("  inserts \(rate(build.write.eventsPerSecond)) events/s, compact \(fixed(build.compactSeconds ?? 0, 2)) s, \(bytes(Double(build.diskBytes))) on disk")
+            snapshotBuild = build
+            try await buildEmptyStore(at: emptyPath)
+        }
+
+        // The fresh-process opens, interleaved so that drift hits every store alike.
+        var replayProbes = ProbeSet()
+        var snapshotProbes = ProbeSet()
+        var emptyProbes = ProbeSet()
+        if replayBuild != nil || snapshotBuild != nil {
+            note("cold opens in fresh processes: \(settings.effectiveOpenRuns) round(s)…")
+            for round in 0..<settings.effectiveOpenRuns {
+                if snapshotBuild != nil { emptyProbes.runs.append(try OpenChild.probe(emptyPath)) }
+                if replayBuild != nil { replayProbes.runs.append(try OpenChild.probe(replayPath)) }
+                if snapshotBuild != nil { snapshotProbes.runs.append(try OpenChild.probe(snapshotPath)) }
+                note("  round \(round + 1): "
+                     + [replayProbes.runs.last.map { "replay \(fixed($0.openSeconds, 3)) s" },
+                        snapshotProbes.runs.last.map { "snapshot \(fixed($0.openSeconds, 3)) s" },
+                        emptyProbes.runs.last.map { "empty \(fixed($0.openSeconds, 3)) s" }].compactMap { $0 }.joined(separator: ", "))
+            }
+        }
+
+        // 2. Cold open by full replay.
+        if let build = replayBuild {
+            let events = settings.replayObjects + settings.replayUpdates
+            report.add("2a. build: \(grouped(settings.replayObjects)) inserts + \(grouped(settings.replayUpdates)) single-field updates, \(settings.perTransaction) events/tx, buffered (incl. close)",
+                       "\(rate(build.write.eventsPerSecond)) events/s (\(grouped(events)) events, \(grouped(build.write.operations)) tx in \(fixed(build.write.seconds, 2)) s); \(bytes(Double(build.diskBytes))) on disk",
+                       "— (informational)", "—")
+            let probe = replayProbes.median
+            guard probe.snapshotPosition == nil, probe.replayedEvents >= events, probe.count == settings.replayObjects else {
+                throw BenchError("the replay store opened with snapshot \(String(describing: probe.snapshotPosition)), \(probe.replayedEvents) events replayed, count \(probe.count); expected no snapshot, \(events)+ events, \(settings.replayObjects) objects")
+            }
+            let perSecond = Double(probe.replayedEvents) / probe.openSeconds
+            report.add("2b. cold open, full replay of \(grouped(probe.replayedEvents)) events (fresh process)",
+                       "\(rate(perSecond)) events/s: open \(fixed(probe.openSeconds, 3)) s (median of \(replayProbes.openTimes)), \(grouped(probe.replayedTransactions)) tx; process \(fixed(probe.processSeconds ?? 0, 3)) s; count(\"Item\") = \(grouped(probe.count)) in \(fixed(probe.querySeconds * 1000, 1)) ms; RSS after open \(bytes(Double(probe.rssAfterOpen))), peak \(bytes(Double(probe.peakRSS)))",
+                       "≥ 1M events/s",
+                       verdict(perSecond / 1e6, goal: 1, unit: "× goal"))
+        }
+
+        // 3. Cold open from a snapshot plus a tail; 4. resident memory per object.
+        if let build = snapshotBuild {
+            report.add("3a. build: \(grouped(settings.snapshotObjects)) inserts, \(settings.perTransaction) events/tx, buffered (incl. flush)",
+                       "\(rate(build.write.eventsPerSecond)) events/s (\(grouped(build.write.events)) events in \(fixed(build.write.seconds, 2)) s)",
+                       "— (informational)", "—")
+            report.add("3b. compact() of \(grouped(settings.snapshotObjects)) objects, then \(grouped(settings.tailUpdates)) updates (buffered, incl. close)",
+                       "compact \(fixed(build.compactSeconds ?? 0, 2)) s, snapshot \(build.snapshotBytes.map { bytes(Double($0)) } ?? "?") (\(build.snapshotBytes.map { fixed(Double($0) / Double(settings.snapshotObjects), 1) } ?? "?") B/object); tail \(rate(build.tail.eventsPerSecond)) events/s; store \(bytes(Double(build.diskBytes))) on disk",
+                       "— (informational)", "—")
+            let probe = snapshotProbes.median
+            guard probe.snapshotPosition != nil, probe.count == settings.snapshotObjects else {
+                throw BenchError("the snapshot store opened with snapshot \(String(describing: probe.snapshotPosition)), count \(probe.count); expected a snapshot and \(settings.snapshotObjects) objects")
+            }
+            report.add("3c. cold open, snapshot of \(grouped(settings.snapshotObjects)) objects + \(grouped(probe.replayedEvents))-event tail (fresh process)",
+                       "open \(fixed(probe.openSeconds, 3)) s (median of \(snapshotProbes.openTimes)); snapshot at position \(probe.snapshotPosition!), \(grouped(probe.replayedEvents)) events / \(grouped(probe.replayedTransactions)) tx replayed; process \(fixed(probe.processSeconds ?? 0, 3)) s; count(\"Item\") = \(grouped(probe.count)) in \(fixed(probe.querySeconds * 1000, 1)) ms",
+                       "≤ 1 s",
+                       verdictAtMost(probe.openSeconds, goal: 1)
+
+            let rss = snapshotProbes.medianOf(\.rssAfterOpen)
+            let emptyRSS = emptyProbes.medianOf(\.rssAfterOpen)
+            let perObject = Double(rss - emptyRSS) / Double(settings.snapshotObjects)
+            let inProcess = Double(snapshotProbes.medianOf { $0.rssAfterOpen - $0.rssBeforeOpen }) / Double(settings.snapshotObjects)
+            let peak = snapshotProbes.medianOf(\.peakRSS)
+            let afterQuery = snapshotProbes.medianOf(\.rssAfterQuery)
+            report.add("4. resident memory per object (3c's VmRSS after open − an empty store's) / \(grouped(settings.snapshotObjects))",
+                       "\(fixed(perObject, 0)) B/object: VmRSS \(bytes(Double(rss))) vs \(bytes(Double(emptyRSS))) for an empty store (medians); in-process delta \(fixed(inProcess, 0)) B/object; peak (VmHWM) \(bytes(Double(peak))) ≙ \(fixed(Double(peak - emptyRSS) / Double(settings.snapshotObjects), 0)) B/object; after count() \(bytes(Double(afterQuery)))",
+                       "≤ 400 B/object",
+                       verdictAtMost(perObject, goal: 400)
+        }
+
+        report.machine = "**Machine:** \(Machine.cores) cores"
+            + (Machine.cpuModel.map { " (\($0))" } ?? "")
+            + ", " + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
+            + ", data on \(place.fileSystem)" + (freeBytes.map { " (\(bytes($0)) free)" } ?? "")
+            + ", \(timestamp(started))"
+            + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
+        print(report.render())
+    }
+
+    static func verdict(_ ratio: Double, goal: Double, unit: String) -> String {
+        "\(fixed(ratio, 2))\(unit) — " + (ratio >= goal ? "PASS" : "**MISS**")
+    }
+
+    /// For goals that are upper bounds: shows the value against the bound.
+    static func verdictAtMost(_ value: Double, goal: Double) -> String {
+        "\(fixed(value / goal, 2))× the bound — " + (value <= goal ? "PASS" : "**MISS**")
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss 'UTC'"
+        return formatter.string(from: date)
+    }
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    note(message)
+    exit(status)
+}
+
+struct Report {
+    var machine = ""
+    var rows: [[String]] = []
+
+    mutating func add(_ workload: String, _ result: String, _ goal: String, _ verdict: String) {
+        rows.append([workload, result, goal, verdict])
+    }
+
+    func render() -> String {
+        var out = machine + "\n\n"
+        out += "| workload | result | goal | ratio/verdict |\n|---|---|---|---|\n"
+        for row in rows { out += "| " + row.joined(separator: " | ") + " |\n" }
+        return out
+    }
+}

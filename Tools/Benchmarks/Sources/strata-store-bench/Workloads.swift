@@ -166,8 +166,9 @@ private func updateRandom(_ store: Store, ids: [ObjectID], updates: Int, perTran
         var changes: [(ObjectID, [String: Value])] = []
         changes.reserveCapacity(n)
         for k in 0..<n { changes.append((ids[rng.below(ids.count)], updateValue(done + k, &rng))) }
+        let batch = changes
         try await store.transaction { tx in
-            for (id, values) in changes { try tx.update(id, values) }
+            for (id, values) in batch { try tx.update(id, values) }
         }
         done += n
         transactions += 1
