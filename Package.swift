@@ -55,11 +55,13 @@ let package = Package(
         .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
         .executableTarget(name: "store-crash-child", dependencies: ["Strata"], path: "Tools/store-crash-child"),
 
+        // Helpers shared by the test targets: temporary directories, seeded randomness, child processes.
+        .target(name: "StrataTestSupport", path: "Tests/StrataTestSupport"),
         .testTarget(
             name: "StrataLogTests",
-            dependencies: ["StrataLog", "FixtureGenerator", "log-crash-child"]
+            dependencies: ["StrataLog", "StrataTestSupport", "FixtureGenerator", "log-crash-child"]
         ),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "store-crash-child"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTestSupport", "store-crash-child"]),
     ]
 )
 

@@ -15,23 +15,13 @@ struct CrashTests {
         return tag + [UInt8](repeating: UInt8(truncatingIfNeeded: writer &* 31 &+ sequence), count: (sequence % 7) * 40)
     }
 
-    static func childExecutable() throws -> URL {
-        let here = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        let candidates = [here, URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
-        for directory in candidates {
-            let url = directory.appendingPathComponent("log-crash-child")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        throw LogError(.notFound, "log-crash-child not built next to the test binary (run `swift build --build-tests`)", file: here.path)
-    }
-
     @Test("Every acknowledged group-committed append survives SIGKILL of the appender")
     func killedAppenderLosesNothingAcknowledged() throws {
         let environment = ProcessInfo.processInfo.environment
         let rounds = Int(environment["STRATA_CRASH_ROUNDS"] ?? "") ?? 200
         let seed = UInt64(environment["STRATA_CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
         var rng = SeededGenerator(seed: seed)
-        let child = try Self.childExecutable()
+        let child = try ChildProcess.executable("log-crash-child")
         let root = TemporaryDirectory()
         var options = LogOptions(durability: .groupCommit)
         options.segmentSize = 65_536
@@ -41,21 +31,11 @@ struct CrashTests {
         for round in 0..<rounds {
             // A fresh log every 25 rounds keeps each reopen's full verification short.
             if round % 25 == 0 { directory = root.sub("log-\(round)") }
-            let process = Process()
-            process.executableURL = child
-            process.arguments = [directory, "8", "65536"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            usleep(UInt32.random(in: 2_000...60_000, using: &rng))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-
+            let lines = try ChildProcess.runAndKill(child, arguments: [directory, "8", "65536"],
+                                                    after: UInt32.random(in: 2_000...60_000, using: &rng))
             // Only whole lines count: each was written with one write(2) after its append returned.
             var acks: [(writer: Int, sequence: Int, first: LogPosition, count: Int)] = []
-            for line in output.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
+            for line in lines {
                 let fields = line.split(separator: " ")
                 if fields.first == "error" {
                     Issue.record("round \(round) (seed \(seed)): child failed: \(line)")

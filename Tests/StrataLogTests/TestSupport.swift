@@ -1,22 +1,6 @@
 import Foundation
 @testable import StrataLog
-
-/// A fresh directory on the real file system (not tmpfs: the log's fsyncs must mean something),
-/// removed when the value goes away.
-final class TemporaryDirectory: Sendable {
-    let path: String
-
-    init(_ label: String = #function) {
-        let safe = label.filter { $0.isLetter || $0.isNumber }.prefix(40)
-        path = FileManager.default.temporaryDirectory.path + "/strata-tests/\(safe)-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    /// A path inside the directory.
-    func sub(_ name: String) -> String { path + "/" + name }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
+@_exported import StrataTestSupport
 
 /// The first segment file of a log directory.
 func firstSegmentPath(_ directory: String) -> String { directory + "/00000000000000000000.seg" }
@@ -45,18 +29,6 @@ func tagged(_ record: Int, _ entry: Int, size: Int = 0) -> [UInt8] {
     let tag = Array("r\(record)e\(entry)|".utf8)
     // Filler from a multiplicative hash: varied enough that LZ4 gains little, like real data.
     return tag + (0..<max(0, size - tag.count)).map { UInt8(truncatingIfNeeded: (UInt64($0) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(record)) >> 56) }
-}
-
-/// Small deterministic generator for test data (seed printed by the tests that use it).
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed | 1 }
-    mutating func next() -> UInt64 {
-        state ^= state >> 12
-        state ^= state << 25
-        state ^= state >> 27
-        return state &* 2_685_821_657_736_338_717
-    }
 }
 
 func bufferedOptions(segmentSize: Int = 64 << 20) -> LogOptions {

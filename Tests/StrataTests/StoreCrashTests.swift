@@ -7,38 +7,20 @@ import Testing
 /// Rounds: `STRATA_STORE_CRASH_ROUNDS` (default 40); seed: `STRATA_CRASH_SEED`.
 @Suite("Store crash safety")
 struct StoreCrashTests {
-    static func child() throws -> URL {
-        let here = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        for directory in [here, URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()] {
-            let url = directory.appendingPathComponent("store-crash-child")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        throw StoreError(.invalidArgument, "store-crash-child not built next to the test binary (run `swift build --build-tests`)")
-    }
-
     @Test("A transaction killed mid-commit is all or nothing, and acknowledged ones survive")
     func killedCommitsAreAtomic() async throws {
         let environment = ProcessInfo.processInfo.environment
         let rounds = Int(environment["STRATA_STORE_CRASH_ROUNDS"] ?? "") ?? 40
         let seed = UInt64(environment["STRATA_CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
         var rng = SeededRandom(seed: seed)
-        let child = try Self.child()
+        let child = try ChildProcess.executable("store-crash-child")
         let dir = StoreDirectory()
         let schema = Schema { Entity("Note", attributes: [Attribute("title", .string, optional: false), Attribute("index", .integer)]) }
         var acknowledged: [String: Int] = [:]
         for round in 0..<rounds {
-            let process = Process()
-            process.executableURL = child
-            process.arguments = [dir.path, String(round + 1)]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            usleep(UInt32.random(in: 20_000...150_000, using: &rng))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            for line in output.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
+            let lines = try ChildProcess.runAndKill(child, arguments: [dir.path, String(round + 1)],
+                                                    after: UInt32.random(in: 20_000...150_000, using: &rng))
+            for line in lines {
                 let fields = line.split(separator: " ")
                 if fields.first == "error" { Issue.record("round \(round) (seed \(seed)): child failed: \(line)") }
                 if fields.count == 3, fields[0] == "ack", let count = Int(fields[2]) { acknowledged["b\(fields[1])n\(count)"] = count }

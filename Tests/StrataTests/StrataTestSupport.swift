@@ -1,21 +1,9 @@
 import Foundation
 @testable import Strata
+@_exported import StrataTestSupport
 import StrataLog
 
-/// A fresh directory on the real file system, removed when the value goes away.
-final class StoreDirectory: Sendable {
-    let path: String
-
-    init(_ label: String = #function) {
-        let safe = label.filter { $0.isLetter || $0.isNumber }.prefix(40)
-        path = FileManager.default.temporaryDirectory.path + "/strata-store-tests/\(safe)-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func sub(_ name: String) -> String { path + "/" + name }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
+typealias StoreDirectory = TemporaryDirectory
 
 /// Folders hold notes (cascade); notes have tags (many-to-many); people have one passport
 /// (one-to-one); projects deny deletion while they have tasks.
@@ -62,16 +50,6 @@ func storeOptions(_ durability: Durability = .buffered, clock: ManualClock? = ni
     return options
 }
 
-/// Small deterministic generator (xorshift64*) for seeded tests.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed | 1 }
-    mutating func next() -> UInt64 {
-        state ^= state >> 12
-        state ^= state << 25
-        state ^= state >> 27
-        return state &* 2_685_821_657_736_338_717
-    }
-}
+typealias SeededRandom = SeededGenerator
 
 import Synchronization
