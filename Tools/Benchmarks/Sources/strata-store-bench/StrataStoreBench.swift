@@ -221,7 +221,7 @@ struct StrataStoreBench {
             report.add("3c. cold open, snapshot of \(grouped(settings.snapshotObjects)) objects + \(grouped(probe.replayedEvents))-event tail (fresh process)",
                        "open \(fixed(probe.openSeconds, 3)) s (median of \(snapshotProbes.openTimes)); snapshot at position \(probe.snapshotPosition!), \(grouped(probe.replayedEvents)) events / \(grouped(probe.replayedTransactions)) tx replayed; process \(fixed(probe.processSeconds ?? 0, 3)) s; count(\"Item\") = \(grouped(probe.count)) in \(fixed(probe.querySeconds * 1000, 1)) ms",
                        "≤ 1 s",
-                       verdictAtMost(probe.openSeconds, goal: 1)
+                       verdictAtMost(probe.openSeconds, goal: 1))
 
             let rss = snapshotProbes.medianOf(\.rssAfterOpen)
             let emptyRSS = emptyProbes.medianOf(\.rssAfterOpen)
@@ -232,7 +232,7 @@ struct StrataStoreBench {
             report.add("4. resident memory per object (3c's VmRSS after open − an empty store's) / \(grouped(settings.snapshotObjects))",
                        "\(fixed(perObject, 0)) B/object: VmRSS \(bytes(Double(rss))) vs \(bytes(Double(emptyRSS))) for an empty store (medians); in-process delta \(fixed(inProcess, 0)) B/object; peak (VmHWM) \(bytes(Double(peak))) ≙ \(fixed(Double(peak - emptyRSS) / Double(settings.snapshotObjects), 0)) B/object; after count() \(bytes(Double(afterQuery)))",
                        "≤ 400 B/object",
-                       verdictAtMost(perObject, goal: 400)
+                       verdictAtMost(perObject, goal: 400))
         }
 
         report.machine = "**Machine:** \(Machine.cores) cores"

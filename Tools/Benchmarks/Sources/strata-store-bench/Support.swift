@@ -134,7 +134,7 @@ enum ProcessMemory {
         var rss = 0
         var peak = 0
         for line in text.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard fields.count >= 2, let kb = Int(fields[1]) else { continue }
             if fields[0] == "VmRSS:" { rss = kb * 1024 }
             if fields[0] == "VmHWM:" { peak = kb * 1024 }
