@@ -120,10 +120,42 @@ enum EventCodec {
         }
     }
 
-    /// Decodes one log entry. `position` is only for the error message.
+    /// Decodes one log entry into a ``TransactionRecord``. `position` is only for the error
+    /// message.
     ///
     /// - Throws: ``StoreError/Code/corruptEvent`` naming the position and byte offset.
     static func decode(_ bytes: [UInt8], position: UInt64?) throws -> TransactionRecord {
+        let raw = try decodeRaw(bytes, position: position)
+        var events: [Event] = []
+        events.reserveCapacity(raw.events.count)
+        for (index, e) in raw.events.enumerated() {
+            let change: Change
+            switch e.kind {
+            case .insert, .update:
+                var fields: [String: Value] = [:]
+                fields.reserveCapacity(Int(e.count))
+                for field in raw.fields[Int(e.start)..<Int(e.start + e.count)] { fields[raw.names[Int(field.name)]] = field.value }
+                change = e.kind == .insert
+                    ? .insert(entity: raw.names[Int(e.entity)], object: e.object, fields: fields)
+                    : .update(entity: raw.names[Int(e.entity)], object: e.object, fields: fields)
+            case .delete:
+                change = .delete(entity: raw.names[Int(e.entity)], object: e.object)
+            case .add:
+                change = .add(entity: raw.names[Int(e.entity)], object: e.object, relationship: raw.names[Int(e.relationship)], target: e.target)
+            case .remove:
+                let adds = raw.adds[Int(e.start)..<Int(e.start + e.count)].map { EventID(replica: raw.replicas[Int($0.replica)], sequence: $0.sequence) }
+                change = .remove(entity: raw.names[Int(e.entity)], object: e.object, relationship: raw.names[Int(e.relationship)], target: e.target, adds: adds)
+            case .schema:
+                change = .schema(raw.schemas[Int(e.start)])
+            }
+            events.append(Event(id: EventID(replica: raw.replica, sequence: raw.firstSequence + UInt64(index)), hlc: HLC(rawValue: e.hlc), change: change))
+        }
+        return TransactionRecord(replica: raw.replica, events: events)
+    }
+
+    /// Decodes one log entry into its tables and events without building a dictionary or a
+    /// string per field: what replay applies directly.
+    static func decodeRaw(_ bytes: [UInt8], position: UInt64?) throws -> DecodedTransaction {
         try bytes.withUnsafeBytes { raw in
             var r = ByteReader(raw)
             func corrupt(_ what: String) -> StoreError {
@@ -134,71 +166,76 @@ enum EventCodec {
             guard let replicaBytes = r.bytes(16), let first = r.varint(), let count = r.varint(), let base = r.u64(),
                   let nameCount = r.varint(), nameCount <= UInt64(r.remaining)
             else { throw corrupt("truncated transaction header") }
-            let replica = ReplicaID(bytes: replicaBytes)
-            var names: [String] = []
-            names.reserveCapacity(Int(nameCount))
+            guard first >= 1, count <= UInt64(r.remaining), first <= Ref.maxSequence - count else {
+                throw corrupt("sequence numbers \(first)+\(count) out of range")
+            }
+            var t = DecodedTransaction(replica: ReplicaID(bytes: replicaBytes), firstSequence: first)
+            t.names.reserveCapacity(Int(nameCount))
             for _ in 0..<nameCount {
                 guard let n = r.lengthPrefixed() else { throw corrupt("truncated name table") }
-                names.append(String(decoding: n, as: UTF8.self))
+                t.names.append(String(decoding: n, as: UTF8.self))
             }
             guard let extraReplicas = r.varint(), extraReplicas <= UInt64(r.remaining / 16) else { throw corrupt("bad replica table") }
-            var replicas = [replica]
+            t.replicas = [t.replica]
             for _ in 0..<extraReplicas {
                 guard let b = r.bytes(16) else { throw corrupt("truncated replica table") }
-                replicas.append(ReplicaID(bytes: b))
+                t.replicas.append(ReplicaID(bytes: b))
             }
-            guard count <= UInt64(r.remaining) else { throw corrupt("event count \(count) exceeds the entry") }
-            func name() throws -> String {
-                guard let i = r.varint(), i < UInt64(names.count) else { throw corrupt("bad name index") }
-                return names[Int(i)]
+            let names = Int32(t.names.count)
+            func name() throws -> Int32 {
+                guard let i = r.varint(), i < UInt64(names) else { throw corrupt("bad name index") }
+                return Int32(i)
             }
             func id() throws -> ObjectID {
                 guard let b = r.bytes(16) else { throw corrupt("truncated object ID") }
                 return ObjectID(bytes: b)
             }
-            var events: [Event] = []
-            events.reserveCapacity(Int(count))
-            for index in 0..<count {
+            t.events.reserveCapacity(Int(count))
+            for _ in 0..<count {
                 guard let kindByte = r.u8(), let kind = Kind(rawValue: kindByte) else { throw corrupt("unknown event kind") }
                 guard let delta = r.varint(), delta <= UInt64.max - base else { throw corrupt("bad timestamp") }
-                let change: Change
+                var e = RawEvent(kind: kind, hlc: base + delta)
                 switch kind {
                 case .insert, .update:
-                    let entity = try name()
-                    let object = try id()
+                    e.entity = try name()
+                    e.object = try id()
                     guard let fieldCount = r.varint(), fieldCount <= UInt64(r.remaining) else { throw corrupt("bad field count") }
-                    var fields: [String: Value] = [:]
-                    fields.reserveCapacity(Int(fieldCount))
+                    e.start = Int32(t.fields.count)
+                    e.count = Int32(fieldCount)
                     for _ in 0..<fieldCount {
                         let key = try name()
-                        fields[key] = try readValue(&r, corrupt)
+                        t.fields.append(RawField(name: key, value: try readValue(&r, corrupt)))
                     }
-                    change = kind == .insert ? .insert(entity: entity, object: object, fields: fields) : .update(entity: entity, object: object, fields: fields)
                 case .delete:
-                    change = .delete(entity: try name(), object: try id())
+                    e.entity = try name()
+                    e.object = try id()
                 case .add:
-                    change = .add(entity: try name(), object: try id(), relationship: try name(), target: try id())
+                    e.entity = try name()
+                    e.object = try id()
+                    e.relationship = try name()
+                    e.target = try id()
                 case .remove:
-                    let entity = try name()
-                    let object = try id()
-                    let relationship = try name()
-                    let target = try id()
+                    e.entity = try name()
+                    e.object = try id()
+                    e.relationship = try name()
+                    e.target = try id()
                     guard let addCount = r.varint(), addCount <= UInt64(r.remaining) else { throw corrupt("bad add count") }
-                    var adds: [EventID] = []
+                    e.start = Int32(t.adds.count)
+                    e.count = Int32(addCount)
                     for _ in 0..<addCount {
-                        guard let ri = r.varint(), ri < UInt64(replicas.count), let seq = r.varint() else { throw corrupt("bad add reference") }
-                        adds.append(EventID(replica: replicas[Int(ri)], sequence: seq))
+                        guard let ri = r.varint(), ri < UInt64(t.replicas.count), let seq = r.varint() else { throw corrupt("bad add reference") }
+                        t.adds.append(RawAdd(replica: Int32(ri), sequence: seq))
                     }
-                    change = .remove(entity: entity, object: object, relationship: relationship, target: target, adds: adds)
                 case .schema:
                     guard let json = r.lengthPrefixed() else { throw corrupt("truncated schema") }
                     guard let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else { throw corrupt("schema JSON does not decode") }
-                    change = .schema(schema)
+                    e.start = Int32(t.schemas.count)
+                    t.schemas.append(schema)
                 }
-                events.append(Event(id: EventID(replica: replica, sequence: first + index), hlc: HLC(rawValue: base + delta), change: change))
+                t.events.append(e)
             }
             guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
-            return TransactionRecord(replica: replica, events: events)
+            return t
         }
     }
 
@@ -231,4 +268,45 @@ enum EventCodec {
             return .reference(ObjectID(bytes: b))
         }
     }
+}
+
+/// A transaction decoded into tables: names and replicas by index, fields and adds in shared
+/// arrays that events point into.
+struct DecodedTransaction {
+    var replica: ReplicaID
+    var firstSequence: UInt64
+    var names: [String] = []
+    /// Index 0 is the authoring replica.
+    var replicas: [ReplicaID] = []
+    var events: [RawEvent] = []
+    var fields: [RawField] = []
+    var adds: [RawAdd] = []
+    var schemas: [Schema] = []
+
+    init(replica: ReplicaID, firstSequence: UInt64) {
+        self.replica = replica
+        self.firstSequence = firstSequence
+    }
+}
+
+struct RawEvent {
+    var kind: EventCodec.Kind
+    var hlc: UInt64
+    var entity: Int32 = 0
+    var object = ObjectID(rawValue: 0)
+    var relationship: Int32 = 0
+    var target = ObjectID(rawValue: 0)
+    /// Into `fields` (insert, update), `adds` (remove) or `schemas` (schema).
+    var start: Int32 = 0
+    var count: Int32 = 0
+}
+
+struct RawField {
+    var name: Int32
+    var value: Value
+}
+
+struct RawAdd {
+    var replica: Int32
+    var sequence: UInt64
 }

@@ -59,16 +59,28 @@ extension Identifier128 {
 
 /// The identity of an object, chosen by the client that inserts it.
 public struct ObjectID: Identifier128 {
-    public let rawValue: UInt128
-    public init(rawValue: UInt128) { self.rawValue = rawValue }
+    // Two words rather than a UInt128: 8-byte alignment keeps every value that holds an ID small.
+    let high: UInt64
+    let low: UInt64
+    public var rawValue: UInt128 { UInt128(high) << 64 | UInt128(low) }
+    public init(rawValue: UInt128) {
+        high = UInt64(truncatingIfNeeded: rawValue >> 64)
+        low = UInt64(truncatingIfNeeded: rawValue)
+    }
     /// A fresh random object ID.
     public init() { self = .random() }
 }
 
 /// The identity of a store (a replica): every event it authors carries it.
 public struct ReplicaID: Identifier128 {
-    public let rawValue: UInt128
-    public init(rawValue: UInt128) { self.rawValue = rawValue }
+    // Two words rather than a UInt128: 8-byte alignment keeps every value that holds an ID small.
+    let high: UInt64
+    let low: UInt64
+    public var rawValue: UInt128 { UInt128(high) << 64 | UInt128(low) }
+    public init(rawValue: UInt128) {
+        high = UInt64(truncatingIfNeeded: rawValue >> 64)
+        low = UInt64(truncatingIfNeeded: rawValue)
+    }
 }
 
 /// The identity of an event: its replica and that replica's sequence number (from 1, strictly

@@ -1,16 +1,38 @@
-/// A compact reference to the event that set something: its HLC, sequence number and the index
-/// of its replica in the projection's replica table (24 bytes instead of 40).
+/// A compact reference to the event that set something: its HLC, and its sequence number and the
+/// index of its replica in the projection's replica table packed into one word (16 bytes instead
+/// of 40). Sequence 0 never occurs in an event, so `Ref.none` (all zero) means "no event".
 struct Ref: Hashable, Sendable {
     var hlc: UInt64
-    var sequence: UInt64
-    var replica: UInt32
+    private var packed: UInt64
+
+    /// Sequence numbers below 2^40 and up to 2^24 replicas per store fit.
+    static let maxSequence: UInt64 = (1 << 40) - 1
+    static let maxReplicas = 1 << 24
+
+    init(hlc: UInt64, sequence: UInt64, replica: UInt32) {
+        self.hlc = hlc
+        packed = sequence << 24 | UInt64(replica)
+    }
+
+    static let none = Ref(hlc: 0, sequence: 0, replica: 0)
+
+    var sequence: UInt64 { packed >> 24 }
+    var replica: UInt32 { UInt32(truncatingIfNeeded: packed & 0xFF_FFFF) }
+    var isNone: Bool { packed == 0 }
 }
 
-/// The last-writer-wins register of one attribute or to-one reference.
+/// The last-writer-wins register of one attribute or to-one reference (40 bytes: the value, then
+/// the key in the value's padding, then the setting event).
 struct FieldSlot: Sendable {
-    var key: UInt32
     var value: Value
+    var key: UInt32
     var ref: Ref
+
+    init(key: UInt32, value: Value, ref: Ref) {
+        self.value = value
+        self.key = key
+        self.ref = ref
+    }
 }
 
 /// One target of a to-many relationship (an observed-remove set element): the adds seen for it
@@ -31,11 +53,12 @@ struct AddKey: Hashable, Sendable {
 /// Everything the projection knows of one object, visible or not: the newest insert and delete,
 /// a register per field, the to-many sets. Fields are kept sorted by key, sets by (key, target).
 struct ObjectRecord: Sendable {
-    var entity: UInt32
-    var inserted: Ref?
-    var deleted: Ref?
+    /// The newest insert and delete (``Ref/none`` when there is none).
+    var inserted = Ref.none
+    var deleted = Ref.none
     var fields: [FieldSlot] = []
     var sets: [SetMember] = []
+    var entity: UInt32
 
     init(entity: UInt32) { self.entity = entity }
 

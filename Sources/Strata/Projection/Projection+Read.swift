@@ -21,9 +21,9 @@ public struct FieldProvenance: Sendable, Hashable {
 
 extension Projection {
     func exists(_ record: ObjectRecord) -> Bool {
-        guard let inserted = record.inserted else { return false }
-        guard let deleted = record.deleted else { return true }
-        return isNewer(inserted, than: deleted)
+        if record.inserted.isNone { return false }
+        if record.deleted.isNone { return true }
+        return isNewer(record.inserted, than: record.deleted)
     }
 
     func exists(_ id: ObjectID) -> Bool { records[id].map(exists) ?? false }
@@ -37,8 +37,8 @@ extension Projection {
     /// Whether a slot written at `ref` belongs to the object's current incarnation: an insert sets
     /// every attribute, so anything older than the newest insert is gone.
     func isCurrent(_ ref: Ref, in record: ObjectRecord) -> Bool {
-        guard let inserted = record.inserted else { return true }
-        return !isNewer(inserted, than: ref)
+        if record.inserted.isNone { return true }
+        return !isNewer(record.inserted, than: ref)
     }
 
     func entityName(of record: ObjectRecord) -> String { names[Int(record.entity)] }

@@ -14,16 +14,16 @@ final class Projection {
     private var nameIDs: [String: UInt32] = [:]
     private(set) var replicas: [ReplicaID] = []
     private var replicaIDs: [ReplicaID: UInt32] = [:]
+    /// Which events each replica (by index) has had applied.
+    private(set) var applied: [AppliedSet] = []
 
     private(set) var records: [ObjectID: ObjectRecord] = [:]
-    /// Every object ever seen per entity (a superset: reads check existence).
+    /// Every object ever seen per entity (a superset: reads check existence and entity).
     private(set) var byEntity: [UInt32: Set<ObjectID>] = [:]
-    /// Target → objects whose reference fields point at it (a superset: reads check the value).
+    /// Target → objects whose reference fields have pointed at it (a superset: reads check the value).
     private(set) var referrers: [ObjectID: Set<Referrer>] = [:]
-    /// Target → objects whose to-many sets hold it (a superset: reads check membership).
+    /// Target → objects whose to-many sets have held it (a superset: reads check membership).
     private(set) var memberships: [ObjectID: Set<Referrer>] = [:]
-    /// Which events each replica has had applied.
-    private(set) var applied: [UInt32: AppliedSet] = [:]
     /// Schema events in event order, and the schema they add up to.
     private(set) var schemaEvents: [(ref: Ref, schema: Schema)] = []
     private(set) var recordedSchema = Schema.empty
@@ -45,21 +45,30 @@ final class Projection {
 
     // MARK: Batches
 
-    /// Objects touched by the open batch, with their values before it (readable by the read side,
-    /// which must see objects the batch created before the indexes know them).
-    private(set) var batchOriginals: [ObjectID: ObjectRecord?] = [:]
-    private var batchEvents: Set<EventID> = []
-    private var batchSchemaEvents = 0
+    /// With tracking (local transactions, remote batches) a batch keeps what it changed, to roll
+    /// back or to report; replay of the log needs neither and skips the bookkeeping.
     private(set) var batchOpen = false
+    private var tracking = false
+    /// Objects touched by the open tracking batch, with their values before it.
+    private(set) var batchOriginals: [ObjectID: ObjectRecord?] = [:]
+    private var batchApplied: [UInt32: AppliedSet] = [:]
+    private var batchReplicaCount = 0
+    private var batchSchemaEvents = 0
+    private var batchEventCount: UInt64 = 0
 
-    func beginBatch() {
+    func beginBatch(tracking: Bool = true) {
         precondition(!batchOpen, "internal: nested projection batch")
         batchOpen = true
+        self.tracking = tracking
+        batchReplicaCount = replicas.count
     }
 
-    /// Undoes everything applied since ``beginBatch()``.
+    /// Undoes everything applied since ``beginBatch(tracking:)`` (tracking batches only). The
+    /// reverse indexes may keep entries the batch added: they are supersets that reads verify.
     func rollbackBatch() {
+        precondition(tracking, "internal: rollback of an untracked batch")
         for (id, original) in batchOriginals { records[id] = original }
+        for (replica, original) in batchApplied { applied[Int(replica)] = original }
         if batchSchemaEvents > 0 {
             schemaEvents.removeLast(batchSchemaEvents)
             recomputeSchema()
@@ -68,126 +77,209 @@ final class Projection {
     }
 
     /// Makes the batch permanent and returns what it changed, as seen by readers (computed only
-    /// when `report` is set: replay of a whole log does not need it).
+    /// when `report` is set).
     @discardableResult
     func commitBatch(report: Bool) -> [ObjectChange] {
+        eventCount += batchEventCount
         var changes: [ObjectChange] = []
-        for id in batchEvents {
-            markApplied(id)
-        }
-        eventCount += UInt64(batchEvents.count)
-        var inverse: [(ObjectID, String)] = []
-        for (id, original) in batchOriginals {
-            let current = records[id]
-            updateIndexes(id: id, old: original ?? nil, new: current)
-            if report, let described = describeChange(id: id, old: original ?? nil, new: current) {
-                changes.append(described.change)
-                inverse += described.inverse
+        if report && tracking {
+            var inverse: [(ObjectID, String)] = []
+            for (id, original) in batchOriginals {
+                if let described = describeChange(id: id, old: original ?? nil, new: records[id]) {
+                    changes.append(described.change)
+                    inverse += described.inverse
+                }
             }
+            changes = merge(changes, inverse: inverse)
         }
-        if report { changes = merge(changes, inverse: inverse) }
         resetBatch()
         return changes
     }
 
     private func resetBatch() {
         batchOriginals.removeAll(keepingCapacity: true)
-        batchEvents.removeAll(keepingCapacity: true)
+        batchApplied.removeAll(keepingCapacity: true)
         batchSchemaEvents = 0
+        batchEventCount = 0
         batchOpen = false
+        tracking = false
     }
 
-    // MARK: Applying events
+    // MARK: Applied sequences
 
     func isApplied(_ id: EventID) -> Bool {
         guard let replica = replicaIDs[id.replica] else { return false }
-        return applied[replica]?.contains(id.sequence) ?? false
+        return applied[Int(replica)].contains(id.sequence)
     }
 
     /// The highest sequence of `replica` below which every event has been applied.
     func contiguousSequence(of replica: ReplicaID) -> UInt64 {
-        replicaIDs[replica].flatMap { applied[$0]?.contiguous } ?? 0
+        replicaIDs[replica].map { applied[Int($0)].contiguous } ?? 0
     }
 
     /// Every replica and how far it has been applied (contiguously, and the highest seen).
     func appliedSummary() -> [(replica: ReplicaID, contiguous: UInt64, highest: UInt64)] {
-        applied.map { (replicas[Int($0.key)], $0.value.contiguous, $0.value.highest) }.sorted { $0.replica < $1.replica }
+        replicas.enumerated().compactMap { index, replica in
+            let set = applied[index]
+            return set.isEmpty ? nil : (replica, set.contiguous, set.highest)
+        }.sorted { $0.replica < $1.replica }
     }
 
-    /// Applies one event inside the open batch. Returns `false` when it was already applied
-    /// (duplicates are harmless).
+    /// Marks an event applied; `false` when it already was (duplicates are skipped).
+    private func markApplied(_ replica: UInt32, _ sequence: UInt64) -> Bool {
+        if applied[Int(replica)].contains(sequence) { return false }
+        if tracking && batchApplied[replica] == nil { batchApplied[replica] = applied[Int(replica)] }
+        applied[Int(replica)].insert(sequence)
+        batchEventCount += 1
+        return true
+    }
+
+    // MARK: Applying events
+
+    /// Applies one event inside the open batch. Returns `false` when it was already applied.
+    ///
+    /// - Throws: ``StoreError`` when the store would exceed 2^24 replicas.
     @discardableResult
-    func apply(_ event: Event) -> Bool {
+    func apply(_ event: Event) throws -> Bool {
         precondition(batchOpen, "internal: apply outside a batch")
-        if isApplied(event.id) || batchEvents.contains(event.id) { return false }
-        let ref = Ref(hlc: event.hlc.rawValue, sequence: event.id.sequence, replica: intern(event.id.replica))
+        guard event.id.sequence >= 1, event.id.sequence <= Ref.maxSequence else {
+            throw StoreError(.corruptEvent, "sequence \(event.id.sequence) of replica \(event.id.replica) is out of range")
+        }
+        let replica = try internReplica(event.id.replica)
+        guard markApplied(replica, event.id.sequence) else { return false }
+        let ref = Ref(hlc: event.hlc.rawValue, sequence: event.id.sequence, replica: replica)
         maxHLC = max(maxHLC, event.hlc.rawValue)
-        batchEvents.insert(event.id)
         switch event.change {
         case .insert(let entity, let object, let fields):
-            modify(object, entity: entity) { record in
-                if record.inserted.map({ self.isNewer(ref, than: $0) }) ?? true {
-                    record.inserted = ref
-                    record.entity = self.intern(entity)
-                }
-                for (key, value) in fields { self.setField(&record, key: self.intern(key), value: value, ref: ref) }
-            }
+            applyInsert(object, entity: intern(entity), ref: ref, fields: fields.map { (intern($0.key), $0.value) })
         case .update(let entity, let object, let fields):
-            modify(object, entity: entity) { record in
-                for (key, value) in fields { self.setField(&record, key: self.intern(key), value: value, ref: ref) }
-            }
+            applyUpdate(object, entity: intern(entity), ref: ref, fields: fields.map { (intern($0.key), $0.value) })
         case .delete(let entity, let object):
-            modify(object, entity: entity) { record in
-                if record.deleted.map({ self.isNewer(ref, than: $0) }) ?? true { record.deleted = ref }
-            }
+            applyDelete(object, entity: intern(entity), ref: ref)
         case .add(let entity, let object, let relationship, let target):
-            modify(object, entity: entity) { record in
-                let key = self.intern(relationship)
-                let (found, index) = record.setIndex(key, target)
-                if found {
-                    if !record.sets[index].adds.contains(ref) { record.sets[index].adds.append(ref) }
-                } else {
-                    record.sets.insert(SetMember(key: key, target: target, adds: [ref], removedAdds: []), at: index)
-                }
-            }
+            applyAdd(object, entity: intern(entity), key: intern(relationship), target: target, ref: ref)
         case .remove(let entity, let object, let relationship, let target, let adds):
-            modify(object, entity: entity) { record in
-                let key = self.intern(relationship)
-                let named = adds.map { AddKey(replica: self.intern($0.replica), sequence: $0.sequence) }
-                let (found, index) = record.setIndex(key, target)
-                if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
-                for add in named where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }
-            }
+            let named = try adds.map { AddKey(replica: try internReplica($0.replica), sequence: $0.sequence) }
+            applyRemove(object, entity: intern(entity), key: intern(relationship), target: target, adds: named)
         case .schema(let schema):
-            let position = schemaEvents.firstIndex { isNewer($0.ref, than: ref) } ?? schemaEvents.count
-            schemaEvents.insert((ref, schema), at: position)
-            batchSchemaEvents += 1
-            recomputeSchema()
+            applySchema(schema, ref: ref)
         }
         return true
     }
 
-    private func modify(_ object: ObjectID, entity: String, _ body: (inout ObjectRecord) -> Void) {
-        if batchOriginals[object] == nil { batchOriginals[object] = .some(records[object]) }
-        let entityID = intern(entity)
-        body(&records[object, default: ObjectRecord(entity: entityID)])
+    /// Applies a decoded transaction (replay): names are interned once per transaction and no
+    /// per-event dictionary or string is built. Returns the number of events newly applied.
+    @discardableResult
+    func apply(_ t: DecodedTransaction) throws -> Int {
+        precondition(batchOpen, "internal: apply outside a batch")
+        let replica = try internReplica(t.replica)
+        let nameMap = t.names.map(intern)
+        var replicaMap: [UInt32] = [replica]
+        for other in t.replicas.dropFirst() { replicaMap.append(try internReplica(other)) }
+        var count = 0
+        var fields: [(UInt32, Value)] = []
+        for (index, e) in t.events.enumerated() {
+            let sequence = t.firstSequence + UInt64(index)
+            guard markApplied(replica, sequence) else { continue }
+            count += 1
+            let ref = Ref(hlc: e.hlc, sequence: sequence, replica: replica)
+            if e.hlc > maxHLC { maxHLC = e.hlc }
+            switch e.kind {
+            case .insert, .update:
+                fields.removeAll(keepingCapacity: true)
+                for i in Int(e.start)..<Int(e.start + e.count) {
+                    fields.append((nameMap[Int(t.fields[i].name)], t.fields[i].value))
+                }
+                if e.kind == .insert {
+                    applyInsert(e.object, entity: nameMap[Int(e.entity)], ref: ref, fields: fields)
+                } else {
+                    applyUpdate(e.object, entity: nameMap[Int(e.entity)], ref: ref, fields: fields)
+                }
+            case .delete:
+                applyDelete(e.object, entity: nameMap[Int(e.entity)], ref: ref)
+            case .add:
+                applyAdd(e.object, entity: nameMap[Int(e.entity)], key: nameMap[Int(e.relationship)], target: e.target, ref: ref)
+            case .remove:
+                let named = t.adds[Int(e.start)..<Int(e.start + e.count)].map { AddKey(replica: replicaMap[Int($0.replica)], sequence: $0.sequence) }
+                applyRemove(e.object, entity: nameMap[Int(e.entity)], key: nameMap[Int(e.relationship)], target: e.target, adds: named)
+            case .schema:
+                applySchema(t.schemas[Int(e.start)], ref: ref)
+            }
+        }
+        return count
     }
 
-    private func setField(_ record: inout ObjectRecord, key: UInt32, value: Value, ref: Ref) {
+    private func applyInsert(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
+        modify(object, entity: entity) { record in
+            if record.inserted.isNone || self.isNewer(ref, than: record.inserted) {
+                if record.entity != entity { self.byEntity[entity, default: []].insert(object) }
+                record.inserted = ref
+                record.entity = entity
+            }
+            for (key, value) in fields { self.setField(&record, object: object, key: key, value: value, ref: ref) }
+        }
+    }
+
+    private func applyUpdate(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
+        modify(object, entity: entity) { record in
+            for (key, value) in fields { self.setField(&record, object: object, key: key, value: value, ref: ref) }
+        }
+    }
+
+    private func applyDelete(_ object: ObjectID, entity: UInt32, ref: Ref) {
+        modify(object, entity: entity) { record in
+            if record.deleted.isNone || self.isNewer(ref, than: record.deleted) { record.deleted = ref }
+        }
+    }
+
+    private func applyAdd(_ object: ObjectID, entity: UInt32, key: UInt32, target: ObjectID, ref: Ref) {
+        modify(object, entity: entity) { record in
+            let (found, index) = record.setIndex(key, target)
+            if found {
+                if !record.sets[index].adds.contains(ref) { record.sets[index].adds.append(ref) }
+            } else {
+                record.sets.insert(SetMember(key: key, target: target, adds: [ref], removedAdds: []), at: index)
+                self.memberships[target, default: []].insert(Referrer(source: object, key: key))
+            }
+        }
+    }
+
+    private func applyRemove(_ object: ObjectID, entity: UInt32, key: UInt32, target: ObjectID, adds: [AddKey]) {
+        modify(object, entity: entity) { record in
+            let (found, index) = record.setIndex(key, target)
+            if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
+            for add in adds where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }
+        }
+    }
+
+    private func applySchema(_ schema: Schema, ref: Ref) {
+        let position = schemaEvents.firstIndex { isNewer($0.ref, than: ref) } ?? schemaEvents.count
+        schemaEvents.insert((ref, schema), at: position)
+        if tracking { batchSchemaEvents += 1 }
+        recomputeSchema()
+    }
+
+    /// Changes one record in place (an object first seen is created with the event's entity).
+    private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
+        if tracking && batchOriginals[object] == nil { batchOriginals[object] = .some(records[object]) }
+        var created = false
+        body(&records[object, default: { created = true; return ObjectRecord(entity: entity) }()])
+        if created { byEntity[entity, default: []].insert(object) }
+    }
+
+    private func setField(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, value: Value, ref: Ref) {
         let (found, index) = record.fieldIndex(key)
         if found {
-            if isNewer(ref, than: record.fields[index].ref) { record.fields[index] = FieldSlot(key: key, value: value, ref: ref) }
+            guard isNewer(ref, than: record.fields[index].ref) else { return }
+            record.fields[index] = FieldSlot(key: key, value: value, ref: ref)
         } else {
             record.fields.insert(FieldSlot(key: key, value: value, ref: ref), at: index)
         }
+        if case .reference(let target) = value { referrers[target, default: []].insert(Referrer(source: object, key: key)) }
     }
 
     private func recomputeSchema() {
         recordedSchema = schemaEvents.reduce(Schema.empty) { $0.merged(with: $1.schema) }
-    }
-
-    private func markApplied(_ id: EventID) {
-        applied[intern(id.replica), default: AppliedSet()].insert(id.sequence)
     }
 
     // MARK: Order and interning
@@ -209,44 +301,27 @@ final class Projection {
 
     func nameID(_ name: String) -> UInt32? { nameIDs[name] }
 
-    func intern(_ replica: ReplicaID) -> UInt32 {
+    func internReplica(_ replica: ReplicaID) throws -> UInt32 {
         if let id = replicaIDs[replica] { return id }
+        guard replicas.count < Ref.maxReplicas else {
+            throw StoreError(.invalidArgument, "a store can hold events of at most \(Ref.maxReplicas) replicas")
+        }
         let id = UInt32(replicas.count)
         replicas.append(replica)
         replicaIDs[replica] = id
+        applied.append(AppliedSet())
         return id
     }
 
     func eventID(of ref: Ref) -> EventID { EventID(replica: replicas[Int(ref.replica)], sequence: ref.sequence) }
 
-    // MARK: Indexes
-
-    private func updateIndexes(id: ObjectID, old: ObjectRecord?, new: ObjectRecord?) {
-        if let new, old?.entity != new.entity {
-            if let old { byEntity[old.entity]?.remove(id) }
-            byEntity[new.entity, default: []].insert(id)
-        }
-        let oldRefs = Set(old?.referenceTargets.map { Pair(key: $0.key, target: $0.target) } ?? [])
-        let newRefs = Set(new?.referenceTargets.map { Pair(key: $0.key, target: $0.target) } ?? [])
-        for pair in oldRefs.subtracting(newRefs) { referrers[pair.target]?.remove(Referrer(source: id, key: pair.key)) }
-        for pair in newRefs.subtracting(oldRefs) { referrers[pair.target, default: []].insert(Referrer(source: id, key: pair.key)) }
-        if !(new?.sets.isEmpty ?? true) {
-            let before = Set(old?.sets.map { Pair(key: $0.key, target: $0.target) } ?? [])
-            let after = Set(new?.sets.map { Pair(key: $0.key, target: $0.target) } ?? [])
-            for pair in after.subtracting(before) { memberships[pair.target, default: []].insert(Referrer(source: id, key: pair.key)) }
-        }
-    }
-
-    private struct Pair: Hashable {
-        var key: UInt32
-        var target: ObjectID
-    }
-
     // MARK: Loading (snapshots)
 
-    /// Replaces the whole state (used when loading a snapshot).
-    func load(names: [String], replicas: [ReplicaID], records: [ObjectID: ObjectRecord], applied: [UInt32: AppliedSet],
-              schemaEvents: [(ref: Ref, schema: Schema)], maxHLC: UInt64, eventCount: UInt64) {
+    /// Replaces the whole state (used when loading a snapshot). Indexes are built by the caller
+    /// through ``indexLoaded(_:_:)`` while it decodes, so records are not walked twice.
+    func load(names: [String], replicas: [ReplicaID], records: [ObjectID: ObjectRecord], applied: [AppliedSet],
+              schemaEvents: [(ref: Ref, schema: Schema)], maxHLC: UInt64, eventCount: UInt64,
+              byEntity: [UInt32: Set<ObjectID>], referrers: [ObjectID: Set<Referrer>], memberships: [ObjectID: Set<Referrer>]) {
         self.names = names
         nameIDs = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, UInt32($0)) })
         self.replicas = replicas
@@ -256,11 +331,10 @@ final class Projection {
         self.schemaEvents = schemaEvents
         self.maxHLC = maxHLC
         self.eventCount = eventCount
+        self.byEntity = byEntity
+        self.referrers = referrers
+        self.memberships = memberships
         recomputeSchema()
-        byEntity = [:]
-        referrers = [:]
-        memberships = [:]
-        for (id, record) in records { updateIndexes(id: id, old: nil, new: record) }
     }
 
     // MARK: Relationship storage
@@ -282,14 +356,16 @@ struct AppliedSet: Sendable, Hashable {
     var above: Set<UInt64> = []
 
     var highest: UInt64 { above.max() ?? contiguous }
+    var isEmpty: Bool { contiguous == 0 && above.isEmpty }
 
-    func contains(_ sequence: UInt64) -> Bool { sequence <= contiguous || above.contains(sequence) }
+    func contains(_ sequence: UInt64) -> Bool { sequence <= contiguous || (!above.isEmpty && above.contains(sequence)) }
 
     mutating func insert(_ sequence: UInt64) {
         if sequence <= contiguous { return }
         if sequence == contiguous + 1 {
             contiguous = sequence
-            while above.remove(contiguous + 1) != nil { contiguous += 1 }
+            // The common case (in order) never touches the set.
+            while !above.isEmpty, above.remove(contiguous + 1) != nil { contiguous += 1 }
         } else {
             above.insert(sequence)
         }

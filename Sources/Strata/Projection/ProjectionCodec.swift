@@ -16,7 +16,7 @@ enum ProjectionCodec {
         for replica in p.replicas { w.raw(replica.bytes) }
         w.u64(p.maxHLC)
         w.varint(p.eventCount)
-        let applied = p.applied.sorted { $0.key < $1.key }
+        let applied = p.applied.enumerated().filter { !$0.element.isEmpty }
         w.varint(UInt64(applied.count))
         for (replica, set) in applied {
             w.varint(UInt64(replica))
@@ -33,9 +33,9 @@ enum ProjectionCodec {
         for (id, record) in p.records.sorted(by: { $0.key < $1.key }) {
             w.raw(id.bytes)
             w.varint(UInt64(record.entity))
-            w.u8((record.inserted == nil ? 0 : 1) | (record.deleted == nil ? 0 : 2))
-            if let inserted = record.inserted { writeRef(inserted, &w) }
-            if let deleted = record.deleted { writeRef(deleted, &w) }
+            w.u8((record.inserted.isNone ? 0 : 1) | (record.deleted.isNone ? 0 : 2))
+            if !record.inserted.isNone { writeRef(record.inserted, &w) }
+            if !record.deleted.isNone { writeRef(record.deleted, &w) }
             w.varint(UInt64(record.fields.count))
             for slot in record.fields {
                 w.varint(UInt64(slot.key))
@@ -95,11 +95,13 @@ enum ProjectionCodec {
                 return UInt32(i)
             }
             func ref() throws -> Ref {
-                guard let hlc = r.u64(), let sequence = r.varint() else { throw corrupt("truncated event reference") }
+                guard let hlc = r.u64(), let sequence = r.varint(), sequence >= 1, sequence <= Ref.maxSequence else {
+                    throw corrupt("bad event reference")
+                }
                 return Ref(hlc: hlc, sequence: sequence, replica: try replica())
             }
             guard let maxHLC = r.u64(), let eventCount = r.varint() else { throw corrupt("truncated header") }
-            var applied: [UInt32: AppliedSet] = [:]
+            var applied = [AppliedSet](repeating: AppliedSet(), count: replicas.count)
             for _ in 0..<(try count(2)) {
                 let replicaIndex = try replica()
                 guard let contiguous = r.varint() else { throw corrupt("truncated applied set") }
@@ -108,7 +110,7 @@ enum ProjectionCodec {
                     guard let sequence = r.varint() else { throw corrupt("truncated applied set") }
                     set.above.insert(sequence)
                 }
-                applied[replicaIndex] = set
+                applied[Int(replicaIndex)] = set
             }
             var schemaEvents: [(ref: Ref, schema: Schema)] = []
             for _ in 0..<(try count(9)) {
@@ -121,9 +123,15 @@ enum ProjectionCodec {
             var records: [ObjectID: ObjectRecord] = [:]
             let recordCount = try count(19)
             records.reserveCapacity(recordCount)
+            // The indexes are built in the same pass (records are in ID order, entities few).
+            var byEntity: [UInt32: [ObjectID]] = [:]
+            var referrers: [ObjectID: Set<Projection.Referrer>] = [:]
+            var memberships: [ObjectID: Set<Projection.Referrer>] = [:]
             for _ in 0..<recordCount {
                 guard let idBytes = r.bytes(16) else { throw corrupt("truncated record") }
+                let id = ObjectID(bytes: idBytes)
                 var record = ObjectRecord(entity: try name())
+                byEntity[record.entity, default: []].append(id)
                 guard let flags = r.u8(), flags & ~3 == 0 else { throw corrupt("bad record flags") }
                 if flags & 1 != 0 { record.inserted = try ref() }
                 if flags & 2 != 0 { record.deleted = try ref() }
@@ -132,12 +140,14 @@ enum ProjectionCodec {
                 for _ in 0..<fieldCount {
                     let key = try name()
                     let value = try EventCodec.readValue(&r, corrupt)
+                    if case .reference(let target) = value { referrers[target, default: []].insert(.init(source: id, key: key)) }
                     record.fields.append(FieldSlot(key: key, value: value, ref: try ref()))
                 }
                 for _ in 0..<(try count(18)) {
                     let key = try name()
                     guard let target = r.bytes(16) else { throw corrupt("truncated set member") }
                     var member = SetMember(key: key, target: ObjectID(bytes: target), adds: [], removedAdds: [])
+                    memberships[member.target, default: []].insert(.init(source: id, key: key))
                     for _ in 0..<(try count(10)) { member.adds.append(try ref()) }
                     for _ in 0..<(try count(2)) {
                         let replicaIndex = try replica()
@@ -146,11 +156,12 @@ enum ProjectionCodec {
                     }
                     record.sets.append(member)
                 }
-                records[ObjectID(bytes: idBytes)] = record
+                records[id] = record
             }
             guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
             projection.load(names: names, replicas: replicas, records: records, applied: applied,
-                            schemaEvents: schemaEvents, maxHLC: maxHLC, eventCount: eventCount)
+                            schemaEvents: schemaEvents, maxHLC: maxHLC, eventCount: eventCount,
+                            byEntity: byEntity.mapValues { Set($0) }, referrers: referrers, memberships: memberships)
         }
     }
 }

@@ -61,10 +61,19 @@ extension Store {
             var applied = 0
             for transaction in transactions {
                 var any = false
-                for event in transaction.events where projection.apply(event) {
-                    any = true
-                    applied += 1
-                    core.clock.observe(event.hlc)
+                for event in transaction.events {
+                    let fresh: Bool
+                    do {
+                        fresh = try projection.apply(event)
+                    } catch {
+                        projection.rollbackBatch()
+                        throw error
+                    }
+                    if fresh {
+                        any = true
+                        applied += 1
+                        core.clock.observe(event.hlc)
+                    }
                 }
                 if any { fresh.append(transaction) }
             }

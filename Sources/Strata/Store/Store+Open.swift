@@ -113,10 +113,10 @@ extension Store {
         do {
             var cursor = try log.records(from: position)
             while let record = try cursor.next() {
-                projection.beginBatch()
+                projection.beginBatch(tracking: false)
                 for entry in record.entries where entry.position >= position {
-                    let transaction = try EventCodec.decode(entry.payload, position: entry.position)
-                    for event in transaction.events { projection.apply(event) }
+                    let transaction = try EventCodec.decodeRaw(entry.payload, position: entry.position)
+                    try projection.apply(transaction)
                     report.replayedTransactions += 1
                     report.replayedEvents += transaction.events.count
                 }
@@ -137,15 +137,15 @@ extension Store {
         let merged = recorded.merged(with: appSchema)
         core.withLock { $0.projection.schema = merged }
         if merged != recorded {
-            try await commit { tx in tx.recordSchema(merged) }
+            try await commit { tx in try tx.recordSchema(merged) }
         }
     }
 }
 
 extension Transaction {
-    func recordSchema(_ schema: Schema) {
+    func recordSchema(_ schema: Schema) throws {
         let event = Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(events.count)),
                           hlc: core.clock.tick(), change: .schema(schema))
-        appendRaw(event)
+        try appendRaw(event)
     }
 }

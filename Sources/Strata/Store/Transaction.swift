@@ -58,7 +58,7 @@ public final class Transaction {
             default: if let target { derived.append((relationship, target)) }
             }
         }
-        emit(.insert(entity: entity, object: id, fields: fields))
+        try emit(.insert(entity: entity, object: id, fields: fields))
         try claimOneToOne(entity: entity, object: id, fields: fields)
         for (relationship, target) in derived { try setToOne(id, entity: entity, relationship, target) }
         return id
@@ -87,7 +87,7 @@ public final class Transaction {
             }
         }
         if !fields.isEmpty {
-            emit(.update(entity: entity, object: id, fields: fields))
+            try emit(.update(entity: entity, object: id, fields: fields))
             try claimOneToOne(entity: entity, object: id, fields: fields)
         }
         for (relationship, target) in derived { try setToOne(id, entity: entity, relationship, target) }
@@ -114,12 +114,12 @@ public final class Transaction {
         switch projection.storage(entity: entity, relationship: relationship)?.1 {
         case .derived(let otherEntity, let other, let storedIsToMany)?:
             if storedIsToMany {
-                emit(.add(entity: otherEntity, object: target, relationship: other, target: id))
+                try emit(.add(entity: otherEntity, object: target, relationship: other, target: id))
             } else {
-                emit(.update(entity: otherEntity, object: target, fields: [other: .reference(id)]))
+                try emit(.update(entity: otherEntity, object: target, fields: [other: .reference(id)]))
             }
         default:
-            emit(.add(entity: entity, object: id, relationship: relationship, target: target))
+            try emit(.add(entity: entity, object: id, relationship: relationship, target: target))
         }
     }
 
@@ -133,7 +133,7 @@ public final class Transaction {
             if storedIsToMany {
                 try removeFromSet(target, entity: otherEntity, key: other, member: id)
             } else if projection.snapshot(target)?[other] == .reference(id) {
-                emit(.update(entity: otherEntity, object: target, fields: [other: .null]))
+                try emit(.update(entity: otherEntity, object: target, fields: [other: .null]))
             }
         default:
             try removeFromSet(id, entity: entity, key: relationship, member: target)
@@ -142,14 +142,14 @@ public final class Transaction {
 
     // MARK: Internals
 
-    private func emit(_ change: Change) {
-        appendRaw(Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(events.count)),
+    private func emit(_ change: Change) throws {
+        try appendRaw(Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(events.count)),
                         hlc: core.clock.tick(), change: change))
     }
 
     /// Applies an event of this transaction to the projection (so later reads see it) and keeps it.
-    func appendRaw(_ event: Event) {
-        projection.apply(event)
+    func appendRaw(_ event: Event) throws {
+        try projection.apply(event)
         events.append(event)
     }
 
@@ -220,10 +220,10 @@ public final class Transaction {
     private func setToOne(_ id: ObjectID, entity: String, _ relationship: Relationship, _ target: ObjectID?) throws {
         guard case .derived(let otherEntity, let other, _)? = projection.storage(entity: entity, relationship: relationship.name)?.1 else { return }
         for previous in projection.related(id, relationship: relationship.name) where previous != target {
-            emit(.update(entity: otherEntity, object: previous, fields: [other: .null]))
+            try emit(.update(entity: otherEntity, object: previous, fields: [other: .null]))
         }
         if let target, projection.snapshot(target)?[other] != .reference(id) {
-            emit(.update(entity: otherEntity, object: target, fields: [other: .reference(id)]))
+            try emit(.update(entity: otherEntity, object: target, fields: [other: .reference(id)]))
             try claimOneToOne(entity: otherEntity, object: target, fields: [other: .reference(id)])
         }
     }
@@ -237,7 +237,7 @@ public final class Transaction {
                   let inverse = schema.entity(relationship.destination)?.relationship(inverseName), !inverse.isToMany
             else { continue }
             for claimant in projection.relatedClaimants(of: target, entity: entity, key: key) where claimant != object {
-                emit(.update(entity: entity, object: claimant, fields: [key: .null]))
+                try emit(.update(entity: entity, object: claimant, fields: [key: .null]))
             }
         }
     }
@@ -246,7 +246,7 @@ public final class Transaction {
         guard let record = projection.existing(id), let keyID = projection.nameID(key) else { return }
         let adds = projection.liveAdds(record, key: keyID, target: member)
         guard !adds.isEmpty else { return }
-        emit(.remove(entity: entity, object: id, relationship: key, target: member, adds: adds))
+        try emit(.remove(entity: entity, object: id, relationship: key, target: member, adds: adds))
     }
 
     private func delete(_ id: ObjectID, entity: String) throws {
@@ -268,7 +268,7 @@ public final class Transaction {
                         if storedIsToMany {
                             try removeFromSet(target, entity: otherEntity, key: other, member: id)
                         } else {
-                            emit(.update(entity: otherEntity, object: target, fields: [other: .null]))
+                            try emit(.update(entity: otherEntity, object: target, fields: [other: .null]))
                         }
                     }
                 default:
@@ -276,7 +276,7 @@ public final class Transaction {
                 }
             }
         }
-        emit(.delete(entity: entity, object: id))
+        try emit(.delete(entity: entity, object: id))
     }
 }
 
