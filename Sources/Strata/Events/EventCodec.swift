@@ -157,114 +157,40 @@ enum EventCodec {
     /// string per field: what replay applies directly.
     static func decodeRaw(_ bytes: [UInt8], position: UInt64?) throws -> DecodedTransaction {
         try bytes.withUnsafeBytes { raw in
-            var r = ByteReader(raw)
-            func corrupt(_ what: String) -> StoreError {
-                StoreError(.corruptEvent, "\(what) at byte \(r.offset) of the entry", position: position)
-            }
-            guard let version = r.u8() else { throw corrupt("empty entry") }
-            guard version == formatVersion else { throw corrupt("unknown event format version \(version)") }
-            guard let replicaBytes = r.bytes(16), let first = r.varint(), let count = r.varint(), let base = r.u64(),
-                  let nameCount = r.varint(), nameCount <= UInt64(r.remaining)
-            else { throw corrupt("truncated transaction header") }
-            guard first >= 1, count <= UInt64(r.remaining), first <= Ref.maxSequence - count else {
-                throw corrupt("sequence numbers \(first)+\(count) out of range")
-            }
-            var t = DecodedTransaction(replica: ReplicaID(bytes: replicaBytes), firstSequence: first)
-            t.names.reserveCapacity(Int(nameCount))
-            for _ in 0..<nameCount {
-                guard let n = r.lengthPrefixed() else { throw corrupt("truncated name table") }
-                t.names.append(String(decoding: n, as: UTF8.self))
-            }
-            guard let extraReplicas = r.varint(), extraReplicas <= UInt64(r.remaining / 16) else { throw corrupt("bad replica table") }
-            t.replicas = [t.replica]
-            for _ in 0..<extraReplicas {
-                guard let b = r.bytes(16) else { throw corrupt("truncated replica table") }
-                t.replicas.append(ReplicaID(bytes: b))
-            }
-            let names = Int32(t.names.count)
-            func name() throws -> Int32 {
-                guard let i = r.varint(), i < UInt64(names) else { throw corrupt("bad name index") }
-                return Int32(i)
-            }
-            func id() throws -> ObjectID {
-                guard let b = r.bytes(16) else { throw corrupt("truncated object ID") }
-                return ObjectID(bytes: b)
-            }
-            t.events.reserveCapacity(Int(count))
-            for _ in 0..<count {
-                guard let kindByte = r.u8(), let kind = Kind(rawValue: kindByte) else { throw corrupt("unknown event kind") }
-                guard let delta = r.varint(), delta <= UInt64.max - base else { throw corrupt("bad timestamp") }
-                var e = RawEvent(kind: kind, hlc: base + delta)
-                switch kind {
-                case .insert, .update:
-                    e.entity = try name()
-                    e.object = try id()
-                    guard let fieldCount = r.varint(), fieldCount <= UInt64(r.remaining) else { throw corrupt("bad field count") }
-                    e.start = Int32(t.fields.count)
-                    e.count = Int32(fieldCount)
-                    for _ in 0..<fieldCount {
-                        let key = try name()
-                        t.fields.append(RawField(name: key, value: try readValue(&r, corrupt)))
-                    }
-                case .delete:
-                    e.entity = try name()
-                    e.object = try id()
-                case .add:
-                    e.entity = try name()
-                    e.object = try id()
-                    e.relationship = try name()
-                    e.target = try id()
-                case .remove:
-                    e.entity = try name()
-                    e.object = try id()
-                    e.relationship = try name()
-                    e.target = try id()
-                    guard let addCount = r.varint(), addCount <= UInt64(r.remaining) else { throw corrupt("bad add count") }
-                    e.start = Int32(t.adds.count)
-                    e.count = Int32(addCount)
-                    for _ in 0..<addCount {
-                        guard let ri = r.varint(), ri < UInt64(t.replicas.count), let seq = r.varint() else { throw corrupt("bad add reference") }
-                        t.adds.append(RawAdd(replica: Int32(ri), sequence: seq))
-                    }
-                case .schema:
-                    guard let json = r.lengthPrefixed() else { throw corrupt("truncated schema") }
-                    guard let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else { throw corrupt("schema JSON does not decode") }
-                    e.start = Int32(t.schemas.count)
-                    t.schemas.append(schema)
-                }
-                t.events.append(e)
-            }
-            guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
-            return t
+            var d = TransactionDecoder(r: ByteReader(raw), position: position)
+            return try d.decode()
         }
     }
 
-    static func readValue(_ r: inout ByteReader, _ corrupt: (String) -> StoreError) throws -> Value {
-        guard let tagByte = r.u8(), let tag = Tag(rawValue: tagByte) else { throw corrupt("unknown value tag") }
+    static func readValue(_ r: inout ByteReader, code: StoreError.Code = .corruptEvent, position: UInt64?) throws -> Value {
+        func corrupt(_ what: String, _ offset: Int) -> StoreError {
+            StoreError(code, "\(what) at byte \(offset)", position: position)
+        }
+        guard let tagByte = r.u8(), let tag = Tag(rawValue: tagByte) else { throw corrupt("unknown value tag", r.offset) }
         switch tag {
         case .null: return .null
         case .string:
-            guard let b = r.lengthPrefixed() else { throw corrupt("truncated string") }
+            guard let b = r.lengthPrefixed() else { throw corrupt("truncated string", r.offset) }
             return .string(String(decoding: b, as: UTF8.self))
         case .integer:
-            guard let v = r.svarint() else { throw corrupt("truncated integer") }
+            guard let v = r.svarint() else { throw corrupt("truncated integer", r.offset) }
             return .integer(v)
         case .double:
-            guard let v = r.u64() else { throw corrupt("truncated double") }
+            guard let v = r.u64() else { throw corrupt("truncated double", r.offset) }
             return .double(Double(bitPattern: v))
         case .boolFalse: return .bool(false)
         case .boolTrue: return .bool(true)
         case .date:
-            guard let v = r.svarint() else { throw corrupt("truncated date") }
+            guard let v = r.svarint() else { throw corrupt("truncated date", r.offset) }
             return .date(v)
         case .bytes:
-            guard let b = r.lengthPrefixed() else { throw corrupt("truncated bytes") }
+            guard let b = r.lengthPrefixed() else { throw corrupt("truncated bytes", r.offset) }
             return .bytes(Data(b))
         case .uuid:
-            guard let b = r.bytes(16) else { throw corrupt("truncated UUID") }
+            guard let b = r.bytes(16) else { throw corrupt("truncated UUID", r.offset) }
             return .uuid(ObjectID(bytes: b).uuid)
         case .reference:
-            guard let b = r.bytes(16) else { throw corrupt("truncated reference") }
+            guard let b = r.bytes(16) else { throw corrupt("truncated reference", r.offset) }
             return .reference(ObjectID(bytes: b))
         }
     }
@@ -309,4 +235,96 @@ struct RawField {
 struct RawAdd {
     var replica: Int32
     var sequence: UInt64
+}
+
+/// Reads a transaction entry. A struct with methods rather than nested functions: closures
+/// capturing the mutable reader would box it and pay a dynamic exclusivity check per read.
+private struct TransactionDecoder {
+    var r: ByteReader
+    let position: UInt64?
+    var nameCount = 0
+
+    func corrupt(_ what: String) -> StoreError {
+        StoreError(.corruptEvent, "\(what) at byte \(r.offset) of the entry", position: position)
+    }
+
+    mutating func name() throws -> Int32 {
+        guard let i = r.varint(), i < UInt64(nameCount) else { throw corrupt("bad name index") }
+        return Int32(i)
+    }
+
+    mutating func id() throws -> ObjectID {
+        guard let b = r.bytes(16) else { throw corrupt("truncated object ID") }
+        return ObjectID(bytes: b)
+    }
+
+    mutating func decode() throws -> DecodedTransaction {
+        guard let version = r.u8() else { throw corrupt("empty entry") }
+        guard version == EventCodec.formatVersion else { throw corrupt("unknown event format version \(version)") }
+        guard let replicaBytes = r.bytes(16), let first = r.varint(), let count = r.varint(), let base = r.u64(),
+              let names = r.varint(), names <= UInt64(r.remaining)
+        else { throw corrupt("truncated transaction header") }
+        guard first >= 1, count <= UInt64(r.remaining), first <= Ref.maxSequence - count else {
+            throw corrupt("sequence numbers \(first)+\(count) out of range")
+        }
+        var t = DecodedTransaction(replica: ReplicaID(bytes: replicaBytes), firstSequence: first)
+        t.names.reserveCapacity(Int(names))
+        for _ in 0..<names {
+            guard let n = r.lengthPrefixed() else { throw corrupt("truncated name table") }
+            t.names.append(String(decoding: n, as: UTF8.self))
+        }
+        nameCount = t.names.count
+        guard let extraReplicas = r.varint(), extraReplicas <= UInt64(r.remaining / 16) else { throw corrupt("bad replica table") }
+        t.replicas = [t.replica]
+        for _ in 0..<extraReplicas {
+            guard let b = r.bytes(16) else { throw corrupt("truncated replica table") }
+            t.replicas.append(ReplicaID(bytes: b))
+        }
+        t.events.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            guard let kindByte = r.u8(), let kind = EventCodec.Kind(rawValue: kindByte) else { throw corrupt("unknown event kind") }
+            guard let delta = r.varint(), delta <= UInt64.max - base else { throw corrupt("bad timestamp") }
+            var e = RawEvent(kind: kind, hlc: base + delta)
+            switch kind {
+            case .insert, .update:
+                e.entity = try name()
+                e.object = try id()
+                guard let fieldCount = r.varint(), fieldCount <= UInt64(r.remaining) else { throw corrupt("bad field count") }
+                e.start = Int32(t.fields.count)
+                e.count = Int32(fieldCount)
+                for _ in 0..<fieldCount {
+                    let key = try name()
+                    t.fields.append(RawField(name: key, value: try EventCodec.readValue(&r, position: position)))
+                }
+            case .delete:
+                e.entity = try name()
+                e.object = try id()
+            case .add:
+                e.entity = try name()
+                e.object = try id()
+                e.relationship = try name()
+                e.target = try id()
+            case .remove:
+                e.entity = try name()
+                e.object = try id()
+                e.relationship = try name()
+                e.target = try id()
+                guard let addCount = r.varint(), addCount <= UInt64(r.remaining) else { throw corrupt("bad add count") }
+                e.start = Int32(t.adds.count)
+                e.count = Int32(addCount)
+                for _ in 0..<addCount {
+                    guard let ri = r.varint(), ri < UInt64(t.replicas.count), let seq = r.varint() else { throw corrupt("bad add reference") }
+                    t.adds.append(RawAdd(replica: Int32(ri), sequence: seq))
+                }
+            case .schema:
+                guard let json = r.lengthPrefixed() else { throw corrupt("truncated schema") }
+                guard let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else { throw corrupt("schema JSON does not decode") }
+                e.start = Int32(t.schemas.count)
+                t.schemas.append(schema)
+            }
+            t.events.append(e)
+        }
+        guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
+        return t
+    }
 }

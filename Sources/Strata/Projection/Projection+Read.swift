@@ -173,7 +173,15 @@ extension Projection {
         guard let entityID = nameID(entity) else { return [] }
         var ids = byEntity[entityID] ?? []
         if batchOpen { ids.formUnion(batchOriginals.keys) }
-        return ids.filter { id in records[id].map { $0.entity == entityID && exists($0) } ?? false }
+        // Local copies: the loop then reads plain values, without an exclusivity check per access.
+        let records = self.records
+        let replicas = self.replicas
+        return ids.filter { id in
+            guard let record = records[id], record.entity == entityID, !record.inserted.isNone else { return false }
+            if record.deleted.isNone { return true }
+            let (a, b) = (record.inserted, record.deleted)
+            return a.hlc != b.hlc ? a.hlc > b.hlc : (a.replica != b.replica ? replicas[Int(a.replica)] > replicas[Int(b.replica)] : a.sequence > b.sequence)
+        }
     }
 
     /// Every existing object's ID, sorted.

@@ -67,101 +67,131 @@ enum ProjectionCodec {
     /// - Throws: ``StoreError/Code/corruptSnapshot`` with the byte offset.
     static func decode(_ bytes: [UInt8], into projection: Projection) throws {
         try bytes.withUnsafeBytes { raw in
-            var r = ByteReader(raw)
-            func corrupt(_ what: String) -> StoreError {
-                StoreError(.corruptSnapshot, "\(what) at byte \(r.offset) of the snapshot payload")
-            }
-            func count(_ perItem: Int = 1) throws -> Int {
-                guard let n = r.varint(), n <= UInt64(r.remaining / max(perItem, 1)) else { throw corrupt("bad count") }
-                return Int(n)
-            }
-            guard r.u8() == version else { throw corrupt("unknown projection snapshot version") }
-            var names: [String] = []
-            for _ in 0..<(try count()) {
-                guard let n = r.lengthPrefixed() else { throw corrupt("truncated name") }
-                names.append(String(decoding: n, as: UTF8.self))
-            }
-            var replicas: [ReplicaID] = []
-            for _ in 0..<(try count(16)) {
-                guard let b = r.bytes(16) else { throw corrupt("truncated replica") }
-                replicas.append(ReplicaID(bytes: b))
-            }
-            func name() throws -> UInt32 {
-                guard let i = r.varint(), i < UInt64(names.count) else { throw corrupt("bad name index") }
-                return UInt32(i)
-            }
-            func replica() throws -> UInt32 {
-                guard let i = r.varint(), i < UInt64(replicas.count) else { throw corrupt("bad replica index") }
-                return UInt32(i)
-            }
-            func ref() throws -> Ref {
-                guard let hlc = r.u64(), let sequence = r.varint(), sequence >= 1, sequence <= Ref.maxSequence else {
-                    throw corrupt("bad event reference")
-                }
-                return Ref(hlc: hlc, sequence: sequence, replica: try replica())
-            }
-            guard let maxHLC = r.u64(), let eventCount = r.varint() else { throw corrupt("truncated header") }
-            var applied = [AppliedSet](repeating: AppliedSet(), count: replicas.count)
-            for _ in 0..<(try count(2)) {
-                let replicaIndex = try replica()
-                guard let contiguous = r.varint() else { throw corrupt("truncated applied set") }
-                var set = AppliedSet(contiguous: contiguous, above: [])
-                for _ in 0..<(try count()) {
-                    guard let sequence = r.varint() else { throw corrupt("truncated applied set") }
-                    set.above.insert(sequence)
-                }
-                applied[Int(replicaIndex)] = set
-            }
-            var schemaEvents: [(ref: Ref, schema: Schema)] = []
-            for _ in 0..<(try count(9)) {
-                let at = try ref()
-                guard let json = r.lengthPrefixed(), let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else {
-                    throw corrupt("bad schema")
-                }
-                schemaEvents.append((at, schema))
-            }
-            var records: [ObjectID: ObjectRecord] = [:]
-            let recordCount = try count(19)
-            records.reserveCapacity(recordCount)
-            // The indexes are built in the same pass (records are in ID order, entities few).
-            var byEntity: [UInt32: [ObjectID]] = [:]
-            var referrers: [ObjectID: Set<Projection.Referrer>] = [:]
-            var memberships: [ObjectID: Set<Projection.Referrer>] = [:]
-            for _ in 0..<recordCount {
-                guard let idBytes = r.bytes(16) else { throw corrupt("truncated record") }
-                let id = ObjectID(bytes: idBytes)
-                var record = ObjectRecord(entity: try name())
-                byEntity[record.entity, default: []].append(id)
-                guard let flags = r.u8(), flags & ~3 == 0 else { throw corrupt("bad record flags") }
-                if flags & 1 != 0 { record.inserted = try ref() }
-                if flags & 2 != 0 { record.deleted = try ref() }
-                let fieldCount = try count(3)
-                record.fields.reserveCapacity(fieldCount)
-                for _ in 0..<fieldCount {
-                    let key = try name()
-                    let value = try EventCodec.readValue(&r, corrupt)
-                    if case .reference(let target) = value { referrers[target, default: []].insert(.init(source: id, key: key)) }
-                    record.fields.append(FieldSlot(key: key, value: value, ref: try ref()))
-                }
-                for _ in 0..<(try count(18)) {
-                    let key = try name()
-                    guard let target = r.bytes(16) else { throw corrupt("truncated set member") }
-                    var member = SetMember(key: key, target: ObjectID(bytes: target), adds: [], removedAdds: [])
-                    memberships[member.target, default: []].insert(.init(source: id, key: key))
-                    for _ in 0..<(try count(10)) { member.adds.append(try ref()) }
-                    for _ in 0..<(try count(2)) {
-                        let replicaIndex = try replica()
-                        guard let sequence = r.varint() else { throw corrupt("truncated removal") }
-                        member.removedAdds.append(AddKey(replica: replicaIndex, sequence: sequence))
-                    }
-                    record.sets.append(member)
-                }
-                records[id] = record
-            }
-            guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
-            projection.load(names: names, replicas: replicas, records: records, applied: applied,
-                            schemaEvents: schemaEvents, maxHLC: maxHLC, eventCount: eventCount,
-                            byEntity: byEntity.mapValues { Set($0) }, referrers: referrers, memberships: memberships)
+            var d = SnapshotDecoder(r: ByteReader(raw))
+            try d.decode(into: projection)
         }
+    }
+}
+
+/// The snapshot payload reader. A struct with methods rather than nested functions: closures
+/// capturing the mutable reader would box it and pay a dynamic exclusivity check per byte read.
+private struct SnapshotDecoder {
+    var r: ByteReader
+    var names: [String] = []
+    var replicas: [ReplicaID] = []
+
+    init(r: ByteReader) { self.r = r }
+
+    func corrupt(_ what: String) -> StoreError {
+        StoreError(.corruptSnapshot, "\(what) at byte \(r.offset) of the snapshot payload")
+    }
+
+    mutating func count(_ perItem: Int = 1) throws -> Int {
+        guard let n = r.varint(), n <= UInt64(r.remaining / max(perItem, 1)) else { throw corrupt("bad count") }
+        return Int(n)
+    }
+
+    mutating func name() throws -> UInt32 {
+        guard let i = r.varint(), i < UInt64(names.count) else { throw corrupt("bad name index") }
+        return UInt32(i)
+    }
+
+    mutating func replica() throws -> UInt32 {
+        guard let i = r.varint(), i < UInt64(replicas.count) else { throw corrupt("bad replica index") }
+        return UInt32(i)
+    }
+
+    mutating func ref() throws -> Ref {
+        guard let hlc = r.u64(), let sequence = r.varint(), sequence >= 1, sequence <= Ref.maxSequence else {
+            throw corrupt("bad event reference")
+        }
+        return Ref(hlc: hlc, sequence: sequence, replica: try replica())
+    }
+
+    mutating func decode(into projection: Projection) throws {
+        guard r.u8() == ProjectionCodec.version else { throw corrupt("unknown projection snapshot version") }
+        for _ in 0..<(try count()) {
+            guard let n = r.lengthPrefixed() else { throw corrupt("truncated name") }
+            names.append(String(decoding: n, as: UTF8.self))
+        }
+        for _ in 0..<(try count(16)) {
+            guard let b = r.bytes(16) else { throw corrupt("truncated replica") }
+            replicas.append(ReplicaID(bytes: b))
+        }
+        guard let maxHLC = r.u64(), let eventCount = r.varint() else { throw corrupt("truncated header") }
+        var applied = [AppliedSet](repeating: AppliedSet(), count: replicas.count)
+        for _ in 0..<(try count(2)) {
+            let replicaIndex = try replica()
+            guard let contiguous = r.varint() else { throw corrupt("truncated applied set") }
+            var set = AppliedSet(contiguous: contiguous, above: [])
+            for _ in 0..<(try count()) {
+                guard let sequence = r.varint() else { throw corrupt("truncated applied set") }
+                set.above.insert(sequence)
+            }
+            applied[Int(replicaIndex)] = set
+        }
+        var schemaEvents: [(ref: Ref, schema: Schema)] = []
+        for _ in 0..<(try count(9)) {
+            let at = try ref()
+            guard let json = r.lengthPrefixed(), let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else {
+                throw corrupt("bad schema")
+            }
+            schemaEvents.append((at, schema))
+        }
+        var records: [ObjectID: ObjectRecord] = [:]
+        let recordCount = try count(19)
+        records.reserveCapacity(recordCount)
+        // The indexes are built in the same pass.
+        var byEntity: [UInt32: Set<ObjectID>] = [:]
+        var referrers: [ObjectID: Set<Projection.Referrer>] = [:]
+        var memberships: [ObjectID: Set<Projection.Referrer>] = [:]
+        var lastEntity = UInt32.max
+        var entityIDs: [ObjectID] = []
+        func flushEntity() {
+            if !entityIDs.isEmpty {
+                byEntity[lastEntity, default: Set(minimumCapacity: entityIDs.count)].formUnion(entityIDs)
+                entityIDs.removeAll(keepingCapacity: true)
+            }
+        }
+        for _ in 0..<recordCount {
+            guard let idBytes = r.bytes(16) else { throw corrupt("truncated record") }
+            let id = ObjectID(bytes: idBytes)
+            var record = ObjectRecord(entity: try name())
+            if record.entity != lastEntity {
+                flushEntity()
+                lastEntity = record.entity
+            }
+            entityIDs.append(id)
+            guard let flags = r.u8(), flags & ~3 == 0 else { throw corrupt("bad record flags") }
+            if flags & 1 != 0 { record.inserted = try ref() }
+            if flags & 2 != 0 { record.deleted = try ref() }
+            let fieldCount = try count(3)
+            record.fields.reserveCapacity(fieldCount)
+            for _ in 0..<fieldCount {
+                let key = try name()
+                let value = try EventCodec.readValue(&r, code: .corruptSnapshot, position: nil)
+                if case .reference(let target) = value { referrers[target, default: []].insert(.init(source: id, key: key)) }
+                record.fields.append(FieldSlot(key: key, value: value, ref: try ref()))
+            }
+            for _ in 0..<(try count(18)) {
+                let key = try name()
+                guard let target = r.bytes(16) else { throw corrupt("truncated set member") }
+                var member = SetMember(key: key, target: ObjectID(bytes: target), adds: [], removedAdds: [])
+                memberships[member.target, default: []].insert(.init(source: id, key: key))
+                for _ in 0..<(try count(10)) { member.adds.append(try ref()) }
+                for _ in 0..<(try count(2)) {
+                    let replicaIndex = try replica()
+                    guard let sequence = r.varint() else { throw corrupt("truncated removal") }
+                    member.removedAdds.append(AddKey(replica: replicaIndex, sequence: sequence))
+                }
+                record.sets.append(member)
+            }
+            records[id] = record
+        }
+        flushEntity()
+        guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
+        projection.load(names: names, replicas: replicas, records: records, applied: applied,
+                        schemaEvents: schemaEvents, maxHLC: maxHLC, eventCount: eventCount,
+                        byEntity: byEntity, referrers: referrers, memberships: memberships)
     }
 }
