@@ -45,7 +45,7 @@ extension SegmentLog {
 /// var cursor = try log.records(from: 0)
 /// while let record = try cursor.next() { … }
 /// ```
-public struct LogCursor {
+public struct LogCursor: Sendable {
     private let logID: LogID
     private let segments: [SegmentLog.Segment]
     private let from: LogPosition

@@ -1,7 +1,7 @@
 /// Reads the records of one segment file in order through a read-ahead buffer, checking each
 /// record's framing, checksum and position. Shared by recovery on open, reading, verification and
 /// salvage, so every path applies exactly the same rules.
-struct SegmentScanner {
+struct SegmentScanner: Sendable {
     /// What the scanner found at its current offset.
     enum Step {
         /// A record that passed every check; `stored` is valid until the next call.

@@ -9,7 +9,7 @@ import StrataLog
 enum EventCodec {
     static let formatVersion: UInt8 = 1
 
-    enum Kind: UInt8 {
+    enum Kind: UInt8, Sendable {
         case insert = 1, update, delete, add, remove, schema
     }
 
@@ -198,7 +198,7 @@ enum EventCodec {
 
 /// A transaction decoded into tables: names and replicas by index, fields and adds in shared
 /// arrays that events point into.
-struct DecodedTransaction {
+struct DecodedTransaction: Sendable {
     var replica: ReplicaID
     var firstSequence: UInt64
     var names: [String] = []
@@ -215,7 +215,7 @@ struct DecodedTransaction {
     }
 }
 
-struct RawEvent {
+struct RawEvent: Sendable {
     var kind: EventCodec.Kind
     var hlc: UInt64
     var entity: Int32 = 0
@@ -227,12 +227,12 @@ struct RawEvent {
     var count: Int32 = 0
 }
 
-struct RawField {
+struct RawField: Sendable {
     var name: Int32
     var value: Value
 }
 
-struct RawAdd {
+struct RawAdd: Sendable {
     var replica: Int32
     var sequence: UInt64
 }
