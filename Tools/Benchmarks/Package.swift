@@ -13,14 +13,19 @@ let package = Package(
         .package(name: "Strata", path: "../.."),
     ],
     targets: [
+        // What both harnesses share: clocks, formatting, the data directory, the report table.
+        .target(
+            name: "BenchSupport",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(
             name: "strata-log-bench",
-            dependencies: [.product(name: "StrataLog", package: "Strata")],
+            dependencies: ["BenchSupport", .product(name: "StrataLog", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(
             name: "strata-store-bench",
-            dependencies: [.product(name: "Strata", package: "Strata")],
+            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

@@ -72,3 +72,16 @@ public struct TransactionRecord: Sendable, Hashable {
         return first.id.sequence...last.id.sequence
     }
 }
+
+extension TransactionRecord {
+    /// The transaction's binary encoding: what a log entry holds and what sync sends (layout in
+    /// <doc:EventFormat>).
+    public func encoded() -> [UInt8] { EventCodec.encode(self) }
+
+    /// Decodes a transaction from its binary encoding.
+    ///
+    /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong and at which byte.
+    public init(decoding bytes: [UInt8]) throws {
+        self = try EventCodec.decode(bytes, position: nil)
+    }
+}

@@ -1,6 +1,7 @@
 // The seeded corpus: JSON-ish application events of 100–200 bytes. Field names and most values
 // repeat (so LZ4 finds matches), ids, numbers and message words vary (so it is not trivially
 // compressible).
+import BenchSupport
 import StrataLog
 
 struct Corpus: Sendable {

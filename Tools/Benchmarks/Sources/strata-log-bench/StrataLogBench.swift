@@ -2,6 +2,7 @@
 // machine's raw pwrite+fdatasync limit, in one run, and prints a markdown table.
 //
 //     swift run -c release --package-path Tools/Benchmarks strata-log-bench [--quick] [--dir PATH] …
+import BenchSupport
 import Foundation
 import StrataLog
 
@@ -80,7 +81,7 @@ struct StrataLogBench {
         }
         let place: DataPlace
         do {
-            place = try DataPlace.make(parent: settings.parent)
+            place = try DataPlace.make(parent: settings.parent, prefix: "strata-bench")
         } catch {
             fail("\(error)", status: 1)
         }
@@ -281,98 +282,5 @@ struct StrataLogBench {
                    "— (informational)",
                    "\(fixed(sizeRatio, 3))× (\(fixed((1 - sizeRatio) * 100, 1))% saved)")
         print(report.render())
-    }
-
-    static func verdict(_ ratio: Double, goal: Double, unit: String) -> String {
-        "\(fixed(ratio, 2))\(unit) — " + (ratio >= goal ? "PASS" : "**MISS**")
-    }
-
-    static func timestamp(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss 'UTC'"
-        return formatter.string(from: date)
-    }
-}
-
-func fail(_ message: String, status: Int32) -> Never {
-    note(message)
-    exit(status)
-}
-
-struct Report {
-    var machine = ""
-    var rows: [[String]] = []
-
-    mutating func add(_ workload: String, _ result: String, _ goal: String, _ verdict: String) {
-        rows.append([workload, result, goal, verdict])
-    }
-
-    func render() -> String {
-        var out = machine + "\n\n"
-        out += "| workload | result | goal | ratio/verdict |\n|---|---|---|---|\n"
-        for row in rows { out += "| " + row.joined(separator: " | ") + " |\n" }
-        return out
-    }
-}
-
-/// Where the run's data goes: a fresh directory made for this run (and removed after it) inside
-/// a parent on a real disk.
-struct DataPlace {
-    let run: String
-    let fileSystem: String
-    /// Also remove the parent when it ends up empty (the default parent, made by us).
-    let removeParentIfEmpty: String?
-
-    func path(_ name: String) -> String { run + "/" + name }
-
-    static func make(parent explicit: String?) throws -> DataPlace {
-        var candidates: [(String, Bool)] = []
-        if let explicit {
-            candidates.append((explicit, false))
-        } else {
-            // This file is <repo>/Tools/Benchmarks/Sources/strata-log-bench/StrataLogBench.swift.
-            var repo = URL(fileURLWithPath: #filePath)
-            for _ in 0..<5 { repo.deleteLastPathComponent() }
-            if FileManager.default.fileExists(atPath: repo.appendingPathComponent("Package.swift").path) {
-                candidates.append((repo.appendingPathComponent(".build-bench-data").path, true))
-            }
-            if let tmp = ProcessInfo.processInfo.environment["TMPDIR"], !tmp.isEmpty { candidates.append((tmp, false)) }
-            candidates.append(("/var/tmp", false))
-            candidates.append(("/tmp", false))
-        }
-        var reasons: [String] = []
-        for (parent, ours) in candidates {
-            do {
-                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
-            } catch {
-                reasons.append("\(parent): cannot create (\(error.localizedDescription))")
-                continue
-            }
-            guard let fs = Machine.fileSystem(of: parent) else {
-                reasons.append("\(parent): statfs failed")
-                continue
-            }
-            if fs.inMemory {
-                reasons.append("\(parent): on \(fs.name), not a real disk (fdatasync would be free)")
-                continue
-            }
-            let run = parent + "/strata-bench-\(getpid())-\(Int(Date().timeIntervalSince1970))"
-            guard mkdir(run, 0o755) == 0 else {
-                reasons.append("\(run): mkdir failed (\(String(cString: strerror(errno))))")
-                continue
-            }
-            return DataPlace(run: run, fileSystem: fs.name, removeParentIfEmpty: ours ? parent : nil)
-        }
-        throw BenchError("no usable data directory:\n  " + reasons.joined(separator: "\n  "))
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: run)
-        if let parent = removeParentIfEmpty,
-           let left = try? FileManager.default.contentsOfDirectory(atPath: parent), left.isEmpty {
-            try? FileManager.default.removeItem(atPath: parent)
-        }
     }
 }

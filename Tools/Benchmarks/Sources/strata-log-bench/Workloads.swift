@@ -1,35 +1,10 @@
 // The workloads. Each returns plain numbers; the report decides what they mean.
+import BenchSupport
 import StrataLog
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A number of operations done in a measured time, optionally with a latency per operation.
-struct Sample {
-    var operations = 0
-    var entries = 0
-    var nanos: UInt64 = 0
-    var latencies: [UInt64] = []
-
-    var seconds: Double { Double(nanos) / 1e9 }
-    var operationsPerSecond: Double { nanos == 0 ? 0 : Double(operations) / seconds }
-    var entriesPerSecond: Double { nanos == 0 ? 0 : Double(entries) / seconds }
-
-    mutating func add(_ other: Sample) {
-        operations += other.operations
-        entries += other.entries
-        nanos += other.nanos
-        latencies += other.latencies
-    }
-
-    func sortedLatencies() -> [UInt64] { latencies.sorted() }
-}
-
-struct BenchError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
 
 // MARK: 1. raw
 

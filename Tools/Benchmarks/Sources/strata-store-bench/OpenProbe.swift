@@ -2,6 +2,7 @@
 // `strata-store-bench --open-only PATH`; the child opens the store, runs one query, prints one
 // line of JSON (the `OpenProbe`) on stdout and exits. A fresh process has a fresh heap, so its
 // resident set is the store's, not what earlier workloads left behind.
+import BenchSupport
 import Foundation
 import Strata
 

@@ -3,6 +3,7 @@
 // table. Opens are measured in fresh processes (this executable re-run with `--open-only`).
 //
 //     swift run -c release --package-path Tools/Benchmarks strata-store-bench [--quick] [--dir PATH] …
+import BenchSupport
 import Foundation
 import Strata
 
@@ -97,7 +98,7 @@ struct StrataStoreBench {
         }
         let place: DataPlace
         do {
-            place = try DataPlace.make(parent: settings.parent)
+            place = try DataPlace.make(parent: settings.parent, prefix: "strata-store-bench")
         } catch {
             fail("\(error)", status: 1)
         }
@@ -244,41 +245,8 @@ struct StrataStoreBench {
         print(report.render())
     }
 
-    static func verdict(_ ratio: Double, goal: Double, unit: String) -> String {
-        "\(fixed(ratio, 2))\(unit) — " + (ratio >= goal ? "PASS" : "**MISS**")
-    }
-
     /// For goals that are upper bounds: shows the value against the bound.
     static func verdictAtMost(_ value: Double, goal: Double) -> String {
         "\(fixed(value / goal, 2))× the bound — " + (value <= goal ? "PASS" : "**MISS**")
-    }
-
-    static func timestamp(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss 'UTC'"
-        return formatter.string(from: date)
-    }
-}
-
-func fail(_ message: String, status: Int32) -> Never {
-    note(message)
-    exit(status)
-}
-
-struct Report {
-    var machine = ""
-    var rows: [[String]] = []
-
-    mutating func add(_ workload: String, _ result: String, _ goal: String, _ verdict: String) {
-        rows.append([workload, result, goal, verdict])
-    }
-
-    func render() -> String {
-        var out = machine + "\n\n"
-        out += "| workload | result | goal | ratio/verdict |\n|---|---|---|---|\n"
-        for row in rows { out += "| " + row.joined(separator: " | ") + " |\n" }
-        return out
     }
 }

@@ -1,6 +1,7 @@
 // The workloads that run in this process: commit throughput and building the stores that the
 // fresh-process opens (OpenProbe.swift) measure. Each returns plain numbers; the report decides
 // what they mean.
+import BenchSupport
 import Foundation
 import Strata
 
@@ -12,32 +13,6 @@ let benchSchema = Schema {
         Attribute("score", .double),
         Attribute("done", .bool, default: false),
     ])
-}
-
-/// A number of operations done in a measured time, optionally with a latency per operation.
-struct Sample {
-    var operations = 0
-    var events = 0
-    var nanos: UInt64 = 0
-    var latencies: [UInt64] = []
-
-    var seconds: Double { Double(nanos) / 1e9 }
-    var operationsPerSecond: Double { nanos == 0 ? 0 : Double(operations) / seconds }
-    var eventsPerSecond: Double { nanos == 0 ? 0 : Double(events) / seconds }
-
-    mutating func add(_ other: Sample) {
-        operations += other.operations
-        events += other.events
-        nanos += other.nanos
-        latencies += other.latencies
-    }
-
-    func sortedLatencies() -> [UInt64] { latencies.sorted() }
-}
-
-struct BenchError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// Small objects: a short name, an integer, a double and a bool (seeded, the same on every run).
