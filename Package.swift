@@ -7,12 +7,16 @@ let package = Package(
     products: [
         .library(name: "StrataLog", targets: ["StrataLog"]),
         .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataSync", targets: ["StrataSync"]),
+        .library(name: "StrataServer", targets: ["StrataServer"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.20.0"),
     ],
     targets: [
         // The system liblz4 (no vendored C source). Only LZ4Codec.swift imports it.
@@ -36,12 +40,32 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The client sync engine and its HTTP transport.
+        .target(
+            name: "StrataSync",
+            dependencies: [
+                "Strata",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The log server: zones, change tokens, auth, push and pull over HTTP, storage backends.
+        .target(
+            name: "StrataServer",
+            dependencies: [
+                "Strata",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
 
         // The CLI (thin; grows into the full `strata` tool).
         .executableTarget(
             name: "strata",
             dependencies: [
                 "Strata",
+                "StrataServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/strata"
@@ -62,6 +86,20 @@ let package = Package(
             dependencies: ["StrataLog", "StrataTestSupport", "FixtureGenerator", "log-crash-child"]
         ),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTestSupport", "store-crash-child"]),
+        .testTarget(
+            name: "StrataServerTests",
+            dependencies: [
+                "StrataServer", "StrataTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+        .testTarget(
+            name: "StrataSyncTests",
+            dependencies: [
+                "StrataSync", "StrataServer", "StrataTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
     ]
 )
 
