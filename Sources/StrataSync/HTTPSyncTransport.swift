@@ -1,0 +1,110 @@
+public import AsyncHTTPClient
+public import Foundation
+import NIOCore
+import NIOHTTP1
+import Strata
+
+/// The protocol over HTTP with AsyncHTTPClient.
+public struct HTTPSyncTransport: SyncTransport {
+    public let server: URL
+    let bearer: String
+    let client: HTTPClient
+    /// The longest a single request may take (a long poll adds its wait).
+    public var timeout: Duration = .seconds(30)
+
+    /// - Parameters:
+    ///   - server: the server's base URL (`http://host:port`).
+    ///   - bearer: the user's token.
+    ///   - client: the HTTP client to use (shared; the caller shuts it down).
+    public init(server: URL, bearer: String, client: HTTPClient = .shared) {
+        self.server = server
+        self.bearer = bearer
+        self.client = client
+    }
+
+    func url(_ path: String, query: [(String, String)] = []) -> String {
+        var components = URLComponents(url: server.appendingPathComponent(path), resolvingAgainstBaseURL: false)
+        if !query.isEmpty { components?.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
+        return components?.string ?? server.absoluteString + "/" + path
+    }
+
+    func send(_ request: HTTPClientRequest, extra: Duration = .zero) async throws -> (HTTPClientResponse, [UInt8]) {
+        var request = request
+        request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(bearer)")
+        do {
+            let seconds = (timeout + extra).components.seconds
+            let response = try await client.execute(request, timeout: .seconds(max(1, seconds)))
+            let body = try await response.body.collect(upTo: 256 << 20)
+            let bytes = body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? []
+            guard (200..<300).contains(Int(response.status.code)) else { throw Self.error(from: response, body: bytes) }
+            return (response, bytes)
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError(.transport, "\(request.method) \(request.url): \(error)")
+        }
+    }
+
+    /// The server's JSON error, or a transport error when the body is not one.
+    static func error(from response: HTTPClientResponse, body: [UInt8]) -> SyncError {
+        let status = Int(response.status.code)
+        struct Envelope: Decodable {
+            struct Body: Decodable {
+                var code: String
+                var message: String
+                var expected: UInt64?
+            }
+            var error: Body
+        }
+        let retryAfter = response.headers.first(name: "Retry-After").flatMap(Double.init)
+        guard let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(body)) else {
+            return SyncError(.transport, "unexpected answer \(status): \(String(decoding: body.prefix(200), as: UTF8.self))", status: status, retryAfter: retryAfter)
+        }
+        return SyncError(SyncError.Code(envelope.error.code), envelope.error.message, status: status,
+                         expectedSequence: envelope.error.expected, retryAfter: retryAfter)
+    }
+
+    public func ensureZone(_ zone: String) async throws {
+        var request = HTTPClientRequest(url: url("v1/zones/\(zone)"))
+        request.method = .GET
+        do {
+            _ = try await send(request)
+        } catch let error as SyncError where error.code == .zoneNotFound {
+            var create = HTTPClientRequest(url: url("v1/zones/\(zone)"))
+            create.method = .PUT
+            create.headers.add(name: "Content-Type", value: "application/json")
+            create.body = .bytes(Array(#"{"access":"private"}"#.utf8))
+            _ = try await send(create)
+        }
+    }
+
+    public func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult {
+        var request = HTTPClientRequest(url: url("v1/zones/\(zone)/push"))
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-strata-transactions")
+        request.body = .bytes(Frames.encode(transactions))
+        let (_, body) = try await send(request)
+        struct Answer: Decodable {
+            var token: String
+            var acknowledged: UInt64
+        }
+        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(body)) else {
+            throw SyncError(.malformedResponse, "push answer is not {token, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+        return PushResult(token: answer.token, acknowledged: answer.acknowledged)
+    }
+
+    public func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        var query = [("limit", String(limit))]
+        if let token, !token.isEmpty { query.append(("after", token)) }
+        if let wait { query.append(("wait", String(wait.components.seconds))) }
+        var request = HTTPClientRequest(url: url("v1/zones/\(zone)/changes", query: query))
+        request.method = .GET
+        let (response, body) = try await send(request, extra: wait ?? .zero)
+        guard let next = response.headers.first(name: "Strata-Next-Token") else {
+            throw SyncError(.malformedResponse, "pull answer without Strata-Next-Token")
+        }
+        let more = response.headers.first(name: "Strata-More-Coming") == "true"
+        return PullResult(transactions: try Frames.decode(body), nextToken: next, moreComing: more)
+    }
+}

@@ -1,0 +1,271 @@
+public import Foundation
+public import Logging
+public import Strata
+
+/// Where the engine is, for a status display.
+public struct SyncStatus: Sendable, Hashable {
+    public enum Phase: String, Sendable, Hashable {
+        case idle, pushing, pulling, waiting, backingOff, stopped
+    }
+
+    public var phase: Phase
+    /// Local transactions not yet acknowledged by the server.
+    public var pending: Int
+    /// Transactions pushed and pulled since the engine started.
+    public var pushed: Int
+    public var pulled: Int
+    public var lastError: SyncError?
+}
+
+/// What one ``SyncEngine/sync()`` did.
+public struct SyncReport: Sendable, Hashable {
+    public var pushedTransactions = 0
+    public var pulledTransactions = 0
+    /// Events the store applied from the pulled transactions (its own come back and are skipped).
+    public var appliedEvents = 0
+    public var token: String?
+}
+
+/// Options of a ``SyncEngine``.
+public struct SyncOptions: Sendable {
+    /// Transactions per push.
+    public var pushBatchSize = 256
+    /// Transactions per pull page.
+    public var pullLimit = 1000
+    /// The long poll of continuous mode.
+    public var longPoll: Duration = .seconds(25)
+    /// Retries of a failing request before the error is reported (with exponential backoff and
+    /// jitter; the server's Retry-After is honoured).
+    public var maxRetries = 6
+    public var initialBackoff: Duration = .milliseconds(100)
+    public var maxBackoff: Duration = .seconds(10)
+    public var logger = Logger(label: "strata.sync")
+
+    public init() {}
+}
+
+/// Syncs one store with one zone of a log server: pushes the store's unpushed local
+/// transactions, pulls the zone's changes and applies them under the merge rule.
+///
+/// ```swift
+/// let engine = SyncEngine(store: store, server: URL(string: "http://localhost:8080")!, zone: "notes", credentials: token)
+/// try await engine.sync()          // once
+/// await engine.start()             // keep going with long polls, until stop()
+/// ```
+public actor SyncEngine {
+    public let store: Store
+    public let zone: String
+    let transport: any SyncTransport
+    let options: SyncOptions
+    private var cursor: SyncCursor
+    private var status: SyncStatus
+    private var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
+    private var loop: Task<Void, Never>?
+    private var zoneEnsured = false
+
+    /// An engine over HTTP.
+    public init(store: Store, server: URL, zone: String, credentials: String, options: SyncOptions = SyncOptions()) throws {
+        try self.init(store: store, transport: HTTPSyncTransport(server: server, bearer: credentials), zone: zone, options: options)
+    }
+
+    /// An engine over any transport (simulations use an in-process one).
+    public init(store: Store, transport: any SyncTransport, zone: String, options: SyncOptions = SyncOptions()) throws {
+        self.store = store
+        self.transport = transport
+        self.zone = zone
+        self.options = options
+        self.cursor = try SyncCursor.load(store: store, zone: zone)
+        self.status = SyncStatus(phase: .idle, pending: 0, pushed: 0, pulled: 0, lastError: nil)
+    }
+
+    /// The persisted cursor (token and acknowledged sequence).
+    public var currentCursor: SyncCursor { cursor }
+
+    /// Status updates, starting with the current one.
+    public func statusUpdates() -> AsyncStream<SyncStatus> {
+        let (stream, continuation) = AsyncStream<SyncStatus>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let id = UUID()
+        statusContinuations[id] = continuation
+        continuation.yield(status)
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeObserver(id) }
+        }
+        return stream
+    }
+
+    private func removeObserver(_ id: UUID) { statusContinuations[id] = nil }
+
+    private func update(_ change: (inout SyncStatus) -> Void) {
+        change(&status)
+        for continuation in statusContinuations.values { continuation.yield(status) }
+    }
+
+    /// Pushes every unpushed local transaction, then pulls until the server has nothing more,
+    /// applying what it gets.
+    @discardableResult
+    public func sync() async throws -> SyncReport {
+        var report = SyncReport()
+        do {
+            if !zoneEnsured {
+                try await retrying { try await self.transport.ensureZone(self.zone) }
+                zoneEnsured = true
+            }
+            try await pushAll(&report)
+            try await pullAll(wait: nil, &report)
+            update { $0.phase = .idle; $0.lastError = nil }
+        } catch let error as SyncError {
+            update { $0.phase = .idle; $0.lastError = error }
+            throw error
+        }
+        report.token = cursor.token
+        return report
+    }
+
+    /// Keeps syncing: a sync, then long polls that apply changes as soon as they land (and push
+    /// local commits as they happen), until ``stop()``. Errors are reported in the status and
+    /// retried with backoff.
+    public func start() {
+        guard loop == nil else { return }
+        loop = Task { await self.run() }
+    }
+
+    /// Ends continuous mode; returns once the loop has stopped.
+    public func stop() async {
+        let task = loop
+        loop = nil
+        task?.cancel()
+        await task?.value
+        update { $0.phase = .stopped }
+    }
+
+    private func run() async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                var report = SyncReport()
+                try await pushAll(&report)
+                update { $0.phase = .waiting }
+                try await pullAll(wait: options.longPoll, &report)
+                failures = 0
+                update { $0.lastError = nil }
+            } catch let error as SyncError {
+                if Task.isCancelled { break }
+                failures += 1
+                update { $0.phase = .backingOff; $0.lastError = error }
+                try? await Task.sleep(for: backoff(failures, retryAfter: error.retryAfter))
+            } catch {
+                break
+            }
+        }
+    }
+
+    // MARK: Push and pull
+
+    private func unpushed() throws -> [TransactionRecord] {
+        do {
+            return try store.transactions(forSync: true).map(\.transaction).filter { transaction in
+                transaction.replica == store.replicaID && (transaction.sequences?.upperBound ?? 0) > cursor.acknowledged
+            }
+        } catch {
+            throw SyncError(.store, "cannot read the store's log: \(error)")
+        }
+    }
+
+    private func pushAll(_ report: inout SyncReport) async throws {
+        var pending = try unpushed()
+        update { $0.phase = .pushing; $0.pending = pending.count }
+        while !pending.isEmpty {
+            let batch = Array(pending.prefix(options.pushBatchSize))
+            let result: PushResult
+            do {
+                result = try await retrying { try await self.transport.push(zone: self.zone, transactions: batch.map { $0.encoded() }) }
+            } catch let error as SyncError where error.code == .sequenceGap {
+                // The server holds a different amount of our history than the cursor says (a lost
+                // cursor, say): go on from what it expects.
+                guard let expected = error.expectedSequence, expected >= 1 else { throw error }
+                cursor.acknowledged = expected - 1
+                try cursor.save(store: store, zone: zone)
+                pending = try unpushed()
+                continue
+            } catch let error as SyncError where error.code == .tooLarge && batch.count > 1 {
+                // Split: fewer transactions per push from now on.
+                pending = try unpushed()
+                let half = max(1, batch.count / 2)
+                let first = Array(pending.prefix(half))
+                let result = try await retrying { try await self.transport.push(zone: self.zone, transactions: first.map { $0.encoded() }) }
+                cursor.acknowledged = max(cursor.acknowledged, result.acknowledged)
+                try cursor.save(store: store, zone: zone)
+                report.pushedTransactions += first.count
+                pending = try unpushed()
+                continue
+            }
+            cursor.acknowledged = max(cursor.acknowledged, result.acknowledged)
+            try cursor.save(store: store, zone: zone)
+            report.pushedTransactions += batch.count
+            let done = batch.count
+            update { $0.pushed += done; $0.pending = max(0, $0.pending - done) }
+            pending.removeFirst(min(batch.count, pending.count))
+        }
+    }
+
+    private func pullAll(wait: Duration?, _ report: inout SyncReport) async throws {
+        update { $0.phase = wait == nil ? .pulling : .waiting }
+        var pageWait = wait
+        while true {
+            let thisWait = pageWait
+            let token = cursor.token
+            let page = try await retrying {
+                try await self.transport.pull(zone: self.zone, after: token, limit: self.options.pullLimit, wait: thisWait)
+            }
+            pageWait = nil
+            if !page.transactions.isEmpty {
+                let decoded: [TransactionRecord]
+                do {
+                    decoded = try page.transactions.map { try TransactionRecord(decoding: $0) }
+                } catch {
+                    throw SyncError(.malformedResponse, "a pulled transaction does not decode: \(error)")
+                }
+                do {
+                    // Apply first, then persist the token: a crash in between pulls the page
+                    // again, and the store skips what it already has.
+                    report.appliedEvents += try await store.applyRemote(decoded)
+                } catch {
+                    throw SyncError(.store, "the store refused pulled transactions: \(error)")
+                }
+                report.pulledTransactions += decoded.count
+                let count = decoded.count
+                update { $0.pulled += count }
+            }
+            cursor.token = page.nextToken
+            try cursor.save(store: store, zone: zone)
+            if !page.moreComing { return }
+        }
+    }
+
+    // MARK: Retries
+
+    /// Runs `body`, retrying transient failures with exponential backoff and jitter (and the
+    /// server's Retry-After when it gives one).
+    private func retrying<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await body()
+            } catch let error as SyncError where error.isTransient && attempt < options.maxRetries {
+                attempt += 1
+                options.logger.debug("retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+                update { $0.phase = .backingOff; $0.lastError = error }
+                try await Task.sleep(for: backoff(attempt, retryAfter: error.retryAfter))
+            }
+        }
+    }
+
+    private func backoff(_ attempt: Int, retryAfter: Double?) -> Duration {
+        if let retryAfter { return .milliseconds(Int(retryAfter * 1000)) }
+        let base = options.initialBackoff * Int(1 << min(attempt - 1, 16))
+        let capped = min(base, options.maxBackoff)
+        // Full jitter: anywhere between half and all of the capped delay.
+        let millis = Double(capped.components.seconds) * 1000 + Double(capped.components.attoseconds) / 1e15
+        return .milliseconds(Int(millis * Double.random(in: 0.5...1.0)))
+    }
+}

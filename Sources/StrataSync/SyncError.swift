@@ -1,0 +1,55 @@
+import Strata
+
+/// An error of the sync engine, with the server's stable code when the server answered.
+public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        // The server's codes (see the protocol article).
+        public static let badRequest = Code("badRequest")
+        public static let unauthorized = Code("unauthorized")
+        public static let forbidden = Code("forbidden")
+        public static let zoneNotFound = Code("zoneNotFound")
+        public static let sequenceGap = Code("sequenceGap")
+        public static let tokenExpired = Code("tokenExpired")
+        public static let zoneReset = Code("zoneReset")
+        public static let tooLarge = Code("tooLarge")
+        public static let rateLimited = Code("rateLimited")
+        // The client's own.
+        /// The server could not be reached or answered with something unexpected.
+        public static let transport = Code("transport")
+        /// The server answered with bytes that do not decode.
+        public static let malformedResponse = Code("malformedResponse")
+        /// The store refused what the server sent (see the message).
+        public static let store = Code("store")
+        public static let stopped = Code("stopped")
+    }
+
+    public var code: Code
+    public var message: String
+    /// The HTTP status, when the server answered.
+    public var status: Int?
+    /// For ``Code/sequenceGap``: the sequence the server expects next.
+    public var expectedSequence: UInt64?
+    /// For ``Code/rateLimited``: seconds to wait (the server's Retry-After).
+    public var retryAfter: Double?
+
+    public init(_ code: Code, _ message: String, status: Int? = nil, expectedSequence: UInt64? = nil, retryAfter: Double? = nil) {
+        self.code = code
+        self.message = message
+        self.status = status
+        self.expectedSequence = expectedSequence
+        self.retryAfter = retryAfter
+    }
+
+    /// Whether trying again later may succeed (network trouble, overload, server errors).
+    public var isTransient: Bool {
+        code == .transport || code == .rateLimited || (status.map { $0 >= 500 } ?? false)
+    }
+
+    public var description: String {
+        "\(code)" + (status.map { " (HTTP \($0))" } ?? "") + ": \(message)"
+    }
+}
