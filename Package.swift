@@ -68,6 +68,7 @@ let package = Package(
             name: "strata",
             dependencies: [
                 "Strata",
+                "StrataSync",
                 "StrataServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
