@@ -6,6 +6,11 @@ public struct PushResult: Sendable, Hashable {
     public var token: String
     /// The highest sequence of the pushing replica the server now holds.
     public var acknowledged: UInt64
+
+    public init(token: String, acknowledged: UInt64) {
+        self.token = token
+        self.acknowledged = acknowledged
+    }
 }
 
 /// A page of a pull.
@@ -14,6 +19,12 @@ public struct PullResult: Sendable, Hashable {
     public var transactions: [[UInt8]]
     public var nextToken: String
     public var moreComing: Bool
+
+    public init(transactions: [[UInt8]], nextToken: String, moreComing: Bool) {
+        self.transactions = transactions
+        self.nextToken = nextToken
+        self.moreComing = moreComing
+    }
 }
 
 /// How the engine talks to a log server: HTTP in production (``HTTPSyncTransport``), anything

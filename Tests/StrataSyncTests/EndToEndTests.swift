@@ -1,0 +1,108 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Strata
+import StrataServer
+import StrataSync
+import StrataTestSupport
+import Testing
+
+let deviceSchema = Schema {
+    Entity("Folder", attributes: [Attribute("name", .string, optional: false)],
+           relationships: [Relationship("notes", to: "Note", toMany: true, inverse: "folder", deleteRule: .cascade)])
+    Entity("Note", attributes: [Attribute("title", .string, default: ""), Attribute("rank", .integer)],
+           relationships: [Relationship("folder", to: "Folder", inverse: "notes"),
+                           Relationship("tags", to: "Tag", toMany: true, inverse: "notes")])
+    Entity("Tag", attributes: [Attribute("label", .string, optional: false)],
+           relationships: [Relationship("notes", to: "Note", toMany: true, inverse: "tags")])
+}
+
+/// Runs `body` against a real server on a real port (HummingbirdTesting `.live`), with storage in
+/// `directory` and the users alice and bob.
+func withServer(_ directory: String, _ body: @Sendable (URL) async throws -> Void) async throws {
+    let storage = try EmbeddedZoneStorage(directory: directory)
+    let users = try UserDirectory(tokens: ["alice": "alice-secret", "bob": "bob-secret"])
+    let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
+    try await app.buildApplication().test(.live) { client in
+        let port = try #require(client.port)
+        try await body(URL(string: "http://127.0.0.1:\(port)")!)
+    }
+    try await storage.close()
+}
+
+@Suite("Sync end to end: real server, real port, real HTTP client")
+struct EndToEndTests {
+    @Test("Three devices with offline conflicting edits, a delete against an update and to-many changes converge")
+    func threeDevicesConverge() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url in
+            var devices: [Store] = []
+            for name in ["phone", "laptop", "tablet"] {
+                devices.append(try await Store.open(at: dir.sub(name), schema: deviceSchema, options: StoreOptions(durability: .groupCommit)))
+            }
+            let engines = try devices.map { try SyncEngine(store: $0, server: url, zone: "notes", credentials: "alice-secret") }
+            let (folder, note, doomed, tag) = try await devices[0].transaction { tx in
+                let folder = try tx.insert("Folder", ["name": "Home"])
+                let note = try tx.insert("Note", ["title": "shared", "folder": .reference(folder)])
+                let doomed = try tx.insert("Note", ["title": "doomed", "folder": .reference(folder)])
+                let tag = try tx.insert("Tag", ["label": "todo"])
+                try tx.add(note, "tags", tag)
+                return (folder, note, doomed, tag)
+            }
+            for engine in engines { try await engine.sync() }
+            for device in devices { #expect(device.count("Note") == 2) }
+
+            // Offline edits.
+            try await devices[0].transaction { tx in try tx.update(note, ["title": "phone", "rank": 1]) }
+            try await Task.sleep(for: .milliseconds(3))
+            try await devices[1].transaction { tx in
+                try tx.update(note, ["title": "laptop"])
+                try tx.delete(doomed)
+                try tx.remove(note, "tags", tag)
+            }
+            try await Task.sleep(for: .milliseconds(3))
+            try await devices[2].transaction { tx in
+                try tx.update(doomed, ["title": "edited after the delete"])
+                let other = try tx.insert("Tag", ["label": "later"])
+                try tx.add(note, "tags", other)
+            }
+            for _ in 0..<2 { for engine in engines { try await engine.sync() } }
+
+            let digests = devices.map { $0.digest() }
+            #expect(Set(digests).count == 1, "devices diverged")
+            for device in devices {
+                #expect(device.object(note)?["title"] == "laptop")   // the newest write
+                #expect(device.object(note)?["rank"] == 1)           // only the phone set it
+                #expect(device.object(doomed) == nil)                // the update did not revive it
+                #expect(device.related(note, "tags").map { $0["label"] } == ["later"])
+                #expect(device.related(folder, "notes").map(\.id) == [note])
+            }
+            for device in devices { try await device.close() }
+        }
+    }
+
+    @Test("A server restart between pushes loses nothing; a repeated push is appended once")
+    func restartAndRetry() async throws {
+        let dir = TemporaryDirectory()
+        let device = try await Store.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .groupCommit))
+        for i in 0..<5 { try await device.transaction { tx in try tx.insert("Folder", ["name": .string("f\(i)")]) } }
+        try await withServer(dir.sub("server")) { url in
+            try await SyncEngine(store: device, server: url, zone: "z", credentials: "alice-secret").sync()
+        }
+        for i in 5..<8 { try await device.transaction { tx in try tx.insert("Folder", ["name": .string("f\(i)")]) } }
+        // Forget the cursor: the engine pushes everything again; the server appends only what it lacks.
+        try FileManager.default.removeItem(atPath: device.directory + "/sync-z.json")
+        try await withServer(dir.sub("server")) { url in
+            try await SyncEngine(store: device, server: url, zone: "z", credentials: "alice-secret").sync()
+            let fresh = try await Store.open(at: dir.sub("fresh"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            try await SyncEngine(store: fresh, server: url, zone: "z", credentials: "alice-secret").sync()
+            #expect(fresh.count("Folder") == 8)
+            #expect(fresh.digest() == device.digest())
+            // Every transaction is in the zone's log exactly once: the schema one and eight inserts.
+            let pulled = try fresh.transactions().filter { $0.transaction.replica == device.replicaID }
+            #expect(pulled.count == 9)
+            try await fresh.close()
+        }
+        try await device.close()
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import Strata
+import StrataSync
+import Synchronization
+
+/// The protocol's rules without HTTP, for unit tests of the engine's logic (the end-to-end tests
+/// use the real server on a real port): one zone log, exactly-once pushes, sequence gaps, pages.
+final class InMemoryTransport: SyncTransport {
+    struct Zone {
+        var log: [[UInt8]] = []
+        var acknowledged: [ReplicaID: UInt64] = [:]
+    }
+
+    let zones = Mutex<[String: Zone]>([:])
+    /// Counts the pushes that appended something, for exactly-once checks.
+    let appends = Atomic<Int>(0)
+
+    func ensureZone(_ zone: String) async throws {
+        zones.withLock { if $0[zone] == nil { $0[zone] = Zone() } }
+    }
+
+    func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult {
+        let decoded = try transactions.map { try TransactionRecord(decoding: $0) }
+        return try zones.withLock { zones in
+            guard var z = zones[zone] else { throw SyncError(.zoneNotFound, zone, status: 404) }
+            var appended = false
+            for (bytes, transaction) in zip(transactions, decoded) {
+                guard let range = transaction.sequences else { continue }
+                let held = z.acknowledged[transaction.replica] ?? 0
+                if range.upperBound <= held { continue }
+                guard range.lowerBound == held + 1 else {
+                    throw SyncError(.sequenceGap, "expected \(held + 1)", status: 409, expectedSequence: held + 1)
+                }
+                z.log.append(bytes)
+                z.acknowledged[transaction.replica] = range.upperBound
+                appended = true
+            }
+            if appended { appends.add(1, ordering: .relaxed) }
+            zones[zone] = z
+            return PushResult(token: String(z.log.count), acknowledged: decoded.first.flatMap { z.acknowledged[$0.replica] } ?? 0)
+        }
+    }
+
+    func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        try zones.withLock { zones in
+            guard let z = zones[zone] else { throw SyncError(.zoneNotFound, zone, status: 404) }
+            let start = token.flatMap(Int.init) ?? 0
+            let end = min(z.log.count, start + limit)
+            return PullResult(transactions: Array(z.log[start..<end]), nextToken: String(end), moreComing: end < z.log.count)
+        }
+    }
+}
