@@ -8,6 +8,6 @@ struct StrataCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata",
         abstract: "Strata: an event-sourced sync core.",
-        subcommands: [DemoCommand.self, VerifyCommand.self, SyncCommand.self]
+        subcommands: [DemoCommand.self, VerifyCommand.self, SyncCommand.self, ServeCommand.self]
     )
 }

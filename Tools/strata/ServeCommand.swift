@@ -1,0 +1,35 @@
+import ArgumentParser
+import StrataServer
+
+/// `strata serve --data DIR [--port N] [--users FILE]`: the log server with embedded storage.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the log server (zones, push, pull) with embedded storage."
+    )
+
+    @Option(help: "Where the zones live.")
+    var data: String
+
+    @Option(help: "The port to listen on (0 picks a free one).")
+    var port: Int = 8080
+
+    @Option(help: "The address to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "The users file: {\"users\": [{\"name\": …, \"tokenSHA256\": …}]}.")
+    var users: String = "users.json"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535, got \(port)") }
+    }
+
+    func run() async throws {
+        do {
+            try await runServer(dataDirectory: data, port: port, usersFile: users, host: host)
+        } catch {
+            print("error: \(error)")
+            throw ExitCode(2)
+        }
+    }
+}
