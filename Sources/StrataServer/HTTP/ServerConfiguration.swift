@@ -1,0 +1,35 @@
+/// How the server listens and what it accepts.
+///
+/// ```swift
+/// var configuration = ServerConfiguration(host: "0.0.0.0", port: 8080)
+/// configuration.limits.maxBodyBytes = 4 << 20
+/// ```
+public struct ServerConfiguration: Sendable, Hashable {
+    /// Limits on requests.
+    public struct Limits: Sendable, Hashable {
+        /// The largest request body accepted; larger ones are answered `413 tooLarge`.
+        public var maxBodyBytes: Int = 16 << 20
+        /// Transactions per pull when the request names no limit.
+        public var defaultPullLimit: Int = 1000
+        /// The most transactions one pull returns (a larger `limit` is lowered to this).
+        public var maxPullLimit: Int = 10_000
+        /// The longest a pull may wait for changes (a longer `wait` is lowered to this).
+        public var maxWait: Duration = .seconds(60)
+        /// Requests per user.
+        public var rateLimit = RateLimit()
+
+        public init() {}
+    }
+
+    /// The address to listen on.
+    public var host: String
+    /// The port to listen on (0 picks a free one).
+    public var port: Int
+    public var limits: Limits
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, limits: Limits = Limits()) {
+        self.host = host
+        self.port = port
+        self.limits = limits
+    }
+}

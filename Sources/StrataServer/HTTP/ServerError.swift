@@ -1,0 +1,121 @@
+import Foundation
+public import HTTPTypes
+public import Hummingbird
+
+/// An error answered to a client: an HTTP status and the JSON body of the sync protocol,
+/// `{"error": {"code": "<code>", "message": "<what and where>"}}` with extra fields where useful
+/// (`expected` for ``Code/sequenceGap``). ``Code/rateLimited`` also sets `Retry-After`.
+///
+/// ```swift
+/// throw ServerError(.zoneNotFound, "no zone named notes")
+/// ```
+public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, HTTPResponseError {
+    /// The stable, machine-readable code of an error, and its status.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public let status: HTTPResponse.Status
+
+        public init(_ name: String, status: HTTPResponse.Status) {
+            self.name = name
+            self.status = status
+        }
+
+        public var description: String { name }
+
+        /// 400: a malformed body, token, parameter or zone name.
+        public static let badRequest = Code("badRequest", status: .badRequest)
+        /// 401: a missing or unknown bearer token.
+        public static let unauthorized = Code("unauthorized", status: .unauthorized)
+        /// 403: the zone exists but the caller may not do this.
+        public static let forbidden = Code("forbidden", status: .forbidden)
+        /// 404: no such zone.
+        public static let zoneNotFound = Code("zoneNotFound", status: .notFound)
+        /// 404: no such endpoint.
+        public static let notFound = Code("notFound", status: .notFound)
+        /// 409: a push skips sequence numbers.
+        public static let sequenceGap = Code("sequenceGap", status: .conflict)
+        /// 410: the token points before the history the server still holds.
+        public static let tokenExpired = Code("tokenExpired", status: .gone)
+        /// 410: the token's epoch is not the zone's (deleted and recreated).
+        public static let zoneReset = Code("zoneReset", status: .gone)
+        /// 413: the body exceeds the server's limit.
+        public static let tooLarge = Code("tooLarge", status: .contentTooLarge)
+        /// 429: over the per-user rate.
+        public static let rateLimited = Code("rateLimited", status: .tooManyRequests)
+        /// 500: the server failed; nothing the client did.
+        public static let internalError = Code("internalError", status: .internalServerError)
+    }
+
+    public var code: Code
+    public var message: String
+    /// For ``Code/sequenceGap``: the sequence the server expects next.
+    public var expected: UInt64?
+    /// For ``Code/rateLimited``: whole seconds until the client may come back.
+    public var retryAfter: Int?
+
+    public init(_ code: Code, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.expected = expected
+        self.retryAfter = retryAfter
+    }
+
+    public var status: HTTPResponse.Status { code.status }
+
+    public var description: String { "\(code.name) (\(code.status.code)): \(message)" }
+
+    private struct Body: Encodable {
+        struct Detail: Encodable {
+            var code: String
+            var message: String
+            var expected: UInt64?
+            var retryAfter: Int?
+        }
+        var error: Detail
+    }
+
+    /// The error's JSON body.
+    public var jsonBody: [UInt8] {
+        let body = Body(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? Array(encoder.encode(body))) ?? Array(#"{"error":{"code":"internalError","message":"unencodable error"}}"#.utf8)
+    }
+
+    /// The HTTP response of the error.
+    public var response: Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: jsonBody)))
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        response
+    }
+}
+
+extension ServerError {
+    /// The answer to a storage error.
+    public init(_ error: ZoneStorageError) {
+        switch error.code {
+        case .zoneNotFound: self.init(.zoneNotFound, error.message)
+        case .zoneExists: self.init(.badRequest, error.message)
+        case .zoneReset: self.init(.zoneReset, error.message)
+        case .sequenceGap: self.init(.sequenceGap, error.message, expected: error.expected)
+        case .positionRetired: self.init(.tokenExpired, error.message)
+        case .positionBeyondEnd: self.init(.badRequest, error.message)
+        case .tooLarge: self.init(.tooLarge, error.message)
+        case .invalidArgument: self.init(.badRequest, error.message)
+        default: self.init(.internalError, "the server's storage failed; try again later")
+        }
+    }
+
+    /// The answer to a change token that was refused.
+    public init(_ error: ChangeTokenError) {
+        switch error.code {
+        case .zoneReset: self.init(.zoneReset, error.message)
+        case .expired: self.init(.tokenExpired, error.message)
+        default: self.init(.badRequest, error.message)
+        }
+    }
+}

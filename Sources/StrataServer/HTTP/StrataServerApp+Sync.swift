@@ -1,0 +1,148 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Strata
+
+extension StrataServerApp {
+    /// `POST /v1/zones/{zone}/push`: appends a batch of one replica's transactions, exactly once.
+    func push(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let name = try zoneName(context)
+        let zone = try await existingZone(name)
+        guard zone.canPush(user) else {
+            throw ServerError(.forbidden, "user \(user) may not push to zone \(name)")
+        }
+        let body = try await readBody(request)
+        let frames: [[UInt8]]
+        do {
+            frames = try TransactionFrames.decode(body)
+        } catch {
+            throw ServerError(.badRequest, "the push body is not framed transactions: \(error)")
+        }
+        guard !frames.isEmpty else {
+            throw ServerError(.badRequest, "the push body holds no transaction")
+        }
+        var replica: ReplicaID?
+        var transactions: [PushedTransaction] = []
+        transactions.reserveCapacity(frames.count)
+        for (index, bytes) in frames.enumerated() {
+            let record: TransactionRecord
+            do {
+                record = try TransactionRecord(decoding: bytes)
+            } catch {
+                throw ServerError(.badRequest, "frame \(index) is not a transaction: \(error)")
+            }
+            guard let sequences = record.sequences else {
+                throw ServerError(.badRequest, "frame \(index) is a transaction without events")
+            }
+            if let replica, replica != record.replica {
+                throw ServerError(.badRequest, "frame \(index) is of replica \(record.replica) but frame 0 of \(replica): a push holds the transactions of one replica")
+            }
+            replica = record.replica
+            transactions.append(PushedTransaction(bytes: bytes, firstSequence: sequences.lowerBound, lastSequence: sequences.upperBound))
+        }
+        guard let replica else { throw ServerError(.badRequest, "the push body holds no transaction") }
+        let outcome = try await storageCall { () async throws(ZoneStorageError) in
+            try await storage.append(zone: name, replica: replica, transactions: transactions)
+        }
+        if outcome.appended > 0 {
+            notifier.notify(zone: name)
+            logger.info("push appended", metadata: [
+                "zone": "\(name)", "user": "\(user)", "replica": "\(replica)",
+                "transactions": "\(outcome.appended)", "acknowledged": "\(outcome.acknowledged)", "end": "\(outcome.position)",
+            ])
+        } else {
+            logger.debug("push already held", metadata: ["zone": "\(name)", "replica": "\(replica)", "acknowledged": "\(outcome.acknowledged)"])
+        }
+        return try json(PushAnswer(token: ChangeToken(epoch: outcome.epoch, position: outcome.position).description,
+                                   acknowledged: outcome.acknowledged))
+    }
+
+    /// `GET /v1/zones/{zone}/changes?after=&limit=&wait=`: the transactions after a token, as
+    /// frames; with `wait`, a long poll.
+    func changes(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let name = try zoneName(context)
+        let zone = try await existingZone(name)
+        guard zone.canRead(user) else {
+            throw ServerError(.forbidden, "user \(user) may not read zone \(name)")
+        }
+        let query = request.uri.queryParameters
+
+        let limit = try pullLimit(query.get("limit"))
+        let wait = try pullWait(query.get("wait"))
+
+        let epoch = zone.epoch
+        let position: UInt64
+        if let text = query.get("after"), !text.isEmpty {
+            let token: ChangeToken
+            do {
+                token = try ChangeToken(parsing: text)
+                let start = try await storageCall { () async throws(ZoneStorageError) in try await storage.startPosition(zone: name) }
+                let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: name) }
+                try token.validate(epoch: epoch, start: start, end: end)
+            } catch let error as ChangeTokenError {
+                throw ServerError(error)
+            }
+            position = token.position
+        } else {
+            position = try await storageCall { () async throws(ZoneStorageError) in try await storage.startPosition(zone: name) }
+        }
+
+        var result = try await readPage(name, epoch: epoch, after: position, limit: limit)
+        if result.transactions.isEmpty && wait > .zero {
+            let clock = ContinuousClock()
+            let deadline = clock.now + wait
+            while result.transactions.isEmpty && !Task.isCancelled {
+                let remaining = deadline - clock.now
+                guard remaining > .zero else { break }
+                // Registered before looking, so that an append landing in between wakes us.
+                let waiter = notifier.register(zone: name)
+                do {
+                    result = try await readPage(name, epoch: epoch, after: position, limit: limit)
+                    if result.transactions.isEmpty { await notifier.wait(waiter, timeout: remaining) }
+                    notifier.remove(waiter)
+                } catch {
+                    notifier.remove(waiter)
+                    throw error
+                }
+            }
+        }
+
+        var body: [UInt8] = []
+        body.reserveCapacity(result.transactions.reduce(0) { $0 + $1.bytes.count + 3 })
+        for transaction in result.transactions { TransactionFrames.append(transaction.bytes, to: &body) }
+        var headers: HTTPFields = [.contentType: TransactionFrames.mediaType]
+        headers[Self.nextTokenHeader] = ChangeToken(epoch: result.epoch, position: result.nextPosition).description
+        headers[Self.moreComingHeader] = result.moreComing ? "true" : "false"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    private func readPage(_ name: String, epoch: UInt64, after position: UInt64, limit: Int) async throws(ServerError) -> ReadResult {
+        try await storageCall { () async throws(ZoneStorageError) in
+            try await storage.read(zone: name, epoch: epoch, after: position, limit: limit)
+        }
+    }
+
+    /// The `limit` parameter: the default when absent, lowered to the maximum.
+    private func pullLimit(_ text: String?) throws(ServerError) -> Int {
+        guard let text else { return configuration.limits.defaultPullLimit }
+        guard let value = Int(text), value > 0 else {
+            throw ServerError(.badRequest, "limit must be a positive integer, got \"\(text.prefix(32))\"")
+        }
+        return min(value, configuration.limits.maxPullLimit)
+    }
+
+    /// The `wait` parameter in seconds: zero when absent, lowered to the maximum.
+    private func pullWait(_ text: String?) throws(ServerError) -> Duration {
+        guard let text else { return .zero }
+        guard let seconds = Double(text), seconds.isFinite, seconds >= 0 else {
+            throw ServerError(.badRequest, "wait must be a number of seconds, got \"\(text.prefix(32))\"")
+        }
+        return min(.nanoseconds(Int64(min(seconds, 1e9) * 1e9)), configuration.limits.maxWait)
+    }
+
+    static let nextTokenHeader = HTTPField.Name(StrataHeader.nextToken)!
+    static let moreComingHeader = HTTPField.Name(StrataHeader.moreComing)!
+}

@@ -1,0 +1,114 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+extension StrataServerApp {
+    /// `GET /v1/zones`: the zones the caller may read.
+    func listZones(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let zones = try await storageCall { () async throws(ZoneStorageError) in try await storage.zones() }
+        var described: [ZoneDescription] = []
+        for zone in zones where zone.canRead(user) {
+            if let description = try await descriptionIfPresent(zone) { described.append(description) }
+        }
+        return try json(ZoneList(zones: described))
+    }
+
+    /// `GET /v1/zones/{zone}`.
+    func getZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let name = try zoneName(context)
+        let zone = try await existingZone(name)
+        guard zone.canRead(user) else {
+            throw ServerError(.forbidden, "user \(user) may not read zone \(name)")
+        }
+        return try json(try await description(of: zone))
+    }
+
+    /// `PUT /v1/zones/{zone}`: creates the zone (201), or lets its owner change its access and
+    /// grants (200).
+    func putZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let name = try zoneName(context)
+        let body = try await readBody(request)
+        let settings = try Self.settings(from: body)
+        // Two attempts: a create can lose a race with another create of the same name, which then
+        // makes this request an update.
+        for _ in 0..<2 {
+            if let existing = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(named: name) }) {
+                guard existing.canAdminister(user) else {
+                    throw ServerError(.forbidden, "only the owner (\(existing.owner)) may change zone \(name)")
+                }
+                let updated = try await storageCall { () async throws(ZoneStorageError) in
+                    try await storage.updateZone(named: name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
+                }
+                return try json(try await description(of: updated))
+            }
+            if let created = try await create(name, owner: user, settings) {
+                logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
+                return try json(try await description(of: created), status: .created)
+            }
+        }
+        throw ServerError(.internalError, "zone \(name) changed while it was being created; try again")
+    }
+
+    /// `DELETE /v1/zones/{zone}`: owner only.
+    func deleteZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let name = try zoneName(context)
+        let zone = try await existingZone(name)
+        guard zone.canAdminister(user) else {
+            throw ServerError(.forbidden, "only the owner (\(zone.owner)) may delete zone \(name)")
+        }
+        try await storageCall { () async throws(ZoneStorageError) in try await storage.deleteZone(named: name) }
+        notifier.notify(zone: name)
+        logger.info("zone deleted", metadata: ["zone": "\(name)", "user": "\(user)"])
+        return Response(status: .noContent)
+    }
+
+    /// Creates a zone; `nil` when one of that name appeared meanwhile.
+    private func create(_ name: String, owner: String, _ settings: ZoneSettings) async throws(ServerError) -> ZoneInfo? {
+        do {
+            return try await storage.createZone(name: name, owner: owner, access: settings.access ?? .private, grants: settings.grants ?? [:])
+        } catch {
+            if error.code == .zoneExists { return nil }
+            throw ServerError(error)
+        }
+    }
+
+    /// The zone's description; `nil` when it was deleted meanwhile.
+    private func descriptionIfPresent(_ zone: ZoneInfo) async throws(ServerError) -> ZoneDescription? {
+        do {
+            return try await description(of: zone)
+        } catch {
+            if error.code == .zoneNotFound { return nil }
+            throw error
+        }
+    }
+
+    /// The body of a PUT: empty (all defaults) or JSON settings.
+    static func settings(from body: [UInt8]) throws(ServerError) -> ZoneSettings {
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return ZoneSettings() }
+        let settings: ZoneSettings
+        do {
+            settings = try JSONDecoder().decode(ZoneSettings.self, from: Data(body))
+        } catch {
+            throw ServerError(.badRequest, "the body is not {\"access\": \"private\" | \"shared\" | \"public\", \"grants\": {\"<user>\": \"read\" | \"readWrite\"}}: \(describe(error))")
+        }
+        if let grants = settings.grants, let bad = grants.keys.first(where: { $0.isEmpty || $0.count > 256 }) {
+            throw ServerError(.badRequest, "invalid user name \"\(bad.prefix(64))\" in grants")
+        }
+        return settings
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let context): context.debugDescription
+        case DecodingError.keyNotFound(let key, _): "missing \(key.stringValue)"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            "\(context.codingPath.map(\.stringValue).joined(separator: ".")): \(context.debugDescription)"
+        default: "\(error)"
+        }
+    }
+}

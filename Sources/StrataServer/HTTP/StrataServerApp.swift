@@ -1,0 +1,194 @@
+import Foundation
+import HTTPTypes
+public import Hummingbird
+public import Logging
+
+/// The log server's HTTP application: the endpoints of the sync protocol (<doc:SyncProtocol>)
+/// over a ``ZoneStorage``, with bearer-token authentication, per-zone access rules, a per-user
+/// rate limit and long polls.
+///
+/// ```swift
+/// let storage = try EmbeddedZoneStorage(directory: "/var/lib/strata")
+/// let users = try UserDirectory.load(from: "/etc/strata/users.json")
+/// let server = StrataServerApp(storage: storage, users: users,
+///                              configuration: ServerConfiguration(host: "0.0.0.0", port: 8080))
+/// try await server.buildApplication().runService()
+/// ```
+///
+/// Every answer to a bad request is an error (``ServerError``) decided before the zone is touched:
+/// a bad request never changes a zone. An unexpected error is answered `500` and logged; it never
+/// stops the server.
+public struct StrataServerApp: Sendable {
+    public let storage: any ZoneStorage
+    public let users: UserDirectory
+    public let configuration: ServerConfiguration
+    public let logger: Logger
+    /// Wakes long polls when a push lands.
+    public let notifier: ChangeNotifier
+    let rateLimiter: RateLimiter
+
+    /// - Parameters:
+    ///   - now: monotonic time for the rate limiter (by default the continuous clock's).
+    public init(storage: any ZoneStorage, users: UserDirectory, configuration: ServerConfiguration = ServerConfiguration(),
+                logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil) {
+        self.storage = storage
+        self.users = users
+        self.configuration = configuration
+        self.logger = logger
+        self.notifier = ChangeNotifier()
+        self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, now: now)
+    }
+
+    /// The router with every endpoint of the protocol behind the authentication middleware.
+    public func buildRouter() -> Router<StrataRequestContext> {
+        let router = Router(context: StrataRequestContext.self)
+        router.add(middleware: GatekeeperMiddleware(users: users, rateLimiter: rateLimiter, logger: logger))
+        router.get("/v1/zones") { request, context in try await self.listZones(request, context) }
+        router.put("/v1/zones/:zone") { request, context in try await self.putZone(request, context) }
+        router.get("/v1/zones/:zone") { request, context in try await self.getZone(request, context) }
+        router.delete("/v1/zones/:zone") { request, context in try await self.deleteZone(request, context) }
+        router.post("/v1/zones/:zone/push") { request, context in try await self.push(request, context) }
+        router.get("/v1/zones/:zone/changes") { request, context in try await self.changes(request, context) }
+        return router
+    }
+
+    /// The application listening on the configuration's host and port.
+    public func buildApplication() -> Application<RouterResponder<StrataRequestContext>> {
+        Application(
+            router: buildRouter(),
+            configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "strata"),
+            logger: logger
+        )
+    }
+
+    // MARK: Shared steps
+
+    /// The zone named in the path, after checking the name.
+    func zoneName(_ context: StrataRequestContext) throws(ServerError) -> String {
+        guard let name = context.parameters.get("zone"), ZoneInfo.isValidName(name) else {
+            throw ServerError(.badRequest, "invalid zone name \"\(context.parameters.get("zone") ?? "")\": 1–64 of [A-Za-z0-9._-]")
+        }
+        return name
+    }
+
+    /// The zone, or `404 zoneNotFound`.
+    func existingZone(_ name: String) async throws(ServerError) -> ZoneInfo {
+        guard let zone = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(named: name) }) else {
+            throw ServerError(.zoneNotFound, "no zone named \(name)")
+        }
+        return zone
+    }
+
+    /// Runs a storage call, answering its errors as the protocol says.
+    func storageCall<T>(_ body: () async throws(ZoneStorageError) -> T) async throws(ServerError) -> T {
+        do {
+            return try await body()
+        } catch {
+            if error.code == .storageFailure || ServerError(error).code == .internalError {
+                logger.error("storage failed", metadata: ["error": "\(error)"])
+            }
+            throw ServerError(error)
+        }
+    }
+
+    /// The request's body, refused with `413 tooLarge` past the configured limit (before reading
+    /// when `Content-Length` already says so).
+    func readBody(_ request: Request) async throws -> [UInt8] {
+        let limit = configuration.limits.maxBodyBytes
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw ServerError(.tooLarge, "the body has \(declared) bytes; this server accepts at most \(limit)")
+        }
+        var bytes: [UInt8] = []
+        for try await buffer in request.body {
+            guard bytes.count + buffer.readableBytes <= limit else {
+                throw ServerError(.tooLarge, "the body exceeds \(limit) bytes, the most this server accepts")
+            }
+            bytes.append(contentsOf: buffer.readableBytesView)
+        }
+        return bytes
+    }
+
+    /// A JSON answer.
+    func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = try encoder.encode(value)
+        return Response(status: status, headers: [.contentType: "application/json"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// The zone as answered to clients, with the token of its log's end.
+    func description(of zone: ZoneInfo) async throws(ServerError) -> ZoneDescription {
+        let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.name) }
+        return ZoneDescription(zone, token: ChangeToken(epoch: zone.epoch, position: end))
+    }
+}
+
+/// Authenticates every request (bearer token → user), applies the per-user rate limit, and turns
+/// every error into the protocol's JSON answer, so that nothing reaches the client as a bare 500
+/// and no error stops the server.
+struct GatekeeperMiddleware: RouterMiddleware {
+    typealias Context = StrataRequestContext
+
+    let users: UserDirectory
+    let rateLimiter: RateLimiter
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        do {
+            guard let user = authenticate(request) else {
+                throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
+            }
+            context.user = user
+            if let wait = rateLimiter.acquire(user) {
+                let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
+                throw ServerError(.rateLimited, "user \(user) is over the rate of \(rateLimiter.limit.requestsPerSecond) requests per second; retry in \(seconds) s",
+                                  retryAfter: seconds)
+            }
+            let response = try await next(request, context)
+            logger.debug("request", metadata: metadata(request, context, status: response.status))
+            return response
+        } catch let error as ServerError {
+            log(error, request, context)
+            return error.response
+        } catch let error as HTTPError {
+            let code: ServerError.Code = switch error.status {
+            case .notFound: .notFound
+            case .contentTooLarge: .tooLarge
+            case let status where status.code >= 500: .internalError
+            default: ServerError.Code("badRequest", status: error.status)
+            }
+            let answer = ServerError(code, error.body ?? "\(request.method) \(request.uri.path): \(error.status.reasonPhrase)")
+            log(answer, request, context)
+            return answer.response
+        } catch {
+            logger.error("unexpected error", metadata: metadata(request, context, status: .internalServerError).merging(["error": "\(error)"]) { $1 })
+            return ServerError(.internalError, "the server failed to answer \(request.method) \(request.uri.path); try again later").response
+        }
+    }
+
+    private func authenticate(_ request: Request) -> String? {
+        guard let header = request.headers[.authorization] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        guard !token.isEmpty else { return nil }
+        return users.authenticate(bearer: token)
+    }
+
+    private func log(_ error: ServerError, _ request: Request, _ context: Context) {
+        var meta = metadata(request, context, status: error.status)
+        meta["code"] = "\(error.code.name)"
+        meta["message"] = "\(error.message)"
+        if error.status.code >= 500 {
+            logger.error("request failed", metadata: meta)
+        } else {
+            logger.debug("request refused", metadata: meta)
+        }
+    }
+
+    private func metadata(_ request: Request, _ context: Context, status: HTTPResponse.Status) -> Logger.Metadata {
+        ["method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(status.code)", "user": "\(context.user ?? "-")"]
+    }
+}

@@ -1,0 +1,506 @@
+import Foundation
+public import Logging
+public import Strata
+import Synchronization
+
+/// A ``ZoneStorage`` in a local data directory: one ``SegmentLog`` per zone, the zones' metadata in
+/// one JSON file.
+///
+/// Layout of the data directory:
+///
+/// - `zones.json`: the zones' metadata (name, owner, access, grants, epoch), replaced atomically
+///   (temporary file, `fsync`, `rename`, `fsync` of the directory) on every change.
+/// - `zones/<name>-<epoch as 16 hex digits>/`: the zone's segment log. Each transaction is one log
+///   entry; each push is one log record, so a push is in the log wholly or not at all.
+/// - `LOCK`: held while the storage is open.
+///
+/// The highest sequence appended per zone and replica is kept in memory and rebuilt on open by
+/// scanning each zone's log. Appends are durable under ``Durability/groupCommit`` by default: a
+/// push is answered only once its record is on stable storage, and concurrent pushes share a sync.
+///
+/// ```swift
+/// let storage = try EmbeddedZoneStorage(directory: "/var/lib/strata")
+/// _ = try await storage.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+/// let outcome = try await storage.append(zone: "notes", replica: replica, transactions: batch)
+/// try await storage.close()
+/// ```
+public actor EmbeddedZoneStorage: ZoneStorage {
+    /// Options of an ``EmbeddedZoneStorage``.
+    public struct Options: Sendable {
+        /// Options of every zone's log. The default is group commit with LZ4 compression.
+        public var log: LogOptions
+        /// Chooses the epoch of a new zone. Random by default; tests may make it deterministic.
+        public var makeEpoch: @Sendable () -> UInt64
+
+        public init(log: LogOptions = LogOptions(durability: .groupCommit),
+                    makeEpoch: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 1 ... .max) }) {
+            self.log = log
+            self.makeEpoch = makeEpoch
+        }
+    }
+
+    /// The data directory.
+    public nonisolated let directory: String
+    private let options: Options
+    private let logger: Logger
+    private let lock: DataDirectoryLock
+    private var zoneStates: [String: ZoneState]
+    /// Recoveries of zones whose log failed, by zone name.
+    private var recoveries: [String: Task<Void, Never>] = [:]
+    private var closed = false
+
+    private struct ZoneState {
+        var info: ZoneInfo
+        var log: SegmentLog
+        /// The highest sequence appended (submitted) per replica.
+        var acknowledged: [ReplicaID: UInt64]
+        /// Set when an append or sync failed: the log refuses appends until it is reopened.
+        var broken = false
+    }
+
+    private struct Catalog: Codable {
+        var formatVersion: Int
+        var zones: [ZoneInfo]
+    }
+
+    private static let catalogVersion = 1
+
+    /// Opens (creating when needed) the storage in `directory`: reads `zones.json`, opens every
+    /// zone's log (recovering a torn tail) and rebuilds the per-replica sequences from the logs.
+    /// Zone directories that `zones.json` does not name (left by a crash during a create or a
+    /// delete) are removed.
+    ///
+    /// - Throws: ``ZoneStorageError/Code/storageFailure`` when the directory is locked by another
+    ///   storage, `zones.json` is damaged, a zone's log is missing or damaged, or a file cannot be
+    ///   read or written.
+    public init(directory: String, options: Options = Options(),
+                logger: Logger = Logger(label: "strata.server.storage")) throws(ZoneStorageError) {
+        self.directory = directory
+        self.options = options
+        self.logger = logger
+        try DurableFile.makeDirectories(DurableFile.join(directory, "zones"))
+        let lock = try DataDirectoryLock(directory: directory)
+        self.lock = lock
+        var states: [String: ZoneState] = [:]
+        do {
+            try Self.openZones(in: directory, options: options, logger: logger, into: &states)
+        } catch {
+            for state in states.values { Task { try? await state.log.close() } }
+            lock.release()
+            throw error
+        }
+        self.zoneStates = states
+    }
+
+    deinit {
+        lock.release()
+    }
+
+    // MARK: Zones
+
+    public func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        try checkOpen()
+        guard ZoneInfo.isValidName(name) else {
+            throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(name)\": 1–64 of [A-Za-z0-9._-]")
+        }
+        guard zoneStates[name] == nil else {
+            throw ZoneStorageError(.zoneExists, "zone \(name) already exists", zone: name)
+        }
+        var epoch = options.makeEpoch()
+        while epoch == 0 { epoch = options.makeEpoch() }
+        let info = ZoneInfo(name: name, owner: owner, access: access, grants: grants, epoch: epoch)
+        let path = Self.logDirectory(in: directory, for: info)
+        try DurableFile.removeTree(path)
+        let log: SegmentLog
+        do {
+            var logOptions = options.log
+            logOptions.create = true
+            log = try SegmentLog.open(at: path, options: logOptions)
+        } catch {
+            throw ZoneStorageError(.storageFailure, "cannot create the log of zone \(name) at \(path): \(error)", zone: name)
+        }
+        zoneStates[name] = ZoneState(info: info, log: log, acknowledged: [:])
+        do {
+            try writeCatalog()
+        } catch {
+            zoneStates[name] = nil
+            try? await log.close()
+            try? DurableFile.removeTree(path)
+            throw error
+        }
+        logger.info("zone created", metadata: ["zone": "\(name)", "owner": "\(owner)", "access": "\(access.rawValue)"])
+        return info
+    }
+
+    public func zone(named name: String) async throws(ZoneStorageError) -> ZoneInfo? {
+        try checkOpen()
+        return zoneStates[name]?.info
+    }
+
+    public func zones() async throws(ZoneStorageError) -> [ZoneInfo] {
+        try checkOpen()
+        return zoneStates.values.map(\.info).sorted { $0.name < $1.name }
+    }
+
+    public func updateZone(named name: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        try checkOpen()
+        guard var state = zoneStates[name] else { throw Self.notFound(name) }
+        let previous = state.info
+        state.info.access = access
+        state.info.grants = grants
+        zoneStates[name] = state
+        do {
+            try writeCatalog()
+        } catch {
+            zoneStates[name]?.info = previous
+            throw error
+        }
+        logger.info("zone updated", metadata: ["zone": "\(name)", "access": "\(access.rawValue)"])
+        return state.info
+    }
+
+    public func deleteZone(named name: String) async throws(ZoneStorageError) {
+        try checkOpen()
+        guard let state = zoneStates[name] else { throw Self.notFound(name) }
+        zoneStates[name] = nil
+        do {
+            try writeCatalog()
+        } catch {
+            zoneStates[name] = state
+            throw error
+        }
+        // The zone is gone from the catalog: whatever happens below, it is deleted (a directory
+        // left behind is removed on the next open).
+        try? await state.log.close()
+        do {
+            try DurableFile.removeTree(Self.logDirectory(in: directory, for: state.info))
+        } catch {
+            logger.warning("could not remove a deleted zone's log; it is removed on the next open", metadata: [
+                "zone": "\(name)", "error": "\(error)",
+            ])
+        }
+        logger.info("zone deleted", metadata: ["zone": "\(name)"])
+    }
+
+    // MARK: Push and pull
+
+    public func append(zone name: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome {
+        let state = try await usableZone(name)
+        guard !transactions.isEmpty else {
+            throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: name)
+        }
+        let acknowledged = state.acknowledged[replica] ?? 0
+        var expected = acknowledged &+ 1
+        var fresh: [PushedTransaction] = []
+        for (index, transaction) in transactions.enumerated() {
+            guard transaction.firstSequence >= 1, transaction.firstSequence <= transaction.lastSequence else {
+                throw ZoneStorageError(.invalidArgument, "transaction \(index) has sequences \(transaction.firstSequence)...\(transaction.lastSequence)", zone: name)
+            }
+            if fresh.isEmpty && transaction.lastSequence <= acknowledged { continue }
+            guard transaction.firstSequence == expected else {
+                throw ZoneStorageError(
+                    .sequenceGap,
+                    "replica \(replica): transaction \(index) starts at sequence \(transaction.firstSequence) but the zone expects \(expected)",
+                    zone: name, expected: expected)
+            }
+            fresh.append(transaction)
+            expected = transaction.lastSequence &+ 1
+        }
+        let log = state.log
+        let epoch = state.info.epoch
+        if fresh.isEmpty {
+            // A retry of what is already held. Its first answer may still be waiting for its sync:
+            // answer only once everything submitted so far is durable.
+            do {
+                try await log.flush()
+            } catch {
+                markBroken(name, epoch: epoch, error: error)
+                throw ZoneStorageError(.storageFailure, "zone \(name): the log failed: \(error)", zone: name)
+            }
+            return AppendOutcome(epoch: epoch, position: log.endPosition, acknowledged: acknowledged, appended: 0)
+        }
+        // The check above and the submit below run without a suspension in between, so that no
+        // other push of this zone can interleave: the positions and the sequences are claimed here.
+        let now = currentLogTimestamp()
+        let durable = DurableSignal()
+        let positions: Range<LogPosition>
+        do {
+            positions = try log.submit(fresh.map { LogEntry($0.bytes, timestamp: now) }) { durable.complete($0) }
+        } catch let error as LogError where error.code == .entryTooLarge || error.code == .recordTooLarge {
+            throw ZoneStorageError(.tooLarge, "zone \(name): \(error.message)", zone: name)
+        } catch {
+            markBroken(name, epoch: epoch, error: error)
+            throw ZoneStorageError(.storageFailure, "zone \(name): the log refused the append: \(error)", zone: name)
+        }
+        let highest = expected &- 1
+        zoneStates[name]?.acknowledged[replica] = highest
+        switch await durable.wait() {
+        case .success:
+            return AppendOutcome(epoch: epoch, position: positions.upperBound, acknowledged: highest, appended: fresh.count)
+        case .failure(let error):
+            markBroken(name, epoch: epoch, error: error)
+            throw ZoneStorageError(.storageFailure, "zone \(name): the append failed: \(error)", zone: name)
+        }
+    }
+
+    public nonisolated func read(zone name: String, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
+        guard limit > 0 else { throw ZoneStorageError(.invalidArgument, "the limit must be positive, got \(limit)", zone: name) }
+        let (log, zoneEpoch) = try await readHandle(name)
+        if let epoch, epoch != zoneEpoch {
+            throw ZoneStorageError(.zoneReset, "zone \(name) was reset: its epoch is \(Self.hex(zoneEpoch)), not \(Self.hex(epoch))", zone: name)
+        }
+        let start = log.startPosition
+        let end = log.endPosition
+        guard position >= start else {
+            throw ZoneStorageError(.positionRetired, "zone \(name): position \(position) was retired; the log starts at \(start)", zone: name)
+        }
+        guard position <= end else {
+            throw ZoneStorageError(.positionBeyondEnd, "zone \(name): position \(position) is past the end of the log (\(end))", zone: name)
+        }
+        let entries: [StoredEntry]
+        do {
+            entries = try log.entries(from: position, limit: limit)
+        } catch {
+            // Deleted (the log closed) or reset while reading?
+            guard let current = try await zone(named: name) else { throw Self.notFound(name) }
+            if current.epoch != zoneEpoch {
+                throw ZoneStorageError(.zoneReset, "zone \(name) was reset while it was read", zone: name)
+            }
+            throw ZoneStorageError(.storageFailure, "zone \(name): reading from position \(position) failed: \(error)", zone: name)
+        }
+        let next = entries.last.map { $0.position + 1 } ?? position
+        return ReadResult(epoch: zoneEpoch,
+                          transactions: entries.map { StoredTransaction(position: $0.position, bytes: $0.payload) },
+                          nextPosition: next, moreComing: next < log.endPosition)
+    }
+
+    public func endPosition(zone name: String) async throws(ZoneStorageError) -> UInt64 {
+        try await usableZone(name).log.endPosition
+    }
+
+    public func startPosition(zone name: String) async throws(ZoneStorageError) -> UInt64 {
+        try await usableZone(name).log.startPosition
+    }
+
+    /// The highest sequence the zone holds for `replica` (0 when none).
+    public func acknowledged(zone name: String, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
+        try await usableZone(name).acknowledged[replica] ?? 0
+    }
+
+    public func close() async throws(ZoneStorageError) {
+        guard !closed else { return }
+        closed = true
+        let states = zoneStates
+        zoneStates = [:]
+        var failures: [String] = []
+        for (name, state) in states.sorted(by: { $0.key < $1.key }) {
+            do {
+                try await state.log.close()
+            } catch {
+                failures.append("\(name): \(error)")
+            }
+        }
+        lock.release()
+        if !failures.isEmpty {
+            throw ZoneStorageError(.storageFailure, "closing the zones' logs failed: " + failures.joined(separator: "; "))
+        }
+    }
+
+    // MARK: Internals
+
+    /// Reads the catalog and opens every zone's log into `states` (which holds what was opened so
+    /// far when this throws), then removes orphaned zone directories.
+    private static func openZones(in directory: String, options: Options, logger: Logger,
+                                  into states: inout [String: ZoneState]) throws(ZoneStorageError) {
+        let catalogPath = DurableFile.join(directory, "zones.json")
+        var infos: [ZoneInfo] = []
+        if let bytes = try DurableFile.read(catalogPath) {
+            let catalog: Catalog
+            do {
+                catalog = try JSONDecoder().decode(Catalog.self, from: Data(bytes))
+            } catch {
+                throw ZoneStorageError(.storageFailure, "\(catalogPath) is damaged: \(error)")
+            }
+            guard catalog.formatVersion == catalogVersion else {
+                throw ZoneStorageError(.storageFailure, "\(catalogPath) has format version \(catalog.formatVersion); this server reads \(catalogVersion)")
+            }
+            infos = catalog.zones
+        }
+        for info in infos {
+            guard ZoneInfo.isValidName(info.name), states[info.name] == nil else {
+                throw ZoneStorageError(.storageFailure, "\(catalogPath) names an invalid or duplicate zone \"\(info.name)\"")
+            }
+            var logOptions = options.log
+            logOptions.create = false
+            let path = logDirectory(in: directory, for: info)
+            let log: SegmentLog
+            do {
+                log = try SegmentLog.open(at: path, options: logOptions)
+            } catch {
+                throw ZoneStorageError(.storageFailure, "cannot open the log of zone \(info.name) at \(path): \(error)", zone: info.name)
+            }
+            if let torn = log.recovery.tornTail {
+                logger.warning("zone log had a torn tail; truncated", metadata: [
+                    "zone": "\(info.name)", "segment": "\(torn.segment)", "droppedBytes": "\(torn.droppedBytes)",
+                ])
+            }
+            do {
+                let acknowledged = try scanSequences(log, zone: info.name)
+                states[info.name] = ZoneState(info: info, log: log, acknowledged: acknowledged)
+            } catch {
+                Task { try? await log.close() }
+                throw error
+            }
+        }
+        // Directories of zones that were being created or deleted when the process stopped.
+        let expected = Set(infos.map { logDirectoryName(for: $0) })
+        let zonesPath = DurableFile.join(directory, "zones")
+        for name in try DurableFile.list(zonesPath) where !expected.contains(name) {
+            logger.info("removing an orphaned zone directory", metadata: ["directory": "\(name)"])
+            try DurableFile.removeTree(DurableFile.join(zonesPath, name))
+        }
+    }
+
+    private func checkOpen() throws(ZoneStorageError) {
+        if closed { throw ZoneStorageError(.storageFailure, "the storage in \(directory) is closed") }
+    }
+
+    private func readHandle(_ name: String) async throws(ZoneStorageError) -> (SegmentLog, UInt64) {
+        let state = try await usableZone(name)
+        return (state.log, state.info.epoch)
+    }
+
+    /// The zone's state, its log reopened first when an earlier append failed.
+    private func usableZone(_ name: String) async throws(ZoneStorageError) -> ZoneState {
+        try checkOpen()
+        guard let state = zoneStates[name] else { throw Self.notFound(name) }
+        guard state.broken else { return state }
+        if let recovery = recoveries[name] {
+            await recovery.value
+        } else {
+            let epoch = state.info.epoch
+            let recovery = Task { await self.recover(name, epoch: epoch) }
+            recoveries[name] = recovery
+            await recovery.value
+        }
+        try checkOpen()
+        guard let recovered = zoneStates[name] else { throw Self.notFound(name) }
+        guard !recovered.broken else {
+            throw ZoneStorageError(.storageFailure, "zone \(name): its log failed and could not be reopened (see the server log)", zone: name)
+        }
+        return recovered
+    }
+
+    private func markBroken(_ name: String, epoch: UInt64, error: any Error) {
+        guard zoneStates[name]?.info.epoch == epoch, zoneStates[name]?.broken == false else { return }
+        logger.error("zone log failed; it is reopened on next use", metadata: ["zone": "\(name)", "error": "\(error)"])
+        zoneStates[name]?.broken = true
+    }
+
+    /// Closes and reopens a failed log and rebuilds the zone's sequences from what is durable.
+    private func recover(_ name: String, epoch: UInt64) async {
+        defer { recoveries[name] = nil }
+        guard let state = zoneStates[name], state.info.epoch == epoch, state.broken else { return }
+        try? await state.log.close()
+        guard !closed, let current = zoneStates[name], current.info.epoch == epoch else { return }
+        do {
+            var logOptions = options.log
+            logOptions.create = false
+            let log = try SegmentLog.open(at: Self.logDirectory(in: directory, for: current.info), options: logOptions)
+            let acknowledged = try Self.scanSequences(log, zone: name)
+            zoneStates[name] = ZoneState(info: current.info, log: log, acknowledged: acknowledged)
+            logger.info("zone log reopened", metadata: ["zone": "\(name)", "end": "\(log.endPosition)"])
+        } catch {
+            logger.error("zone log could not be reopened", metadata: ["zone": "\(name)", "error": "\(error)"])
+        }
+    }
+
+    private func writeCatalog() throws(ZoneStorageError) {
+        let catalog = Catalog(formatVersion: Self.catalogVersion, zones: zoneStates.values.map(\.info).sorted { $0.name < $1.name })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data: Data
+        do {
+            data = try encoder.encode(catalog)
+        } catch {
+            throw ZoneStorageError(.storageFailure, "cannot encode the zone catalog: \(error)")
+        }
+        try DurableFile.writeAtomically(Array(data), to: DurableFile.join(directory, "zones.json"))
+    }
+
+    /// The highest sequence of every replica in a zone's log.
+    private static func scanSequences(_ log: SegmentLog, zone: String) throws(ZoneStorageError) -> [ReplicaID: UInt64] {
+        var acknowledged: [ReplicaID: UInt64] = [:]
+        do {
+            var cursor = try log.records(from: log.startPosition)
+            while let record = try cursor.next() {
+                for entry in record.entries {
+                    let transaction: TransactionRecord
+                    do {
+                        transaction = try TransactionRecord(decoding: entry.payload)
+                    } catch {
+                        throw ZoneStorageError(.storageFailure, "zone \(zone): the transaction at position \(entry.position) does not decode: \(error)", zone: zone)
+                    }
+                    guard let last = transaction.sequences?.upperBound else { continue }
+                    acknowledged[transaction.replica] = max(acknowledged[transaction.replica] ?? 0, last)
+                }
+            }
+        } catch let error as ZoneStorageError {
+            throw error
+        } catch {
+            throw ZoneStorageError(.storageFailure, "zone \(zone): reading its log failed: \(error)", zone: zone)
+        }
+        return acknowledged
+    }
+
+    private static func logDirectoryName(for info: ZoneInfo) -> String {
+        "\(info.name)-\(hex(info.epoch))"
+    }
+
+    private static func logDirectory(in directory: String, for info: ZoneInfo) -> String {
+        DurableFile.join(DurableFile.join(directory, "zones"), logDirectoryName(for: info))
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    private static func notFound(_ name: String) -> ZoneStorageError {
+        ZoneStorageError(.zoneNotFound, "no zone named \(name)", zone: name)
+    }
+}
+
+/// Carries the completion of a submitted append (called on the log's writer queue) to the task
+/// that waits for it; either side may come first.
+private final class DurableSignal: Sendable {
+    private enum State {
+        case waiting(CheckedContinuation<Result<AppendResult, LogError>, Never>?)
+        case done(Result<AppendResult, LogError>)
+    }
+
+    private let state = Mutex(State.waiting(nil))
+
+    func complete(_ result: Result<AppendResult, LogError>) {
+        let continuation = state.withLock { s -> CheckedContinuation<Result<AppendResult, LogError>, Never>? in
+            guard case .waiting(let continuation) = s else { return nil }
+            s = .done(result)
+            return continuation
+        }
+        continuation?.resume(returning: result)
+    }
+
+    func wait() async -> Result<AppendResult, LogError> {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { s -> Result<AppendResult, LogError>? in
+                switch s {
+                case .done(let result): return result
+                case .waiting:
+                    s = .waiting(continuation)
+                    return nil
+                }
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}

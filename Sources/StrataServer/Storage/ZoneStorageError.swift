@@ -1,0 +1,54 @@
+/// An error of a ``ZoneStorage``: what went wrong, in which zone, and the numbers a caller needs
+/// to recover (the sequence expected after a gap, the positions a log holds).
+///
+/// ```swift
+/// do { _ = try await storage.append(zone: "notes", replica: replica, transactions: batch) }
+/// catch where error.code == .sequenceGap { print("resend from", error.expected ?? 0) }
+/// ```
+public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A stable, extensible classification.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// No zone of that name.
+        public static let zoneNotFound = Code("zoneNotFound")
+        /// A zone of that name already exists.
+        public static let zoneExists = Code("zoneExists")
+        /// The zone's epoch is not the one the caller expected (it was deleted and recreated).
+        public static let zoneReset = Code("zoneReset")
+        /// A push skips sequence numbers; ``ZoneStorageError/expected`` says which one comes next.
+        public static let sequenceGap = Code("sequenceGap")
+        /// A read position before the first one the log still holds.
+        public static let positionRetired = Code("positionRetired")
+        /// A read position after the end of the log.
+        public static let positionBeyondEnd = Code("positionBeyondEnd")
+        /// A push too large for the log to take as one record.
+        public static let tooLarge = Code("tooLarge")
+        /// An argument was invalid (zone name, empty push, limit).
+        public static let invalidArgument = Code("invalidArgument")
+        /// The storage itself failed (disk, damaged files, closed); the message says what and where.
+        public static let storageFailure = Code("storageFailure")
+    }
+
+    public var code: Code
+    public var message: String
+    /// The zone concerned, when there is one.
+    public var zone: String?
+    /// For ``Code/sequenceGap``: the sequence the storage expects next for the replica.
+    public var expected: UInt64?
+
+    public init(_ code: Code, _ message: String, zone: String? = nil, expected: UInt64? = nil) {
+        self.code = code
+        self.message = message
+        self.zone = zone
+        self.expected = expected
+    }
+
+    public var description: String {
+        var text = "\(code): \(message)"
+        if let zone { text += " [zone \(zone)]" }
+        return text
+    }
+}

@@ -1,0 +1,177 @@
+/// A change token: where a client stands in a zone's log.
+///
+/// Opaque to clients: the base64url encoding (no padding) of 17 bytes, the version `u8` = 1, the
+/// zone's epoch `u64` little-endian and the log position `u64` little-endian (the number of
+/// transactions before this point). Tokens are monotonic within an epoch.
+///
+/// ```swift
+/// let token = ChangeToken(epoch: zone.epoch, position: 42)
+/// let text = token.description          // 23 characters
+/// let back = try ChangeToken(parsing: text)
+/// try back.validate(epoch: zone.epoch, start: 0, end: 100)
+/// ```
+public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
+    /// The version byte of the current format.
+    public static let version: UInt8 = 1
+    /// Bytes of an encoded token.
+    public static let byteCount = 17
+
+    public var epoch: UInt64
+    public var position: UInt64
+
+    public init(epoch: UInt64, position: UInt64) {
+        self.epoch = epoch
+        self.position = position
+    }
+
+    /// The token's 17 bytes.
+    public var bytes: [UInt8] {
+        var bytes = [ChangeToken.version]
+        bytes.reserveCapacity(ChangeToken.byteCount)
+        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift))) }
+        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: position >> UInt64(shift))) }
+        return bytes
+    }
+
+    /// The token as clients see it: base64url without padding.
+    public var description: String { Base64URL.encode(bytes) }
+
+    /// Parses a token.
+    ///
+    /// - Throws: ``ChangeTokenError/Code/malformed`` when `text` is not base64url of 17 bytes or
+    ///   names an unknown version.
+    public init(parsing text: String) throws(ChangeTokenError) {
+        guard let bytes = Base64URL.decode(text) else {
+            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" is not base64url without padding")
+        }
+        guard bytes.count == ChangeToken.byteCount else {
+            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" holds \(bytes.count) bytes, not \(ChangeToken.byteCount)")
+        }
+        guard bytes[0] == ChangeToken.version else {
+            throw ChangeTokenError(.malformed, "change token \"\(text)\" has version \(bytes[0]); this server knows \(ChangeToken.version)")
+        }
+        var epoch: UInt64 = 0
+        var position: UInt64 = 0
+        for i in 0..<8 {
+            epoch |= UInt64(bytes[1 + i]) << UInt64(8 * i)
+            position |= UInt64(bytes[9 + i]) << UInt64(8 * i)
+        }
+        self.init(epoch: epoch, position: position)
+    }
+
+    /// Checks the token against a zone whose epoch is `epoch` and whose log holds `start..<end`.
+    ///
+    /// - Throws: ``ChangeTokenError/Code/zoneReset`` when the epochs differ,
+    ///   ``ChangeTokenError/Code/expired`` when the position is before `start`,
+    ///   ``ChangeTokenError/Code/beyondEnd`` when it is after `end`.
+    public func validate(epoch zoneEpoch: UInt64, start: UInt64, end: UInt64) throws(ChangeTokenError) {
+        guard epoch == zoneEpoch else {
+            throw ChangeTokenError(.zoneReset, "change token \(self) is of an earlier incarnation of the zone (it was deleted and recreated)")
+        }
+        guard position >= start else {
+            throw ChangeTokenError(.expired, "change token \(self) points at position \(position); the zone's history starts at \(start)")
+        }
+        guard position <= end else {
+            throw ChangeTokenError(.beyondEnd, "change token \(self) points at position \(position), past the zone's end (\(end))")
+        }
+    }
+}
+
+/// Why a change token was refused.
+public struct ChangeTokenError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A stable, extensible classification.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// Not a token at all (answered `400 badRequest`).
+        public static let malformed = Code("malformed")
+        /// Of another epoch of the zone (answered `410 zoneReset`).
+        public static let zoneReset = Code("zoneReset")
+        /// Before the history the server still holds (answered `410 tokenExpired`).
+        public static let expired = Code("expired")
+        /// After the zone's end: not a token this server gave out (answered `400 badRequest`).
+        public static let beyondEnd = Code("beyondEnd")
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// base64url (RFC 4648 §5) without padding, strict: any other character, padding, or a
+/// non-canonical final character makes decoding fail.
+enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var i = 0
+        while i + 3 <= bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out.append(alphabet[Int(n >> 18 & 63)])
+            out.append(alphabet[Int(n >> 12 & 63)])
+            out.append(alphabet[Int(n >> 6 & 63)])
+            out.append(alphabet[Int(n & 63)])
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest == 1 {
+            let n = UInt32(bytes[i]) << 16
+            out.append(alphabet[Int(n >> 18 & 63)])
+            out.append(alphabet[Int(n >> 12 & 63)])
+        } else if rest == 2 {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out.append(alphabet[Int(n >> 18 & 63)])
+            out.append(alphabet[Int(n >> 12 & 63)])
+            out.append(alphabet[Int(n >> 6 & 63)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func decode(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 4 != 1 else { return nil }
+        var values: [UInt32] = []
+        values.reserveCapacity(chars.count)
+        for c in chars {
+            switch c {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(UInt32(c - UInt8(ascii: "A")))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(UInt32(c - UInt8(ascii: "a") + 26))
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(UInt32(c - UInt8(ascii: "0") + 52))
+            case UInt8(ascii: "-"): values.append(62)
+            case UInt8(ascii: "_"): values.append(63)
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(values.count * 3 / 4)
+        var i = 0
+        while i + 4 <= values.count {
+            let n = values[i] << 18 | values[i + 1] << 12 | values[i + 2] << 6 | values[i + 3]
+            out.append(UInt8(n >> 16 & 0xFF))
+            out.append(UInt8(n >> 8 & 0xFF))
+            out.append(UInt8(n & 0xFF))
+            i += 4
+        }
+        let rest = values.count - i
+        if rest == 2 {
+            guard values[i + 1] & 0x0F == 0 else { return nil }
+            out.append(UInt8((values[i] << 2 | values[i + 1] >> 4) & 0xFF))
+        } else if rest == 3 {
+            guard values[i + 2] & 0x03 == 0 else { return nil }
+            let n = values[i] << 18 | values[i + 1] << 12 | values[i + 2] << 6
+            out.append(UInt8(n >> 16 & 0xFF))
+            out.append(UInt8(n >> 8 & 0xFF))
+        }
+        return out
+    }
+}

@@ -1,0 +1,83 @@
+/// Who may read a zone besides its owner.
+public enum ZoneAccess: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Only the owner.
+    case `private`
+    /// The owner and the users named in the zone's grants.
+    case shared
+    /// Every authenticated user may read; only the owner (and `readWrite` grantees) may push.
+    case `public`
+}
+
+/// What a user named in a zone's grants may do.
+public enum ZoneGrant: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Read (pull and look at the zone).
+    case read
+    /// Read and push.
+    case readWrite
+}
+
+/// A zone's metadata: its name, owner, access rule and epoch.
+///
+/// The epoch is a random number chosen when the zone is created; deleting and recreating a zone
+/// changes it, so that change tokens of the old zone are recognised as such ("zone reset").
+///
+/// ```swift
+/// let zone = ZoneInfo(name: "notes", owner: "alice", access: .shared, grants: ["bob": .read], epoch: 42)
+/// zone.canRead("bob")   // true
+/// zone.canPush("bob")   // false
+/// ```
+public struct ZoneInfo: Sendable, Hashable, Codable {
+    public var name: String
+    /// The user who created the zone; only the owner may change or delete it.
+    public var owner: String
+    public var access: ZoneAccess
+    /// Users granted access to a ``ZoneAccess/shared`` zone (on a public zone a `readWrite` grant
+    /// still lets its user push; on a private zone grants are ignored).
+    public var grants: [String: ZoneGrant]
+    /// The zone's epoch (see the type's discussion).
+    public var epoch: UInt64
+
+    public init(name: String, owner: String, access: ZoneAccess = .private, grants: [String: ZoneGrant] = [:], epoch: UInt64) {
+        self.name = name
+        self.owner = owner
+        self.access = access
+        self.grants = grants
+        self.epoch = epoch
+    }
+
+    /// The longest zone name accepted.
+    public static let maxNameLength = 64
+
+    /// Whether `name` is a valid zone name: 1–64 characters of `[A-Za-z0-9._-]`.
+    public static func isValidName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count <= maxNameLength else { return false }
+        return bytes.allSatisfy { b in
+            (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) || (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z"))
+                || (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9"))
+                || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+        }
+    }
+
+    /// Whether `user` may read the zone (look at it and pull).
+    public func canRead(_ user: String) -> Bool {
+        if user == owner { return true }
+        switch access {
+        case .private: return false
+        case .shared: return grants[user] != nil
+        case .public: return true
+        }
+    }
+
+    /// Whether `user` may push to the zone.
+    public func canPush(_ user: String) -> Bool {
+        if user == owner { return true }
+        switch access {
+        case .private: return false
+        case .shared, .public: return grants[user] == .readWrite
+        }
+    }
+
+    /// Whether `user` may change the zone's access or grants, or delete it: the owner only.
+    public func canAdminister(_ user: String) -> Bool { user == owner }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Strata
+@testable import StrataServer
+import StrataTestSupport
+import Testing
+
+@Suite("Robustness")
+struct RobustnessTests {
+    @Test("damaged push bodies are answered with a client error, never a server failure")
+    func damagedPushes() async throws {
+        let server = try TestServer()
+        let replica = ReplicaID.random()
+        try await server.test { client in
+            try await client.createZone("notes")
+            var generator = SeededGenerator(seed: 0x5EED)
+            let valid = TransactionFrames.encode([transaction(replica, 1...3).encoded(), transaction(replica, 4...4).encoded()])
+            var statuses: [Int: Int] = [:]
+            for round in 0..<300 {
+                var body = valid
+                switch round % 3 {
+                case 0:  // flip a few bytes
+                    for _ in 0...Int.random(in: 0...3, using: &generator) {
+                        body[Int.random(in: 0..<body.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                    }
+                case 1:  // cut short
+                    body = Array(body.prefix(Int.random(in: 0..<body.count, using: &generator)))
+                default:  // noise
+                    body = (0..<Int.random(in: 1...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                }
+                let response = try await client.execute(uri: "/v1/zones/notes/push", method: .post, headers: auth(Token.alice),
+                                                        body: ByteBuffer(bytes: body))
+                statuses[Int(response.status.code), default: 0] += 1
+                #expect([200, 400, 409].contains(response.status.code), "round \(round): \(response.status) \(String(buffer: response.body))")
+            }
+            #expect(statuses[400, default: 0] > 0)
+            // The server still works.
+            #expect(try await client.execute(uri: "/v1/zones/notes", method: .get, headers: auth(Token.alice)).status == .ok)
+        }
+    }
+
+    @Test("a token older than the history a storage holds is answered 410 tokenExpired")
+    func tokenExpired() async throws {
+        let directory = TemporaryDirectory()
+        let storage = RetiringStorage(base: try EmbeddedZoneStorage(directory: directory.path), retiredBefore: 2)
+        let users = try UserDirectory(tokens: ["alice": Token.alice])
+        let app = StrataServerApp(storage: storage, users: users)
+        let replica = ReplicaID.random()
+        try await app.buildApplication().test(.router) { client in
+            let zone = try await client.createZone("notes")
+            #expect(try await client.push("notes", (1...3).map { transaction(replica, UInt64($0)...UInt64($0)) }).status == .ok)
+            let old = ChangeToken(epoch: zone.epoch, position: 1)
+            let expired = try await client.pull("notes", query: "after=\(old)")
+            #expect(expired.status == .gone)
+            #expect(try errorBody(expired).code == "tokenExpired")
+            // From the beginning means from what the storage still holds.
+            let fromStart = try await client.pull("notes")
+            #expect(try pulledTransactions(fromStart).count == 1)
+        }
+        try await storage.close()
+    }
+}
+
+/// A storage that pretends the first positions of every zone were retired (as after a snapshot),
+/// forwarding everything else: the endpoints depend on the protocol only.
+struct RetiringStorage: ZoneStorage {
+    let base: EmbeddedZoneStorage
+    let retiredBefore: UInt64
+
+    func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        try await base.createZone(name: name, owner: owner, access: access, grants: grants)
+    }
+    func zone(named name: String) async throws(ZoneStorageError) -> ZoneInfo? { try await base.zone(named: name) }
+    func zones() async throws(ZoneStorageError) -> [ZoneInfo] { try await base.zones() }
+    func updateZone(named name: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        try await base.updateZone(named: name, access: access, grants: grants)
+    }
+    func deleteZone(named name: String) async throws(ZoneStorageError) { try await base.deleteZone(named: name) }
+    func append(zone: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome {
+        try await base.append(zone: zone, replica: replica, transactions: transactions)
+    }
+    func read(zone: String, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
+        guard position >= retiredBefore else { throw ZoneStorageError(.positionRetired, "position \(position) was retired", zone: zone) }
+        return try await base.read(zone: zone, epoch: epoch, after: position, limit: limit)
+    }
+    func endPosition(zone: String) async throws(ZoneStorageError) -> UInt64 { try await base.endPosition(zone: zone) }
+    func startPosition(zone: String) async throws(ZoneStorageError) -> UInt64 {
+        max(retiredBefore, try await base.startPosition(zone: zone))
+    }
+    func close() async throws(ZoneStorageError) { try await base.close() }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Strata
+@testable import StrataServer
+import StrataTestSupport
+import Testing
+
+/// The events of one transaction of `replica` with the given sequences.
+func transaction(_ replica: ReplicaID, _ sequences: ClosedRange<UInt64>, title: String = "x") -> TransactionRecord {
+    TransactionRecord(replica: replica, events: sequences.map { sequence in
+        Event(id: EventID(replica: replica, sequence: sequence), hlc: HLC(milliseconds: 1_700_000_000_000 + sequence, counter: 0),
+              change: .insert(entity: "Note", object: ObjectID(), fields: ["title": .string(title)]))
+    })
+}
+
+func pushed(_ record: TransactionRecord) throws -> PushedTransaction {
+    try #require(PushedTransaction(record))
+}
+
+/// A push body of `records`.
+func pushBody(_ records: [TransactionRecord]) -> ByteBuffer {
+    ByteBuffer(bytes: TransactionFrames.encode(records.map { $0.encoded() }))
+}
+
+/// Bearer tokens of the test users.
+enum Token {
+    static let alice = "alice-token"
+    static let bob = "bob-token"
+    static let carol = "carol-token"
+}
+
+func auth(_ token: String) -> HTTPFields {
+    [.authorization: "Bearer \(token)"]
+}
+
+/// A server over an embedded storage in a temporary directory, with users alice, bob and carol.
+struct TestServer {
+    let directory: TemporaryDirectory
+    let storage: EmbeddedZoneStorage
+    let app: StrataServerApp
+
+    init(limits: ServerConfiguration.Limits = ServerConfiguration.Limits(), now: (@Sendable () -> Duration)? = nil,
+         label: String = #function) throws {
+        directory = TemporaryDirectory(label)
+        storage = try EmbeddedZoneStorage(directory: directory.sub("data"))
+        let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
+        app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0, limits: limits), now: now)
+    }
+
+    /// Runs `body` against the router (or a live server), then closes the storage.
+    func test<T: Sendable>(_ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+        do {
+            let value = try await app.buildApplication().test(setup, body)
+            try await storage.close()
+            return value
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+    }
+}
+
+extension TestClientProtocol {
+    /// Creates `zone` as `token`'s user with `settings`; expects 201.
+    @discardableResult
+    func createZone(_ zone: String, as token: String = Token.alice, _ settings: String = "") async throws -> ZoneDescription {
+        let response = try await execute(uri: "/v1/zones/\(zone)", method: .put, headers: auth(token), body: ByteBuffer(string: settings))
+        #expect(response.status == .created, "\(String(buffer: response.body))")
+        return try JSONDecoder().decode(ZoneDescription.self, from: response.body.data)
+    }
+
+    /// The zone's end token as its owner sees it.
+    func endToken(_ zone: String, as token: String = Token.alice) async throws -> String {
+        let response = try await execute(uri: "/v1/zones/\(zone)", method: .get, headers: auth(token))
+        #expect(response.status == .ok, "\(String(buffer: response.body))")
+        return try JSONDecoder().decode(ZoneDescription.self, from: response.body.data).token
+    }
+
+    func push(_ zone: String, _ records: [TransactionRecord], as token: String = Token.alice) async throws -> TestResponse {
+        try await execute(uri: "/v1/zones/\(zone)/push", method: .post, headers: auth(token), body: pushBody(records))
+    }
+
+    func pull(_ zone: String, query: String = "", as token: String = Token.alice) async throws -> TestResponse {
+        try await execute(uri: "/v1/zones/\(zone)/changes" + (query.isEmpty ? "" : "?" + query), method: .get, headers: auth(token))
+    }
+}
+
+/// The error code and body of an error answer.
+func errorBody(_ response: TestResponse) throws -> (code: String, message: String, json: [String: Any]) {
+    let object = try JSONSerialization.jsonObject(with: response.body.data) as? [String: Any]
+    let error = try #require(object?["error"] as? [String: Any], "not an error body: \(String(buffer: response.body))")
+    return (error["code"] as? String ?? "", error["message"] as? String ?? "", error)
+}
+
+/// The transactions of a pull answer.
+func pulledTransactions(_ response: TestResponse) throws -> [TransactionRecord] {
+    try TransactionFrames.decode(Array(buffer: response.body)).map { try TransactionRecord(decoding: $0) }
+}
+
+extension TestResponse {
+    var nextToken: String? { headers[HTTPField.Name(StrataHeader.nextToken)!] }
+    var moreComing: String? { headers[HTTPField.Name(StrataHeader.moreComing)!] }
+}
+
+extension ByteBuffer {
+    /// The readable bytes.
+    var data: Data { Data(readableBytesView) }
+}
