@@ -68,7 +68,7 @@ public final class ChangeNotifier: Sendable {
     /// is cancelled.
     public func wait(_ waiter: Waiter, timeout: Duration) async {
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+            do { try await Task.sleep(for: timeout) } catch { return }  // cancelled: woken already
             self?.fire(waiter)
         }
         defer { timer.cancel() }
