@@ -270,7 +270,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
         let next = entries.last.map { $0.position + 1 } ?? position
         return ReadResult(epoch: zoneEpoch,
-                          transactions: entries.map { StoredTransaction(position: $0.position, bytes: $0.payload) },
+                          transactions: entries.map { ZoneEntry(position: $0.position, bytes: $0.payload) },
                           nextPosition: next, moreComing: next < log.endPosition)
     }
 

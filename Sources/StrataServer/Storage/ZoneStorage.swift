@@ -110,7 +110,7 @@ public struct AppendOutcome: Sendable, Hashable {
 }
 
 /// A transaction as stored in a zone's log.
-public struct StoredTransaction: Sendable, Hashable {
+public struct ZoneEntry: Sendable, Hashable {
     /// Its position in the zone's log.
     public var position: UInt64
     /// Its encoding, as pushed.
@@ -126,13 +126,13 @@ public struct StoredTransaction: Sendable, Hashable {
 public struct ReadResult: Sendable, Hashable {
     /// The zone's epoch.
     public var epoch: UInt64
-    public var transactions: [StoredTransaction]
+    public var transactions: [ZoneEntry]
     /// The position after the last transaction returned (the requested one when none was).
     public var nextPosition: UInt64
     /// Whether the log held more transactions after ``nextPosition`` when it was read.
     public var moreComing: Bool
 
-    public init(epoch: UInt64, transactions: [StoredTransaction], nextPosition: UInt64, moreComing: Bool) {
+    public init(epoch: UInt64, transactions: [ZoneEntry], nextPosition: UInt64, moreComing: Bool) {
         self.epoch = epoch
         self.transactions = transactions
         self.nextPosition = nextPosition
