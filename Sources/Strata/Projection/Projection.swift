@@ -253,11 +253,56 @@ final class Projection {
     }
 
     private func applySchema(_ schema: Schema, ref: Ref) {
+        insertSchemaEvent(schema, ref: ref)
+    }
+
+    func insertSchemaEvent(_ schema: Schema, ref: Ref) {
         let position = schemaEvents.firstIndex { isNewer($0.ref, than: ref) } ?? schemaEvents.count
         schemaEvents.insert((ref, schema), at: position)
         if tracking { batchSchemaEvents += 1 }
         recomputeSchema()
     }
+
+    // MARK: Merging whole states (see Projection+Merge.swift)
+
+    func unionApplied(_ replica: UInt32, _ set: AppliedSet) {
+        if tracking && batchApplied[replica] == nil { batchApplied[replica] = applied[Int(replica)] }
+        var merged = applied[Int(replica)]
+        if set.contiguous > merged.contiguous {
+            merged.above = merged.above.filter { $0 > set.contiguous }
+            merged.contiguous = set.contiguous
+        }
+        for sequence in set.above { merged.insert(sequence) }
+        while !merged.above.isEmpty, merged.above.remove(merged.contiguous + 1) != nil { merged.contiguous += 1 }
+        applied[Int(replica)] = merged
+    }
+
+    func mergeRecord(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
+        modify(object, entity: entity, body)
+    }
+
+    func mergeField(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, value: Value, ref: Ref) {
+        setField(&record, object: object, key: key, value: value, ref: ref)
+    }
+
+    func mergeMember(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, target: ObjectID, adds: [Ref], removed: [AddKey]) {
+        for add in adds {
+            let (found, index) = record.setIndex(key, target)
+            if found {
+                if !record.sets[index].adds.contains(add) { record.sets[index].adds.append(add) }
+            } else {
+                record.sets.insert(SetMember(key: key, target: target, adds: [add], removedAdds: []), at: index)
+                memberships[target, default: []].insert(Referrer(source: object, key: key))
+            }
+        }
+        if !removed.isEmpty {
+            let (found, index) = record.setIndex(key, target)
+            if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
+            for add in removed where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }
+        }
+    }
+
+    func noteHLC(_ hlc: UInt64) { maxHLC = max(maxHLC, hlc) }
 
     /// Changes one record in place (an object first seen is created with the event's entity).
     private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {

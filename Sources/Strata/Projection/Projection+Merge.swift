@@ -1,0 +1,83 @@
+extension Projection {
+    /// Merges another projection's whole state into this one (inside an open batch): the join of
+    /// the two, as if every event either had applied were applied here. Registers keep the newer
+    /// value, inserts and deletes the newer event, sets the union of adds and removals, applied
+    /// sequences their union. Used to adopt a server's zone snapshot when a client's history is
+    /// too old to catch up event by event: nothing this store has (its unpushed edits) is lost,
+    /// and nothing the snapshot has (remote deletes) is missed.
+    func merge(from other: Projection) throws {
+        precondition(batchOpen, "internal: merge outside a batch")
+        let names = other.names.map(intern)
+        let replicas = try other.replicas.map(internReplica)
+        func map(_ ref: Ref) -> Ref {
+            ref.isNone ? ref : Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
+        }
+        for (index, set) in other.applied.enumerated() where !set.isEmpty {
+            unionApplied(replicas[index], set)
+        }
+        for (ref, schema) in other.schemaEvents {
+            let mapped = map(ref)
+            if !schemaEvents.contains(where: { $0.ref == mapped }) { insertSchemaEvent(schema, ref: mapped) }
+        }
+        for (id, record) in other.records {
+            let entity = names[Int(record.entity)]
+            mergeRecord(id, entity: entity) { mine in
+                let inserted = map(record.inserted)
+                if !inserted.isNone, mine.inserted.isNone || self.isNewer(inserted, than: mine.inserted) {
+                    mine.inserted = inserted
+                    mine.entity = entity
+                }
+                let deleted = map(record.deleted)
+                if !deleted.isNone, mine.deleted.isNone || self.isNewer(deleted, than: mine.deleted) { mine.deleted = deleted }
+                for slot in record.fields {
+                    self.mergeField(&mine, object: id, key: names[Int(slot.key)], value: slot.value, ref: map(slot.ref))
+                }
+                for member in record.sets {
+                    self.mergeMember(&mine, object: id, key: names[Int(member.key)], target: member.target,
+                                     adds: member.adds.map(map),
+                                     removed: member.removedAdds.map { AddKey(replica: replicas[Int($0.replica)], sequence: $0.sequence) })
+                }
+            }
+        }
+        noteHLC(other.maxHLC)
+    }
+}
+
+/// A projection built outside a store — what the log server keeps per zone to serve snapshots to
+/// clients whose change token has expired.
+public final class ProjectionBuilder {
+    let projection = Projection()
+
+    public init() {}
+
+    /// Starts from a snapshot payload (as ``snapshotPayload()`` wrote it).
+    ///
+    /// - Throws: ``StoreError/Code/corruptSnapshot``.
+    public init(snapshot payload: [UInt8]) throws {
+        try ProjectionCodec.decode(payload, into: projection)
+        projection.schema = projection.recordedSchema
+    }
+
+    /// Applies one encoded transaction (a log entry); returns the events newly applied.
+    @discardableResult
+    public func apply(encoded bytes: [UInt8]) throws -> Int {
+        let transaction = try EventCodec.decodeRaw(bytes, position: nil)
+        projection.beginBatch(tracking: false)
+        defer { projection.commitBatch(report: false) }
+        return try projection.apply(transaction)
+    }
+
+    /// The snapshot payload of everything applied so far (the layout of the Strata format article).
+    public func snapshotPayload() -> [UInt8] { ProjectionCodec.encode(projection) }
+
+    /// Each replica's highest sequence below which everything has been applied.
+    public func contiguousSequences() -> [ReplicaID: UInt64] {
+        Dictionary(uniqueKeysWithValues: projection.appliedSummary().map { ($0.replica, $0.contiguous) })
+    }
+
+    /// The canonical digest (see ``Store/digest()``).
+    public func digest() -> String {
+        projection.schema = projection.recordedSchema
+        return projection.digest()
+    }
+}

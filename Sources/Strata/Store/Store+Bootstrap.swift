@@ -1,0 +1,37 @@
+import StrataLog
+import Synchronization
+
+extension Store {
+    /// Adopts a projection snapshot from another replica or a server (a zone's snapshot, when
+    /// this store's change token has expired): merges its whole state into this store's — nothing
+    /// this store has is lost (unpushed edits stay), nothing the snapshot has is missed (remote
+    /// deletes apply) — then writes a store snapshot so the merged state survives a restart.
+    /// Returns the number of objects whose visible state changed; observers get them as a remote
+    /// change.
+    ///
+    /// - Throws: ``StoreError/Code/corruptSnapshot`` (nothing changed), or a log error.
+    @discardableResult
+    public func adoptSnapshot(_ payload: [UInt8]) async throws -> Int {
+        let changes = try core.withLock { core -> [ObjectChange] in
+            if let failure = core.failure { throw failure }
+            let other = Projection()
+            try ProjectionCodec.decode(payload, into: other)
+            let projection = core.projection
+            projection.beginBatch()
+            do {
+                try projection.merge(from: other)
+            } catch {
+                projection.rollbackBatch()
+                throw error
+            }
+            core.projection.schema = projection.recordedSchema.merged(with: projection.schema)
+            core.clock.observe(HLC(rawValue: projection.maxHLC))
+            return projection.commitBatch(report: true)
+        }
+        // The merged state is not in this store's log as events: a snapshot of it is what a reopen
+        // loads (until it is written, a crash simply loses the adoption and the sync repeats it).
+        try await compact()
+        deliver(ChangeSet(origin: .remote, positions: segmentLog.endPosition..<segmentLog.endPosition, changes: changes))
+        return changes.count
+    }
+}
