@@ -107,4 +107,18 @@ public struct HTTPSyncTransport: SyncTransport {
         let more = response.headers.first(name: "Strata-More-Coming") == "true"
         return PullResult(transactions: try Frames.decode(body), nextToken: next, moreComing: more)
     }
+
+    public func snapshot(zone: String) async throws -> ZoneSnapshotPayload? {
+        var request = HTTPClientRequest(url: url("v1/zones/\(zone)/snapshot"))
+        request.method = .GET
+        do {
+            let (response, body) = try await send(request)
+            guard let token = response.headers.first(name: "Strata-Snapshot-Token") else {
+                throw SyncError(.malformedResponse, "snapshot answer without Strata-Snapshot-Token")
+            }
+            return ZoneSnapshotPayload(payload: body, token: token)
+        } catch let error as SyncError where error.code == SyncError.Code("notFound") {
+            return nil
+        }
+    }
 }

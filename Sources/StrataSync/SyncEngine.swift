@@ -23,6 +23,8 @@ public struct SyncReport: Sendable, Hashable {
     public var pulledTransactions = 0
     /// Events the store applied from the pulled transactions (its own come back and are skipped).
     public var appliedEvents = 0
+    /// Times the engine had to bootstrap from the zone's snapshot (its token had expired).
+    public var bootstraps = 0
     public var token: String?
 }
 
@@ -214,8 +216,14 @@ public actor SyncEngine {
         while true {
             let thisWait = pageWait
             let token = cursor.token
-            let page = try await retrying {
-                try await self.transport.pull(zone: self.zone, after: token, limit: self.options.pullLimit, wait: thisWait)
+            let page: PullResult
+            do {
+                page = try await retrying {
+                    try await self.transport.pull(zone: self.zone, after: token, limit: self.options.pullLimit, wait: thisWait)
+                }
+            } catch let error as SyncError where error.code == .tokenExpired || error.code == .zoneReset {
+                try await bootstrap(after: error, &report)
+                continue
             }
             pageWait = nil
             if !page.transactions.isEmpty {
@@ -240,6 +248,41 @@ public actor SyncEngine {
             try cursor.save(store: store, zone: zone)
             if !page.moreComing { return }
         }
+    }
+
+    /// The server no longer holds the history after our token (it was compacted away), or the
+    /// zone was deleted and recreated. Expired: adopt the zone's snapshot — merged into the store,
+    /// so unpushed local edits stay and remote deletes arrive — then go on from its token and push
+    /// what the server lacks. Reset: start over against the new zone and push all our history.
+    private func bootstrap(after error: SyncError, _ report: inout SyncReport) async throws {
+        options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
+        if error.code == .zoneReset {
+            cursor = SyncCursor()
+            try cursor.save(store: store, zone: zone)
+            zoneEnsured = false
+            try await retrying { try await self.transport.ensureZone(self.zone) }
+            zoneEnsured = true
+            try await pushAll(&report)
+            return
+        }
+        guard let snapshot = try await retrying({ try await self.transport.snapshot(zone: self.zone) }) else {
+            // Expired but no snapshot: the history is gone; start from the beginning of what is held.
+            cursor.token = nil
+            try cursor.save(store: store, zone: zone)
+            return
+        }
+        do {
+            try await store.adoptSnapshot(snapshot.payload)
+        } catch {
+            throw SyncError(.store, "the store refused the zone's snapshot: \(error)")
+        }
+        report.bootstraps += 1
+        // What of ours the snapshot holds; anything later is pushed again (the server skips what
+        // it already has).
+        let held = (try? ProjectionBuilder(snapshot: snapshot.payload).contiguousSequences()[store.replicaID]) ?? nil
+        cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0))
+        try cursor.save(store: store, zone: zone)
+        try await pushAll(&report)
     }
 
     // MARK: Retries

@@ -1,4 +1,4 @@
-import Strata
+public import Strata
 
 /// The answer to a push.
 public struct PushResult: Sendable, Hashable {
@@ -36,6 +36,20 @@ public protocol SyncTransport: Sendable {
     func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.
     func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult
+    /// The zone's snapshot (a projection snapshot payload) and the token it corresponds to, or
+    /// `nil` when the zone has none.
+    func snapshot(zone: String) async throws -> ZoneSnapshotPayload?
+}
+
+/// A zone's state as the server serves it to clients whose token has expired.
+public struct ZoneSnapshotPayload: Sendable, Hashable {
+    public var payload: [UInt8]
+    public var token: String
+
+    public init(payload: [UInt8], token: String) {
+        self.payload = payload
+        self.token = token
+    }
 }
 
 /// Frames of the protocol's bodies: a varint byte length, then the bytes, repeated.

@@ -74,6 +74,7 @@ struct RetiringStorage: ZoneStorage {
     }
     func zone(named name: String) async throws(ZoneStorageError) -> ZoneInfo? { try await base.zone(named: name) }
     func zones() async throws(ZoneStorageError) -> [ZoneInfo] { try await base.zones() }
+    func snapshot(zone name: String) async throws(ZoneStorageError) -> ZoneSnapshot? { try await base.snapshot(zone: name) }
     func updateZone(named name: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try await base.updateZone(named: name, access: access, grants: grants)
     }

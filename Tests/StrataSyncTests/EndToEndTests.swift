@@ -19,13 +19,16 @@ let deviceSchema = Schema {
 
 /// Runs `body` against a real server on a real port (HummingbirdTesting `.live`), with storage in
 /// `directory` and the users alice and bob.
-func withServer(_ directory: String, _ body: @Sendable (URL) async throws -> Void) async throws {
-    let storage = try EmbeddedZoneStorage(directory: directory)
+func withServer(_ directory: String, segmentSize: Int = 64 << 20,
+                _ body: @Sendable (URL, EmbeddedZoneStorage) async throws -> Void) async throws {
+    var log = LogOptions(durability: .groupCommit)
+    log.segmentSize = segmentSize
+    let storage = try EmbeddedZoneStorage(directory: directory, options: EmbeddedZoneStorage.Options(log: log))
     let users = try UserDirectory(tokens: ["alice": "alice-secret", "bob": "bob-secret"])
     let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
     try await app.buildApplication().test(.live) { client in
         let port = try #require(client.port)
-        try await body(URL(string: "http://127.0.0.1:\(port)")!)
+        try await body(URL(string: "http://127.0.0.1:\(port)")!, storage)
     }
     try await storage.close()
 }
@@ -35,7 +38,7 @@ struct EndToEndTests {
     @Test("Three devices with offline conflicting edits, a delete against an update and to-many changes converge")
     func threeDevicesConverge() async throws {
         let dir = TemporaryDirectory()
-        try await withServer(dir.sub("server")) { url in
+        try await withServer(dir.sub("server")) { url, _ in
             var devices: [Store] = []
             for name in ["phone", "laptop", "tablet"] {
                 devices.append(try await Store.open(at: dir.sub(name), schema: deviceSchema, options: StoreOptions(durability: .groupCommit)))
@@ -86,13 +89,13 @@ struct EndToEndTests {
         let dir = TemporaryDirectory()
         let device = try await Store.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .groupCommit))
         for i in 0..<5 { try await device.transaction { tx in try tx.insert("Folder", ["name": .string("f\(i)")]) } }
-        try await withServer(dir.sub("server")) { url in
+        try await withServer(dir.sub("server")) { url, _ in
             try await SyncEngine(store: device, server: url, zone: "z", credentials: "alice-secret").sync()
         }
         for i in 5..<8 { try await device.transaction { tx in try tx.insert("Folder", ["name": .string("f\(i)")]) } }
         // Forget the cursor: the engine pushes everything again; the server appends only what it lacks.
         try FileManager.default.removeItem(atPath: device.directory + "/sync-z.json")
-        try await withServer(dir.sub("server")) { url in
+        try await withServer(dir.sub("server")) { url, _ in
             try await SyncEngine(store: device, server: url, zone: "z", credentials: "alice-secret").sync()
             let fresh = try await Store.open(at: dir.sub("fresh"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             try await SyncEngine(store: fresh, server: url, zone: "z", credentials: "alice-secret").sync()
@@ -104,5 +107,50 @@ struct EndToEndTests {
             try await fresh.close()
         }
         try await device.close()
+    }
+
+    @Test("A device offline past the server's retention catches up through the snapshot, keeps its unpushed edits and sees the remote deletes")
+    func offlinePastRetention() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), segmentSize: 4096) { url, storage in
+            let busy = try await Store.open(at: dir.sub("busy"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let away = try await Store.open(at: dir.sub("away"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            var small = SyncOptions()
+            small.pushBatchSize = 8  // many pushes, so the zone's log spans several segments
+            let busyEngine = try SyncEngine(store: busy, server: url, zone: "z", credentials: "alice-secret", options: small)
+            let awayEngine = try SyncEngine(store: away, server: url, zone: "z", credentials: "alice-secret")
+            let (keep, doomed) = try await busy.transaction { tx in
+                (try tx.insert("Folder", ["name": "keep"]), try tx.insert("Folder", ["name": "doomed"]))
+            }
+            try await busyEngine.sync()
+            try await awayEngine.sync()
+            #expect(away.count("Folder") == 2)
+
+            // The away device edits offline; meanwhile the busy one deletes a folder and writes a lot,
+            // and the server compacts everything older than its newest 5 transactions.
+            let mine = try await away.transaction { tx in
+                try tx.update(keep, ["name": "renamed while away"])
+                return try tx.insert("Folder", ["name": "made while away"])
+            }
+            try await busy.transaction { tx in try tx.delete(doomed) }
+            for i in 0..<60 {
+                try await busy.transaction { tx in try tx.insert("Note", ["title": .string("note \(i) \(UUID()) \(UUID()) \(UUID())")]) }
+            }
+            try await busyEngine.sync()
+            try await storage.compact(zone: "z", retaining: 5)
+            #expect(try await storage.startPosition(zone: "z") > 0)
+
+            let report = try await awayEngine.sync()
+            #expect(report.bootstraps == 1)
+            try await busyEngine.sync()
+            #expect(away.object(doomed) == nil)                                  // the remote delete arrived
+            #expect(away.object(mine)?["name"] == "made while away")              // the unpushed insert stayed
+            #expect(busy.object(mine)?["name"] == "made while away")              // … and was pushed
+            #expect(busy.object(keep)?["name"] == "renamed while away")
+            #expect(away.count("Note") == 60)
+            #expect(away.digest() == busy.digest())
+            try await busy.close()
+            try await away.close()
+        }
     }
 }

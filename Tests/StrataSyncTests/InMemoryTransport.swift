@@ -49,4 +49,6 @@ final class InMemoryTransport: SyncTransport {
             return PullResult(transactions: Array(z.log[start..<end]), nextToken: String(end), moreComing: end < z.log.count)
         }
     }
+
+    func snapshot(zone: String) async throws -> ZoneSnapshotPayload? { nil }
 }

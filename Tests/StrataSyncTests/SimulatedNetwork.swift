@@ -20,7 +20,12 @@ final class SimulatedNetwork: SyncTransport {
 
     let directory: String
     let state: Mutex<State>
-    let options = EmbeddedZoneStorage.Options(log: LogOptions(durability: .buffered), makeEpoch: { 42 })
+    /// Small segments, so that compaction really retires history.
+    let options: EmbeddedZoneStorage.Options = {
+        var log = LogOptions(durability: .buffered)
+        log.segmentSize = 4096
+        return EmbeddedZoneStorage.Options(log: log, makeEpoch: { 42 })
+    }()
 
     init(directory: String, seed: UInt64) throws {
         self.directory = directory
@@ -107,10 +112,28 @@ final class SimulatedNetwork: SyncTransport {
                 throw SyncError(.badRequest, "\(error)", status: 400)
             }
         }
-        let result = try await storage().read(zone: zone, after: position, limit: limit)
+        let result: ReadResult
+        do {
+            result = try await storage().read(zone: zone, after: position, limit: limit)
+        } catch let error as ZoneStorageError where error.code == .positionRetired {
+            throw SyncError(.tokenExpired, error.message, status: 410)
+        }
         if roll(10) { throw SyncError(.transport, "answer dropped") }
         return PullResult(transactions: result.transactions.map(\.bytes),
                           nextToken: ChangeToken(epoch: result.epoch, position: result.nextPosition).description,
                           moreComing: result.moreComing)
+    }
+
+    func snapshot(zone: String) async throws -> ZoneSnapshotPayload? {
+        if roll(10) { throw SyncError(.transport, "request dropped") }
+        guard let snapshot = try await storage().snapshot(zone: zone) else { return nil }
+        return ZoneSnapshotPayload(payload: snapshot.payload, token: ChangeToken(epoch: snapshot.epoch, position: snapshot.position).description)
+    }
+
+    /// Compacts the zone keeping only the newest `retaining` transactions: clients behind that
+    /// must bootstrap from the snapshot.
+    func compact(retaining: UInt64) async throws {
+        let storage = try storage()
+        if try await storage.zone(named: "sim") != nil { try await storage.compact(zone: "sim", retaining: retaining) }
     }
 }

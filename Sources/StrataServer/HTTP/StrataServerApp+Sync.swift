@@ -145,4 +145,22 @@ extension StrataServerApp {
 
     static let nextTokenHeader = HTTPField.Name(StrataHeader.nextToken)!
     static let moreComingHeader = HTTPField.Name(StrataHeader.moreComing)!
+
+    /// `GET /v1/zones/{zone}/snapshot`: the zone's state as a projection snapshot (for clients whose
+    /// token has expired), with the change token it corresponds to in `Strata-Snapshot-Token`.
+    func snapshot(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let name = try zoneName(context)
+        let zone = try await existingZone(name)
+        guard zone.canRead(user) else {
+            throw ServerError(.forbidden, "user \(user) may not read zone \(name)")
+        }
+        guard let snapshot = try await storageCall({ () async throws(ZoneStorageError) in try await storage.snapshot(zone: name) }) else {
+            throw ServerError(.notFound, "zone \(name) has no snapshot: pull from the beginning")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/x-strata-snapshot"
+        headers[HTTPField.Name("Strata-Snapshot-Token")!] = ChangeToken(epoch: snapshot.epoch, position: snapshot.position).description
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: snapshot.payload)))
+    }
 }

@@ -49,6 +49,7 @@ public struct StrataServerApp: Sendable {
         router.delete("/v1/zones/:zone") { request, context in try await self.deleteZone(request, context) }
         router.post("/v1/zones/:zone/push") { request, context in try await self.push(request, context) }
         router.get("/v1/zones/:zone/changes") { request, context in try await self.changes(request, context) }
+        router.get("/v1/zones/:zone/snapshot") { request, context in try await self.snapshot(request, context) }
         return router
     }
 

@@ -282,6 +282,54 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         try await usableZone(name).log.startPosition
     }
 
+    /// Snapshots a zone's state (a `Strata` projection of its transactions) at the position
+    /// `retaining` transactions before its end, and retires the log segments wholly below it.
+    /// Clients whose change token points into retired history get `410 tokenExpired` and
+    /// bootstrap from ``snapshot(zone:)``.
+    @discardableResult
+    public func compact(zone name: String, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot {
+        let state = try await usableZone(name)
+        let log = state.log
+        let end = log.endPosition
+        let cutoff = end > retaining ? end - retaining : 0
+        do {
+            var builder = ProjectionBuilder()
+            var from = log.startPosition
+            if let previous = try log.latestValidSnapshot().snapshot, previous.info.position <= cutoff, previous.info.position >= from {
+                builder = try ProjectionBuilder(snapshot: previous.payload)
+                from = previous.info.position
+            }
+            if from < cutoff {
+                var cursor = try log.records(from: from)
+                reading: while let record = try cursor.next() {
+                    for entry in record.entries where entry.position >= from {
+                        if entry.position >= cutoff { break reading }
+                        try builder.apply(encoded: entry.payload)
+                    }
+                }
+            }
+            let payload = builder.snapshotPayload()
+            let info = try log.writeSnapshot(payload, position: cutoff)
+            try log.retireSegments(coveredBy: info)
+            try log.pruneSnapshots(keeping: 2)
+            logger.info("zone compacted", metadata: ["zone": "\(name)", "position": "\(cutoff)", "start": "\(log.startPosition)"])
+            return ZoneSnapshot(epoch: state.info.epoch, position: cutoff, payload: payload)
+        } catch {
+            throw ZoneStorageError(.storageFailure, "zone \(name): compaction failed: \(error)", zone: name)
+        }
+    }
+
+    /// The zone's newest snapshot, or `nil` when it was never compacted.
+    public func snapshot(zone name: String) async throws(ZoneStorageError) -> ZoneSnapshot? {
+        let state = try await usableZone(name)
+        do {
+            guard let snapshot = try state.log.latestValidSnapshot().snapshot else { return nil }
+            return ZoneSnapshot(epoch: state.info.epoch, position: snapshot.info.position, payload: snapshot.payload)
+        } catch {
+            throw ZoneStorageError(.storageFailure, "zone \(name): reading its snapshot failed: \(error)", zone: name)
+        }
+    }
+
     /// The highest sequence the zone holds for `replica` (0 when none).
     public func acknowledged(zone name: String, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
         try await usableZone(name).acknowledged[replica] ?? 0
@@ -431,6 +479,14 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// The highest sequence of every replica in a zone's log.
     private static func scanSequences(_ log: SegmentLog, zone: String) throws(ZoneStorageError) -> [ReplicaID: UInt64] {
         var acknowledged: [ReplicaID: UInt64] = [:]
+        // History retired by compaction is summed up in the newest snapshot.
+        if log.startPosition > 0 {
+            guard let snapshot = try? log.latestValidSnapshot().snapshot,
+                  let builder = try? ProjectionBuilder(snapshot: snapshot.payload) else {
+                throw ZoneStorageError(.storageFailure, "zone \(zone): its history before position \(log.startPosition) was retired but no valid snapshot covers it", zone: zone)
+            }
+            acknowledged = builder.contiguousSequences()
+        }
         do {
             var cursor = try log.records(from: log.startPosition)
             while let record = try cursor.next() {

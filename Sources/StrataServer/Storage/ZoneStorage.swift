@@ -61,6 +61,25 @@ public protocol ZoneStorage: Sendable {
 
     /// Makes everything durable and releases the storage's resources; later calls fail.
     func close() async throws(ZoneStorageError)
+
+    /// The zone's newest snapshot (its state at a position, as a `Strata` projection snapshot
+    /// payload), or `nil` when it was never compacted.
+    func snapshot(zone: String) async throws(ZoneStorageError) -> ZoneSnapshot?
+}
+
+/// A zone's state at a log position, for clients whose change token has expired.
+public struct ZoneSnapshot: Sendable, Hashable {
+    public var epoch: UInt64
+    /// The snapshot holds every transaction below this position.
+    public var position: UInt64
+    /// A `Strata` projection snapshot (see `ProjectionBuilder` and `Store.adoptSnapshot`).
+    public var payload: [UInt8]
+
+    public init(epoch: UInt64, position: UInt64, payload: [UInt8]) {
+        self.epoch = epoch
+        self.position = position
+        self.payload = payload
+    }
 }
 
 extension ZoneStorage {
