@@ -20,6 +20,7 @@ public import Logging
 ///   directory cannot be opened, or the error that stopped the HTTP server.
 public func runServer(dataDirectory: String, port: Int, usersFile: String, host: String = "127.0.0.1",
                       limits: ServerConfiguration.Limits = ServerConfiguration.Limits(),
+                      retention: Retention? = nil,
                       logger: Logger = Logger(label: "strata.server")) async throws {
     let users = try UserDirectory.load(from: usersFile)
     let storage = try EmbeddedZoneStorage(directory: dataDirectory, logger: logger)
@@ -28,12 +29,52 @@ public func runServer(dataDirectory: String, port: Int, usersFile: String, host:
     logger.info("strata server starting", metadata: [
         "host": "\(host)", "port": "\(port)", "dataDirectory": "\(dataDirectory)", "users": "\(users.names.count)",
     ])
+    let compactor = retention.map { retention in
+        Task { await compactPeriodically(storage, retention: retention, logger: logger) }
+    }
+    defer { compactor?.cancel() }
     do {
         try await server.buildApplication().runService()
     } catch {
+        compactor?.cancel()
         try? await storage.close()
         throw error
     }
+    compactor?.cancel()
     try await storage.close()
     logger.info("strata server stopped")
+}
+
+/// How much history the server keeps: every `interval`, each zone is snapshotted and the log
+/// segments wholly older than its newest `transactions` transactions are retired. Clients whose
+/// token points into retired history get `410 tokenExpired` and bootstrap from the snapshot.
+public struct Retention: Sendable, Hashable {
+    public var transactions: UInt64
+    public var interval: Duration
+
+    public init(transactions: UInt64, interval: Duration = .seconds(600)) {
+        self.transactions = transactions
+        self.interval = interval
+    }
+}
+
+/// Compacts every zone once per `retention.interval` until cancelled.
+func compactPeriodically(_ storage: EmbeddedZoneStorage, retention: Retention, logger: Logger) async {
+    while !Task.isCancelled {
+        do {
+            try await Task.sleep(for: retention.interval)
+        } catch {
+            return
+        }
+        do {
+            for zone in try await storage.zones() {
+                let end = try await storage.endPosition(zone: zone.name)
+                let start = try await storage.startPosition(zone: zone.name)
+                guard end - start > retention.transactions else { continue }
+                try await storage.compact(zone: zone.name, retaining: retention.transactions)
+            }
+        } catch {
+            logger.error("compaction failed", metadata: ["error": "\(error)"])
+        }
+    }
 }

@@ -20,13 +20,20 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The users file: {\"users\": [{\"name\": …, \"tokenSHA256\": …}]}.")
     var users: String = "users.json"
 
+    @Option(help: "Keep this many transactions of each zone's history; older ones are compacted into a snapshot (default: keep everything).")
+    var retain: UInt64?
+
+    @Option(help: "Seconds between compactions (with --retain).")
+    var compactEvery: Int = 600
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535, got \(port)") }
     }
 
     func run() async throws {
         do {
-            try await runServer(dataDirectory: data, port: port, usersFile: users, host: host)
+            let retention = retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) }
+            try await runServer(dataDirectory: data, port: port, usersFile: users, host: host, retention: retention)
         } catch {
             print("error: \(error)")
             throw ExitCode(2)
