@@ -4,6 +4,7 @@
 //
 //     swift run -c release --package-path Tools/Benchmarks strata-log-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-store-bench
+//     swift run -c release --package-path Tools/Benchmarks strata-sync-bench
 import PackageDescription
 
 let package = Package(
@@ -13,7 +14,7 @@ let package = Package(
         .package(name: "Strata", path: "../.."),
     ],
     targets: [
-        // What both harnesses share: clocks, formatting, the data directory, the report table.
+        // What the harnesses share: clocks, formatting, the data directory, the report table.
         .target(
             name: "BenchSupport",
             swiftSettings: [.swiftLanguageMode(.v6)]
@@ -26,6 +27,18 @@ let package = Package(
         .executableTarget(
             name: "strata-store-bench",
             dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Sync over loopback HTTP against the log server, which runs in a child process (this
+        // executable re-run with --serve).
+        .executableTarget(
+            name: "strata-sync-bench",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataSync", package: "Strata"),
+                .product(name: "StrataServer", package: "Strata"),
+            ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]
