@@ -128,6 +128,13 @@ public actor SyncEngine {
     /// retried with backoff.
     public func start() {
         guard loop == nil else { return }
+        // Local commits cut a waiting long poll short, so they go out at once.
+        let commits = store.changes()
+        watcher = Task { [weak self] in
+            for await change in commits where change.origin == .local {
+                await self?.localCommitted()
+            }
+        }
         loop = Task { await self.run() }
     }
 
@@ -135,19 +142,39 @@ public actor SyncEngine {
     public func stop() async {
         let task = loop
         loop = nil
+        watcher?.cancel()
+        watcher = nil
         task?.cancel()
+        poll?.cancel()
         await task?.value
         update { $0.phase = .stopped }
+    }
+
+    private var watcher: Task<Void, Never>?
+    private var poll: Task<Void, any Error>?
+    private var dirty = false
+
+    private func localCommitted() {
+        dirty = true
+        poll?.cancel()
     }
 
     private func run() async {
         var failures = 0
         while !Task.isCancelled {
             do {
+                dirty = false
                 var report = SyncReport()
                 try await pushAll(&report)
                 update { $0.phase = .waiting }
-                try await pullAll(wait: options.longPoll, &report)
+                let waiting = Task { var r = SyncReport(); try await self.pullAll(wait: dirty ? nil : self.options.longPoll, &r) }
+                poll = waiting
+                do {
+                    try await waiting.value
+                } catch where waiting.isCancelled && !Task.isCancelled {
+                    // Woken by a local commit: push it.
+                }
+                poll = nil
                 failures = 0
                 update { $0.lastError = nil }
             } catch let error as SyncError {
@@ -156,7 +183,9 @@ public actor SyncEngine {
                 update { $0.phase = .backingOff; $0.lastError = error }
                 try? await Task.sleep(for: backoff(failures, retryAfter: error.retryAfter))
             } catch {
-                break
+                if Task.isCancelled { break }
+                failures += 1
+                try? await Task.sleep(for: backoff(failures, retryAfter: nil))
             }
         }
     }

@@ -153,4 +153,45 @@ struct EndToEndTests {
             try await away.close()
         }
     }
+
+    @Test("Continuous mode: a long-polling device receives another's commit promptly, pushes its own, and stops cleanly")
+    func continuousMode() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let watcher = try await Store.open(at: dir.sub("watcher"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let writer = try await Store.open(at: dir.sub("writer"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            var polling = SyncOptions()
+            polling.longPoll = .seconds(2)  // the server holds a cancelled poll until its wait ends
+            let watching = try SyncEngine(store: watcher, server: url, zone: "live", credentials: "alice-secret", options: polling)
+            let writing = try SyncEngine(store: writer, server: url, zone: "live", credentials: "alice-secret")
+            try await writing.sync()
+            let changes = watcher.changes()
+            await watching.start()
+            let started = ContinuousClock.now
+            let folder = try await writer.transaction { tx in try tx.insert("Folder", ["name": "live"]) }
+            try await writing.sync()
+            // The watcher's long poll wakes on the push and applies it.
+            var arrived = false
+            for await change in changes where change.origin == .remote {
+                if change.inserted.contains(where: { $0.id == folder }) { arrived = true; break }
+            }
+            #expect(arrived)
+            print("continuous: remote change arrived after \(ContinuousClock.now - started)")
+            // Its own commits go out on the next round of the loop.
+            let note = try await watcher.transaction { tx in try tx.insert("Note", ["title": "from the watcher"]) }
+            var pushed = false
+            for _ in 0..<100 where !pushed {
+                try await Task.sleep(for: .milliseconds(50))
+                try await writing.sync()
+                pushed = writer.object(note) != nil
+            }
+            #expect(pushed)
+            print("continuous: local commit pushed after \(ContinuousClock.now - started)")
+            await watching.stop()
+            print("continuous: stopped after \(ContinuousClock.now - started)")
+            #expect(watcher.digest() == writer.digest())
+            try await watcher.close()
+            try await writer.close()
+        }
+    }
 }
