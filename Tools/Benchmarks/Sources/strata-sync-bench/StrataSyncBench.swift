@@ -1,0 +1,181 @@
+// strata-sync-bench: measures sync between a Strata store and the log server over loopback HTTP —
+// push throughput, catch-up of a fresh store, long-poll wake-up latency — in one run, and prints
+// a markdown table. The server runs in a child process (this executable re-run with `--serve`).
+//
+//     swift run -c release --package-path Tools/Benchmarks strata-sync-bench [--quick] [--dir PATH] [--keep]
+import BenchSupport
+import Foundation
+import Strata
+import StrataSync
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Settings {
+    var quick = false
+    var parent: String?
+    var keep = false
+
+    /// Events in the store that is pushed and then pulled by the fresh store.
+    var events: Int { quick ? 100_000 : 1_000_000 }
+    let perTransaction = 256
+    /// `SyncOptions.pushBatchSize` values; each pushes the whole store to its own fresh zone.
+    let pushBatchSizes = [256, 1024]
+    /// `SyncOptions.pullLimit` values; each catches a fresh store up from the first zone.
+    let pullLimits = [1000, 10_000]
+    /// Long-poll wake-ups: pushes not counted, then samples.
+    var wakeUpWarmup: Int { quick ? 5 : 20 }
+    var wakeUpSamples: Int { quick ? 50 : 200 }
+    let pushInterval: Duration = .milliseconds(20)
+    /// Refuse to start with less free space than this where the data goes.
+    var requiredFreeBytes: Double { quick ? 512 * 1_048_576 : 3 * 1_073_741_824 }
+}
+
+let usage = """
+    usage: strata-sync-bench [--quick] [--dir PATH] [--keep]
+           strata-sync-bench --serve DATA PORT USERS
+
+      --quick         100k events instead of 1M and 50 wake-ups instead of 200, for a smoke run
+                      (numbers are not meaningful)
+      --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
+                      tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
+      --keep          leave the data directory (stores, server data) in place
+      --serve DATA PORT USERS
+                      run the log server on 127.0.0.1:PORT with its data in DATA and the users file
+                      USERS until SIGTERM or end of stdin (what the benchmark runs in its child
+                      process; also the thing to put under perf)
+    """
+
+@main
+struct StrataSyncBench {
+    static func main() async {
+        var settings = Settings()
+        var arguments = CommandLine.arguments.dropFirst()
+        while let argument = arguments.popFirst() {
+            switch argument {
+            case "--serve":
+                guard let data = arguments.popFirst(), let port = arguments.popFirst().flatMap({ Int($0) }),
+                      let users = arguments.popFirst() else {
+                    fail("--serve needs DATA PORT USERS\n\n" + usage, status: 2)
+                }
+                await ServeChild.run(data: data, port: port, users: users)
+            case "--quick": settings.quick = true
+            case "--keep": settings.keep = true
+            case "--dir":
+                guard let path = arguments.popFirst() else { fail("--dir needs a path\n\n" + usage, status: 2) }
+                settings.parent = path
+            case "-h", "--help":
+                print(usage)
+                return
+            default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
+            }
+        }
+        let place: DataPlace
+        do {
+            place = try DataPlace.make(parent: settings.parent, prefix: "strata-sync-bench")
+        } catch {
+            fail("\(error)", status: 1)
+        }
+        let free = Machine.freeBytes(at: place.run)
+        note("data directory: \(place.run) (\(place.fileSystem), \(free.map(bytes) ?? "?") free)")
+        if let free, free < settings.requiredFreeBytes {
+            place.remove()
+            fail("only \(bytes(free)) free under \(place.run); this run needs about \(bytes(settings.requiredFreeBytes)) (use --dir)", status: 1)
+        }
+        let server: ServerProcess
+        do {
+            server = try ServerProcess.start(data: place.path("server"), directory: place.run)
+        } catch {
+            if !settings.keep { place.remove() }
+            fail("\(error)", status: 1)
+        }
+        note("server: pid \(server.pid) on \(server.url.absoluteString)")
+        do {
+            try await run(settings, place, server, freeBytes: free)
+        } catch {
+            server.stop()
+            if !settings.keep { place.remove() }
+            fail("benchmark failed: \(error)", status: 1)
+        }
+        let stopping = monotonicNanos()
+        server.stop()
+        note("server stopped in \(fixed(seconds(monotonicNanos() - stopping), 2)) s (status \(server.process.terminationStatus))")
+        if settings.keep { note("kept \(place.run)") } else { place.remove() }
+    }
+
+    static func run(_ settings: Settings, _ place: DataPlace, _ server: ServerProcess, freeBytes: Double?) async throws {
+        let started = Date()
+        var report = Report()
+        let events = settings.events
+
+        // 0. The store to push.
+        note("building the source store: \(grouped(events)) inserts, \(settings.perTransaction)/tx, buffered…")
+        let (source, build) = try await buildStore(at: place.path("source"), events: events, perTransaction: settings.perTransaction)
+        let sourceDigest = source.digest()
+        let sourceCount = source.count("Item")
+        note("  \(rate(build.eventsPerSecond)) events/s, \(bytes(Double(Machine.directorySize(place.path("source"))))) on disk")
+        report.add("0. build the source store: \(grouped(events)) inserts of 4-field objects, \(settings.perTransaction)/tx, buffered (incl. flush)",
+                   "\(rate(build.eventsPerSecond)) events/s (\(grouped(build.operations)) tx in \(fixed(build.seconds, 2)) s); \(bytes(Double(Machine.directorySize(place.path("source"))))) on disk",
+                   "— (informational)", "—")
+
+        // 1. Push to a fresh zone, once per batch size.
+        var letter = UInt8(ascii: "a")
+        for batchSize in settings.pushBatchSizes {
+            let zone = "push-\(batchSize)"
+            note("push: \(grouped(events)) events to the fresh zone \(zone), pushBatchSize \(batchSize)…")
+            let run = try await pushRun(source, server: server, zone: zone, batchSize: batchSize, events: events)
+            let w = run.wire
+            note("  push phase \(rate(run.pushPhase.eventsPerSecond)) events/s (\(fixed(run.pushPhase.seconds, 2)) s), whole sync() \(fixed(run.sync.seconds, 2)) s; \(w.failureText)")
+            let perPush = w.pushes == 0 ? 0 : Double(w.pushNanos) / Double(w.pushes)
+            report.add("1\(Character(Unicode.Scalar(letter))). push \(grouped(events)) events (\(grouped(w.pushedTransactions)) tx) to a fresh zone by sync(), pushBatchSize \(batchSize)",
+                       "\(rate(run.pushPhase.eventsPerSecond)) events/s: last push answered \(fixed(run.pushPhase.seconds, 2)) s after sync() began; \(grouped(w.pushes)) push\(w.pushes == 1 ? "" : "es") of \(bytes(Double(w.pushBodyBytes) / Double(max(1, w.pushes)))) (\(fixed(Double(w.pushBodyBytes) / Double(events), 1)) B/event), \(latency(UInt64(perPush))) each; \(w.failureText); server CPU \(fixed(run.serverCPU, 2)) s, client CPU \(fixed(run.clientCPU, 2)) s for the whole sync(), which took \(fixed(run.sync.seconds, 2)) s with the pull-back of \(grouped(w.pulledTransactions)) own tx",
+                       "≥ 100k events/s",
+                       verdict(run.pushPhase.eventsPerSecond / 100_000, goal: 1, unit: "× goal"))
+            letter += 1
+        }
+        try await source.close()
+
+        // 2. Catch-up: a fresh store pulls the whole first zone.
+        letter = UInt8(ascii: "a")
+        for limit in settings.pullLimits {
+            let zone = "push-\(settings.pushBatchSizes[0])"
+            let path = place.path("catch-up-\(limit)")
+            note("catch-up: a fresh store pulls \(zone), pullLimit \(limit)…")
+            let run = try await catchUpRun(at: path, server: server, zone: zone, pullLimit: limit,
+                                           expectedCount: sourceCount, expectedDigest: sourceDigest)
+            if !settings.keep { try? FileManager.default.removeItem(atPath: path) }
+            let w = run.wire
+            let applied = run.report.appliedEvents
+            note("  \(rate(run.sample.eventsPerSecond)) events/s (\(grouped(applied)) events in \(fixed(run.sample.seconds, 2)) s), server CPU \(fixed(run.serverCPU, 2)) s; \(w.failureText)")
+            report.add("2\(Character(Unicode.Scalar(letter))). catch-up: a fresh store pulls \(grouped(w.pulledTransactions)) tx by sync(), pullLimit \(limit)",
+                       "\(rate(run.sample.eventsPerSecond)) events/s (\(grouped(applied)) events in \(fixed(run.sample.seconds, 2)) s, \(grouped(w.pulls)) pull\(w.pulls == 1 ? "" : "s"), \(fixed(Double(w.pullNanos) / 1e9, 2)) s of them waiting for answers); wire \(fixed(Double(w.pullBodyBytes) / Double(max(1, applied)), 1)) B/event in framed bodies (\(bytes(Double(w.pullBodyBytes)))), server wrote \(fixed(Double(run.serverWritten) / Double(max(1, applied)), 1)) B/event (wchar); server CPU \(fixed(run.serverCPU, 2)) s ≙ \(fixed(run.serverCPU * 1e6 / Double(max(1, applied)), 2)) µs/event, client CPU \(fixed(run.clientCPU, 2)) s; server RSS \(bytes(Double(run.serverRSS))); count \(grouped(run.count)), digest \(run.digestMatches ? "matches" : "**differs**")",
+                       "≥ 300k events/s",
+                       verdict(run.sample.eventsPerSecond / 300_000, goal: 1, unit: "× goal"))
+            letter += 1
+        }
+
+        // 3. Long-poll wake-up.
+        note("long-poll wake-up: \(settings.wakeUpWarmup) + \(settings.wakeUpSamples) pushes, one every \(settings.pushInterval)…")
+        let wake = try await wakeUpRun(storePath: place.path("pusher"), server: server, zone: "longpoll",
+                                       warmup: settings.wakeUpWarmup, samples: settings.wakeUpSamples,
+                                       interval: settings.pushInterval)
+        let p50 = signedPercentile(wake.afterPushReturned, 50)
+        let p99 = signedPercentile(wake.afterPushReturned, 99)
+        let early = wake.afterPushReturned.filter { $0 < 0 }.count
+        let pushes = wake.pushLatencies.sorted()
+        note("  p50 \(signedLatency(p50)), p99 \(signedLatency(p99))")
+        report.add("3. long-poll wake-up: pull(wait: 10 s) open while one 1-insert tx is pushed every \(settings.pushInterval.components.attoseconds / 1_000_000_000_000_000) ms; push returned → pull returned, \(grouped(wake.afterPushReturned.count)) samples",
+                   "p50 \(signedLatency(p50)), p99 \(signedLatency(p99)), max \(signedLatency(wake.afterPushReturned.max() ?? 0)) (\(early) pulls came back before their push's answer); push sent → pull returned p50 \(signedLatency(signedPercentile(wake.afterPushSent, 50))), p99 \(signedLatency(signedPercentile(wake.afterPushSent, 99))); push round trip p50 \(latency(percentile(pushes, 50))), p99 \(latency(percentile(pushes, 99))); \(grouped(wake.pulls)) pulls, \(wake.emptyPulls) empty",
+                   "p99 ≤ 50 ms",
+                   "\(fixed(Double(max(0, p99)) / 50e6, 2))× the bound — " + (p99 <= 50_000_000 ? "PASS" : "**MISS**"))
+
+        report.machine = "**Machine:** \(Machine.cores) cores"
+            + (Machine.cpuModel.map { " (\($0))" } ?? "")
+            + ", " + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
+            + ", data on \(place.fileSystem)" + (freeBytes.map { " (\(bytes($0)) free)" } ?? "")
+            + ", server in a child process on loopback HTTP (group commit), \(timestamp(started))"
+            + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
+        print(report.render())
+    }
+}

@@ -1,0 +1,377 @@
+// The workloads: build a store, push it to a fresh zone, catch a fresh store up from the zone, and
+// long-poll wake-ups. They talk to the server child over loopback HTTP with HTTPSyncTransport;
+// a counting wrapper around it sees every request the engine makes.
+import BenchSupport
+import Foundation
+import Strata
+import StrataSync
+import Synchronization
+
+/// The schema of every store in the run (the same as strata-store-bench's).
+let benchSchema = Schema {
+    Entity("Item", attributes: [
+        Attribute("name", .string, default: ""),
+        Attribute("count", .integer),
+        Attribute("score", .double),
+        Attribute("done", .bool, default: false),
+    ])
+}
+
+/// Small objects: a short name, an integer, a double and a bool (seeded, the same on every run).
+func itemValues(count: Int, seed: UInt64) -> [[String: Value]] {
+    var rng = SplitMix64(seed: seed)
+    return (0..<count).map { i in
+        [
+            "name": .string("item-\(i)-\(rng.below(1000))"),
+            "count": .integer(Int64(rng.below(100_000))),
+            "score": .double(Double(rng.below(1_000_000)) / 1000),
+            "done": .bool(rng.below(2) == 1),
+        ]
+    }
+}
+
+func openStore(_ path: String, _ durability: Durability) async throws -> Store {
+    try await Store.open(at: path, schema: benchSchema, options: StoreOptions(durability: durability))
+}
+
+// MARK: Counting what goes over the wire
+
+/// What a `CountingTransport` saw.
+struct WireCounts: Sendable {
+    var pushes = 0
+    var pushedTransactions = 0
+    /// Request bodies as framed: varint length + transaction bytes per transaction.
+    var pushBodyBytes = 0
+    var pushNanos: UInt64 = 0
+    var lastPushEnd: UInt64 = 0
+    var pulls = 0
+    var pulledTransactions = 0
+    /// Response bodies as framed.
+    var pullBodyBytes = 0
+    var pullNanos: UInt64 = 0
+    var firstPullStart: UInt64 = 0
+    /// Failed requests by error code (the engine retries the transient ones).
+    var failures: [String: Int] = [:]
+
+    var failureText: String {
+        failures.isEmpty ? "no failed requests"
+            : failures.sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }.joined(separator: ", ")
+    }
+}
+
+/// Wraps a transport and counts requests, framed body bytes and time spent in them.
+final class CountingTransport: SyncTransport {
+    let inner: any SyncTransport
+    private let counts = Mutex(WireCounts())
+
+    init(_ inner: any SyncTransport) { self.inner = inner }
+
+    var seen: WireCounts { counts.withLock { $0 } }
+
+    static func framedSize(_ transactions: [[UInt8]]) -> Int {
+        transactions.reduce(0) { total, bytes in
+            var length = bytes.count >> 7
+            var prefix = 1
+            while length > 0 { prefix += 1; length >>= 7 }
+            return total + prefix + bytes.count
+        }
+    }
+
+    private func failed(_ error: any Error) {
+        let code = (error as? SyncError).map { "\($0.code)" } ?? "\(type(of: error))"
+        counts.withLock { $0.failures[code, default: 0] += 1 }
+    }
+
+    func ensureZone(_ zone: String) async throws {
+        do { try await inner.ensureZone(zone) } catch { failed(error); throw error }
+    }
+
+    func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult {
+        let start = monotonicNanos()
+        do {
+            let result = try await inner.push(zone: zone, transactions: transactions)
+            let end = monotonicNanos()
+            let size = Self.framedSize(transactions)
+            counts.withLock {
+                $0.pushes += 1
+                $0.pushedTransactions += transactions.count
+                $0.pushBodyBytes += size
+                $0.pushNanos += end - start
+                $0.lastPushEnd = end
+            }
+            return result
+        } catch {
+            failed(error)
+            throw error
+        }
+    }
+
+    func snapshot(zone: String) async throws -> ZoneSnapshotPayload? {
+        do { return try await inner.snapshot(zone: zone) } catch { failed(error); throw error }
+    }
+
+    func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        let start = monotonicNanos()
+        counts.withLock { if $0.firstPullStart == 0 { $0.firstPullStart = start } }
+        do {
+            let result = try await inner.pull(zone: zone, after: token, limit: limit, wait: wait)
+            let end = monotonicNanos()
+            let size = Self.framedSize(result.transactions)
+            counts.withLock {
+                $0.pulls += 1
+                $0.pulledTransactions += result.transactions.count
+                $0.pullBodyBytes += size
+                $0.pullNanos += end - start
+            }
+            return result
+        } catch {
+            failed(error)
+            throw error
+        }
+    }
+}
+
+func transport(_ server: ServerProcess) -> HTTPSyncTransport {
+    HTTPSyncTransport(server: server.url, bearer: ServerProcess.token)
+}
+
+// MARK: Building the store to push
+
+/// `events` inserts, `perTransaction` to a transaction, buffered; timed through a `flush()` of the log.
+func buildStore(at path: String, events: Int, perTransaction: Int) async throws -> (store: Store, write: Sample) {
+    let values = itemValues(count: 4096, seed: 4)
+    let store = try await openStore(path, .buffered)
+    var write = Sample()
+    let start = monotonicNanos()
+    var done = 0
+    var nextNote = events / 4
+    while done < events {
+        let n = min(perTransaction, events - done)
+        let first = done
+        try await store.transaction { tx in
+            for k in 0..<n { try tx.insert("Item", values[(first + k) % values.count]) }
+        }
+        done += n
+        write.operations += 1
+        if done >= nextNote && done < events {
+            note("  \(grouped(done)) of \(grouped(events)) inserts")
+            nextNote += events / 4
+        }
+    }
+    try await store.segmentLog.flush()
+    write.nanos = monotonicNanos() - start
+    write.events = events
+    return (store, write)
+}
+
+// MARK: 1. push
+
+struct PushRun {
+    var batchSize: Int
+    var report: SyncReport
+    /// From calling `sync()` until the last push returned (ensureZone, reading the unpushed
+    /// transactions from the store, every push).
+    var pushPhase = Sample()
+    /// The whole `sync()`, including pulling the zone back (the store skips its own events).
+    var sync = Sample()
+    var wire = WireCounts()
+    var serverCPU = 0.0
+    var clientCPU = 0.0
+}
+
+/// Pushes every transaction of `store` to the fresh zone `zone` with one `sync()`.
+func pushRun(_ store: Store, server: ServerProcess, zone: String, batchSize: Int, events: Int) async throws -> PushRun {
+    var options = SyncOptions()
+    options.pushBatchSize = batchSize
+    let counting = CountingTransport(transport(server))
+    let engine = try SyncEngine(store: store, transport: counting, zone: zone, options: options)
+    let serverBefore = server.cpuSeconds()
+    let clientBefore = processCPUSeconds()
+    let start = monotonicNanos()
+    let report = try await engine.sync()
+    let end = monotonicNanos()
+    var run = PushRun(batchSize: batchSize, report: report)
+    run.serverCPU = server.cpuSeconds() - serverBefore
+    run.clientCPU = processCPUSeconds() - clientBefore
+    run.wire = counting.seen
+    run.pushPhase = Sample(operations: run.wire.pushes, events: events, nanos: run.wire.lastPushEnd - start)
+    run.sync = Sample(operations: 1, events: events, nanos: end - start)
+    guard report.pushedTransactions == run.wire.pushedTransactions || !run.wire.failures.isEmpty else {
+        throw BenchError("sync() reports \(report.pushedTransactions) pushed transactions, the transport saw \(run.wire.pushedTransactions)")
+    }
+    return run
+}
+
+// MARK: 2. catch-up
+
+struct CatchUpRun {
+    var pullLimit: Int
+    var report: SyncReport
+    var sample = Sample()
+    var wire = WireCounts()
+    var serverCPU = 0.0
+    var clientCPU = 0.0
+    var serverWritten = 0
+    var serverRSS = 0
+    var count = 0
+    var digestMatches = false
+}
+
+/// A fresh store at `path` pulls the whole zone with one `sync()`.
+func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit: Int,
+                expectedCount: Int, expectedDigest: String) async throws -> CatchUpRun {
+    let store = try await openStore(path, .groupCommit)
+    var options = SyncOptions()
+    options.pullLimit = pullLimit
+    let counting = CountingTransport(transport(server))
+    let engine = try SyncEngine(store: store, transport: counting, zone: zone, options: options)
+    let serverBefore = server.cpuSeconds()
+    let writtenBefore = server.writtenBytes()
+    let clientBefore = processCPUSeconds()
+    let start = monotonicNanos()
+    let report = try await engine.sync()
+    let end = monotonicNanos()
+    var run = CatchUpRun(pullLimit: pullLimit, report: report)
+    run.serverCPU = server.cpuSeconds() - serverBefore
+    run.serverWritten = server.writtenBytes() - writtenBefore
+    run.clientCPU = processCPUSeconds() - clientBefore
+    run.serverRSS = server.residentBytes()
+    run.wire = counting.seen
+    run.sample = Sample(operations: run.wire.pulls, events: report.appliedEvents, nanos: end - start)
+    run.count = store.count("Item")
+    run.digestMatches = store.digest() == expectedDigest
+    try await store.close()
+    guard run.count == expectedCount else {
+        throw BenchError("the caught-up store holds \(run.count) objects, expected \(expectedCount)")
+    }
+    return run
+}
+
+// MARK: 3. long-poll wake-up
+
+struct WakeUpRun {
+    /// Pull returned − push returned, signed (negative: the pull came back first), in nanoseconds.
+    var afterPushReturned: [Int64] = []
+    /// Pull returned − push sent.
+    var afterPushSent: [Int64] = []
+    /// How long each push took (sent → answered).
+    var pushLatencies: [UInt64] = []
+    var pulls = 0
+    var emptyPulls = 0
+    var wire = WireCounts()
+}
+
+/// One task long-polls `zone` (wait 10 s) while this one commits and pushes a one-insert
+/// transaction every `interval`; each push is matched with the pull that brought it back.
+func wakeUpRun(storePath: String, server: ServerProcess, zone: String, warmup: Int, samples: Int,
+               interval: Duration) async throws -> WakeUpRun {
+    let store = try await openStore(storePath, .groupCommit)
+    let pusher = CountingTransport(transport(server))
+    let puller = transport(server)
+    try await pusher.ensureZone(zone)
+    let startToken = try await puller.pull(zone: zone, after: nil, limit: 1, wait: nil).nextToken
+    let total = warmup + samples
+
+    // The puller: keep a long poll open, note when each sequence came back, until cancelled.
+    struct Seen { var arrivals: [UInt64: UInt64] = [:]; var pulls = 0; var empty = 0; var stop = false }
+    let seen = Locked(Seen())
+    let pullTask = Task {
+        var token = startToken
+        while !Task.isCancelled && !seen.withLock({ $0.stop }) {
+            let page = try await puller.pull(zone: zone, after: token, limit: 1000, wait: .seconds(10))
+            let now = monotonicNanos()
+            let sequences = try page.transactions.compactMap { try TransactionRecord(decoding: $0).sequences?.upperBound }
+            seen.withLock {
+                $0.pulls += 1
+                if sequences.isEmpty { $0.empty += 1 }
+                for sequence in sequences { $0.arrivals[sequence] = now }
+            }
+            token = page.nextToken
+        }
+    }
+    // Let the first long poll reach the server and park.
+    try await Task.sleep(for: .milliseconds(300))
+
+    var pushed: [(sequence: UInt64, sent: UInt64, returned: UInt64)] = []
+    var nextPosition: UInt64 = 0
+    let values = itemValues(count: 256, seed: 5)
+    /// Commits one insert and pushes what the store has not pushed yet (the first time, also its
+    /// schema transaction); returns the last sequence pushed and when the push was sent and answered.
+    func commitAndPush(_ i: Int) async throws -> (sequence: UInt64, sent: UInt64, returned: UInt64) {
+        try await store.transaction { tx in _ = try tx.insert("Item", values[i % values.count]) }
+        let stored = try store.transactions(from: nextPosition, forSync: true).filter { $0.transaction.replica == store.replicaID }
+        guard let last = stored.last, let sequence = last.transaction.sequences?.upperBound else {
+            throw BenchError("the pusher's transaction \(i) is not in its log")
+        }
+        nextPosition = last.position + 1
+        let sent = monotonicNanos()
+        _ = try await pusher.push(zone: zone, transactions: stored.map { $0.transaction.encoded() })
+        return (sequence, sent, monotonicNanos())
+    }
+    let clock = ContinuousClock()
+    var tick = clock.now
+    do {
+        for i in 0..<total {
+            pushed.append(try await commitAndPush(i))
+            tick = tick.advanced(by: interval)
+            if tick > clock.now { try await Task.sleep(until: tick, clock: clock) }
+        }
+    } catch {
+        pullTask.cancel()
+        try? await store.close()
+        throw error
+    }
+    // Everything pushed should be back at once; don't hang on a lost wake-up.
+    let expected = Set(pushed.map(\.sequence))
+    let deadline = monotonicNanos() + 15_000_000_000
+    while monotonicNanos() < deadline && !expected.isSubset(of: seen.withLock({ Set($0.arrivals.keys) })) {
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    // Release the open long poll with one more push rather than leaving it to wait out its 10 s
+    // on the server (which would hold up the server's graceful shutdown).
+    seen.withLock { $0.stop = true }
+    _ = try await commitAndPush(total)
+    let stopper = Task {
+        try await Task.sleep(for: .seconds(12))
+        pullTask.cancel()
+    }
+    let failure = await pullTask.result
+    stopper.cancel()
+    try await store.close()
+    let final = seen.withLock { $0 }
+    if case .failure(let error) = failure {
+        throw BenchError("the long poll failed: \(error)")
+    }
+    var run = WakeUpRun()
+    run.pulls = final.pulls
+    run.emptyPulls = final.empty
+    run.wire = pusher.seen
+    for (index, push) in pushed.enumerated() where index >= warmup {
+        guard let arrivedAt = final.arrivals[push.sequence] else {
+            throw BenchError("push \(index) (sequence \(push.sequence)) never came back to the long poll")
+        }
+        run.afterPushReturned.append(Int64(bitPattern: arrivedAt &- push.returned))
+        run.afterPushSent.append(Int64(bitPattern: arrivedAt &- push.sent))
+        run.pushLatencies.append(push.returned - push.sent)
+    }
+    return run
+}
+
+/// A value behind a lock that escaping closures can share.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<T>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
+}
+
+/// Nearest-rank percentile of signed nanoseconds, as a latency ("−0.12 ms" when negative).
+func signedPercentile(_ values: [Int64], _ p: Double) -> Int64 {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
+    return sorted[min(sorted.count - 1, max(0, rank - 1))]
+}
+
+func signedLatency(_ nanos: Int64) -> String {
+    nanos < 0 ? "−" + latency(UInt64(-nanos)) : latency(UInt64(nanos))
+}
