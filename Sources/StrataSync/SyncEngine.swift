@@ -256,21 +256,17 @@ public actor SyncEngine {
             }
             pageWait = nil
             if !page.transactions.isEmpty {
-                let decoded: [TransactionRecord]
-                do {
-                    decoded = try page.transactions.map { try TransactionRecord(decoding: $0) }
-                } catch {
-                    throw SyncError(.malformedResponse, "a pulled transaction does not decode: \(error)")
-                }
                 do {
                     // Apply first, then persist the token: a crash in between pulls the page
                     // again, and the store skips what it already has.
-                    report.appliedEvents += try await store.applyRemote(decoded)
+                    report.appliedEvents += try await store.applyRemote(encoded: page.transactions)
+                } catch let error as StoreError where error.code == .corruptEvent {
+                    throw SyncError(.malformedResponse, "a pulled transaction does not decode: \(error)")
                 } catch {
                     throw SyncError(.store, "the store refused pulled transactions: \(error)")
                 }
-                report.pulledTransactions += decoded.count
-                let count = decoded.count
+                report.pulledTransactions += page.transactions.count
+                let count = page.transactions.count
                 update { $0.pulled += count }
             }
             cursor.token = page.nextToken

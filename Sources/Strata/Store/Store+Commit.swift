@@ -52,36 +52,41 @@ extension Store {
     /// the batch is all or nothing. Returns the number of events newly applied.
     @discardableResult
     public func applyRemote(_ transactions: [TransactionRecord]) async throws -> Int {
+        try await applyRemote(encoded: transactions.map { EventCodec.encode($0) })
+    }
+
+    /// Applies transactions in their binary encoding (as sync receives them): decoded once into
+    /// tables, applied with names interned once per transaction, and stored as received.
+    ///
+    /// - Throws: ``StoreError/Code/corruptEvent`` (nothing applied) when one does not decode.
+    @discardableResult
+    public func applyRemote(encoded transactions: [[UInt8]]) async throws -> Int {
+        let decoded = try transactions.map { try EventCodec.decodeRaw($0, position: nil) }
         let (count, waiter) = try core.withLock { core -> (Int, DurabilityWaiter?) in
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             let projection = core.projection
             projection.beginBatch()
-            var fresh: [TransactionRecord] = []
+            var fresh: [[UInt8]] = []
             var applied = 0
-            for transaction in transactions {
-                var any = false
-                for event in transaction.events {
-                    let fresh: Bool
-                    do {
-                        fresh = try projection.apply(event)
-                    } catch {
-                        projection.rollbackBatch()
-                        throw error
-                    }
-                    if fresh {
-                        any = true
-                        applied += 1
-                        core.clock.observe(event.hlc)
-                    }
+            for (bytes, transaction) in zip(transactions, decoded) {
+                let count: Int
+                do {
+                    count = try projection.apply(transaction)
+                } catch {
+                    projection.rollbackBatch()
+                    throw error
                 }
-                if any { fresh.append(transaction) }
+                if count > 0 {
+                    applied += count
+                    fresh.append(bytes)
+                }
             }
             guard applied > 0 else {
                 projection.rollbackBatch()
                 return (0, nil)
             }
-            let entries = fresh.map { EventCodec.encode($0) }
+            let entries = fresh
             let changes = projection.commitBatch(report: hasObservers)
             // Keep the local clock ahead of everything applied.
             core.clock.observe(HLC(rawValue: projection.maxHLC))
