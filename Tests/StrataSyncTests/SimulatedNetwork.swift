@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Strata
 import StrataServer
 import StrataSync
@@ -20,6 +21,12 @@ final class SimulatedNetwork: SyncTransport {
 
     let directory: String
     let state: Mutex<State>
+    /// Thousands of restarts and compactions: only warnings are worth printing.
+    let quiet: Logger = {
+        var logger = Logger(label: "strata.sim.server")
+        logger.logLevel = .warning
+        return logger
+    }()
     /// Small segments, so that compaction really retires history.
     let options: EmbeddedZoneStorage.Options = {
         var log = LogOptions(durability: .buffered)
@@ -29,7 +36,7 @@ final class SimulatedNetwork: SyncTransport {
 
     init(directory: String, seed: UInt64) throws {
         self.directory = directory
-        state = Mutex(State(storage: try EmbeddedZoneStorage(directory: directory, options: options), rng: SeededGenerator(seed: seed)))
+        state = Mutex(State(storage: try EmbeddedZoneStorage(directory: directory, options: options, logger: quiet), rng: SeededGenerator(seed: seed)))
     }
 
     /// Stops misbehaving (for quiescence).
@@ -51,7 +58,7 @@ final class SimulatedNetwork: SyncTransport {
             return s.storage
         }
         try await old?.close()
-        let reopened = try EmbeddedZoneStorage(directory: directory, options: options)
+        let reopened = try EmbeddedZoneStorage(directory: directory, options: options, logger: quiet)
         state.withLock {
             $0.storage = reopened
             $0.restarts += 1
