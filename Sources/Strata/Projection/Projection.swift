@@ -346,6 +346,8 @@ final class Projection {
 
     func nameID(_ name: String) -> UInt32? { nameIDs[name] }
 
+    func knows(_ replica: ReplicaID) -> Bool { replicaIDs[replica] != nil }
+
     func internReplica(_ replica: ReplicaID) throws -> UInt32 {
         if let id = replicaIDs[replica] { return id }
         guard replicas.count < Ref.maxReplicas else {

@@ -66,7 +66,14 @@ extension Store {
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             let projection = core.projection
-            projection.beginBatch()
+            // Without observers nothing needs the before-images, and the only error applying can
+            // raise after decoding (too many replicas) is checked first: skip the bookkeeping.
+            let report = hasObservers
+            let newReplicas = Set(decoded.flatMap(\.replicas)).filter { !projection.knows($0) }.count
+            guard projection.replicas.count + newReplicas <= Ref.maxReplicas else {
+                throw StoreError(.invalidArgument, "a store can hold events of at most \(Ref.maxReplicas) replicas")
+            }
+            projection.beginBatch(tracking: report)
             var fresh: [[UInt8]] = []
             var applied = 0
             for (bytes, transaction) in zip(transactions, decoded) {
@@ -74,7 +81,8 @@ extension Store {
                 do {
                     count = try projection.apply(transaction)
                 } catch {
-                    projection.rollbackBatch()
+                    if report { projection.rollbackBatch() } else { projection.commitBatch(report: false) }
+                    core.failure = StoreError(.storeFailed, "applying remote transactions failed part way: \(error); reopen the store")
                     throw error
                 }
                 if count > 0 {
@@ -83,11 +91,11 @@ extension Store {
                 }
             }
             guard applied > 0 else {
-                projection.rollbackBatch()
+                projection.commitBatch(report: false)  // nothing was applied
                 return (0, nil)
             }
             let entries = fresh
-            let changes = projection.commitBatch(report: hasObservers)
+            let changes = projection.commitBatch(report: report)
             // Keep the local clock ahead of everything applied.
             core.clock.observe(HLC(rawValue: projection.maxHLC))
             return (applied, try submit(entries, origin: .remote, changes: changes, core: core))
