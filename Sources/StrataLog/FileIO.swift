@@ -105,22 +105,26 @@ final class FileHandle: @unchecked Sendable {
     }
 }
 
-/// The log directory's writer lock, so that two writers (processes, or two ``SegmentLog``
-/// instances in one process) can never append to the same log.
+/// A directory's writer lock, so that two writers (processes, or two instances in one process)
+/// never manage the same directory: the log takes it for its directory, and the server's embedded
+/// storage for its data directory.
 ///
 /// Across processes it is a POSIX record lock (`fcntl(F_SETLK)`) on the `LOCK` file, which the
 /// kernel drops when the process dies, so a crash never leaves a stale lock. POSIX locks are not
 /// inherited by child processes — unlike `flock`, whose lock a child forked at the wrong moment
 /// would keep holding after we close our descriptor. Because POSIX locks do not conflict within one
 /// process, a process-wide registry of locked directories covers that case.
-final class DirectoryLock: Sendable {
+public final class DirectoryLock: Sendable {
     static let fileName = "LOCK"
     private static let lockedInProcess = Mutex<Set<String>>([])
     private let fd: Mutex<Int32>
     private let key: String
     let path: String
 
-    init(directory: String) throws {
+    /// Takes the lock on `directory` (creating its `LOCK` file).
+    ///
+    /// - Throws: ``LogError`` with ``LogError/Code/locked`` when it is held elsewhere.
+    public init(directory: String) throws {
         let path = FileSystem.join(directory, DirectoryLock.fileName)
         self.path = path
         let key = FileSystem.canonicalPath(directory)
@@ -153,7 +157,7 @@ final class DirectoryLock: Sendable {
     }
 
     /// Releases the lock; later calls do nothing.
-    func release() {
+    public func release() {
         let released = fd.withLock { descriptor -> Bool in
             guard descriptor >= 0 else { return false }
             _ = systemClose(descriptor)

@@ -1,4 +1,4 @@
-import Synchronization
+import StrataLog
 
 #if canImport(Glibc)
 import Glibc
@@ -127,56 +127,15 @@ enum DurableFile {
     }
 }
 
-/// The data directory's lock, so that two storages (two processes, or two instances in one
-/// process) never manage the same zones. A POSIX record lock on the `LOCK` file, which the kernel
-/// drops when the process dies; since such locks do not conflict within one process, a
-/// process-wide set of locked directories covers that case.
-final class DataDirectoryLock: Sendable {
-    private static let lockedInProcess = Mutex<Set<String>>([])
-    private let descriptor: Mutex<Int32>
-    private let key: String
-
-    init(directory: String) throws(ZoneStorageError) {
-        let path = DurableFile.join(directory, "LOCK")
-        let key = DataDirectoryLock.canonical(directory)
-        self.key = key
-        guard DataDirectoryLock.lockedInProcess.withLock({ $0.insert(key).inserted }) else {
-            throw ZoneStorageError(.storageFailure, "the data directory \(directory) is already open in this process")
+extension DirectoryLock {
+    /// The data directory's lock (``DirectoryLock`` from StrataLog, the one every log takes),
+    /// with the storage's error type.
+    static func forDataDirectory(_ directory: String) throws(ZoneStorageError) -> DirectoryLock {
+        do {
+            return try DirectoryLock(directory: directory)
+        } catch {
+            throw ZoneStorageError(.storageFailure, "the data directory \(directory) cannot be locked: \(error)")
         }
-        let fd = retryingEINTR { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
-        guard fd >= 0 else {
-            let error = DurableFile.failure("open", path)
-            DataDirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) }
-            throw error
-        }
-        var region = flock()
-        region.l_type = Int16(F_WRLCK)
-        region.l_whence = Int16(SEEK_SET)
-        guard retryingEINTR({ fcntl(fd, F_SETLK, &region) }) == 0 else {
-            _ = close(fd)
-            DataDirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) }
-            throw ZoneStorageError(.storageFailure, "the data directory \(directory) is open in another process")
-        }
-        descriptor = Mutex(fd)
-    }
-
-    /// Releases the lock; later calls do nothing.
-    func release() {
-        let released = descriptor.withLock { fd -> Bool in
-            guard fd >= 0 else { return false }
-            _ = close(fd)
-            fd = -1
-            return true
-        }
-        if released { DataDirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) } }
-    }
-
-    deinit { release() }
-
-    private static func canonical(_ path: String) -> String {
-        guard let resolved = realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
     }
 }
 

@@ -43,7 +43,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     public nonisolated let directory: String
     private let options: Options
     private let logger: Logger
-    private let lock: DataDirectoryLock
+    private let lock: DirectoryLock
     private var zoneStates: [String: ZoneState]
     /// Recoveries of zones whose log failed, by zone name.
     private var recoveries: [String: Task<Void, Never>] = [:]
@@ -79,7 +79,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         self.options = options
         self.logger = logger
         try DurableFile.makeDirectories(DurableFile.join(directory, "zones"))
-        let lock = try DataDirectoryLock(directory: directory)
+        let lock = try DirectoryLock.forDataDirectory(directory)
         self.lock = lock
         var states: [String: ZoneState] = [:]
         do {
