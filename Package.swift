@@ -58,26 +58,33 @@ let package = Package(
             dependencies: [
                 "Strata",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
-        // The CLI (thin; grows into the full `strata` tool).
-        .executableTarget(
-            name: "strata",
+        // The CLI: every command, its output and its exit code live in a library that tests call;
+        // the executable only runs it.
+        .target(
+            name: "StrataCommands",
             dependencies: [
                 "Strata",
                 "StrataSync",
                 "StrataServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tools/strata"
+            path: "Tools/strata/Commands"
         ),
+        .executableTarget(name: "strata", dependencies: ["StrataCommands"], path: "Tools/strata/Main"),
         // Writes the golden logs and snapshot under Fixtures/ (see Fixtures/README.md). The recipe is a
         // library so the golden tests can regenerate the fixtures and compare bytes.
         .target(name: "FixtureGenerator", dependencies: ["StrataLog"], path: "Tools/strata-fixtures/Generator"),
-        .executableTarget(name: "strata-fixtures", dependencies: ["FixtureGenerator"], path: "Tools/strata-fixtures/Main"),
+        // A pair of device stores that diverged (same history up to a point, then each missing
+        // some of the other's events), for the diff, replay and verify tests.
+        .target(name: "DivergentStores", dependencies: ["Strata"], path: "Tools/strata-fixtures/DivergentStores"),
+        .executableTarget(name: "strata-fixtures", dependencies: ["FixtureGenerator", "DivergentStores"], path: "Tools/strata-fixtures/Main"),
         // Child processes for the crash tests: they append (commit) and report what was acknowledged
         // until they are killed.
         .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
@@ -96,6 +103,10 @@ let package = Package(
                 "StrataServer", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
+        ),
+        .testTarget(
+            name: "StrataCommandsTests",
+            dependencies: ["StrataCommands", "DivergentStores", "StrataTestSupport", "strata"]
         ),
         .testTarget(
             name: "StrataSyncTests",

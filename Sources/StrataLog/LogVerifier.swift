@@ -19,6 +19,10 @@ public struct VerifyReport: Sendable, Hashable {
     public var staleIndexes: [String] = []
     /// Snapshot files and whether each verified.
     public var snapshots: [(info: SnapshotInfo, problem: LogError?)] = []
+    /// The log's identity, from its first segment header (`nil` when none could be read).
+    public var logID: LogID?
+
+    public init() {}
 
     public var isHealthy: Bool { problems.isEmpty && snapshots.allSatisfy { $0.problem == nil } }
 
@@ -57,18 +61,33 @@ public struct SalvageReport: Sendable, Hashable {
 extension SegmentLog {
     /// Checks a log directory without opening it for writing: every segment header, every record's
     /// checksum and decoding, position continuity, indexes and snapshots. Never modifies anything.
-    public static func verify(at directory: String, progress: ((_ bytesDone: Int64) -> Void)? = nil) throws -> VerifyReport {
+    ///
+    /// - Parameters:
+    ///   - progress: called after each record with the bytes checked so far.
+    ///   - record: called with each record that verified, in log order — so that tools can read a
+    ///     log they must not open for writing (a copy from a device, a log in use) in the same pass
+    ///     that checks it. Records after the first problem, or in a torn tail, are never handed out.
+    public static func verify(at directory: String, progress: ((_ bytesDone: Int64) -> Void)? = nil,
+                              record: ((LogRecord) -> Void)? = nil) throws -> VerifyReport {
         var report = VerifyReport()
         var walk = try SegmentWalk(directory: directory)
         var logID: LogID?
-        try walk.run(decode: true, progress: progress) { event in
+        var segmentName = ""
+        try walk.run(decode: true, keepEntries: record != nil, progress: progress) { event in
             switch event {
-            case .segment(_, let header, let size):
+            case .segment(let name, let header, let size):
                 report.segments += 1
                 report.storedBytes += size
                 logID = header.logID
+                segmentName = name
                 if report.startPosition == nil { report.startPosition = header.firstPosition }
-            case .record(let header, _):
+            case .record(let header, let offset, let entries):
+                if let record, let entries {
+                    record(LogRecord(entries: entries, firstPosition: header.firstPosition,
+                                     minTimestamp: header.minTimestamp, maxTimestamp: header.maxTimestamp,
+                                     codec: header.codec, segment: segmentName, offset: offset,
+                                     storedSize: Int(header.length), payloadSize: Int(header.payloadLength)))
+                }
                 report.records += 1
                 report.entries += Int(header.entryCount)
                 report.payloadBytes += Int64(header.payloadLength)
@@ -87,6 +106,7 @@ extension SegmentLog {
                 report.problems.append(error)
             }
         }
+        report.logID = logID
         if let logID {
             let log = SnapshotReader(directory: directory, logID: logID)
             for info in try log.list() {
@@ -245,7 +265,7 @@ struct SnapshotReader {
 struct SegmentWalk {
     enum Event {
         case segment(name: String, header: SegmentHeader, size: Int64)
-        case record(RecordHeader, offset: Int64)
+        case record(RecordHeader, offset: Int64, entries: [StoredEntry]?)
         case segmentEnd(name: String, summary: SegmentSummary, sealed: Bool)
         case tornTail(RecoveryReport.TornTail)
         case problem(LogError)
@@ -261,7 +281,7 @@ struct SegmentWalk {
         if names.isEmpty { throw LogError(.notFound, "no segment files", file: directory) }
     }
 
-    mutating func run(decode: Bool, progress: ((Int64) -> Void)?, _ report: (Event) -> Void) throws {
+    mutating func run(decode: Bool, keepEntries: Bool = false, progress: ((Int64) -> Void)?, _ report: (Event) -> Void) throws {
         var logID: LogID?
         var expected: LogPosition?
         var done: Int64 = 0
@@ -295,11 +315,17 @@ struct SegmentWalk {
                 case .end:
                     break scanning
                 case .record(let record, let offset, let stored):
-                    if decode, case .failure(let violation) = RecordDecoder.entries(header: record, stored: stored) {
-                        return report(.problem(LogError(.corruptRecord, violation.description, file: path, offset: offset)))
+                    var entries: [StoredEntry]?
+                    if decode {
+                        switch RecordDecoder.entries(header: record, stored: stored) {
+                        case .failure(let violation):
+                            return report(.problem(LogError(.corruptRecord, violation.description, file: path, offset: offset)))
+                        case .success(let decoded):
+                            if keepEntries { entries = decoded }
+                        }
                     }
                     summary.add(record, at: offset, interval: LogOptions().indexInterval)
-                    report(.record(record, offset: offset))
+                    report(.record(record, offset: offset, entries: entries))
                     progress?(done + offset)
                 case .damaged(let offset, let reason):
                     if isLast, !(try scanner.validRecordExists(after: offset)) {
@@ -313,5 +339,32 @@ struct SegmentWalk {
             expected = summary.endPosition
             report(.segmentEnd(name: name, summary: summary, sealed: !isLast))
         }
+    }
+}
+
+/// What a log directory says about itself, read without opening it (for tools).
+public struct LogIdentity: Sendable, Hashable {
+    public var logID: LogID
+    /// The first position the log still holds (its first segment's).
+    public var startPosition: LogPosition
+    /// The snapshot files present, newest (highest position) first; not yet verified (read them
+    /// with ``SegmentLog/readSnapshot(_:logID:)``).
+    public var snapshots: [SnapshotInfo]
+}
+
+extension SegmentLog {
+    /// Reads a log directory's identity from its first segment header, and lists its snapshots.
+    ///
+    /// - Throws: ``LogError/Code/notFound`` when there is no log, ``LogError/Code/badSegmentHeader``
+    ///   when the first segment's header does not verify.
+    public static func identity(at directory: String) throws -> LogIdentity {
+        let walk = try SegmentWalk(directory: directory)
+        guard let first = walk.names.first else { throw LogError(.notFound, "no segment files", file: directory) }
+        let path = FileSystem.join(directory, first)
+        let file = try FileHandle.open(path, write: false)
+        let bytes = try file.read(count: SegmentHeader.size, at: 0)
+        let header = try bytes.withUnsafeBytes { try SegmentHeader.decode($0, file: path) }
+        return LogIdentity(logID: header.logID, startPosition: header.firstPosition,
+                           snapshots: try SnapshotReader(directory: directory, logID: header.logID).list())
     }
 }

@@ -174,6 +174,14 @@ extension SegmentLog {
         try SnapshotReader(directory: directory, logID: logID).read(info)
     }
 
+    /// Reads and verifies one snapshot of a log that is not open (see ``verify(at:progress:record:)``,
+    /// whose report lists the snapshots and the log's ID).
+    ///
+    /// - Throws: ``LogError/Code/badSnapshot`` naming the file and offset when it is damaged.
+    public static func readSnapshot(_ info: SnapshotInfo, logID: LogID) throws -> Snapshot {
+        try SnapshotReader(directory: FileSystem.parentPath(info.path), logID: logID).read(info)
+    }
+
     /// The newest snapshot that verifies, and the errors of newer ones that did not (for the
     /// caller to log): a damaged snapshot falls back to an older one, never to wrong data.
     public func latestValidSnapshot() throws -> (snapshot: Snapshot?, skipped: [LogError]) {

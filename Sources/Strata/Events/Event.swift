@@ -1,3 +1,5 @@
+import StrataLog
+
 /// One change to the object graph. Events are what the log stores and what sync exchanges.
 public struct Event: Sendable, Hashable {
     /// The replica that authored it and its sequence number there.
@@ -83,5 +85,41 @@ extension TransactionRecord {
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong and at which byte.
     public init(decoding bytes: [UInt8]) throws {
         self = try EventCodec.decode(bytes, position: nil)
+    }
+}
+
+/// What a transaction's first bytes say: who wrote it and which of their sequence numbers it
+/// holds. Reading it skips the events, so tools can index a long history cheaply.
+public struct TransactionHeader: Sendable, Hashable {
+    public var replica: ReplicaID
+    /// The sequences of the transaction's events (consecutive); empty when it has none.
+    public var firstSequence: UInt64
+    public var eventCount: UInt64
+    /// The smallest HLC of its events.
+    public var baseHLC: HLC
+
+    public var sequences: Range<UInt64> { firstSequence..<(firstSequence + eventCount) }
+
+    /// Reads the header of an encoded transaction (a log entry).
+    ///
+    /// - Throws: ``StoreError/Code/corruptEvent`` when the bytes are too short or of an unknown
+    ///   version.
+    public init(decoding bytes: [UInt8], position: UInt64? = nil) throws {
+        let parsed: TransactionHeader? = bytes.withUnsafeBytes { raw in
+            var r = ByteReader(raw)
+            guard r.u8() == EventCodec.formatVersion, let replica = r.bytes(16), let first = r.varint(), let count = r.varint(),
+                  let base = r.u64(), first <= UInt64.max - count
+            else { return nil }
+            return TransactionHeader(replica: ReplicaID(bytes: replica), firstSequence: first, eventCount: count, baseHLC: HLC(rawValue: base))
+        }
+        guard let parsed else { throw StoreError(.corruptEvent, "truncated or unknown transaction header", position: position) }
+        self = parsed
+    }
+
+    init(replica: ReplicaID, firstSequence: UInt64, eventCount: UInt64, baseHLC: HLC) {
+        self.replica = replica
+        self.firstSequence = firstSequence
+        self.eventCount = eventCount
+        self.baseHLC = baseHLC
     }
 }

@@ -36,6 +36,22 @@ extension Store {
         return try openWithoutSchemaCheck(at: directory, options: options)
     }
 
+    /// The replica ID recorded in a store's `store.json`, read without opening the store (for tools
+    /// that read a copied store's files and must not change them).
+    ///
+    /// - Throws: ``StoreError/Code/invalidArgument`` when the directory is not a store or its
+    ///   manifest is damaged or of an unknown format.
+    public static func replicaID(ofStoreAt directory: String) throws -> ReplicaID {
+        let path = directory + "/" + manifestName
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw StoreError(.invalidArgument, "\(directory) is not a Strata store (no \(manifestName))")
+        }
+        return try loadOrCreateManifest(directory, options: StoreOptions()).replicaID
+    }
+
+    /// The log directory inside a store directory.
+    public static func logDirectory(ofStoreAt directory: String) -> String { directory + "/" + logDirectoryName }
+
     private static func openWithoutSchemaCheck(at directory: String, options: StoreOptions) throws -> Store {
         let manifest = try loadOrCreateManifest(directory, options: options)
         var logOptions = LogOptions(durability: options.durability)

@@ -54,12 +54,22 @@ public struct StrataServerApp: Sendable {
     }
 
     /// The application listening on the configuration's host and port.
-    public func buildApplication() -> Application<RouterResponder<StrataRequestContext>> {
+    ///
+    /// - Parameter onRunning: called with the port listened on once the server accepts
+    ///   connections (the free port picked when the configuration says port 0).
+    public func buildApplication(onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) -> Application<RouterResponder<StrataRequestContext>> {
         Application(
             router: buildRouter(),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "strata"),
+            onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? 0) },
             logger: logger
         )
+    }
+
+    /// Serves until the calling task is cancelled — for a server embedded in another process (the
+    /// demo, tests); it installs no signal handlers.
+    public func run(onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {
+        try await buildApplication(onRunning: onRunning).runService(gracefulShutdownSignals: [])
     }
 
     // MARK: Shared steps

@@ -1,0 +1,130 @@
+/// A projection built outside a store, from snapshots and log entries: what the log server keeps
+/// per zone to serve snapshots, and what the tools replay a copied store's history into (to any
+/// point, read-only) to inspect, verify and compare devices.
+///
+/// Not thread-safe; one builder per task.
+public final class ProjectionBuilder {
+    let projection = Projection()
+
+    public init() {}
+
+    /// Starts from a snapshot payload (as ``snapshotPayload()`` wrote it).
+    ///
+    /// - Throws: ``StoreError/Code/corruptSnapshot``.
+    public init(snapshot payload: [UInt8]) throws {
+        try ProjectionCodec.decode(payload, into: projection)
+        projection.schema = projection.recordedSchema
+    }
+
+    /// Applies one encoded transaction (a log entry); returns the events newly applied.
+    ///
+    /// - Parameter position: the entry's log position, named in errors.
+    /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong, at which byte and position.
+    @discardableResult
+    public func apply(encoded bytes: [UInt8], position: UInt64? = nil) throws -> Int {
+        let transaction = try EventCodec.decodeRaw(bytes, position: position)
+        projection.beginBatch(tracking: false)
+        defer { projection.commitBatch(report: false) }
+        return try projection.apply(transaction)
+    }
+
+    /// The snapshot payload of everything applied so far (the layout of the Strata format article).
+    public func snapshotPayload() -> [UInt8] { ProjectionCodec.encode(projection) }
+
+    /// Each replica's highest sequence below which everything has been applied.
+    public func contiguousSequences() -> [ReplicaID: UInt64] {
+        Dictionary(uniqueKeysWithValues: projection.appliedSummary().map { ($0.replica, $0.contiguous) })
+    }
+
+    /// The canonical digest (see ``Store/digest()``).
+    public func digest() -> String {
+        projection.schema = projection.recordedSchema
+        return projection.digest()
+    }
+
+    // MARK: Reading
+
+    /// The schema recorded by the events applied so far.
+    public var schema: Schema { projection.recordedSchema }
+
+    /// Events applied in all (duplicates not counted).
+    public var eventCount: UInt64 { projection.eventCount }
+
+    /// Exactly which events of each replica have been applied, by replica ID.
+    public func appliedSequences() -> [AppliedSequences] {
+        projection.replicas.enumerated().compactMap { index, replica in
+            let set = projection.applied[index]
+            return set.isEmpty ? nil : AppliedSequences(replica: replica, contiguous: set.contiguous, above: set.above.sorted())
+        }.sorted { $0.replica < $1.replica }
+    }
+
+    /// Whether the event has been applied.
+    public func hasApplied(_ event: EventID) -> Bool {
+        guard let index = projection.replicas.firstIndex(of: event.replica) else { return false }
+        return projection.applied[index].contains(event.sequence)
+    }
+
+    /// An existing object with its to-many relationships, as a store would read it.
+    public func object(_ id: ObjectID) -> ObjectSnapshot? {
+        projection.schema = projection.recordedSchema
+        return projection.snapshot(id, includeToMany: true)
+    }
+
+    /// The existing objects' IDs, sorted.
+    public func allObjectIDs() -> [ObjectID] { projection.allObjectIDs() }
+
+    /// The existing objects of `entity`, sorted by ID.
+    public func objectIDs(of entity: String) -> [ObjectID] {
+        projection.schema = projection.recordedSchema
+        return projection.objectIDs(of: entity).sorted()
+    }
+
+    /// Which event set each attribute and to-one reference of the object's current incarnation.
+    public func provenance(_ id: ObjectID) -> [String: FieldProvenance] { projection.provenance(id) }
+
+    /// What the projection knows of an object, existing or deleted: its entity and the insert and
+    /// delete events that decide its existence. `nil` when no event ever named it.
+    public func lifecycle(_ id: ObjectID) -> ObjectLifecycle? {
+        guard let record = projection.records[id] else { return nil }
+        func provenance(_ ref: Ref) -> FieldProvenance? {
+            ref.isNone ? nil : FieldProvenance(event: projection.eventID(of: ref), hlc: HLC(rawValue: ref.hlc))
+        }
+        return ObjectLifecycle(entity: projection.entityName(of: record), exists: projection.exists(record),
+                               inserted: provenance(record.inserted), deleted: provenance(record.deleted))
+    }
+
+    /// Every object ID any applied event named, existing or not, sorted.
+    public func knownObjectIDs() -> [ObjectID] { projection.records.keys.sorted() }
+}
+
+/// Which events of one replica a projection has applied: every sequence up to `contiguous`, and
+/// the ones in `above` (events that arrived ahead of a gap).
+public struct AppliedSequences: Sendable, Hashable, Codable {
+    public var replica: ReplicaID
+    public var contiguous: UInt64
+    /// Applied sequences beyond `contiguous`, ascending.
+    public var above: [UInt64]
+
+    public init(replica: ReplicaID, contiguous: UInt64, above: [UInt64]) {
+        self.replica = replica
+        self.contiguous = contiguous
+        self.above = above
+    }
+
+    public var highest: UInt64 { above.last ?? contiguous }
+    /// Events applied.
+    public var count: UInt64 { contiguous + UInt64(above.count) }
+
+    public func contains(_ sequence: UInt64) -> Bool {
+        sequence >= 1 && (sequence <= contiguous || above.contains(sequence))
+    }
+}
+
+/// An object's entity and the events that decide whether it exists (the newer of its newest
+/// insert and newest delete).
+public struct ObjectLifecycle: Sendable, Hashable {
+    public var entity: String
+    public var exists: Bool
+    public var inserted: FieldProvenance?
+    public var deleted: FieldProvenance?
+}

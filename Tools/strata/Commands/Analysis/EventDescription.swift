@@ -1,0 +1,71 @@
+import Strata
+
+/// One event as the tools print it: where it is in the log, who wrote it, when, and what it did.
+struct EventDescription: Codable, Sendable, Hashable {
+    /// Its entry's position in the log read (`nil` when a snapshot holds it).
+    var position: UInt64?
+    /// When the device stored its transaction.
+    var stored: String?
+    var replica: String
+    var sequence: UInt64
+    var hlc: UInt64
+    /// The HLC's physical time.
+    var time: String
+    var kind: String
+    var entity: String?
+    var object: String?
+    var fields: [String: JSONValue]?
+    var relationship: String?
+    var target: String?
+
+    init(_ event: Event, position: UInt64?, stored: Int64?) {
+        self.position = position
+        self.stored = stored.map { Format.time(microseconds: $0) }
+        replica = event.id.replica.description
+        sequence = event.id.sequence
+        hlc = event.hlc.rawValue
+        time = Format.time(event.hlc)
+        kind = event.change.kind
+        entity = event.change.entity
+        object = event.change.object?.description
+        switch event.change {
+        case .insert(_, _, let values), .update(_, _, let values):
+            fields = values.mapValues(JSONValue.init)
+        case .add(_, _, let relationship, let target), .remove(_, _, let relationship, let target, _):
+            self.relationship = relationship
+            self.target = target.description
+        case .delete, .schema:
+            break
+        }
+        textDetail = Self.detail(event)
+    }
+
+    /// The change in a line (not part of the JSON: it repeats the fields above).
+    private(set) var textDetail = ""
+
+    enum CodingKeys: String, CodingKey {
+        case position, stored, replica, sequence, hlc, time, kind, entity, object, fields, relationship, target
+    }
+
+    /// `#12  2026-11-21T10:00:00.123Z  a1b2c3d4:5  update Note 1f2e3d4c  title="x" pinned=true`
+    var text: String {
+        let where_ = position.map { "#\($0)" } ?? "(snapshot)"
+        return "\(Format.left(where_, 8)) \(time)  \(Format.left(String(replica.prefix(8)) + ":\(sequence)", 14)) \(textDetail)"
+    }
+
+    private static func detail(_ event: Event) -> String {
+        switch event.change {
+        case .insert(let entity, let object, let fields), .update(let entity, let object, let fields):
+            let values = fields.keys.sorted().map { "\($0)=\(Format.value(fields[$0] ?? .null))" }.joined(separator: " ")
+            return "\(event.change.kind) \(entity) \(Format.short(object))  \(values)"
+        case .delete(let entity, let object):
+            return "delete \(entity) \(Format.short(object))"
+        case .add(let entity, let object, let relationship, let target):
+            return "add \(entity) \(Format.short(object)).\(relationship) += \(Format.short(target))"
+        case .remove(let entity, let object, let relationship, let target, let adds):
+            return "remove \(entity) \(Format.short(object)).\(relationship) -= \(Format.short(target)) (adds \(adds.map(Format.event).joined(separator: ", ")))"
+        case .schema(let schema):
+            return "schema \(schema.entities.map(\.name).joined(separator: ", "))"
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Strata
+
+/// `strata replay`: the projection as it was at a cutoff, or one object's whole history.
+struct ReplayState: Codable, Sendable {
+    var store: String
+    var until: String
+    /// The last log position applied, and when it was stored.
+    var lastPosition: UInt64?
+    var lastStored: String?
+    var transactions: Int
+    var events: UInt64
+    var digest: String
+    var snapshot: String?
+    var notes: [String]
+    var objects: [ObjectJSON]
+
+    static func run(_ files: StoreFiles, until cutoff: Cutoff, entity: String?, progress: Progress?) throws -> ReplayState {
+        var lastStored: Int64?
+        let loaded = try LoadedStore.load(files, start: .newest, until: cutoff, progress: progress) { entry, _, applied in
+            if applied { lastStored = entry.timestamp }
+        }
+        let projection = loaded.projection
+        let ids = entity.map { projection.objectIDs(of: $0) } ?? projection.allObjectIDs()
+        let objects = ids.compactMap { projection.object($0) }.sorted { ($0.entity, $0.id) < ($1.entity, $1.id) }.map(ObjectJSON.init)
+        var notes = loaded.notes
+        if let warning = loaded.report.readWarning { notes.append(warning) }
+        return ReplayState(store: files.directory, until: cutoff.description, lastPosition: loaded.lastApplied ?? loaded.base.map { $0.position == 0 ? 0 : $0.position - 1 },
+                           lastStored: lastStored.map { Format.time(microseconds: $0) }, transactions: loaded.appliedTransactions,
+                           events: projection.eventCount, digest: projection.digest(), snapshot: loaded.base?.name, notes: notes, objects: objects)
+    }
+
+    var text: String {
+        var lines = ["\(store) as of \(until): \(objects.count) objects from \(events) events" +
+                     (lastPosition.map { ", last position applied #\($0)" } ?? ", nothing applied") + (lastStored.map { " (stored \($0))" } ?? "") +
+                     (snapshot.map { ", starting from snapshot \($0)" } ?? "")]
+        lines.append("digest \(digest)")
+        for note in notes { lines.append("note: \(note)") }
+        for object in objects { lines.append(ObjectText.line(object)) }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// One object's history: every event that touched it, in log order, with what it did to the
+/// object's current value ("blame"), and the value it ended with.
+struct ObjectHistory: Codable, Sendable {
+    struct Step: Codable, Sendable {
+        var event: EventDescription
+        /// What became of it: the fields whose current value it set, or why it has no effect now.
+        var effect: String
+    }
+    var store: String
+    var object: String
+    var entity: String?
+    var exists: Bool
+    var until: String?
+    var steps: [Step]
+    var current: ObjectJSON?
+    /// Field → the event that set its current value.
+    var blame: [String: String]
+    var notes: [String]
+
+    static func run(_ files: StoreFiles, object id: ObjectID, until cutoff: Cutoff?, progress: Progress?) throws -> ObjectHistory {
+        var events: [(Event, UInt64, Int64)] = []
+        let loaded = try LoadedStore.load(files, start: .earliest, until: cutoff, progress: progress) { entry, _, applied in
+            guard applied else { return }
+            let record = try TransactionRecord(decoding: entry.payload)
+            for event in record.events where Self.mentions(event.change, id) {
+                events.append((event, entry.position, entry.timestamp))
+            }
+        }
+        let projection = loaded.projection
+        let lifecycle = projection.lifecycle(id)
+        let provenance = projection.provenance(id)
+        var notes = loaded.notes
+        if let base = loaded.base { notes.append("events before position \(base.position) are folded into the snapshot \(base.name) and not listed") }
+        if lifecycle == nil && events.isEmpty { throw CLIError("no event of \(files.directory) names the object \(id)") }
+        let steps = events.map { event, position, stored -> Step in
+            Step(event: EventDescription(event, position: position, stored: stored), effect: effect(of: event, on: id, lifecycle: lifecycle, provenance: provenance))
+        }
+        var blame: [String: String] = [:]
+        for (field, source) in provenance {
+            blame[field] = "\(Format.event(source.event)) at \(Format.time(source.hlc))"
+        }
+        return ObjectHistory(store: files.directory, object: id.description, entity: lifecycle?.entity, exists: lifecycle?.exists ?? false,
+                             until: cutoff?.description, steps: steps, current: projection.object(id).map(ObjectJSON.init), blame: blame, notes: notes)
+    }
+
+    /// Whether an event names the object: as its subject, a member added or removed, or the
+    /// target of a reference it sets.
+    private static func mentions(_ change: Change, _ id: ObjectID) -> Bool {
+        switch change {
+        case .add(_, let object, _, let target), .remove(_, let object, _, let target, _): object == id || target == id
+        case .insert(_, let object, let fields), .update(_, let object, let fields): object == id || fields.values.contains(.reference(id))
+        case .delete(_, let object): object == id
+        case .schema: false
+        }
+    }
+
+    private static func effect(of event: Event, on id: ObjectID, lifecycle: ObjectLifecycle?, provenance: [String: FieldProvenance]) -> String {
+        switch event.change {
+        case .insert(_, let object, let fields) where object == id, .update(_, let object, let fields) where object == id:
+            let current = fields.keys.filter { provenance[$0]?.event == event.id }.sorted()
+            let kind = event.change.kind
+            if case .insert = event.change, lifecycle?.inserted?.event != event.id {
+                return "an older incarnation (a newer insert replaced it)"
+            }
+            if current.isEmpty { return "\(kind): every field it set was overwritten by a newer event" + (lifecycle?.exists == false ? " (the object is deleted)" : "") }
+            let overwritten = fields.keys.filter { provenance[$0]?.event != event.id }.sorted()
+            return "\(kind): sets the current \(current.joined(separator: ", "))" + (overwritten.isEmpty ? "" : "; overwritten: \(overwritten.joined(separator: ", "))")
+        case .insert(_, let object, let fields), .update(_, let object, let fields):
+            let keys = fields.filter { $0.value == .reference(id) }.keys.sorted()
+            return "points \(Format.short(object)).\(keys.joined(separator: ", ")) at this object"
+        case .delete:
+            if lifecycle?.exists == false && lifecycle?.deleted?.event == event.id { return "delete: the object is deleted by this event" }
+            return "delete: undone by a newer insert"
+        case .add(_, let object, let relationship, let target):
+            return object == id ? "add \(Format.short(target)) to \(relationship)" : "added to \(Format.short(object)).\(relationship)"
+        case .remove(_, let object, let relationship, let target, let adds):
+            return object == id ? "remove \(Format.short(target)) from \(relationship) (\(adds.count) add(s) named)" : "removed from \(Format.short(object)).\(relationship)"
+        default:
+            return event.change.kind
+        }
+    }
+
+    var text: String {
+        var lines = ["\(entity ?? "?") \(object) in \(store)\(until.map { " as of \($0)" } ?? ""): \(exists ? "exists" : "does not exist")"]
+        for note in notes { lines.append("note: \(note)") }
+        lines.append("history (\(steps.count) events):")
+        for step in steps {
+            lines.append("  \(step.event.text)")
+            lines.append("      → \(step.effect)")
+        }
+        if let current {
+            lines.append("current value:")
+            for key in current.values.keys.sorted() {
+                lines.append("  \(key) = \(StoreDiff.show(current.values[key]))\(blame[key].map { "   ← \($0)" } ?? "")")
+            }
+            for key in current.toMany.keys.sorted() { lines.append("  \(key) = \(current.toMany[key]?.map { String($0.prefix(8)) } ?? [])") }
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Objects in one line each, for `get`, `replay` and `export` without `--json`.
+enum ObjectText {
+    static func line(_ object: ObjectJSON) -> String {
+        let values = object.values.keys.sorted().map { "\($0)=\(StoreDiff.show(object.values[$0]))" }
+        let toMany = object.toMany.keys.sorted().map { "\($0)=[\(object.toMany[$0]?.map { String($0.prefix(8)) }.joined(separator: ",") ?? "")]" }
+        return "\(object.entity) \(object.id)  " + (values + toMany).joined(separator: " ")
+    }
+}

@@ -1,0 +1,82 @@
+extension StoreDiff {
+    /// The report for a terminal: sides, replicas, missing events, differing fields with blame.
+    var text: String {
+        var lines: [String] = []
+        lines.append("A  \(a.store)  replica \(a.replica.prefix(8))  \(a.eventsApplied) events  digest \(a.digest.prefix(16))")
+        lines.append("B  \(b.store)  replica \(b.replica.prefix(8))  \(b.eventsApplied) events  digest \(b.digest.prefix(16))")
+        for warning in warnings { lines.append("warning: \(warning)") }
+        if equal {
+            lines.append("")
+            lines.append("equal: both stores have applied the same events and hold the same objects")
+            return lines.joined(separator: "\n")
+        }
+        lines.append("")
+        lines.append("seen of each replica")
+        for r in replicas {
+            let marks = (r.onlyInACount > 0 ? "  only in A: \(r.onlyInA)" : "") + (r.onlyInBCount > 0 ? "  only in B: \(r.onlyInB)" : "")
+            lines.append("  \(r.replica.prefix(8))  A \(r.inA)  B \(r.inB)\(marks)")
+        }
+        lines.append("")
+        lines.append("events only in A: \(onlyInACount), only in B: \(onlyInBCount)")
+        if let first = firstDivergent {
+            lines.append("first divergent event (earliest in merge order): \(Self.describe(first))")
+        }
+        for (label, list, count) in [("only in A", onlyInA, onlyInACount), ("only in B", onlyInB, onlyInBCount)] where !list.isEmpty {
+            lines.append("\(label):")
+            for missing in list.prefix(20) { lines.append("  " + Self.describe(missing)) }
+            if count > 20 { lines.append("  … \(count - 20) more (--json lists \(list.count))") }
+        }
+        lines.append("")
+        if objects.isEmpty {
+            lines.append("no object differs (the missing events changed nothing visible)")
+        } else {
+            lines.append("objects that differ: \(objects.count)")
+        }
+        for object in objects.prefix(50) {
+            lines.append("  \(object.entity) \(object.object)")
+            if object.existsInA != object.existsInB {
+                lines.append("    exists in \(object.existsInA ? "A" : "B") only — A: \(Self.existence(object.existsInA, object.existenceA))  B: \(Self.existence(object.existsInB, object.existenceB))")
+            }
+            for field in object.fields {
+                lines.append("    \(field.field): A \(Self.show(field.a)) \(Self.blame(field.blameA))")
+                lines.append("    \(String(repeating: " ", count: field.field.count))  B \(Self.show(field.b)) \(Self.blame(field.blameB))")
+            }
+            for member in object.members {
+                lines.append("    \(member.relationship): only in A \(member.onlyInA.map { String($0.prefix(8)) }), only in B \(member.onlyInB.map { String($0.prefix(8)) })")
+            }
+        }
+        if objects.count > 50 { lines.append("  … \(objects.count - 50) more objects (--json lists them all)") }
+        return lines.joined(separator: "\n")
+    }
+
+    static func describe(_ missing: MissingEvent) -> String {
+        let holder = missing.heldBy.uppercased()
+        guard let event = missing.event else {
+            return "\(missing.replica.prefix(8)):\(missing.sequence) (in \(holder)'s snapshot)"
+        }
+        return "\(event.replica.prefix(8)):\(event.sequence) in \(holder) at #\(event.position.map(String.init) ?? "-"), \(event.time): \(event.textDetail)"
+    }
+
+    static func blame(_ blame: Blame?) -> String {
+        guard let blame else { return "(no event: default or absent)" }
+        let at = blame.position.map { "#\($0)" } ?? "snapshot"
+        return "← set by \(blame.replica.prefix(8)):\(blame.sequence) at \(blame.time) (\(at))\(blame.seenByOther ? "" : ", which the other store has not seen")"
+    }
+
+    static func existence(_ exists: Bool, _ blame: Blame?) -> String {
+        guard let blame else { return exists ? "exists" : "never seen" }
+        return "\(exists ? "inserted" : "deleted") by \(blame.replica.prefix(8)):\(blame.sequence) at \(blame.time)\(blame.seenByOther ? "" : " (unseen by the other)")"
+    }
+
+    static func show(_ value: JSONValue?) -> String {
+        switch value {
+        case nil: return "(absent)"
+        case .string(let s)?: return "\"\(s)\""
+        case .null?: return "null"
+        case .bool(let b)?: return String(b)
+        case .integer(let i)?: return String(i)
+        case .double(let d)?: return String(d)
+        case let other?: return (try? JSONOutput.string(other, pretty: false)) ?? "?"
+        }
+    }
+}

@@ -1,0 +1,333 @@
+import Foundation
+import Dispatch
+import Strata
+
+/// What `strata diff` finds between two stores: what each has seen of each replica, the events
+/// one has and the other lacks (the earliest named as *the* first divergent event), the objects
+/// and fields whose values differ with the event that set each side's value, and both logs'
+/// timelines around the point where they part.
+struct StoreDiff: Codable, Sendable {
+    struct Side: Codable, Sendable {
+        var store: String
+        var replica: String
+        var transactionsInLog: Int
+        var eventsApplied: UInt64
+        var digest: String
+        /// The snapshot the comparison started from, if any.
+        var snapshot: String?
+    }
+    struct ReplicaSeen: Codable, Sendable {
+        var replica: String
+        var inA: String
+        var inB: String
+        var onlyInA: String
+        var onlyInB: String
+        var onlyInACount: UInt64
+        var onlyInBCount: UInt64
+    }
+    /// An event one store holds and the other lacks.
+    struct MissingEvent: Codable, Sendable {
+        /// "a" or "b": the store that has it.
+        var heldBy: String
+        var replica: String
+        var sequence: UInt64
+        /// The event, when the holder's log still has it (`nil`: only its snapshot does).
+        var event: EventDescription?
+    }
+    /// The event that set a value on one side.
+    struct Blame: Codable, Sendable, Hashable {
+        var replica: String
+        var sequence: UInt64
+        var hlc: UInt64
+        var time: String
+        /// Where it arrived in this side's log (`nil` when a snapshot holds it).
+        var position: UInt64?
+        /// Whether the other store has applied it too.
+        var seenByOther: Bool
+    }
+    struct FieldDiff: Codable, Sendable {
+        var field: String
+        var a: JSONValue?
+        var b: JSONValue?
+        var blameA: Blame?
+        var blameB: Blame?
+    }
+    struct MemberDiff: Codable, Sendable {
+        var relationship: String
+        var onlyInA: [String]
+        var onlyInB: [String]
+    }
+    struct ObjectDiff: Codable, Sendable {
+        var object: String
+        var entity: String
+        var existsInA: Bool
+        var existsInB: Bool
+        /// For an object that exists on one side only: the event that decided it on each side
+        /// (an insert or a delete), absent where that side never saw the object.
+        var existenceA: Blame?
+        var existenceB: Blame?
+        var fields: [FieldDiff]
+        var members: [MemberDiff]
+    }
+    struct TimelineEntry: Codable, Sendable {
+        var position: UInt64
+        var stored: String
+        var replica: String
+        var sequences: String
+        var summary: [String]
+        /// The other store lacks an event of this entry.
+        var missingOnOtherSide: Bool
+        /// The first such entry of this log.
+        var divergencePoint: Bool
+    }
+
+    var a: Side
+    var b: Side
+    var equal: Bool
+    var replicas: [ReplicaSeen]
+    var onlyInACount: UInt64
+    var onlyInBCount: UInt64
+    var firstDivergent: MissingEvent?
+    /// The events only one side has, the first `limit` of each side in replica and sequence order.
+    var onlyInA: [MissingEvent]
+    var onlyInB: [MissingEvent]
+    var objects: [ObjectDiff]
+    var timelineA: [TimelineEntry]
+    var timelineB: [TimelineEntry]
+    /// Whether the lists were cut at the limit.
+    var truncated: Bool
+    /// Damage met while reading (the comparison covers what precedes it).
+    var warnings: [String] = []
+
+    // MARK: Computing
+
+    static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, progress: Progress?) throws -> StoreDiff {
+        let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
+        // Both rebuilds at once: they are independent, and this machine has the cores.
+        let results = LoadResults()
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            do {
+                results.set(i, .success(try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i)))
+            } catch {
+                results.set(i, .failure(error))
+            }
+        }
+        progress?.finish()
+        let sideA = try results.get(0)
+        let sideB = try results.get(1)
+        for side in [sideA, sideB] {
+            if let warning = side.report.readWarning { results.warnings.append("\(side.files.directory): \(warning)") }
+        }
+        var diff = try compare(sideA, sideB, limit: limit, timelineWindow: timelineWindow, progress: progress)
+        diff.warnings = results.warnings + sideA.notes + sideB.notes
+        return diff
+    }
+
+    private final class LoadResults: @unchecked Sendable {
+        private let lock = NSLockShim()
+        private var values: [Int: Result<LoadedStore, any Error>] = [:]
+        var warnings: [String] = []
+        func set(_ i: Int, _ value: Result<LoadedStore, any Error>) { lock.locked { values[i] = value } }
+        func get(_ i: Int) throws -> LoadedStore {
+            guard let value = lock.locked({ values[i] }) else { throw CLIError("internal: store \(i) was not read") }
+            return try value.get()
+        }
+    }
+
+    static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, limit: Int, timelineWindow: Int, progress: Progress?) throws -> StoreDiff {
+        let a = sideA.projection
+        let b = sideB.projection
+        progress?.phase("comparing")
+        defer { progress?.finish() }
+
+        // 1. What each has seen of each replica.
+        let appliedA = Dictionary(uniqueKeysWithValues: a.appliedSequences().map { ($0.replica, $0) })
+        let appliedB = Dictionary(uniqueKeysWithValues: b.appliedSequences().map { ($0.replica, $0) })
+        let replicaIDs = Set(appliedA.keys).union(appliedB.keys).sorted()
+        var seen: [ReplicaSeen] = []
+        var missing: [(heldBy: Int, replica: ReplicaID, ranges: SequenceRanges)] = []
+        for replica in replicaIDs {
+            let inA = SequenceRanges(appliedA[replica])
+            let inB = SequenceRanges(appliedB[replica])
+            let onlyA = inA.subtracting(inB)
+            let onlyB = inB.subtracting(inA)
+            seen.append(ReplicaSeen(replica: replica.description, inA: inA.description, inB: inB.description,
+                                    onlyInA: onlyA.description, onlyInB: onlyB.description,
+                                    onlyInACount: onlyA.count, onlyInBCount: onlyB.count))
+            if !onlyA.isEmpty { missing.append((0, replica, onlyA)) }
+            if !onlyB.isEmpty { missing.append((1, replica, onlyB)) }
+        }
+        let onlyInACount = missing.filter { $0.heldBy == 0 }.reduce(0) { $0 + $1.ranges.count }
+        let onlyInBCount = missing.filter { $0.heldBy == 1 }.reduce(0) { $0 + $1.ranges.count }
+
+        // 2. The events to describe: the first `limit` missing on each side (a replica's first
+        // missing event is always among them: it is that replica's earliest, its clock being
+        // monotonic), found in the holder's log by the index.
+        var wanted: [[EventID]] = [[], []]
+        var truncated = false
+        for side in 0..<2 {
+            let lists = missing.filter { $0.heldBy == side }
+            let firsts = lists.compactMap { list in list.ranges.first.map { EventID(replica: list.replica, sequence: $0) } }
+            var chosen = Set(firsts)
+            for list in lists {
+                for s in list.ranges.prefix(max(0, limit - chosen.count)) {
+                    chosen.insert(EventID(replica: list.replica, sequence: s))
+                }
+            }
+            let total = lists.reduce(UInt64(0)) { $0 + $1.ranges.count }
+            if UInt64(chosen.count) < total { truncated = true }
+            wanted[side] = chosen.sorted()
+        }
+
+        // 3. Each log's timeline: where it first holds an event the other lacks.
+        let sides = [sideA, sideB]
+        var timelinePositions: [[UInt64]] = [[], []]
+        var divergencePositions: [UInt64?] = [nil, nil]
+        var missingEntries: [Set<UInt64>] = [[], []]
+        for side in 0..<2 {
+            let other = side == 0 ? appliedB : appliedA
+            let index = sides[side].index
+            var replicaSets: [UInt32: AppliedSequences?] = [:]
+            for entry in index.entries {
+                let set = replicaSets[entry.replica] ?? other[index.replica(of: entry)]
+                replicaSets[entry.replica] = set
+                let lacks = entry.count > 0 && (0..<entry.count).contains { !(set?.contains(entry.firstSequence + $0) ?? false) }
+                if lacks {
+                    missingEntries[side].insert(entry.position)
+                    if divergencePositions[side] == nil { divergencePositions[side] = entry.position }
+                }
+            }
+            let positions = index.entries.map(\.position)
+            let start: Int
+            if let point = divergencePositions[side], let at = positions.firstIndex(of: point) {
+                start = max(0, at - timelineWindow / 10)
+            } else {
+                start = max(0, positions.count - timelineWindow)
+            }
+            timelinePositions[side] = Array(positions[start..<min(positions.count, start + timelineWindow)])
+        }
+
+        // 4. One more read of each log for the entries those events and timelines are in.
+        var wantedPositions: [Set<UInt64>] = [[], []]
+        for side in 0..<2 {
+            for id in wanted[side] {
+                if let entry = sides[side].index.entry(holding: id) { wantedPositions[side].insert(entry.position) }
+            }
+            wantedPositions[side].formUnion(timelinePositions[side])
+        }
+        var decoded: [[UInt64: (entry: HistoryEntry, record: TransactionRecord)]] = [[:], [:]]
+        for side in 0..<2 where !wantedPositions[side].isEmpty {
+            var found: [UInt64: (entry: HistoryEntry, record: TransactionRecord)] = [:]
+            let positions = wantedPositions[side]
+            _ = try sides[side].files.scan(progress: nil) { entry in
+                guard positions.contains(entry.position) else { return }
+                found[entry.position] = (entry, try TransactionRecord(decoding: entry.payload))
+            }
+            decoded[side] = found
+        }
+        func describe(_ id: EventID, side: Int) -> MissingEvent {
+            var description: EventDescription?
+            if let entry = sides[side].index.entry(holding: id), let found = decoded[side][entry.position],
+               let event = found.record.events.first(where: { $0.id == id }) {
+                description = EventDescription(event, position: entry.position, stored: entry.timestamp)
+            }
+            return MissingEvent(heldBy: side == 0 ? "a" : "b", replica: id.replica.description, sequence: id.sequence, event: description)
+        }
+        let describedA = wanted[0].sorted().map { describe($0, side: 0) }
+        let describedB = wanted[1].sorted().map { describe($0, side: 1) }
+        // The first divergent event: the earliest in the merge order (HLC, then replica).
+        let firstDivergent = (describedA + describedB).filter { $0.event != nil }.min { x, y in
+            guard let ex = x.event, let ey = y.event else { return false }
+            return (ex.hlc, ex.replica) < (ey.hlc, ey.replica)
+        } ?? (describedA + describedB).first
+
+        // 5. The objects and fields that differ, and who set each side's value.
+        var objects: [ObjectDiff] = []
+        var indexes = [sideA.index, sideB.index]
+        func blame(_ provenance: FieldProvenance?, side: Int) -> Blame? {
+            guard let provenance else { return nil }
+            let other = side == 0 ? b : a
+            return Blame(replica: provenance.event.replica.description, sequence: provenance.event.sequence, hlc: provenance.hlc.rawValue,
+                         time: Format.time(provenance.hlc), position: indexes[side].entry(holding: provenance.event)?.position,
+                         seenByOther: other.hasApplied(provenance.event))
+        }
+        let digestA = a.digest()
+        let digestB = b.digest()
+        let sameEvents = onlyInACount == 0 && onlyInBCount == 0
+        if !(sameEvents && digestA == digestB) {
+            let ids = Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
+            for id in ids {
+                let objectA = a.object(id)
+                let objectB = b.object(id)
+                if objectA == objectB { continue }
+                let entity = objectA?.entity ?? objectB?.entity ?? a.lifecycle(id)?.entity ?? b.lifecycle(id)?.entity ?? "?"
+                var diff = ObjectDiff(object: id.description, entity: entity, existsInA: objectA != nil, existsInB: objectB != nil,
+                                      fields: [], members: [])
+                if objectA == nil || objectB == nil {
+                    func decider(_ lifecycle: ObjectLifecycle?) -> FieldProvenance? {
+                        guard let lifecycle else { return nil }
+                        return lifecycle.exists ? lifecycle.inserted : lifecycle.deleted ?? lifecycle.inserted
+                    }
+                    diff.existenceA = blame(decider(a.lifecycle(id)), side: 0)
+                    diff.existenceB = blame(decider(b.lifecycle(id)), side: 1)
+                }
+                if let objectA, let objectB {
+                    let provenanceA = a.provenance(id)
+                    let provenanceB = b.provenance(id)
+                    // Local-only attributes never sync: devices differ there by design.
+                    let localOnly = Set((a.schema.entity(entity)?.attributes ?? []).filter(\.isLocalOnly).map(\.name))
+                    for key in Set(objectA.values.keys).union(objectB.values.keys).sorted() where !localOnly.contains(key) {
+                        let valueA = objectA.values[key]
+                        let valueB = objectB.values[key]
+                        guard valueA != valueB else { continue }
+                        diff.fields.append(FieldDiff(field: key, a: valueA.map(JSONValue.init), b: valueB.map(JSONValue.init),
+                                                     blameA: blame(provenanceA[key], side: 0), blameB: blame(provenanceB[key], side: 1)))
+                    }
+                    for key in Set(objectA.toMany.keys).union(objectB.toMany.keys).sorted() {
+                        let membersA = Set(objectA.toMany[key] ?? [])
+                        let membersB = Set(objectB.toMany[key] ?? [])
+                        guard membersA != membersB else { continue }
+                        diff.members.append(MemberDiff(relationship: key, onlyInA: membersA.subtracting(membersB).sorted().map(\.description),
+                                                       onlyInB: membersB.subtracting(membersA).sorted().map(\.description)))
+                    }
+                }
+                if diff.existsInA && diff.existsInB && diff.fields.isEmpty && diff.members.isEmpty { continue }
+                objects.append(diff)
+            }
+        }
+
+        // 6. Timelines.
+        func timeline(_ side: Int) -> [TimelineEntry] {
+            timelinePositions[side].compactMap { position -> TimelineEntry? in
+                guard let found = decoded[side][position] else { return nil }
+                let record = found.record
+                let sequences = record.sequences.map { $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" } ?? "-"
+                let summary = record.events.prefix(6).map { EventDescription($0, position: nil, stored: nil).textDetail }
+                    + (record.events.count > 6 ? ["… \(record.events.count - 6) more events"] : [])
+                return TimelineEntry(position: position, stored: Format.time(microseconds: found.entry.timestamp), replica: record.replica.description,
+                                     sequences: sequences, summary: summary, missingOnOtherSide: missingEntries[side].contains(position),
+                                     divergencePoint: divergencePositions[side] == position)
+            }
+        }
+
+        func side(_ loaded: LoadedStore, digest: String) -> Side {
+            Side(store: loaded.files.directory, replica: loaded.files.replicaID.description, transactionsInLog: loaded.index.entries.count,
+                 eventsApplied: loaded.projection.eventCount, digest: digest, snapshot: loaded.base?.name)
+        }
+        return StoreDiff(a: side(sideA, digest: digestA), b: side(sideB, digest: digestB),
+                         equal: sameEvents && objects.isEmpty && digestA == digestB,
+                         replicas: seen, onlyInACount: onlyInACount, onlyInBCount: onlyInBCount, firstDivergent: firstDivergent,
+                         onlyInA: describedA, onlyInB: describedB, objects: objects,
+                         timelineA: timeline(0), timelineB: timeline(1), truncated: truncated)
+    }
+}
+
+/// A lock usable from synchronous code on every platform.
+final class NSLockShim: @unchecked Sendable {
+    private let lock = NSLock()
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+}

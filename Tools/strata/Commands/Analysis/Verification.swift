@@ -1,0 +1,155 @@
+import Strata
+
+/// What `strata verify` checks on a store: every record's checksum and framing, position
+/// continuity, indexes, snapshots, that every event decodes and applies, and that each snapshot's
+/// digest equals the digest of a replay of the log up to its position.
+struct Verification: Codable, Sendable {
+    /// Something wrong, with where it is.
+    struct Finding: Codable, Sendable, Hashable, CustomStringConvertible {
+        var message: String
+        var file: String?
+        var offset: Int64?
+        var position: UInt64?
+
+        var description: String {
+            var places: [String] = []
+            if let file { places.append(file + (offset.map { " at byte \($0)" } ?? "")) }
+            if let position { places.append("position \(position)") }
+            return message + (places.isEmpty ? "" : " (\(places.joined(separator: ", ")))")
+        }
+    }
+    struct SnapshotCheck: Codable, Sendable {
+        var name: String
+        var position: UInt64
+        /// ok, damaged, matches replay, differs from replay, not cross-checked.
+        var status: String
+    }
+
+    var store: String
+    var replica: String
+    var segments: Int
+    var records: Int
+    var events: Int
+    var startPosition: UInt64
+    var endPosition: UInt64
+    var findings: [Finding]
+    var notes: [String]
+    var snapshots: [SnapshotCheck]
+    /// Snapshots whose digest differs from the replay (candidates for `--repair`).
+    var wrongSnapshots: [String]
+    var healthy: Bool { findings.isEmpty }
+
+    static func run(_ files: StoreFiles, progress: Progress?) throws -> Verification {
+        var findings: [Finding] = []
+        var notes: [String] = []
+        var checks: [SnapshotCheck] = []
+        var wrong: [String] = []
+        var events = 0
+        let identity: LogIdentity
+        do {
+            identity = try SegmentLog.identity(at: files.logDirectory)
+        } catch {
+            // The first segment header is unreadable: the log walk says exactly where.
+            let report = try SegmentLog.verify(at: files.logDirectory)
+            let problem = report.problems.first
+            return Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: 0, events: 0,
+                                startPosition: 0, endPosition: 0,
+                                findings: [Finding(message: problem?.message ?? "\(error)", file: problem?.file, offset: problem?.offset)],
+                                notes: [], snapshots: [], wrongSnapshots: [])
+        }
+        // The base: an empty projection when the whole history is still here, else the oldest
+        // snapshot that verifies; every later snapshot is then checked against the replay.
+        var projection = ProjectionBuilder()
+        var base: SnapshotInfo?
+        var pending = identity.snapshots.filter { $0.position >= identity.startPosition }.sorted { $0.position < $1.position }
+        var payloads: [String: [UInt8]] = [:]
+        for info in pending {
+            do {
+                payloads[info.name] = try SegmentLog.readSnapshot(info, logID: identity.logID).payload
+            } catch {
+                checks.append(SnapshotCheck(name: info.name, position: info.position, status: "damaged: \(error)"))
+                findings.append(Finding(message: "snapshot \(info.name) is damaged: \(error)", file: info.path))
+            }
+        }
+        for info in identity.snapshots where info.position < identity.startPosition {
+            checks.append(SnapshotCheck(name: info.name, position: info.position, status: "older than the retained log: not cross-checked"))
+        }
+        pending = pending.filter { payloads[$0.name] != nil }
+        if identity.startPosition > 0 {
+            guard let oldest = pending.first, let payload = payloads[oldest.name] else {
+                findings.append(Finding(message: "no valid snapshot covers the retired history before position \(identity.startPosition)", file: files.logDirectory))
+                return Verification(store: files.directory, replica: files.replicaID.description, segments: 0, records: 0, events: 0,
+                                    startPosition: identity.startPosition, endPosition: identity.startPosition, findings: findings,
+                                    notes: [], snapshots: checks, wrongSnapshots: [])
+            }
+            do {
+                projection = try ProjectionBuilder(snapshot: payload)
+            } catch {
+                findings.append(Finding(message: "snapshot \(oldest.name) does not decode: \(error)", file: oldest.path))
+            }
+            base = oldest
+            checks.append(SnapshotCheck(name: oldest.name, position: oldest.position, status: "ok (the base of the replay: history before it was retired)"))
+            pending.removeFirst()
+        }
+        var replayBroken = false
+        func checkSnapshots(upTo position: UInt64) {
+            while let next = pending.first, next.position <= position {
+                pending.removeFirst()
+                guard !replayBroken, let payload = payloads[next.name] else {
+                    checks.append(SnapshotCheck(name: next.name, position: next.position, status: "not cross-checked (the replay stopped earlier)"))
+                    continue
+                }
+                let expected = (try? ProjectionBuilder(snapshot: payload))?.digest()
+                if expected == projection.digest() {
+                    checks.append(SnapshotCheck(name: next.name, position: next.position, status: "ok (digest matches a replay)"))
+                } else {
+                    checks.append(SnapshotCheck(name: next.name, position: next.position, status: "DIGEST DIFFERS from a replay of the log"))
+                    findings.append(Finding(message: "snapshot \(next.name) does not match a replay of the log up to position \(next.position)",
+                                            file: next.path, position: next.position))
+                    wrong.append(next.path)
+                }
+            }
+        }
+        let from = base?.position ?? 0
+        let report = try files.scan(progress: progress) { entry in
+            guard !replayBroken else { return }
+            checkSnapshots(upTo: entry.position)
+            do {
+                let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+                events += Int(header.eventCount)
+                if entry.position >= from { try projection.apply(encoded: entry.payload, position: entry.position) }
+            } catch {
+                replayBroken = true
+                findings.append(Finding(message: "an event does not decode or apply: \(error)", file: files.logDirectory + "/" + entry.segment,
+                                        offset: entry.recordOffset, position: entry.position))
+            }
+        }
+        if report.problems.isEmpty { checkSnapshots(upTo: .max) } else { replayBroken = true; checkSnapshots(upTo: .max) }
+        // Log-level problems come first: they are what `--repair` cuts at.
+        let logFindings = report.problems.map { Finding(message: $0.message, file: $0.file, offset: $0.offset) }
+        for (info, problem) in report.snapshots where problem != nil && !checks.contains(where: { $0.name == info.name }) {
+            checks.append(SnapshotCheck(name: info.name, position: info.position, status: "damaged: \(problem.map { "\($0)" } ?? "")"))
+        }
+        if let tail = report.tornTail {
+            notes.append("torn tail in \(tail.segment) at byte \(tail.offset): \(tail.reason); \(tail.droppedBytes) bytes of an interrupted, never acknowledged append, cut when the store next opens")
+        }
+        for name in report.staleIndexes { notes.append("the index of \(name) is missing or stale (rebuilt when the store next opens)") }
+        return Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: report.records,
+                            events: events, startPosition: report.startPosition ?? identity.startPosition,
+                            endPosition: report.endPosition ?? identity.startPosition, findings: logFindings + findings, notes: notes,
+                            snapshots: checks.sorted { $0.position < $1.position }, wrongSnapshots: wrong)
+    }
+
+    var text: String {
+        var lines = ["\(store): \(segments) segment(s), \(records) records, \(events) events, positions \(startPosition)..<\(endPosition)"]
+        for check in snapshots { lines.append("snapshot \(check.name) (position \(check.position)): \(check.status)") }
+        for note in notes { lines.append("note: \(note)") }
+        if findings.isEmpty {
+            lines.append("ok")
+        } else {
+            lines.append("FOUND \(findings.count) problem(s); the first:")
+            for (i, finding) in findings.enumerated() { lines.append("\(i == 0 ? "  " : "  also: ")\(finding)") }
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,359 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// `strata inspect STORE`: what the store holds and how it is laid out.
+struct InspectCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect",
+        abstract: "Segments, positions, sizes, compression, events by kind and entity, replicas, snapshots, sync cursors, schema."
+    )
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func run() throws {
+        let files = try StoreFiles(store)
+        let inspection = try Inspection.run(files, progress: Progress("inspect", total: files.segmentBytes()))
+        print(json ? try JSONOutput.string(inspection) : inspection.text)
+    }
+}
+
+/// `strata log STORE [filters]`: the events, one per line (JSON Lines with `--json`).
+struct LogCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log",
+        abstract: "Print the events of the log, filtered by position, time, entity, object, replica or kind."
+    )
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Option(help: "The first log position to show.")
+    var from: UInt64?
+
+    @Option(help: "The last log position to show.")
+    var to: UInt64?
+
+    @Option(help: "Only transactions stored at or after this time (ISO 8601, or @microseconds).")
+    var since: String?
+
+    @Option(help: "Only transactions stored at or before this time.")
+    var until: String?
+
+    @Option(help: "Only events of this entity.")
+    var entity: String?
+
+    @Option(help: "Only events that name this object (as subject, member or reference target).")
+    var object: String?
+
+    @Option(help: "Only events of the replica whose ID starts with this.")
+    var replica: String?
+
+    @Option(help: "Only events of this kind: insert, update, delete, add, remove, schema.")
+    var kind: String?
+
+    @Option(help: "Stop after this many events.")
+    var limit: Int?
+
+    @Flag(help: "Print JSON Lines (one event per line) instead of text.")
+    var json = false
+
+    func validate() throws {
+        if let since, TimeArgument.microseconds(since) == nil { throw ValidationError("--since: not a time: \(since)") }
+        if let until, TimeArgument.microseconds(until) == nil { throw ValidationError("--until: not a time: \(until)") }
+        if let object, ObjectID(object) == nil { throw ValidationError("--object: not an object ID (UUID): \(object)") }
+        if let kind, !["insert", "update", "delete", "add", "remove", "schema"].contains(kind) { throw ValidationError("--kind: unknown kind \(kind)") }
+        if let from, let to, from > to { throw ValidationError("--from \(from) is after --to \(to)") }
+        if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        let files = try StoreFiles(store)
+        let filter = EventFilter(from: from, to: to, since: since.flatMap(TimeArgument.microseconds), until: until.flatMap(TimeArgument.microseconds),
+                                 entity: entity, object: object.flatMap(ObjectID.init), replicaPrefix: replica?.lowercased(), kind: kind)
+        var printed = 0
+        let limit = self.limit ?? .max
+        var output = BufferedOutput()
+        struct Enough: Error {}
+        do {
+            let report = try files.scan(progress: nil) { entry in
+                guard filter.admits(position: entry.position, timestamp: entry.timestamp) else { return }
+                let record: TransactionRecord
+                do {
+                    record = try TransactionRecord(decoding: entry.payload)
+                } catch {
+                    throw CLIError("\(store): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+                }
+                for event in record.events where filter.admits(event) {
+                    guard printed < limit else { throw Enough() }
+                    let description = EventDescription(event, position: entry.position, stored: entry.timestamp)
+                    output.line(json ? try JSONOutput.string(description, pretty: false) : description.text)
+                    printed += 1
+                }
+            }
+            output.flush()
+            if let warning = report.readWarning { FileHandleOutput.warn(warning) }
+        } catch is Enough {
+            output.flush()
+        }
+    }
+}
+
+/// Which events `strata log` shows.
+struct EventFilter {
+    var from: UInt64?
+    var to: UInt64?
+    var since: Int64?
+    var until: Int64?
+    var entity: String?
+    var object: ObjectID?
+    var replicaPrefix: String?
+    var kind: String?
+
+    func admits(position: UInt64, timestamp: Int64) -> Bool {
+        if let from, position < from { return false }
+        if let to, position > to { return false }
+        if let since, timestamp < since { return false }
+        if let until, timestamp > until { return false }
+        return true
+    }
+
+    func admits(_ event: Event) -> Bool {
+        if let kind, event.change.kind != kind { return false }
+        if let entity, event.change.entity != entity { return false }
+        if let replicaPrefix, !event.id.replica.description.hasPrefix(replicaPrefix) { return false }
+        if let object {
+            switch event.change {
+            case .add(_, let o, _, let t), .remove(_, let o, _, let t, _): if o != object && t != object { return false }
+            case .insert(_, let o, let fields), .update(_, let o, let fields): if o != object && !fields.values.contains(.reference(object)) { return false }
+            case .delete(_, let o): if o != object { return false }
+            case .schema: return false
+            }
+        }
+        return true
+    }
+}
+
+/// Lines written in large blocks: `log` on a million events must not make a million writes.
+struct BufferedOutput {
+    private var buffer: [UInt8] = []
+
+    mutating func line(_ text: String) {
+        buffer.append(contentsOf: text.utf8)
+        buffer.append(10)
+        if buffer.count >= 1 << 16 { flush() }
+    }
+
+    mutating func flush() {
+        guard !buffer.isEmpty else { return }
+        FileHandle.standardOutput.write(Data(buffer))
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// `strata verify STORE [--repair]`.
+struct VerifyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Check every record, position, index and snapshot of a store, and that each snapshot matches a replay.",
+        discussion: "Exit 1 with the first problem's file and byte offset when something is wrong."
+    )
+
+    @Argument(help: "The store directory (or a bare log directory).")
+    var store: String
+
+    @Flag(help: "Truncate the log at the first bad record (copies of what is cut are kept) and set aside snapshots that disagree with the log.")
+    var repair = false
+
+    @Flag(help: "Do not ask before repairing.")
+    var yes = false
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func run() throws {
+        // A bare segment log (no store.json) is checked at the log level only.
+        if !FileManager.default.fileExists(atPath: store + "/store.json") && FileManager.default.fileExists(atPath: store) {
+            return try LogOnlyVerify(directory: store, repair: repair, yes: yes, json: json).run()
+        }
+        let files = try StoreFiles(store)
+        let verification = try Verification.run(files, progress: Progress("verify", total: files.segmentBytes()))
+        print(json ? try JSONOutput.string(verification) : verification.text)
+        guard let first = verification.findings.first else { return }
+        guard repair else { throw ExitCode(ExitStatus.finding) }
+        let logProblem = first.file.map { $0.hasPrefix(files.logDirectory) && $0.hasSuffix(".seg") } ?? false
+        let what = logProblem ? "truncate the log at \(first.file ?? "?") byte \(first.offset ?? 0)" : "set aside \(verification.wrongSnapshots.count + verification.snapshots.filter { $0.status.hasPrefix("damaged") }.count) snapshot(s)"
+        guard try confirm("Repair \(store): \(what)?") else { throw ExitCode(ExitStatus.finding) }
+        if logProblem {
+            let salvage: SalvageReport
+            do {
+                salvage = try SegmentLog.salvage(at: files.logDirectory)
+            } catch {
+                throw CLIError("cannot repair \(store): \(error)")
+            }
+            print("repaired: \(RepairText.describe(salvage))")
+        }
+        let setAside = try RepairText.setAsideSnapshots(verification, in: files.logDirectory)
+        for name in setAside { print("set aside snapshot \(name)") }
+        let again = try Verification.run(files, progress: nil)
+        print(again.healthy ? "the store now verifies" : "still wrong: \(again.findings.first.map { "\($0)" } ?? "")")
+        if !again.healthy { throw ExitCode(ExitStatus.finding) }
+    }
+
+    func confirm(_ question: String) throws -> Bool {
+        if yes { return true }
+        print(question + " [y/N] ", terminator: "")
+        return readLine()?.lowercased().hasPrefix("y") == true
+    }
+}
+
+enum RepairText {
+    static func describe(_ salvage: SalvageReport) -> String {
+        "truncated \(salvage.truncatedSegment ?? "-") at byte \(salvage.truncatedAt.map(String.init) ?? "-"), removed \(salvage.removedSegments.count) later segment(s); dropped \(salvage.droppedRecords) record(s) that still verified (\(salvage.droppedEntries) entries) and \(salvage.droppedBytes) bytes, positions \(salvage.droppedPositions.lowerBound)..<\(salvage.droppedPositions.upperBound); copies in \(salvage.quarantine ?? "-"); the log now ends at position \(salvage.endPosition)"
+    }
+
+    /// Moves damaged snapshots and ones that disagree with the log into `salvaged-snapshots/`.
+    static func setAsideSnapshots(_ verification: Verification, in logDirectory: String) throws -> [String] {
+        let damaged = verification.snapshots.filter { $0.status.hasPrefix("damaged") }.map { logDirectory + "/" + $0.name }
+        let paths = verification.wrongSnapshots + damaged
+        guard !paths.isEmpty else { return [] }
+        let folder = logDirectory + "/salvaged-snapshots"
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            var moved: [String] = []
+            for path in paths where FileManager.default.fileExists(atPath: path) {
+                let name = (path as NSString).lastPathComponent
+                try FileManager.default.moveItem(atPath: path, toPath: folder + "/" + name)
+                moved.append(name)
+            }
+            return moved
+        } catch {
+            throw CLIError("cannot set aside snapshots in \(logDirectory): \(error)")
+        }
+    }
+}
+
+/// `strata verify LOG_DIRECTORY`: the segment-log checks alone, for a bare log.
+struct LogOnlyVerify {
+    var directory: String
+    var repair: Bool
+    var yes: Bool
+    var json: Bool
+
+    func run() throws {
+        let report: VerifyReport
+        do {
+            report = try SegmentLog.verify(at: directory)
+        } catch {
+            throw CLIError("cannot verify \(directory): \(error)")
+        }
+        print("\(report.segments) segments, \(report.records) records, \(report.entries) entries, positions \(report.startPosition ?? 0)..<\(report.endPosition ?? 0)")
+        if let tail = report.tornTail { print("note: torn tail in \(tail.segment) at byte \(tail.offset) (\(tail.droppedBytes) bytes; truncated on next open): \(tail.reason)") }
+        for (info, problem) in report.snapshots { print("snapshot \(info.name): \(problem.map { "DAMAGED: \($0)" } ?? "ok")") }
+        guard let problem = report.problems.first else {
+            if report.isHealthy { print("ok") } else { throw ExitCode(ExitStatus.finding) }
+            return
+        }
+        print("FOUND: \(problem)")
+        guard repair else { throw ExitCode(ExitStatus.finding) }
+        if !yes {
+            print("Truncate the log at \(problem.file ?? "?") byte \(problem.offset ?? 0)? [y/N] ", terminator: "")
+            guard readLine()?.lowercased().hasPrefix("y") == true else { throw ExitCode(ExitStatus.finding) }
+        }
+        do {
+            print("repaired: \(RepairText.describe(try SegmentLog.salvage(at: directory)))")
+        } catch {
+            throw CLIError("cannot repair \(directory): \(error)")
+        }
+    }
+}
+
+/// `strata replay STORE --until POSITION|TIME [--object ID]`.
+struct ReplayCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "The objects as they were at a log position or time; with --object, one object's whole history and who set each value."
+    )
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Option(help: "A log position (included) or a time (ISO 8601, or @microseconds): the state after everything stored up to it. Default: everything.")
+    var until: String?
+
+    @Option(help: "Show this object's history instead: every event that named it and which one set each current value.")
+    var object: String?
+
+    @Option(help: "Only objects of this entity.")
+    var entity: String?
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func validate() throws {
+        if let until, Cutoff(argument: until) == nil { throw ValidationError("--until: neither a log position nor a time: \(until)") }
+        if let object, ObjectID(object) == nil { throw ValidationError("--object: not an object ID (UUID): \(object)") }
+    }
+
+    func run() throws {
+        let files = try StoreFiles(store)
+        let cutoff = until.flatMap(Cutoff.init(argument:))
+        let progress = Progress("replay", total: files.segmentBytes())
+        if let object, let id = ObjectID(object) {
+            let history = try ObjectHistory.run(files, object: id, until: cutoff, progress: progress)
+            print(json ? try JSONOutput.string(history) : history.text)
+        } else {
+            let state = try ReplayState.run(files, until: cutoff ?? .position(.max), entity: entity, progress: progress)
+            print(json ? try JSONOutput.string(state) : state.text)
+        }
+    }
+}
+
+/// `strata diff STORE_A STORE_B [--html FILE]`: exit 0 when equal, 1 when they differ.
+struct DiffCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "diff",
+        abstract: "Compare two device stores: events each lacks, the first divergent event, differing fields and who set them.",
+        discussion: "Exit 0 when the stores are equal, 1 when they differ."
+    )
+
+    @Argument(help: "The first store (A).")
+    var storeA: String
+
+    @Argument(help: "The second store (B).")
+    var storeB: String
+
+    @Option(help: "Also write a self-contained HTML page with both timelines side by side.")
+    var html: String?
+
+    @Option(help: "List at most this many missing events per side.")
+    var limit: Int = 1000
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func validate() throws {
+        if limit < 1 { throw ValidationError("--limit must be at least 1") }
+    }
+
+    func run() throws {
+        let a = try StoreFiles(storeA)
+        let b = try StoreFiles(storeB)
+        let progress = Progress("diff", total: a.segmentBytes() + b.segmentBytes())
+        let diff = try StoreDiff.run(storeA, storeB, limit: limit, progress: progress)
+        print(json ? try JSONOutput.string(diff) : diff.text)
+        if let html {
+            do {
+                try Data(diff.html.utf8).write(to: URL(fileURLWithPath: html))
+            } catch {
+                throw CLIError("cannot write \(html): \(error)")
+            }
+            if !json { print("wrote \(html)") }
+        }
+        if !diff.equal { throw ExitCode(ExitStatus.finding) }
+    }
+}

@@ -1,0 +1,230 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// `strata init STORE --schema FILE.json`: creates a store (or adds to its recorded schema).
+struct InitCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "init", abstract: "Create a store with a schema (JSON).")
+
+    @Argument(help: "The store directory to create.")
+    var store: String
+
+    @Option(help: "The schema as JSON: {\"entities\": [{\"name\": …, \"attributes\": […], \"relationships\": […]}]}.")
+    var schema: String
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func run() async throws {
+        guard let data = FileManager.default.contents(atPath: schema) else { throw CLIError("cannot read the schema file \(schema)") }
+        let parsed: Schema
+        do {
+            parsed = try Schema.fromJSON(data)
+        } catch {
+            throw CLIError("\(schema): \(error)")
+        }
+        let opened: Store
+        do {
+            opened = try await Store.open(at: store, schema: parsed)
+        } catch {
+            throw CLIError("cannot create the store \(store): \(error)")
+        }
+        let replica = opened.replicaID
+        try await opened.close()
+        if json {
+            print(try JSONOutput.string(["store": store, "replica": replica.description, "entities": parsed.entities.map(\.name).joined(separator: ",")]))
+        } else {
+            print("store \(store) ready: replica \(replica), entities \(parsed.entities.map(\.name).joined(separator: ", "))")
+        }
+    }
+}
+
+/// `strata apply STORE CHANGES.jsonl`: one transaction from JSON Lines (see ``ChangeFile``).
+struct ApplyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apply",
+        abstract: "Apply the changes of a JSON Lines file as one transaction.",
+        discussion: """
+        One change per line, all or nothing:
+          {"op": "insert", "entity": "Note", "id": "<uuid, optional>", "values": {"title": "Milk"}}
+          {"op": "update", "id": "<uuid>", "values": {"pinned": true}}
+          {"op": "delete", "id": "<uuid>"}
+          {"op": "add", "id": "<uuid>", "relationship": "tags", "target": "<uuid>"}
+          {"op": "remove", "id": "<uuid>", "relationship": "tags", "target": "<uuid>"}
+        Dates are ISO 8601 strings, bytes base64, UUIDs and references UUID strings. An error names
+        the line and the field, and nothing is committed.
+        """
+    )
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Argument(help: "The changes (JSON Lines); - reads standard input.")
+    var changes: String
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func run() async throws {
+        let text: String
+        if changes == "-" {
+            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        } else {
+            guard let data = FileManager.default.contents(atPath: changes) else { throw CLIError("cannot read \(changes)") }
+            text = String(decoding: data, as: UTF8.self)
+        }
+        let source = changes == "-" ? "stdin" : changes
+        let file = try ChangeFile(text: text, source: source)
+        let opened = try openStore(store)
+        let schema = opened.schema
+        do {
+            let inserted = try await opened.transaction { tx in try file.apply(in: tx, schema: schema, source: source) }
+            let position = opened.segmentLog.endPosition
+            try await opened.close()
+            if json {
+                print(try JSONOutput.string(ApplyResult(changes: file.changes.count, inserted: inserted.map(\.description), position: position - 1)))
+            } else {
+                print("applied \(file.changes.count) change(s) as one transaction at position \(position - 1)")
+                for id in inserted { print("inserted \(id)") }
+            }
+        } catch {
+            try? await opened.close()
+            if let error = error as? CLIError { throw error }
+            throw CLIError("\(source): \(error) — nothing was committed")
+        }
+    }
+
+    struct ApplyResult: Codable {
+        var changes: Int
+        var inserted: [String]
+        var position: UInt64
+    }
+}
+
+/// Opens a store for writing with its recorded schema, as a CLI error when it cannot.
+func openStore(_ path: String) throws -> Store {
+    do {
+        return try Store.open(at: path)
+    } catch {
+        throw CLIError("cannot open the store \(path): \(error)")
+    }
+}
+
+/// `strata get STORE ENTITY [ID]`: objects of an entity, or one.
+struct GetCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "get", abstract: "Print the objects of an entity, or one object.")
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Argument(help: "The entity.")
+    var entity: String
+
+    @Argument(help: "An object ID (UUID).")
+    var id: String?
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func validate() throws {
+        if let id, ObjectID(id) == nil { throw ValidationError("not an object ID (UUID): \(id)") }
+    }
+
+    func run() throws {
+        let loaded = try LoadedStore.load(try StoreFiles(store))
+        if let warning = loaded.report.readWarning { FileHandleOutput.warn(warning) }
+        let projection = loaded.projection
+        guard projection.schema.entity(entity) != nil || !projection.objectIDs(of: entity).isEmpty else {
+            throw CLIError("no entity \(entity) in \(store) (entities: \(projection.schema.entities.map(\.name).joined(separator: ", ")))")
+        }
+        if let id, let objectID = ObjectID(id) {
+            guard let object = projection.object(objectID), object.entity == entity else {
+                throw CLIError("no \(entity) \(id) in \(store)", exitCode: ExitStatus.finding)
+            }
+            print(json ? try JSONOutput.string(ObjectJSON(object)) : ObjectText.line(ObjectJSON(object)))
+            return
+        }
+        let objects = projection.objectIDs(of: entity).compactMap { projection.object($0) }.map(ObjectJSON.init)
+        if json {
+            print(try JSONOutput.string(objects))
+        } else {
+            for object in objects { print(ObjectText.line(object)) }
+        }
+    }
+}
+
+/// `strata export STORE`: the whole projection as JSON.
+struct ExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "export", abstract: "Print the store's objects (and schema) as JSON.")
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    func run() throws {
+        let progress = Progress("export", total: 0)
+        let files = try StoreFiles(store)
+        let loaded = try LoadedStore.load(files, progress: progress)
+        if let warning = loaded.report.readWarning { FileHandleOutput.warn(warning) }
+        let projection = loaded.projection
+        let objects = projection.allObjectIDs().compactMap { projection.object($0) }
+            .sorted { ($0.entity, $0.id) < ($1.entity, $1.id) }.map(ObjectJSON.init)
+        struct Export: Encodable {
+            var store: String
+            var replica: String
+            var digest: String
+            var schema: JSONValue
+            var objects: [ObjectJSON]
+        }
+        let schemaJSON = (try? JSONDecoder().decode(JSONValue.self, from: projection.schema.jsonData())) ?? .null
+        print(try JSONOutput.string(Export(store: store, replica: files.replicaID.description, digest: projection.digest(), schema: schemaJSON, objects: objects)))
+    }
+}
+
+/// `strata compact STORE`: a snapshot of the projection, and the segments it covers retired.
+struct CompactCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "compact", abstract: "Snapshot the store and retire the log segments the snapshot covers.")
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    func run() async throws {
+        let progress = Progress("compact", total: 0)
+        progress.phase("opening (replaying the log)")
+        let opened = try openStore(store)
+        let before = opened.segmentLog.segments()
+        progress.phase("writing the snapshot")
+        let snapshot: SnapshotInfo
+        do {
+            snapshot = try await opened.compact()
+        } catch {
+            progress.finish()
+            try? await opened.close()
+            throw CLIError("cannot compact \(store): \(error)")
+        }
+        let after = opened.segmentLog.segments()
+        try await opened.close()
+        progress.finish()
+        let retired = before.map(\.name).filter { name in !after.contains { $0.name == name } }
+        let freed = before.filter { retired.contains($0.name) }.reduce(Int64(0)) { $0 + $1.byteSize }
+        if json {
+            struct Result: Codable {
+                var snapshot: String
+                var position: UInt64
+                var retiredSegments: [String]
+                var freedBytes: Int64
+            }
+            print(try JSONOutput.string(Result(snapshot: snapshot.name, position: snapshot.position, retiredSegments: retired, freedBytes: freed)))
+        } else {
+            print("snapshot \(snapshot.name) at position \(snapshot.position); retired \(retired.count) segment(s), \(Format.bytes(freed)) freed")
+        }
+    }
+}
+
+enum FileHandleOutput {
+    static func warn(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+}

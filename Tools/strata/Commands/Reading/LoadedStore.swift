@@ -1,0 +1,138 @@
+import Strata
+
+/// How far back to go: up to and including a log position, or everything stored at or before a
+/// time (the device's clock when it stored each transaction).
+enum Cutoff: Sendable, Hashable, CustomStringConvertible {
+    case position(UInt64)
+    case time(Int64)
+
+    /// Parses `POSITION` or `TIME` (ISO 8601, or `@microseconds`).
+    init?(argument: String) {
+        if let position = UInt64(argument) {
+            self = .position(position)
+        } else if let time = TimeArgument.microseconds(argument) {
+            self = .time(time)
+        } else {
+            return nil
+        }
+    }
+
+    func includes(position: UInt64, timestamp: Int64) -> Bool {
+        switch self {
+        case .position(let last): position <= last
+        case .time(let last): timestamp <= last
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .position(let p): "position \(p)"
+        case .time(let t): Format.time(microseconds: t)
+        }
+    }
+}
+
+/// A store's projection rebuilt read-only from its files — the newest state, or the state at a
+/// cutoff — with the index of its log and the verification findings of the read.
+final class LoadedStore: @unchecked Sendable {
+    let files: StoreFiles
+    let projection: ProjectionBuilder
+    /// The snapshot the projection started from (`nil`: an empty projection, the whole log).
+    let base: SnapshotInfo?
+    var index = EntryIndex()
+    var report = VerifyReport()
+    /// Transactions and events applied from the log (after the base).
+    var appliedTransactions = 0
+    var appliedEvents = 0
+    /// The last position applied, and where the log ends.
+    var lastApplied: UInt64?
+    var notes: [String] = []
+
+    private init(files: StoreFiles, projection: ProjectionBuilder, base: SnapshotInfo?) {
+        self.files = files
+        self.projection = projection
+        self.base = base
+    }
+
+    /// Where a rebuild starts.
+    enum Start {
+        /// The newest snapshot that verifies, then the log after it (fast; what a store does).
+        case newest
+        /// The whole log from an empty projection when the log still starts at position 0,
+        /// otherwise the oldest snapshot that verifies (what can be checked or replayed).
+        case earliest
+    }
+
+    /// Rebuilds the projection.
+    ///
+    /// - Parameters:
+    ///   - until: stop after this cutoff (entries past it are still verified, not applied).
+    ///   - each: called with every entry of the log, after applying it when it is (`applied`:
+    ///     false for entries the base snapshot covers or past the cutoff).
+    /// - Throws: ``CLIError``: not a store, no snapshot covers retired history, a cutoff before
+    ///   the earliest state still held, or an event that does not decode (with its position).
+    static func load(_ files: StoreFiles, start: Start = .newest, until cutoff: Cutoff? = nil, progress: Progress? = nil, slot: Int = 0,
+                     each: ((_ entry: HistoryEntry, _ header: TransactionHeader, _ applied: Bool) throws -> Void)? = nil) throws -> LoadedStore {
+        let identity = try files.identity()
+        var candidates = identity.snapshots.filter { $0.position >= identity.startPosition }
+        switch (start, cutoff) {
+        case (.earliest, _), (_, .time?):
+            candidates.reverse()
+            if identity.startPosition == 0 { candidates = [] }
+        case (.newest, .position(let last)?):
+            candidates = candidates.filter { $0.position <= last + 1 }
+            if identity.startPosition == 0 { candidates = [] }
+        case (.newest, nil):
+            break
+        }
+        var loaded: LoadedStore?
+        var skipped: [String] = []
+        for info in candidates {
+            do {
+                let snapshot = try SegmentLog.readSnapshot(info, logID: identity.logID)
+                loaded = LoadedStore(files: files, projection: try ProjectionBuilder(snapshot: snapshot.payload), base: info)
+                break
+            } catch {
+                skipped.append("skipped the damaged snapshot \(info.name): \(error)")
+            }
+        }
+        if loaded == nil {
+            guard identity.startPosition == 0 else {
+                let held = identity.snapshots.map { String($0.position) }.joined(separator: ", ")
+                if case .position(let last)? = cutoff, identity.snapshots.contains(where: { $0.position >= identity.startPosition }) {
+                    throw CLIError("history before position \(identity.startPosition) was compacted away; the earliest state \(files.directory) can show is at a snapshot (positions \(held)), not position \(last)")
+                }
+                throw CLIError("no valid snapshot covers the history before position \(identity.startPosition) that \(files.directory) retired (snapshots: \(held.isEmpty ? "none" : held))")
+            }
+            loaded = LoadedStore(files: files, projection: ProjectionBuilder(), base: nil)
+        }
+        guard let store = loaded else { throw CLIError("internal: no projection") }
+        store.notes = skipped
+        let from = store.base?.position ?? 0
+        store.report = try files.scan(progress: progress, slot: slot) { entry in
+            let header: TransactionHeader
+            do {
+                header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+            } catch {
+                throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+            }
+            store.index.add(position: entry.position, timestamp: entry.timestamp, header: header)
+            guard entry.position >= from, cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true else {
+                try each?(entry, header, false)
+                return
+            }
+            do {
+                store.appliedEvents += try store.projection.apply(encoded: entry.payload, position: entry.position)
+            } catch {
+                throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+            }
+            store.appliedTransactions += 1
+            store.lastApplied = entry.position
+            try each?(entry, header, true)
+        }
+        if let base = store.base, case .time = cutoff, identity.startPosition > 0 {
+            store.notes.append("history before position \(identity.startPosition) was compacted; the state starts from the snapshot at position \(base.position)")
+        }
+        return store
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Strata
+
+/// A store's files, read without opening the store for writing: the tools run on copies taken
+/// from devices and on stores in use, and must change nothing (opening would take the writer's
+/// lock and truncate a torn tail).
+struct StoreFiles: Sendable {
+    let directory: String
+    let replicaID: ReplicaID
+
+    var logDirectory: String { Store.logDirectory(ofStoreAt: directory) }
+
+    /// - Throws: ``CLIError`` (exit 2) when `directory` is not a readable store.
+    init(_ directory: String) throws {
+        do {
+            replicaID = try Store.replicaID(ofStoreAt: directory)
+        } catch {
+            throw CLIError("\(error)")
+        }
+        self.directory = directory
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: Store.logDirectory(ofStoreAt: directory), isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CLIError("\(directory) has no log directory (\(Store.logDirectory(ofStoreAt: directory)))")
+        }
+    }
+
+    /// The log's identity and snapshot files.
+    func identity() throws -> LogIdentity {
+        do {
+            return try SegmentLog.identity(at: logDirectory)
+        } catch {
+            throw CLIError("cannot read the log of \(directory): \(error)")
+        }
+    }
+
+    /// Bytes of all segment files (the work a full read does, for progress).
+    func segmentBytes() -> Int64 {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: logDirectory)) ?? []
+        return names.filter { $0.hasSuffix(".seg") }.reduce(Int64(0)) { total, name in
+            let size = (try? FileManager.default.attributesOfItem(atPath: logDirectory + "/" + name)[.size] as? NSNumber)?.int64Value ?? 0
+            return total + size
+        }
+    }
+
+    /// The sync cursors kept next to the store (`sync-<zone>.json`).
+    func syncCursors() -> [(zone: String, token: String?, acknowledged: UInt64)] {
+        struct Cursor: Decodable {
+            var token: String?
+            var acknowledged: UInt64
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasPrefix("sync-") && $0.hasSuffix(".json") }.sorted().compactMap { name in
+            guard let data = FileManager.default.contents(atPath: directory + "/" + name),
+                  let cursor = try? JSONDecoder().decode(Cursor.self, from: data) else { return nil }
+            return (String(name.dropFirst(5).dropLast(5)), cursor.token, cursor.acknowledged)
+        }
+    }
+}
+
+/// One log entry — one transaction — as read, with where it lies.
+struct HistoryEntry {
+    var position: UInt64
+    /// When the device stored it (microseconds since 1970).
+    var timestamp: Int64
+    var payload: [UInt8]
+    /// The segment file and the byte offset of the record that holds it.
+    var segment: String
+    var recordOffset: Int64
+}
+
+extension StoreFiles {
+    /// Walks the whole log once, checking every record as ``SegmentLog/verify(at:progress:record:)``
+    /// does, and hands each entry of the records that verified to `body`, in position order. When
+    /// `body` throws, it is not called again (the walk finishes its checks) and the error is
+    /// rethrown.
+    ///
+    /// - Returns: the verification report: problems, torn tail, indexes, snapshots.
+    func scan(progress: Progress?, slot: Int = 0, _ body: (HistoryEntry) throws -> Void) throws -> VerifyReport {
+        var failure: (any Error)?
+        let report: VerifyReport
+        do {
+            report = try withoutActuallyEscaping(body) { body in
+                try SegmentLog.verify(at: logDirectory, progress: { progress?.update($0, slot: slot) }) { record in
+                    guard failure == nil else { return }
+                    do {
+                        for entry in record.entries {
+                            try body(HistoryEntry(position: entry.position, timestamp: entry.timestamp, payload: entry.payload,
+                                                  segment: record.segment, recordOffset: record.offset))
+                        }
+                    } catch {
+                        failure = error
+                    }
+                }
+            }
+        } catch let error as LogError {
+            throw CLIError("cannot read the log of \(directory): \(error)")
+        }
+        if slot == 0 { progress?.finish() }
+        if let failure { throw failure }
+        return report
+    }
+}
+
+extension VerifyReport {
+    /// A warning for the reading commands when the log could not be read to its end.
+    var readWarning: String? {
+        if let problem = problems.first {
+            return "warning: the log is damaged (\(problem)); showing what precedes the damage — run `strata verify`"
+        }
+        return nil
+    }
+}

@@ -1,0 +1,9 @@
+// The `strata` executable: everything is in StrataCommands, so that tests can run the same code.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import StrataCommands
+
+exit(await StrataCLI.run(arguments: Array(CommandLine.arguments.dropFirst())))
