@@ -28,4 +28,34 @@ public enum ChildProcess {
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         return Array(output.split(separator: "\n", omittingEmptySubsequences: false).dropLast())
     }
+
+    /// What a finished child process left.
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// Runs `executable` to the end (with `input` on its standard input) and collects its exit
+    /// status and output. Output goes through files, so a chatty child never blocks on a pipe.
+    public static func run(_ executable: URL, _ arguments: [String], input: String? = nil, directory: String? = nil) throws -> Result {
+        let scratch = NSTemporaryDirectory() + "strata-child-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        FileManager.default.createFile(atPath: scratch + "/out", contents: nil)
+        FileManager.default.createFile(atPath: scratch + "/err", contents: nil)
+        FileManager.default.createFile(atPath: scratch + "/in", contents: Data((input ?? "").utf8))
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        process.standardInput = FileHandle(forReadingAtPath: scratch + "/in")
+        process.standardOutput = FileHandle(forWritingAtPath: scratch + "/out")
+        process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
+        try process.run()
+        process.waitUntilExit()
+        let out = String(decoding: FileManager.default.contents(atPath: scratch + "/out") ?? Data(), as: UTF8.self)
+        let err = String(decoding: FileManager.default.contents(atPath: scratch + "/err") ?? Data(), as: UTF8.self)
+        return Result(status: process.terminationStatus, stdout: out, stderr: err)
+    }
 }

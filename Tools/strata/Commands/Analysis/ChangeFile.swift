@@ -180,16 +180,9 @@ struct ChangeFile {
     }
 }
 
-/// ISO 8601 dates to the microsecond (Foundation's parser keeps milliseconds only).
+/// ISO 8601 dates to the microsecond, as `apply` reads them.
 enum DateText {
     static func microseconds(_ text: String) -> Int64? {
-        guard let dot = text.firstIndex(of: ".") else { return TimeArgument.microseconds(text) }
-        let afterDot = text[text.index(after: dot)...]
-        let digits = afterDot.prefix { $0.isNumber }
-        guard !digits.isEmpty, digits.count <= 9 else { return nil }
-        let zone = afterDot.dropFirst(digits.count)
-        guard let whole = TimeArgument.microseconds(String(text[..<dot]) + zone) else { return nil }
-        let fraction = Int64(String(digits.prefix(6)).padding(toLength: 6, withPad: "0", startingAt: 0)) ?? 0
-        return whole + fraction
+        text.hasPrefix("@") ? nil : TimeArgument.microseconds(text)
     }
 }

@@ -20,7 +20,7 @@ struct EventDescription: Codable, Sendable, Hashable {
 
     init(_ event: Event, position: UInt64?, stored: Int64?) {
         self.position = position
-        self.stored = stored.map { Format.time(microseconds: $0) }
+        self.stored = stored.map { JSONValue.isoMicroseconds($0) }
         replica = event.id.replica.description
         sequence = event.id.sequence
         hlc = event.hlc.rawValue

@@ -25,7 +25,7 @@ struct ReplayState: Codable, Sendable {
         var notes = loaded.notes
         if let warning = loaded.report.readWarning { notes.append(warning) }
         return ReplayState(store: files.directory, until: cutoff.description, lastPosition: loaded.lastApplied ?? loaded.base.map { $0.position == 0 ? 0 : $0.position - 1 },
-                           lastStored: lastStored.map { Format.time(microseconds: $0) }, transactions: loaded.appliedTransactions,
+                           lastStored: lastStored.map { JSONValue.isoMicroseconds($0) }, transactions: loaded.appliedTransactions,
                            events: projection.eventCount, digest: projection.digest(), snapshot: loaded.base?.name, notes: notes, objects: objects)
     }
 

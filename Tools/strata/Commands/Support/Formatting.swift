@@ -59,15 +59,22 @@ enum Format {
 }
 
 /// Parses the times the commands accept: ISO 8601 (`2026-11-21T10:15:00Z`, with or without
-/// fractional seconds or an offset) or `@` followed by microseconds since 1970.
+/// fractional seconds — kept to the microsecond — or an offset) or `@` followed by microseconds
+/// since 1970.
 enum TimeArgument {
     static func microseconds(_ text: String) -> Int64? {
         if text.hasPrefix("@") { return Int64(text.dropFirst()) }
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let plain = ISO8601DateFormatter()
         plain.formatOptions = [.withInternetDateTime]
-        guard let date = withFraction.date(from: text) ?? plain.date(from: text) else { return nil }
-        return Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+        // Foundation's fractional seconds stop at milliseconds: read the digits here instead.
+        guard let dot = text.firstIndex(of: ".") else {
+            return plain.date(from: text).map { Int64($0.timeIntervalSince1970) * 1_000_000 }
+        }
+        let afterDot = text[text.index(after: dot)...]
+        let digits = afterDot.prefix { $0.isNumber }
+        guard !digits.isEmpty, digits.count <= 9 else { return nil }
+        guard let whole = plain.date(from: String(text[..<dot]) + afterDot.dropFirst(digits.count)) else { return nil }
+        let fraction = Int64(String(digits.prefix(6)).padding(toLength: 6, withPad: "0", startingAt: 0)) ?? 0
+        return Int64(whole.timeIntervalSince1970) * 1_000_000 + fraction
     }
 }
