@@ -99,6 +99,23 @@ struct BuildingBlockTests {
         #expect(again.snapshots.contains { $0.status == "ok (digest matches a replay)" })
     }
 
+    @Test("A torn tail (an interrupted append) is a note, not a finding; the reading commands stop before it")
+    func tornTail() throws {
+        let dir = TemporaryDirectory()
+        let store = try FixturePaths.copy(FixturePaths.deviceA, to: dir, as: "a")
+        let segment = Store.logDirectory(ofStoreAt: store) + "/00000000000000000000.seg"
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: segment)[.size] as? Int)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.truncate(atOffset: UInt64(size - 10))
+        try handle.close()
+        let verification = try Verification.run(try StoreFiles(store), progress: nil)
+        #expect(verification.healthy)
+        #expect(verification.notes.contains { $0.hasPrefix("torn tail in 00000000000000000000.seg") })
+        #expect(verification.endPosition == 47, "the last record (position 47, B's delete) is the torn one")
+        let state = try ReplayState.run(try StoreFiles(store), until: .position(.max), entity: nil, progress: nil)
+        #expect(state.lastPosition == 46)
+    }
+
     @Test("Inspection counts events by kind and entity and lists replicas, snapshots and segments")
     func inspection() throws {
         let inspection = try Inspection.run(try StoreFiles(FixturePaths.deviceB), progress: nil)

@@ -35,8 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
             let retention = retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) }
             try await runServer(dataDirectory: data, port: port, usersFile: users, host: host, retention: retention)
         } catch {
-            print("error: \(error)")
-            throw ExitCode(2)
+            throw CLIError("the server stopped: \(error)")
         }
     }
 }

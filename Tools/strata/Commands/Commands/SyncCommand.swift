@@ -33,15 +33,15 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let opened = try Store.open(at: store)
-        guard let url = URL(string: server) else { throw ExitCode(2) }
+        let opened = try openStore(store)
+        guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
         let engine = try SyncEngine(store: opened, server: url, zone: zone, credentials: token)
         do {
             let report = try await engine.sync()
             print("pushed \(report.pushedTransactions) transaction(s), pulled \(report.pulledTransactions) (\(report.appliedEvents) new event(s)); token \(report.token ?? "-")")
         } catch let error as SyncError {
-            print("error: \(error)")
-            throw ExitCode(2)
+            try? await opened.close()
+            throw CLIError("sync with \(server) failed: \(error)")
         }
         if watch {
             await engine.start()
