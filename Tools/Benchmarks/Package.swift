@@ -5,6 +5,7 @@
 //     swift run -c release --package-path Tools/Benchmarks strata-log-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-store-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-sync-bench
+//     bash Tools/scripts/bench-compare.sh     # strata-vs-sqlite + catch-up, into Benchmarks.md
 import PackageDescription
 
 let package = Package(
@@ -12,6 +13,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "Strata", path: "../.."),
+        // Only for strata-vs-sqlite: the SQLite side of the comparison (system libsqlite3).
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
         // What the harnesses share: clocks, formatting, the data directory, the report table.
@@ -38,6 +41,24 @@ let package = Package(
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSync", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // `strata verify`, `inspect`, `diff` and `replay` on 1 M-event stores: the release
+        // executable in fresh processes under /usr/bin/time (Tools/scripts/cli-bench.sh).
+        .executableTarget(
+            name: "strata-cli-bench",
+            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Strata next to SQLite (GRDB) on the same corpus with the same durability: durable
+        // appends and cold opens (fresh child processes: this executable re-run with --open-*).
+        .executableTarget(
+            name: "strata-vs-sqlite",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
