@@ -368,3 +368,33 @@ extension SegmentLog {
                            snapshots: try SnapshotReader(directory: directory, logID: header.logID).list())
     }
 }
+
+extension SegmentLog {
+    /// Reads and verifies the one record at `offset` of a segment file of a log that is not open
+    /// (tools that indexed a log with ``verify(at:progress:record:)`` come back for a few records
+    /// without walking it again).
+    ///
+    /// - Throws: ``LogError/Code/corruptRecord`` with the file and offset when the bytes there are
+    ///   not a valid record of this log; ``LogError/Code/io`` when the file cannot be read.
+    public static func readRecord(segment path: String, offset: Int64) throws -> LogRecord {
+        let file = try FileHandle.open(path, write: false)
+        let headerBytes = try file.read(count: SegmentHeader.size, at: 0)
+        let header = try headerBytes.withUnsafeBytes { try SegmentHeader.decode($0, file: path) }
+        var scanner = SegmentScanner(file: file, logID: header.logID, limit: try file.size(), offset: offset, expectedPosition: nil)
+        switch try scanner.next() {
+        case .record(let record, let at, let stored):
+            switch RecordDecoder.entries(header: record, stored: stored) {
+            case .failure(let violation):
+                throw LogError(.corruptRecord, violation.description, file: path, offset: at)
+            case .success(let entries):
+                return LogRecord(entries: entries, firstPosition: record.firstPosition, minTimestamp: record.minTimestamp,
+                                 maxTimestamp: record.maxTimestamp, codec: record.codec, segment: FileSystem.baseName(path),
+                                 offset: at, storedSize: Int(record.length), payloadSize: Int(record.payloadLength))
+            }
+        case .damaged(let at, let reason):
+            throw LogError(.corruptRecord, reason, file: path, offset: at)
+        case .end:
+            throw LogError(.corruptRecord, "no record at this offset", file: path, offset: offset)
+        }
+    }
+}

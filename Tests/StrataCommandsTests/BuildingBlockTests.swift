@@ -118,15 +118,22 @@ struct BuildingBlockTests {
 
     @Test("Inspection counts events by kind and entity and lists replicas, snapshots and segments")
     func inspection() throws {
-        let inspection = try Inspection.run(try StoreFiles(FixturePaths.deviceB), progress: nil)
+        let inspection = try Inspection.run(try StoreFiles(FixturePaths.deviceB), objects: true, progress: nil)
         #expect(inspection.startPosition == 43 && inspection.endPosition == 48)
         #expect(inspection.transactions == 5)
         // A's last tag (#43), C's schema (#44), B's rename and delete, C's note.
         #expect(inspection.eventsByKind == ["schema": 1, "update": 1, "delete": 1, "insert": 2])
         #expect(inspection.snapshots.map(\.position) == [45])
         #expect(inspection.replicas.count == 3)
-        #expect(inspection.replicas.first { $0.isThisStore }?.appliedCount == 3)
-        #expect(inspection.objectsByEntity["Note"] == 3)
+        // B's own events: 1 (schema) and 2…3 in the log after the snapshot; C's: 1 in the snapshot, 2 in the log.
+        #expect(inspection.replicas.first { $0.isThisStore }?.sequences == "1…3")
+        #expect(inspection.replicas.first { $0.replica.hasPrefix("c3c3") }?.sequences == "1…2")
+        #expect(inspection.replicas.first { $0.replica.hasPrefix("a1a1") }?.count == 48)
+        #expect(inspection.objectsByEntity?["Note"] == 3)
+        #expect(inspection.digest?.count == 64)
+        let quick = try Inspection.run(try StoreFiles(FixturePaths.deviceB), progress: nil)
+        #expect(quick.objects == nil && quick.digest == nil)
+        #expect(quick.schema.map(\.name) == ["Folder", "Note", "Tag"])
         #expect(inspection.segments.map(\.name) == ["00000000000000000043.seg"])
     }
 }

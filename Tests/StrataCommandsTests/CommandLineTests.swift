@@ -156,6 +156,8 @@ struct CommandLineTests {
                          "events by entity", "Folder 1", "Note 2", "(this store)", "(never synced)", "schema"] {
             #expect(inspect.stdout.contains(expected), "inspect lacks \(expected)")
         }
+        let withObjects = try strata("inspect", store, "--objects")
+        #expect(withObjects.stdout.contains("objects           2: Folder 1, Note 1"))
         let json = try strata("inspect", store, "--json")
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(parsed["events"] as? Int == 4)

@@ -93,6 +93,22 @@ public final class ProjectionBuilder {
                                inserted: provenance(record.inserted), deleted: provenance(record.deleted))
     }
 
+    /// The objects whose visible state can change with `id`'s: those referring to it (by a to-one
+    /// reference or a to-many membership, which derived inverse relationships read) and those it
+    /// refers to. A superset: the reverse indexes keep entries that no longer hold.
+    public func neighbours(of id: ObjectID) -> Set<ObjectID> {
+        var result = Set<ObjectID>()
+        for referrer in projection.referrers[id] ?? [] { result.insert(referrer.source) }
+        for referrer in projection.memberships[id] ?? [] { result.insert(referrer.source) }
+        if let record = projection.records[id] {
+            for slot in record.fields {
+                if case .reference(let target) = slot.value { result.insert(target) }
+            }
+            for member in record.sets { result.insert(member.target) }
+        }
+        return result
+    }
+
     /// Every object ID any applied event named, existing or not, sorted.
     public func knownObjectIDs() -> [ObjectID] { projection.records.keys.sorted() }
 }

@@ -20,14 +20,12 @@ struct Inspection: Codable, Sendable {
     struct Replica: Codable, Sendable {
         var replica: String
         var isThisStore: Bool
-        /// Events of this replica in the log (not counting a snapshot).
+        /// Events of this replica in the log.
         var eventsInLog: Int
-        var lowestSequenceInLog: UInt64?
-        var highestSequenceInLog: UInt64?
-        /// What the store has applied of it (snapshot included).
-        var appliedContiguous: UInt64
-        var appliedHighest: UInt64
-        var appliedCount: UInt64
+        /// The sequences the store holds of it — in the log, or folded into the snapshot the log
+        /// continues — as ranges (a gap shows events that arrived out of order or not yet).
+        var sequences: String
+        var count: UInt64
     }
     struct SnapshotFile: Codable, Sendable {
         var name: String
@@ -61,42 +59,49 @@ struct Inspection: Codable, Sendable {
     var eventsByEntity: [String: Int]
     var replicas: [Replica]
     var snapshots: [SnapshotFile]
-    var objects: Int
-    var objectsByEntity: [String: Int]
-    var digest: String
+    /// With `--objects` only (it needs a replay): the objects, by entity, and the digest.
+    var objects: Int?
+    var objectsByEntity: [String: Int]?
+    var digest: String?
     var syncCursors: [Cursor]
     var schema: [EntitySchema]
     var problems: [String]
     var tornTail: String?
 
-    /// Reads the whole store once.
-    static func run(_ files: StoreFiles, progress: Progress?) throws -> Inspection {
-        var byKind: [String: Int] = [:]
-        var byEntity: [String: Int] = [:]
-        var perReplica: [ReplicaID: (count: Int, low: UInt64, high: UInt64)] = [:]
+    /// Reads the whole log once, decoding every event without applying it (a summary needs no
+    /// projection). A snapshot is read only when the log no longer holds the history it folds in
+    /// (what the store has of each replica is then partly in it); `objects` adds a replay from
+    /// the newest snapshot for the object counts and the digest.
+    static func run(_ files: StoreFiles, objects wantObjects: Bool = false, progress: Progress?) throws -> Inspection {
+        var tally = EventTally()
+        var perReplica: [ReplicaID: (count: Int, ranges: [ClosedRange<UInt64>])] = [:]
         var segmentRecords: [String: (first: UInt64, end: UInt64, records: Int, lastOffset: Int64)] = [:]
-        var transactions = 0
-        var events = 0
-        // One pass: the projection (from the newest snapshot) and every event of the log decoded.
-        let loaded = try LoadedStore.load(files, start: .newest, progress: progress) { entry, _, _ in
-            transactions += 1
-            let record: TransactionRecord
+        let identity = try files.identity()
+        var notes: [String] = []
+        // The snapshot the retained log continues, when history was retired.
+        var base: ProjectionBuilder?
+        if identity.startPosition > 0 {
+            for info in identity.snapshots where info.position >= identity.startPosition {
+                do {
+                    base = try ProjectionBuilder(snapshot: SegmentLog.readSnapshot(info, logID: identity.logID).payload)
+                    break
+                } catch {
+                    notes.append("skipped the damaged snapshot \(info.name): \(error)")
+                }
+            }
+        }
+        let report = try files.scan(progress: progress) { entry in
+            let header: TransactionHeader
             do {
-                record = try TransactionRecord(decoding: entry.payload)
+                header = try tally.add(encoded: entry.payload, position: entry.position)
             } catch {
-                throw CLIError("\(files.directory): position \(entry.position): \(error)", exitCode: ExitStatus.finding)
+                throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
-            events += record.events.count
-            for event in record.events {
-                byKind[event.change.kind, default: 0] += 1
-                if let entity = event.change.entity { byEntity[entity, default: 0] += 1 }
-            }
-            if let sequences = record.sequences {
-                var stats = perReplica[record.replica] ?? (0, .max, 0)
-                stats.count += record.events.count
-                stats.low = min(stats.low, sequences.lowerBound)
-                stats.high = max(stats.high, sequences.upperBound)
-                perReplica[record.replica] = stats
+            if header.eventCount > 0 {
+                var stats = perReplica[header.replica] ?? (0, [])
+                stats.count += Int(header.eventCount)
+                stats.ranges.append(header.firstSequence...(header.firstSequence + header.eventCount - 1))
+                perReplica[header.replica] = stats
             }
             var segment = segmentRecords[entry.segment] ?? (entry.position, entry.position, 0, -1)
             if segment.lastOffset != entry.recordOffset {
@@ -106,46 +111,51 @@ struct Inspection: Codable, Sendable {
             segment.end = entry.position + 1
             segmentRecords[entry.segment] = segment
         }
-        let report = loaded.report
-        let projection = loaded.projection
-        let applied = projection.appliedSequences()
-        var replicaIDs = Set(applied.map(\.replica))
-        replicaIDs.formUnion(perReplica.keys)
-        let replicas = replicaIDs.sorted().map { id -> Replica in
+        var schema = base?.schema ?? .empty
+        for recorded in tally.schemas { schema = schema.merged(with: recorded) }
+        let snapshotApplied = Dictionary(uniqueKeysWithValues: (base?.appliedSequences() ?? []).map { ($0.replica, $0) })
+        let replicaIDs = Set(snapshotApplied.keys).union(perReplica.keys).sorted()
+        let replicas = replicaIDs.map { id -> Replica in
             let inLog = perReplica[id]
-            let set = applied.first { $0.replica == id }
+            let held = SequenceRanges(unsorted: (inLog?.ranges ?? []) + SequenceRanges(snapshotApplied[id]).ranges)
             return Replica(replica: id.description, isThisStore: id == files.replicaID, eventsInLog: inLog?.count ?? 0,
-                           lowestSequenceInLog: inLog?.low, highestSequenceInLog: inLog?.high,
-                           appliedContiguous: set?.contiguous ?? 0, appliedHighest: set?.highest ?? 0, appliedCount: set?.count ?? 0)
+                           sequences: held.description, count: held.count)
         }
-        let segmentNames = segmentRecords.keys.sorted()
-        let segments = segmentNames.compactMap { name -> Segment? in
+        let segments = segmentRecords.keys.sorted().compactMap { name -> Segment? in
             guard let stats = segmentRecords[name] else { return nil }
-            let size = FileSize.of(files.logDirectory + "/" + name)
-            return Segment(name: name, firstPosition: stats.first, endPosition: stats.end, records: stats.records, bytes: size,
-                           indexOK: !report.staleIndexes.contains(name))
+            return Segment(name: name, firstPosition: stats.first, endPosition: stats.end, records: stats.records,
+                           bytes: FileSize.of(files.logDirectory + "/" + name), indexOK: !report.staleIndexes.contains(name))
         }
-        var objectsByEntity: [String: Int] = [:]
-        let ids = projection.allObjectIDs()
-        for id in ids {
-            if let entity = projection.lifecycle(id)?.entity { objectsByEntity[entity, default: 0] += 1 }
+        var objectCount: Int?
+        var objectsByEntity: [String: Int]?
+        var digest: String?
+        if wantObjects {
+            let loaded = try LoadedStore.load(files, start: .newest, progress: nil)
+            let ids = loaded.projection.allObjectIDs()
+            var byEntity: [String: Int] = [:]
+            for id in ids {
+                if let entity = loaded.projection.lifecycle(id)?.entity { byEntity[entity, default: 0] += 1 }
+            }
+            objectCount = ids.count
+            objectsByEntity = byEntity
+            digest = loaded.projection.digest()
         }
-        let schema = projection.schema.entities.map { entity in
+        let entitySchemas = schema.entities.map { entity in
             EntitySchema(name: entity.name,
                          attributes: entity.attributes.map { "\($0.name): \($0.type.rawValue)\($0.isOptional ? "?" : "")\($0.isLocalOnly ? " (local only)" : "")" },
                          relationships: entity.relationships.map { "\($0.name) → \($0.isToMany ? "[\($0.destination)]" : $0.destination)\($0.inverse.map { " (inverse \($0))" } ?? "") \($0.deleteRule.rawValue)" })
         }
         return Inspection(
             store: files.directory, replica: files.replicaID.description,
-            startPosition: report.startPosition ?? 0, endPosition: report.endPosition ?? report.startPosition ?? 0,
-            records: report.records, transactions: transactions, events: events,
+            startPosition: report.startPosition ?? identity.startPosition, endPosition: report.endPosition ?? report.startPosition ?? identity.startPosition,
+            records: report.records, transactions: tally.transactions, events: tally.events,
             storedBytes: report.storedBytes, payloadBytes: report.payloadBytes,
             compressionRatio: report.payloadBytes > 0 ? Double(report.storedBytes) / Double(report.payloadBytes) : 0,
-            segments: segments, eventsByKind: byKind, eventsByEntity: byEntity, replicas: replicas,
+            segments: segments, eventsByKind: tally.byKind, eventsByEntity: tally.byEntity, replicas: replicas,
             snapshots: report.snapshots.map { SnapshotFile(name: $0.info.name, position: $0.info.position, problem: $0.problem.map { "\($0)" }) },
-            objects: ids.count, objectsByEntity: objectsByEntity, digest: projection.digest(),
+            objects: objectCount, objectsByEntity: objectsByEntity, digest: digest,
             syncCursors: files.syncCursors().map { Cursor(zone: $0.zone, token: $0.token, acknowledged: $0.acknowledged) },
-            schema: schema, problems: report.problems.map { "\($0)" } + loaded.notes,
+            schema: entitySchemas, problems: report.problems.map { "\($0)" } + notes,
             tornTail: report.tornTail.map { "\($0.segment) at byte \($0.offset): \($0.reason) (\($0.droppedBytes) bytes; truncated when the store next opens)" })
     }
 
@@ -167,14 +177,14 @@ struct Inspection: Codable, Sendable {
         lines.append("")
         lines.append("events by kind    " + eventsByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         lines.append("events by entity  " + eventsByEntity.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-        lines.append("objects           \(objects): " + objectsByEntity.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-        lines.append("digest            \(digest)")
+        if let objects, let objectsByEntity, let digest {
+            lines.append("objects           \(objects): " + objectsByEntity.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            lines.append("digest            \(digest)")
+        }
         lines.append("")
         lines.append("replicas")
         for r in replicas {
-            let inLog = r.eventsInLog > 0 ? "log has \(r.eventsInLog) events, sequences \(r.lowestSequenceInLog ?? 0)…\(r.highestSequenceInLog ?? 0)" : "no events in the log"
-            let gap = r.appliedHighest > r.appliedContiguous ? ", highest \(r.appliedHighest) (gap after \(r.appliedContiguous))" : ""
-            lines.append("  \(r.replica)\(r.isThisStore ? " (this store)" : "")  applied \(r.appliedCount): 1…\(r.appliedContiguous)\(gap); \(inLog)")
+            lines.append("  \(r.replica)\(r.isThisStore ? " (this store)" : "")  holds \(r.count) events: \(r.sequences); \(r.eventsInLog) in the log")
         }
         lines.append("sync")
         for c in syncCursors { lines.append("  zone \(c.zone): token \(c.token ?? "(none)"), own sequences acknowledged up to \(c.acknowledged)") }

@@ -13,7 +13,12 @@ struct SequenceRanges: Sendable, Hashable, CustomStringConvertible {
         for s in applied.above { append(s...s) }
     }
 
-    /// Appends a range that starts after every range held.
+    /// Any ranges, overlapping or not, in any order.
+    init(unsorted: [ClosedRange<UInt64>]) {
+        for range in unsorted.sorted(by: { $0.lowerBound < $1.lowerBound }) { append(range) }
+    }
+
+    /// Appends a range that starts at or after the start of every range held.
     private mutating func append(_ range: ClosedRange<UInt64>) {
         if let last = ranges.last, range.lowerBound <= last.upperBound &+ 1 {
             ranges[ranges.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)

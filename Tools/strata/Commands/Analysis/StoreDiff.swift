@@ -101,7 +101,8 @@ struct StoreDiff: Codable, Sendable {
 
     // MARK: Computing
 
-    static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, progress: Progress?) throws -> StoreDiff {
+    /// - Parameter full: compare every object, not only those the differing events can reach.
+    static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, full: Bool = false, progress: Progress?) throws -> StoreDiff {
         let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
         // Both rebuilds at once: they are independent, and this machine has the cores.
         let results = LoadResults()
@@ -118,7 +119,7 @@ struct StoreDiff: Codable, Sendable {
         for side in [sideA, sideB] {
             if let warning = side.report.readWarning { results.warnings.append("\(side.files.directory): \(warning)") }
         }
-        var diff = try compare(sideA, sideB, limit: limit, timelineWindow: timelineWindow, progress: progress)
+        var diff = try compare(sideA, sideB, limit: limit, timelineWindow: timelineWindow, full: full, progress: progress)
         diff.warnings = results.warnings + sideA.notes + sideB.notes
         return diff
     }
@@ -134,7 +135,7 @@ struct StoreDiff: Codable, Sendable {
         }
     }
 
-    static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, limit: Int, timelineWindow: Int, progress: Progress?) throws -> StoreDiff {
+    static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, limit: Int, timelineWindow: Int, full: Bool, progress: Progress?) throws -> StoreDiff {
         let a = sideA.projection
         let b = sideB.projection
         progress?.phase("comparing")
@@ -207,23 +208,31 @@ struct StoreDiff: Codable, Sendable {
             timelinePositions[side] = Array(positions[start..<min(positions.count, start + timelineWindow)])
         }
 
-        // 4. One more read of each log for the entries those events and timelines are in.
-        var wantedPositions: [Set<UInt64>] = [[], []]
-        for side in 0..<2 {
-            for id in wanted[side] {
-                if let entry = sides[side].index.entry(holding: id) { wantedPositions[side].insert(entry.position) }
-            }
-            wantedPositions[side].formUnion(timelinePositions[side])
-        }
+        // 4. Read back just the records those events and timelines are in (the index knows where).
         var decoded: [[UInt64: (entry: HistoryEntry, record: TransactionRecord)]] = [[:], [:]]
-        for side in 0..<2 where !wantedPositions[side].isEmpty {
-            var found: [UInt64: (entry: HistoryEntry, record: TransactionRecord)] = [:]
-            let positions = wantedPositions[side]
-            _ = try sides[side].files.scan(progress: nil) { entry in
-                guard positions.contains(entry.position) else { return }
-                found[entry.position] = (entry, try TransactionRecord(decoding: entry.payload))
+        for side in 0..<2 {
+            let index = sides[side].index
+            var positions = Set(timelinePositions[side])
+            for id in wanted[side] {
+                if let entry = sides[side].index.entry(holding: id) { positions.insert(entry.position) }
             }
-            decoded[side] = found
+            let wantedEntries = index.entries.filter { positions.contains($0.position) }
+            var records: [String: LogRecord] = [:]
+            for entry in wantedEntries {
+                let segment = index.segment(of: entry)
+                let key = "\(segment)@\(entry.recordOffset)"
+                if records[key] == nil {
+                    do {
+                        records[key] = try SegmentLog.readRecord(segment: sides[side].files.logDirectory + "/" + segment, offset: entry.recordOffset)
+                    } catch {
+                        throw CLIError("cannot read back \(segment) at byte \(entry.recordOffset) of \(sides[side].files.directory): \(error)")
+                    }
+                }
+                guard let stored = records[key]?.entries.first(where: { $0.position == entry.position }) else { continue }
+                let historyEntry = HistoryEntry(position: stored.position, timestamp: stored.timestamp, payload: stored.payload,
+                                                segment: segment, recordOffset: entry.recordOffset)
+                decoded[side][entry.position] = (historyEntry, try TransactionRecord(decoding: stored.payload))
+            }
         }
         func describe(_ id: EventID, side: Int) -> MissingEvent {
             var description: EventDescription?
@@ -255,7 +264,9 @@ struct StoreDiff: Codable, Sendable {
         let digestB = b.digest()
         let sameEvents = onlyInACount == 0 && onlyInBCount == 0
         if !(sameEvents && digestA == digestB) {
-            let ids = Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
+            let ids = full ? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
+                : Self.reachable(from: describedA + describedB, complete: !truncated && !sameEvents, a: a, b: b)
+                    ?? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
             for id in ids {
                 let objectA = a.object(id)
                 let objectB = b.object(id)
@@ -319,6 +330,33 @@ struct StoreDiff: Codable, Sendable {
                          replicas: seen, onlyInACount: onlyInACount, onlyInBCount: onlyInBCount, firstDivergent: firstDivergent,
                          onlyInA: describedA, onlyInB: describedB, objects: objects,
                          timelineA: timeline(0), timelineB: timeline(1), truncated: truncated)
+    }
+}
+
+extension StoreDiff {
+    /// The objects whose visible state the differing events can have changed: those they name
+    /// (as subject, member or reference target), and every object one reference away from those
+    /// on either side — what derived relationships and dangling references read. `nil` when that
+    /// cannot be known (not every differing event is described, or a schema event differs):
+    /// then every object is compared.
+    static func reachable(from missing: [MissingEvent], complete: Bool, a: ProjectionBuilder, b: ProjectionBuilder) -> [ObjectID]? {
+        guard complete else { return nil }
+        var named = Set<ObjectID>()
+        for item in missing {
+            guard let event = item.event, event.kind != "schema" else { return nil }
+            for text in [event.object, event.target].compactMap({ $0 }) {
+                if let id = ObjectID(text) { named.insert(id) }
+            }
+            for value in (event.fields ?? [:]).values {
+                if case .string(let text) = value, let id = ObjectID(text) { named.insert(id) }
+            }
+        }
+        var result = named
+        for id in named {
+            result.formUnion(a.neighbours(of: id))
+            result.formUnion(b.neighbours(of: id))
+        }
+        return result.sorted()
     }
 }
 

@@ -111,13 +111,20 @@ struct Verification: Codable, Sendable {
             }
         }
         let from = base?.position ?? 0
+        // Every event is decoded; they are applied only as far as a snapshot is left to check
+        // against the replay (past the last one, a replay would prove nothing more).
+        var decoder = EventTally()
         let report = try files.scan(progress: progress) { entry in
             guard !replayBroken else { return }
             checkSnapshots(upTo: entry.position)
             do {
                 let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+                if entry.position >= from && !pending.isEmpty {
+                    try projection.apply(encoded: entry.payload, position: entry.position)
+                } else {
+                    try decoder.add(encoded: entry.payload, position: entry.position)
+                }
                 events += Int(header.eventCount)
-                if entry.position >= from { try projection.apply(encoded: entry.payload, position: entry.position) }
             } catch {
                 replayBroken = true
                 findings.append(Finding(message: "an event does not decode or apply: \(error)", file: files.logDirectory + "/" + entry.segment,

@@ -12,12 +12,15 @@ struct InspectCommand: ParsableCommand {
     @Argument(help: "The store directory.")
     var store: String
 
+    @Flag(help: "Also rebuild the objects (a replay from the newest snapshot) to count them by entity and compute the digest.")
+    var objects = false
+
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
     func run() throws {
         let files = try StoreFiles(store)
-        let inspection = try Inspection.run(files, progress: Progress("inspect", total: files.segmentBytes()))
+        let inspection = try Inspection.run(files, objects: objects, progress: Progress("inspect", total: files.segmentBytes()))
         print(json ? try JSONOutput.string(inspection) : inspection.text)
     }
 }
@@ -333,6 +336,9 @@ struct DiffCommand: ParsableCommand {
     @Option(help: "List at most this many missing events per side.")
     var limit: Int = 1000
 
+    @Flag(help: "Compare every object, not only those the differing events can reach.")
+    var full = false
+
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
@@ -344,7 +350,7 @@ struct DiffCommand: ParsableCommand {
         let a = try StoreFiles(storeA)
         let b = try StoreFiles(storeB)
         let progress = Progress("diff", total: a.segmentBytes() + b.segmentBytes())
-        let diff = try StoreDiff.run(storeA, storeB, limit: limit, progress: progress)
+        let diff = try StoreDiff.run(storeA, storeB, limit: limit, full: full, progress: progress)
         print(json ? try JSONOutput.string(diff) : diff.text)
         if let html {
             do {

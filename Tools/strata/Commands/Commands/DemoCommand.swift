@@ -133,7 +133,7 @@ struct Demo {
         print("  phone: snapshot \(snapshot.name) at position \(snapshot.position)")
 
         section("6. strata inspect phone")
-        let inspection = try Inspection.run(try StoreFiles(phone.store.directory), progress: nil)
+        let inspection = try Inspection.run(try StoreFiles(phone.store.directory), objects: true, progress: nil)
         print(inspection.text.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
 
         for device in devices { try await device.store.close() }

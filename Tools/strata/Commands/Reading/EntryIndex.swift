@@ -11,15 +11,20 @@ struct EntryIndex: Sendable {
         var firstSequence: UInt64
         var count: UInt64
         var baseHLC: UInt64
+        /// The record holding it: its segment file (an index into `segments`) and byte offset.
+        var segment: UInt32
+        var recordOffset: Int64
     }
 
     private(set) var entries: [Entry] = []
     private(set) var replicas: [ReplicaID] = []
+    private(set) var segments: [String] = []
     private var replicaIndex: [ReplicaID: UInt32] = [:]
     /// Per replica, indexes into `entries` sorted by first sequence (built on first lookup).
     private var byReplica: [[Int]]?
 
-    mutating func add(position: UInt64, timestamp: Int64, header: TransactionHeader) {
+    mutating func add(position: UInt64, timestamp: Int64, header: TransactionHeader, segment: String = "", recordOffset: Int64 = 0) {
+        if segments.last != segment { segments.append(segment) }
         let replica: UInt32
         if let known = replicaIndex[header.replica] {
             replica = known
@@ -29,11 +34,14 @@ struct EntryIndex: Sendable {
             replicas.append(header.replica)
         }
         entries.append(Entry(position: position, timestamp: timestamp, replica: replica, firstSequence: header.firstSequence,
-                             count: header.eventCount, baseHLC: header.baseHLC.rawValue))
+                             count: header.eventCount, baseHLC: header.baseHLC.rawValue,
+                             segment: UInt32(segments.count - 1), recordOffset: recordOffset))
         byReplica = nil
     }
 
     func replica(of entry: Entry) -> ReplicaID { replicas[Int(entry.replica)] }
+
+    func segment(of entry: Entry) -> String { segments[Int(entry.segment)] }
 
     /// The first entry that holds `event`, if this log has it.
     mutating func entry(holding event: EventID) -> Entry? {

@@ -116,7 +116,7 @@ final class LoadedStore: @unchecked Sendable {
             } catch {
                 throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
-            store.index.add(position: entry.position, timestamp: entry.timestamp, header: header)
+            store.index.add(position: entry.position, timestamp: entry.timestamp, header: header, segment: entry.segment, recordOffset: entry.recordOffset)
             guard entry.position >= from, cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true else {
                 try each?(entry, header, false)
                 return

@@ -1,0 +1,94 @@
+import Foundation
+import Strata
+@testable import StrataCommands
+import StrataTestSupport
+import Testing
+
+/// `diff` compares only the objects the differing events can reach; that must find exactly what
+/// comparing every object finds. Random pairs of devices: shared history, then each makes random
+/// offline edits (inserts, renames, moves between folders, deletes with cascade, tag adds and
+/// removes) and receives a random part of the other's.
+@Suite("diff: reachable objects = every object")
+struct DiffReachabilityTests {
+    static let schema = Schema {
+        Entity("Folder", attributes: [Attribute("name", .string, default: "")],
+               relationships: [Relationship("notes", to: "Note", toMany: true, inverse: "folder", deleteRule: .cascade)])
+        Entity("Note", attributes: [Attribute("title", .string, default: "")],
+               relationships: [Relationship("folder", to: "Folder", inverse: "notes"), Relationship("tags", to: "Tag", toMany: true)])
+        Entity("Tag", attributes: [Attribute("label", .string, default: "")])
+    }
+
+    @Test("Random divergent pairs")
+    func randomPairs() async throws {
+        let runs = Int(ProcessInfo.processInfo.environment["STRATA_PROPERTY_RUNS"] ?? "") ?? 12
+        let base = UInt64(ProcessInfo.processInfo.environment["STRATA_PROPERTY_SEED"] ?? "") ?? 0xD1FF_0001
+        for run in 0..<runs {
+            let seed = base &+ UInt64(run)
+            let dir = TemporaryDirectory()
+            var g = SeededGenerator(seed: seed)
+            let a = try await Store.open(at: dir.sub("a"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+            let b = try await Store.open(at: dir.sub("b"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+            try await edit(a, count: 30, &g)
+            _ = try await b.applyRemote(try a.transactions(forSync: true).map(\.transaction))
+            let shared = try a.transactions().count
+            try await edit(a, count: Int.random(in: 1...12, using: &g), &g)
+            try await edit(b, count: Int.random(in: 1...12, using: &g), &g)
+            // Each receives a random part of the other's offline transactions.
+            let offlineA = try a.transactions(forSync: true).map(\.transaction).filter { $0.replica == a.replicaID }.suffix(from: 0)
+            let toB = offlineA.filter { _ in Bool.random(using: &g) }
+            let offlineB = try b.transactions(forSync: true).map(\.transaction).filter { $0.replica == b.replicaID }
+            let toA = offlineB.filter { _ in Bool.random(using: &g) }
+            _ = try await b.applyRemote(Array(toB))
+            _ = try await a.applyRemote(toA)
+            try await a.close()
+            try await b.close()
+            let quick = try StoreDiff.run(dir.sub("a"), dir.sub("b"), progress: nil)
+            let full = try StoreDiff.run(dir.sub("a"), dir.sub("b"), full: true, progress: nil)
+            func summary(_ diff: StoreDiff) -> [String] {
+                diff.objects.map { o in
+                    "\(o.object) \(o.existsInA)/\(o.existsInB) " + o.fields.map { "\($0.field)=\(String(describing: $0.a))|\(String(describing: $0.b))" }.joined(separator: ",")
+                        + " " + o.members.map { "\($0.relationship):\($0.onlyInA)|\($0.onlyInB)" }.joined(separator: ",")
+                }.sorted()
+            }
+            #expect(summary(quick) == summary(full), "seed \(seed) (shared history \(shared) transactions)")
+            #expect(quick.equal == full.equal, "seed \(seed)")
+        }
+    }
+
+    /// `count` random transactions of one to three changes.
+    func edit(_ store: Store, count: Int, _ g: inout SeededGenerator) async throws {
+        for _ in 0..<count {
+            let roll = Int.random(in: 0..<100, using: &g)
+            let pick = UInt64.random(in: 0...UInt64.max, using: &g)
+            let title = "t\(Int.random(in: 0..<1000, using: &g))"
+            try await store.transaction { tx in
+                let folders = tx.fetch("Folder").map(\.id)
+                let notes = tx.fetch("Note").map(\.id)
+                let tags = tx.fetch("Tag").map(\.id)
+                func any(_ ids: [ObjectID]) -> ObjectID? { ids.isEmpty ? nil : ids[Int(pick % UInt64(ids.count))] }
+                switch roll {
+                case ..<15:
+                    try tx.insert("Folder", ["name": .string(title)])
+                case ..<40:
+                    try tx.insert("Note", ["title": .string(title), "folder": any(folders).map(Value.reference) ?? .null])
+                case ..<50:
+                    try tx.insert("Tag", ["label": .string(title)])
+                case ..<65:
+                    if let note = any(notes) { try tx.update(note, ["title": .string(title)]) }
+                case ..<75:
+                    if let note = any(notes), let folder = any(folders.reversed()) { try tx.update(note, ["folder": .reference(folder)]) }
+                case ..<83:
+                    if let note = any(notes), let tag = any(tags) { try tx.add(note, "tags", tag) }
+                case ..<88:
+                    if let note = any(notes), let tag = tx.related(note, "tags").first { try tx.remove(note, "tags", tag) }
+                case ..<93:
+                    if let tag = any(tags) { try tx.delete(tag) }
+                case ..<97:
+                    if let note = any(notes) { try tx.delete(note) }
+                default:
+                    if let folder = any(folders) { try tx.delete(folder) }
+                }
+            }
+        }
+    }
+}
