@@ -108,7 +108,7 @@ public struct TransactionHeader: Sendable, Hashable {
         let parsed: TransactionHeader? = bytes.withUnsafeBytes { raw in
             var r = ByteReader(raw)
             guard r.u8() == EventCodec.formatVersion, let replica = r.bytes(16), let first = r.varint(), let count = r.varint(),
-                  let base = r.u64(), first <= UInt64.max - count
+                  let base = r.u64(), first <= UInt64.max - count, count <= UInt64(raw.count)
             else { return nil }
             return TransactionHeader(replica: ReplicaID(bytes: replica), firstSequence: first, eventCount: count, baseHLC: HLC(rawValue: base))
         }

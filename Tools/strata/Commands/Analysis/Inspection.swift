@@ -74,7 +74,7 @@ struct Inspection: Codable, Sendable {
     /// the newest snapshot for the object counts and the digest.
     static func run(_ files: StoreFiles, objects wantObjects: Bool = false, progress: Progress?) throws -> Inspection {
         var tally = EventTally()
-        var perReplica: [ReplicaID: (count: Int, ranges: [ClosedRange<UInt64>])] = [:]
+        var perReplica: [ReplicaID: ReplicaInLog] = [:]
         var segmentRecords: [String: (first: UInt64, end: UInt64, records: Int, lastOffset: Int64)] = [:]
         let identity = try files.identity()
         var notes: [String] = []
@@ -98,10 +98,7 @@ struct Inspection: Codable, Sendable {
                 throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
             if header.eventCount > 0 {
-                var stats = perReplica[header.replica] ?? (0, [])
-                stats.count += Int(header.eventCount)
-                stats.ranges.append(header.firstSequence...(header.firstSequence + header.eventCount - 1))
-                perReplica[header.replica] = stats
+                perReplica[header.replica, default: ReplicaInLog()].add(header.firstSequence...(header.firstSequence + header.eventCount - 1))
             }
             var segment = segmentRecords[entry.segment] ?? (entry.position, entry.position, 0, -1)
             if segment.lastOffset != entry.recordOffset {
@@ -198,6 +195,22 @@ struct Inspection: Codable, Sendable {
         if let tornTail { lines.append("torn tail: \(tornTail)") }
         for p in problems { lines.append("PROBLEM: \(p)") }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// One replica's events in a log: how many, and their sequences as ranges (extended in place
+/// while its transactions come in order, as they mostly do).
+struct ReplicaInLog {
+    var count = 0
+    var ranges: [ClosedRange<UInt64>] = []
+
+    mutating func add(_ range: ClosedRange<UInt64>) {
+        count += range.count
+        if let last = ranges.last, last.upperBound &+ 1 == range.lowerBound {
+            ranges[ranges.count - 1] = last.lowerBound...range.upperBound
+        } else {
+            ranges.append(range)
+        }
     }
 }
 

@@ -2,8 +2,8 @@ extension StoreDiff {
     /// The report for a terminal: sides, replicas, missing events, differing fields with blame.
     var text: String {
         var lines: [String] = []
-        lines.append("A  \(a.store)  replica \(a.replica.prefix(8))  \(a.eventsApplied) events  digest \(a.digest.prefix(16))")
-        lines.append("B  \(b.store)  replica \(b.replica.prefix(8))  \(b.eventsApplied) events  digest \(b.digest.prefix(16))")
+        lines.append("A  \(a.store)  replica \(a.replica.prefix(8))  \(a.eventsApplied) events\(a.digest.map { "  digest \($0.prefix(16))" } ?? "")")
+        lines.append("B  \(b.store)  replica \(b.replica.prefix(8))  \(b.eventsApplied) events\(b.digest.map { "  digest \($0.prefix(16))" } ?? "")")
         for warning in warnings { lines.append("warning: \(warning)") }
         if equal {
             lines.append("")

@@ -12,7 +12,8 @@ struct StoreDiff: Codable, Sendable {
         var replica: String
         var transactionsInLog: Int
         var eventsApplied: UInt64
-        var digest: String
+        /// Computed when both have applied the same events (otherwise they differ anyway).
+        var digest: String?
         /// The snapshot the comparison started from, if any.
         var snapshot: String?
     }
@@ -105,7 +106,7 @@ struct StoreDiff: Codable, Sendable {
     static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, full: Bool = false, progress: Progress?) throws -> StoreDiff {
         let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
         // Both rebuilds at once: they are independent, and this machine has the cores.
-        let results = LoadResults()
+        let results = Slots<Result<LoadedStore, any Error>>()
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             do {
                 results.set(i, .success(try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i)))
@@ -114,25 +115,13 @@ struct StoreDiff: Codable, Sendable {
             }
         }
         progress?.finish()
-        let sideA = try results.get(0)
-        let sideB = try results.get(1)
-        for side in [sideA, sideB] {
-            if let warning = side.report.readWarning { results.warnings.append("\(side.files.directory): \(warning)") }
-        }
+        guard let resultA = results.get(0), let resultB = results.get(1) else { throw CLIError("internal: a store was not read") }
+        let sideA = try resultA.get()
+        let sideB = try resultB.get()
+        let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.directory): \($0)" } }
         var diff = try compare(sideA, sideB, limit: limit, timelineWindow: timelineWindow, full: full, progress: progress)
-        diff.warnings = results.warnings + sideA.notes + sideB.notes
+        diff.warnings = warnings + sideA.notes + sideB.notes
         return diff
-    }
-
-    private final class LoadResults: @unchecked Sendable {
-        private let lock = NSLockShim()
-        private var values: [Int: Result<LoadedStore, any Error>] = [:]
-        var warnings: [String] = []
-        func set(_ i: Int, _ value: Result<LoadedStore, any Error>) { lock.locked { values[i] = value } }
-        func get(_ i: Int) throws -> LoadedStore {
-            guard let value = lock.locked({ values[i] }) else { throw CLIError("internal: store \(i) was not read") }
-            return try value.get()
-        }
     }
 
     static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, limit: Int, timelineWindow: Int, full: Bool, progress: Progress?) throws -> StoreDiff {
@@ -166,17 +155,22 @@ struct StoreDiff: Codable, Sendable {
         // monotonic), found in the holder's log by the index.
         var wanted: [[EventID]] = [[], []]
         var truncated = false
+        var allDescribed = true
+        let describeCap = max(limit, 100_000)
         for side in 0..<2 {
             let lists = missing.filter { $0.heldBy == side }
             let firsts = lists.compactMap { list in list.ranges.first.map { EventID(replica: list.replica, sequence: $0) } }
+            // Up to `describeCap` are read back (the objects to compare follow from them); the
+            // first `limit` are listed.
             var chosen = Set(firsts)
             for list in lists {
-                for s in list.ranges.prefix(max(0, limit - chosen.count)) {
+                for s in list.ranges.prefix(max(0, describeCap - chosen.count)) {
                     chosen.insert(EventID(replica: list.replica, sequence: s))
                 }
             }
             let total = lists.reduce(UInt64(0)) { $0 + $1.ranges.count }
-            if UInt64(chosen.count) < total { truncated = true }
+            if UInt64(chosen.count) < total { allDescribed = false }
+            if total > UInt64(limit) { truncated = true }
             wanted[side] = chosen.sorted()
         }
 
@@ -260,12 +254,21 @@ struct StoreDiff: Codable, Sendable {
                          time: Format.time(provenance.hlc), position: indexes[side].entry(holding: provenance.event)?.position,
                          seenByOther: other.hasApplied(provenance.event))
         }
-        let digestA = a.digest()
-        let digestB = b.digest()
+        // Digests only matter when the events are the same (equal digests then prove equal
+        // objects; different ones point at a merge bug): both at once, one per core.
         let sameEvents = onlyInACount == 0 && onlyInBCount == 0
+        var digestA: String?
+        var digestB: String?
+        if sameEvents {
+            let computed = Slots<String>()
+            let projections = UncheckedSendable([a, b])
+            DispatchQueue.concurrentPerform(iterations: 2) { i in computed.set(i, projections.value[i].digest()) }
+            digestA = computed.get(0)
+            digestB = computed.get(1)
+        }
         if !(sameEvents && digestA == digestB) {
             let ids = full ? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
-                : Self.reachable(from: describedA + describedB, complete: !truncated && !sameEvents, a: a, b: b)
+                : Self.reachable(from: describedA + describedB, complete: allDescribed && !sameEvents, a: a, b: b)
                     ?? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
             for id in ids {
                 let objectA = a.object(id)
@@ -321,19 +324,29 @@ struct StoreDiff: Codable, Sendable {
             }
         }
 
-        func side(_ loaded: LoadedStore, digest: String) -> Side {
+        func side(_ loaded: LoadedStore, digest: String?) -> Side {
             Side(store: loaded.files.directory, replica: loaded.files.replicaID.description, transactionsInLog: loaded.index.entries.count,
                  eventsApplied: loaded.projection.eventCount, digest: digest, snapshot: loaded.base?.name)
         }
         return StoreDiff(a: side(sideA, digest: digestA), b: side(sideB, digest: digestB),
                          equal: sameEvents && objects.isEmpty && digestA == digestB,
                          replicas: seen, onlyInACount: onlyInACount, onlyInBCount: onlyInBCount, firstDivergent: firstDivergent,
-                         onlyInA: describedA, onlyInB: describedB, objects: objects,
+                         onlyInA: Self.listed(describedA, limit: limit), onlyInB: Self.listed(describedB, limit: limit), objects: objects,
                          timelineA: timeline(0), timelineB: timeline(1), truncated: truncated)
     }
 }
 
 extension StoreDiff {
+    /// The first `limit` events in replica and sequence order, plus each replica's first (the
+    /// candidates for the first divergent event), so no replica goes unnamed.
+    static func listed(_ events: [MissingEvent], limit: Int) -> [MissingEvent] {
+        guard events.count > limit else { return events }
+        var seen = Set<String>()
+        return events.enumerated().filter { index, event in
+            seen.insert(event.replica).inserted || index < limit
+        }.map(\.element)
+    }
+
     /// The objects whose visible state the differing events can have changed: those they name
     /// (as subject, member or reference target), and every object one reference away from those
     /// on either side — what derived relationships and dangling references read. `nil` when that
@@ -343,7 +356,13 @@ extension StoreDiff {
         guard complete else { return nil }
         var named = Set<ObjectID>()
         for item in missing {
-            guard let event = item.event, event.kind != "schema" else { return nil }
+            guard let event = item.event else { return nil }
+            // A schema event changes what every object of an entity reads — unless both sides
+            // ended up with the same schema anyway.
+            if event.kind == "schema" {
+                if a.schema == b.schema { continue }
+                return nil
+            }
             for text in [event.object, event.target].compactMap({ $0 }) {
                 if let id = ObjectID(text) { named.insert(id) }
             }
@@ -360,12 +379,29 @@ extension StoreDiff {
     }
 }
 
-/// A lock usable from synchronous code on every platform.
-final class NSLockShim: @unchecked Sendable {
+/// A value handed to `concurrentPerform`'s iterations, each of which touches its own part only.
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Results of work on other threads, one slot each.
+final class KeyedSlots<Key: Hashable, Value>: @unchecked Sendable {
     private let lock = NSLock()
-    func locked<T>(_ body: () throws -> T) rethrows -> T {
+    private var values: [Key: Value] = [:]
+
+    func set(_ slot: Key, _ value: Value) {
+        lock.lock()
+        values[slot] = value
+        lock.unlock()
+    }
+
+    func get(_ slot: Key) -> Value? {
         lock.lock()
         defer { lock.unlock() }
-        return try body()
+        return values[slot]
     }
 }
+
+typealias Slots<Value> = KeyedSlots<Int, Value>
+typealias NamedSlots<Value> = KeyedSlots<String, Value>

@@ -47,6 +47,8 @@ final class LoadedStore: @unchecked Sendable {
     /// The last position applied, and where the log ends.
     var lastApplied: UInt64?
     var notes: [String] = []
+    /// The projection's digest, when a caller computed it.
+    var digest: String?
 
     private init(files: StoreFiles, projection: ProjectionBuilder, base: SnapshotInfo?) {
         self.files = files
@@ -80,7 +82,7 @@ final class LoadedStore: @unchecked Sendable {
             candidates.reverse()
             if identity.startPosition == 0 { candidates = [] }
         case (.newest, .position(let last)?):
-            candidates = candidates.filter { $0.position <= last + 1 }
+            candidates = candidates.filter { last == .max || $0.position <= last + 1 }
             if identity.startPosition == 0 { candidates = [] }
         case (.newest, nil):
             break
