@@ -22,6 +22,25 @@ public struct DataPlace: Sendable {
 
     public func path(_ name: String) -> String { run + "/" + name }
 
+    /// ``make(parent:prefix:)`` for a harness's `main`: says where the data goes and how much
+    /// room is left, and exits (status 1) when the place cannot be made or has less than
+    /// `requiredFreeBytes` free.
+    public static func prepare(parent: String?, prefix: String, requiredFreeBytes: Double) -> (place: DataPlace, free: Double?) {
+        let place: DataPlace
+        do {
+            place = try make(parent: parent, prefix: prefix)
+        } catch {
+            fail("\(error)", status: 1)
+        }
+        let free = Machine.freeBytes(at: place.run)
+        note("data directory: \(place.run) (\(place.fileSystem), \(free.map(bytes) ?? "?") free)")
+        if let free, free < requiredFreeBytes {
+            place.remove()
+            fail("only \(bytes(free)) free under \(place.run); this run needs about \(bytes(requiredFreeBytes)) (use --dir)", status: 1)
+        }
+        return (place, free)
+    }
+
     /// Makes `<parent>/<prefix>-<pid>-<unix time>` in `explicit`, or else in the first usable of
     /// <repo>/.build-bench-data, $TMPDIR, /var/tmp and /tmp.
     public static func make(parent explicit: String?, prefix: String) throws -> DataPlace {

@@ -96,18 +96,7 @@ struct StrataStoreBench {
             default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
             }
         }
-        let place: DataPlace
-        do {
-            place = try DataPlace.make(parent: settings.parent, prefix: "strata-store-bench")
-        } catch {
-            fail("\(error)", status: 1)
-        }
-        let free = Machine.freeBytes(at: place.run)
-        note("data directory: \(place.run) (\(place.fileSystem), \(free.map(bytes) ?? "?") free)")
-        if let free, free < settings.requiredFreeBytes {
-            place.remove()
-            fail("only \(bytes(free)) free under \(place.run); this run needs about \(bytes(settings.requiredFreeBytes)) (use --dir)", status: 1)
-        }
+        let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-store-bench", requiredFreeBytes: settings.requiredFreeBytes)
         do {
             try await run(settings, place, freeBytes: free)
         } catch {

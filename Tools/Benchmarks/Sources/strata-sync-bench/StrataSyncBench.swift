@@ -71,18 +71,7 @@ struct StrataSyncBench {
             default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
             }
         }
-        let place: DataPlace
-        do {
-            place = try DataPlace.make(parent: settings.parent, prefix: "strata-sync-bench")
-        } catch {
-            fail("\(error)", status: 1)
-        }
-        let free = Machine.freeBytes(at: place.run)
-        note("data directory: \(place.run) (\(place.fileSystem), \(free.map(bytes) ?? "?") free)")
-        if let free, free < settings.requiredFreeBytes {
-            place.remove()
-            fail("only \(bytes(free)) free under \(place.run); this run needs about \(bytes(settings.requiredFreeBytes)) (use --dir)", status: 1)
-        }
+        let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-sync-bench", requiredFreeBytes: settings.requiredFreeBytes)
         let server: ServerProcess
         do {
             server = try ServerProcess.start(data: place.path("server"), directory: place.run)

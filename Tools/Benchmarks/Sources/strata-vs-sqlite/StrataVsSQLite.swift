@@ -102,18 +102,7 @@ struct StrataVsSQLite {
             default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
             }
         }
-        let place: DataPlace
-        do {
-            place = try DataPlace.make(parent: settings.parent, prefix: "strata-vs-sqlite")
-        } catch {
-            fail("\(error)", status: 1)
-        }
-        let free = Machine.freeBytes(at: place.run)
-        note("data directory: \(place.run) (\(place.fileSystem), \(free.map(bytes) ?? "?") free)")
-        if let free, free < settings.requiredFreeBytes {
-            place.remove()
-            fail("only \(bytes(free)) free under \(place.run); this run needs about \(bytes(settings.requiredFreeBytes)) (use --dir)", status: 1)
-        }
+        let (place, _) = DataPlace.prepare(parent: settings.parent, prefix: "strata-vs-sqlite", requiredFreeBytes: settings.requiredFreeBytes)
         do {
             let block = try await run(settings, place)
             print(block)
