@@ -12,33 +12,44 @@ extension Projection {
             hasher.update(data: w.bytes)
             w.bytes.removeAll(keepingCapacity: true)
         }
+        // Per name and replica, once: their bytes, and which attributes are local-only per entity
+        // (a digest visits every field of every object).
+        let nameBytes = names.map { Array($0.utf8) }
+        let replicaBytes = replicas.map(\.bytes)
+        var localOnly: [UInt64: Bool] = [:]
+        func isLocalOnly(entity: UInt32, key: UInt32) -> Bool {
+            let slot = UInt64(entity) << 32 | UInt64(key)
+            if let known = localOnly[slot] { return known }
+            let answer = schema.entity(names[Int(entity)])?.attribute(names[Int(key)])?.isLocalOnly == true
+            localOnly[slot] = answer
+            return answer
+        }
+        var fields: [(key: UInt32, value: Value, ref: Ref)] = []
         for id in allObjectIDs() {
             guard let record = records[id] else { continue }
-            let entityName = entityName(of: record)
-            let entity = schema.entity(entityName)
-            w.raw(id.bytes)
-            w.lengthPrefixed(Array(entityName.utf8))
-            var fields: [(String, Value, Ref)] = []
-            for slot in record.fields {
-                let name = names[Int(slot.key)]
-                if entity?.attribute(name)?.isLocalOnly == true { continue }
-                if let visible = visibleValue(record, key: slot.key) { fields.append((name, visible.value, visible.ref)) }
+            Self.writeID(id, into: &w)
+            w.lengthPrefixed(nameBytes[Int(record.entity)])
+            fields.removeAll(keepingCapacity: true)
+            for slot in record.fields where !isLocalOnly(entity: record.entity, key: slot.key) {
+                if let visible = visibleValue(record, key: slot.key) { fields.append((slot.key, visible.value, visible.ref)) }
             }
-            fields.sort { $0.0 < $1.0 }
+            if fields.count > 1 { fields.sort { names[Int($0.key)] < names[Int($1.key)] } }
             w.varint(UInt64(fields.count))
-            for (name, value, ref) in fields {
-                w.lengthPrefixed(Array(name.utf8))
-                EventCodec.writeValue(value, into: &w)
-                w.raw(replicas[Int(ref.replica)].bytes)
-                w.varint(ref.sequence)
+            for field in fields {
+                w.lengthPrefixed(nameBytes[Int(field.key)])
+                EventCodec.writeValue(field.value, into: &w)
+                w.raw(replicaBytes[Int(field.ref.replica)])
+                w.varint(field.ref.sequence)
             }
-            let setKeys = Set(record.sets.map(\.key)).map { ($0, names[Int($0)]) }.sorted { $0.1 < $1.1 }
-            for (key, name) in setKeys {
-                let members = visibleMembers(record, key: key)
-                guard !members.isEmpty else { continue }
-                w.lengthPrefixed(Array(name.utf8))
-                w.varint(UInt64(members.count))
-                for member in members { w.raw(member.bytes) }
+            if !record.sets.isEmpty {
+                let setKeys = Set(record.sets.map(\.key)).sorted { names[Int($0)] < names[Int($1)] }
+                for key in setKeys {
+                    let members = visibleMembers(record, key: key)
+                    guard !members.isEmpty else { continue }
+                    w.lengthPrefixed(nameBytes[Int(key)])
+                    w.varint(UInt64(members.count))
+                    for member in members { Self.writeID(member, into: &w) }
+                }
             }
             if w.bytes.count > 60_000 { flush() }
         }
@@ -47,5 +58,11 @@ extension Projection {
             let s = String(byte, radix: 16)
             return s.count == 1 ? "0" + s : s
         }.joined()
+    }
+
+    /// An ID's 16 bytes, big-endian (as ``Identifier128/bytes``), without an array per ID.
+    private static func writeID(_ id: ObjectID, into w: inout ByteWriter) {
+        withUnsafeBytes(of: id.high.bigEndian) { w.bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: id.low.bigEndian) { w.bytes.append(contentsOf: $0) }
     }
 }
