@@ -18,78 +18,17 @@ enum EventCodec {
     }
 
     static func encode(_ transaction: TransactionRecord) -> [UInt8] {
-        var names: [String] = []
-        var nameIndex: [String: Int] = [:]
-        func name(_ n: String) -> Int {
-            if let i = nameIndex[n] { return i }
-            nameIndex[n] = names.count
-            names.append(n)
-            return names.count - 1
-        }
-        var replicas: [ReplicaID] = [transaction.replica]
-        var replicaIndex: [ReplicaID: Int] = [transaction.replica: 0]
-        func replica(_ r: ReplicaID) -> Int {
-            if let i = replicaIndex[r] { return i }
-            replicaIndex[r] = replicas.count
-            replicas.append(r)
-            return replicas.count - 1
-        }
-        let base = transaction.events.map(\.hlc.rawValue).min() ?? 0
-        var body = ByteWriter(capacity: 64 * transaction.events.count)
+        var encoder = TransactionEncoder(replica: transaction.replica, capacity: 64 * transaction.events.count)
+        var ids: [String: UInt32] = [:]
         for event in transaction.events {
-            switch event.change {
-            case .insert(let entity, let object, let fields), .update(let entity, let object, let fields):
-                if case .insert = event.change { body.u8(Kind.insert.rawValue) } else { body.u8(Kind.update.rawValue) }
-                body.varint(event.hlc.rawValue - base)
-                body.varint(UInt64(name(entity)))
-                body.raw(object.bytes)
-                body.varint(UInt64(fields.count))
-                for key in fields.keys.sorted() {
-                    body.varint(UInt64(name(key)))
-                    writeValue(fields[key] ?? .null, into: &body)
-                }
-            case .delete(let entity, let object):
-                body.u8(Kind.delete.rawValue)
-                body.varint(event.hlc.rawValue - base)
-                body.varint(UInt64(name(entity)))
-                body.raw(object.bytes)
-            case .add(let entity, let object, let relationship, let target):
-                body.u8(Kind.add.rawValue)
-                body.varint(event.hlc.rawValue - base)
-                body.varint(UInt64(name(entity)))
-                body.raw(object.bytes)
-                body.varint(UInt64(name(relationship)))
-                body.raw(target.bytes)
-            case .remove(let entity, let object, let relationship, let target, let adds):
-                body.u8(Kind.remove.rawValue)
-                body.varint(event.hlc.rawValue - base)
-                body.varint(UInt64(name(entity)))
-                body.raw(object.bytes)
-                body.varint(UInt64(name(relationship)))
-                body.raw(target.bytes)
-                body.varint(UInt64(adds.count))
-                for add in adds.sorted() {
-                    body.varint(UInt64(replica(add.replica)))
-                    body.varint(add.sequence)
-                }
-            case .schema(let schema):
-                body.u8(Kind.schema.rawValue)
-                body.varint(event.hlc.rawValue - base)
-                body.lengthPrefixed(Array(schema.jsonData()))
+            encoder.append(event) { name in
+                if let id = ids[name] { return id }
+                let id = UInt32(ids.count)
+                ids[name] = id
+                return id
             }
         }
-        var w = ByteWriter(capacity: body.bytes.count + 64 + names.count * 8)
-        w.u8(formatVersion)
-        w.raw(transaction.replica.bytes)
-        w.varint(transaction.events.first?.id.sequence ?? 0)
-        w.varint(UInt64(transaction.events.count))
-        w.u64(base)
-        w.varint(UInt64(names.count))
-        for n in names { w.lengthPrefixed(Array(n.utf8)) }
-        w.varint(UInt64(replicas.count - 1))
-        for r in replicas.dropFirst() { w.raw(r.bytes) }
-        w.raw(body.bytes)
-        return w.bytes
+        return encoder.finish(firstSequence: transaction.events.first?.id.sequence ?? 0)
     }
 
     static func writeValue(_ value: Value, into w: inout ByteWriter) {
@@ -97,7 +36,7 @@ enum EventCodec {
         case .null: w.u8(Tag.null.rawValue)
         case .string(let v):
             w.u8(Tag.string.rawValue)
-            w.lengthPrefixed(Array(v.utf8))
+            w.string(v)
         case .integer(let v):
             w.u8(Tag.integer.rawValue)
             w.svarint(v)
@@ -113,10 +52,10 @@ enum EventCodec {
             w.lengthPrefixed(v)
         case .uuid(let v):
             w.u8(Tag.uuid.rawValue)
-            w.raw(ObjectID(uuid: v).bytes)
+            withUnsafeBytes(of: v.uuid) { w.bytes.append(contentsOf: $0) }  // the UUID's 16 bytes in order
         case .reference(let v):
             w.u8(Tag.reference.rawValue)
-            w.raw(v.bytes)
+            w.id(v)
         }
     }
 
@@ -193,6 +132,156 @@ enum EventCodec {
             guard let b = r.bytes(16) else { throw corrupt("truncated reference", r.offset) }
             return .reference(ObjectID(bytes: b))
         }
+    }
+}
+
+/// Writes a transaction's encoding event by event, as a transaction makes them: what
+/// ``EventCodec/encode(_:)`` is made of, and what a store's transaction appends its events to, so
+/// that committing needs no second pass over them.
+///
+/// Names are identified by the caller's numbers (a store's interned name IDs) and get their index
+/// in the name table on first use, so the table comes out in order of first appearance. The HLC of
+/// each event is written at the end, as a delta from the smallest.
+struct TransactionEncoder {
+    let replica: ReplicaID
+    private var names: [String] = []
+    private var nameBytes = 0
+    /// Caller's name ID → index in `names` + 1 (0: not yet in the table).
+    private var nameSlots: [UInt32] = []
+    /// The replica table (index 0 is the authoring replica).
+    private var replicas: [ReplicaID]
+    private var replicaIndex: [ReplicaID: Int] = [:]
+    /// The events' bytes after their kind and HLC.
+    private var body: ByteWriter
+    private var heads: [(kind: EventCodec.Kind, hlc: UInt64, start: Int)] = []
+
+    init(replica: ReplicaID, capacity: Int = 0) {
+        self.replica = replica
+        replicas = [replica]
+        body = ByteWriter(capacity: capacity)
+    }
+
+    var eventCount: Int { heads.count }
+
+    /// The index of the name with ID `id` in the name table (`name` is read only on first use).
+    mutating func name(_ id: UInt32, _ name: @autoclosure () -> String) -> UInt64 {
+        let slot = Int(id)
+        if slot < nameSlots.count {
+            let index = nameSlots[slot]
+            if index != 0 { return UInt64(index - 1) }
+        } else {
+            nameSlots.append(contentsOf: repeatElement(0, count: slot + 1 - nameSlots.count))
+        }
+        let text = name()
+        names.append(text)
+        nameBytes += text.utf8.count + 2
+        nameSlots[slot] = UInt32(names.count)
+        return UInt64(names.count - 1)
+    }
+
+    private mutating func replicaIndex(_ r: ReplicaID) -> Int {
+        if r == replica { return 0 }
+        if let i = replicaIndex[r] { return i }
+        replicaIndex[r] = replicas.count
+        replicas.append(r)
+        return replicas.count - 1
+    }
+
+    /// Starts an event: its kind and HLC (written by ``finish(firstSequence:)``).
+    mutating func begin(_ kind: EventCodec.Kind, hlc: UInt64) {
+        heads.append((kind, hlc, body.bytes.count))
+    }
+
+    /// An insert's entity and object and its field count; the fields follow with ``field(_:_:_:)``
+    /// in the order of their names (as Swift's `String` sorts them).
+    mutating func insert(hlc: UInt64, entity: UInt32, _ entityName: @autoclosure () -> String, object: ObjectID, fieldCount: Int) {
+        begin(.insert, hlc: hlc)
+        body.varint(name(entity, entityName()))
+        body.id(object)
+        body.varint(UInt64(fieldCount))
+    }
+
+    mutating func field(_ key: UInt32, _ keyName: @autoclosure () -> String, _ value: Value) {
+        body.varint(name(key, keyName()))
+        EventCodec.writeValue(value, into: &body)
+    }
+
+    /// Appends any event; `id` gives each name's ID.
+    mutating func append(_ event: Event, id: (String) -> UInt32) {
+        let hlc = event.hlc.rawValue
+        switch event.change {
+        case .insert(let entity, let object, let fields), .update(let entity, let object, let fields):
+            if case .insert = event.change { begin(.insert, hlc: hlc) } else { begin(.update, hlc: hlc) }
+            body.varint(name(id(entity), entity))
+            body.id(object)
+            body.varint(UInt64(fields.count))
+            for (key, value) in fields.sorted(by: { $0.key < $1.key }) { field(id(key), key, value) }
+        case .delete(let entity, let object):
+            begin(.delete, hlc: hlc)
+            body.varint(name(id(entity), entity))
+            body.id(object)
+        case .add(let entity, let object, let relationship, let target):
+            begin(.add, hlc: hlc)
+            body.varint(name(id(entity), entity))
+            body.id(object)
+            body.varint(name(id(relationship), relationship))
+            body.id(target)
+        case .remove(let entity, let object, let relationship, let target, let adds):
+            begin(.remove, hlc: hlc)
+            body.varint(name(id(entity), entity))
+            body.id(object)
+            body.varint(name(id(relationship), relationship))
+            body.id(target)
+            body.varint(UInt64(adds.count))
+            for add in adds.sorted() {
+                body.varint(UInt64(replicaIndex(add.replica)))
+                body.varint(add.sequence)
+            }
+        case .schema(let schema):
+            begin(.schema, hlc: hlc)
+            body.lengthPrefixed(schema.jsonData())
+        }
+    }
+
+    /// The encoding (its events' sequences start at `firstSequence`; 0 when there are none).
+    func finish(firstSequence: UInt64) -> [UInt8] {
+        var base = UInt64.max
+        for head in heads where head.hlc < base { base = head.hlc }
+        if heads.isEmpty { base = 0 }
+        var w = ByteWriter(capacity: 48 + nameBytes + 16 * replicas.count + 11 * heads.count + body.bytes.count)
+        w.u8(EventCodec.formatVersion)
+        w.id(replica)
+        w.varint(firstSequence)
+        w.varint(UInt64(heads.count))
+        w.u64(base)
+        w.varint(UInt64(names.count))
+        for n in names { w.string(n) }
+        w.varint(UInt64(replicas.count - 1))
+        for r in replicas.dropFirst() { w.id(r) }
+        body.bytes.withUnsafeBufferPointer { bytes in
+            for (i, head) in heads.enumerated() {
+                w.u8(head.kind.rawValue)
+                w.varint(head.hlc - base)
+                let end = i + 1 < heads.count ? heads[i + 1].start : bytes.count
+                w.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[head.start..<end]))
+            }
+        }
+        return w.bytes
+    }
+}
+
+extension ByteWriter {
+    /// A 128-bit identifier's 16 big-endian bytes (``Identifier128/bytes``), without building them.
+    mutating func id<ID: Identifier128>(_ id: ID) {
+        let raw = id.rawValue
+        u64(UInt64(truncatingIfNeeded: raw >> 64).byteSwapped)
+        u64(UInt64(truncatingIfNeeded: raw).byteSwapped)
+    }
+
+    /// A string's UTF-8 bytes, length-prefixed (as `lengthPrefixed(Array(s.utf8))`).
+    mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { lengthPrefixed($0) }
     }
 }
 

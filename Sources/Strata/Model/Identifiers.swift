@@ -1,4 +1,10 @@
 public import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A 128-bit identifier, written as a lower-case UUID string.
 public protocol Identifier128: Hashable, Comparable, Sendable, Codable, CustomStringConvertible, LosslessStringConvertible {
@@ -7,10 +13,11 @@ public protocol Identifier128: Hashable, Comparable, Sendable, Codable, CustomSt
 }
 
 extension Identifier128 {
-    /// A fresh random identifier.
+    /// A fresh random identifier: 128 bits from the operating system's cryptographically secure
+    /// generator (drawn in blocks, see ``SecureRandomPool``).
     public static func random() -> Self {
-        var g = SystemRandomNumberGenerator()
-        return Self(rawValue: UInt128(g.next() as UInt64) << 64 | UInt128(g.next() as UInt64))
+        let (high, low) = SecureRandomPool.next128()
+        return Self(rawValue: UInt128(high) << 64 | UInt128(low))
     }
 
     public init(uuid: UUID) {
@@ -100,3 +107,75 @@ public struct EventID: Hashable, Comparable, Sendable, Codable, CustomStringConv
 
     public var description: String { "\(replica)#\(sequence)" }
 }
+
+/// Random words for identifiers, taken from the operating system's CSPRNG 4 KiB at a time (one
+/// `getrandom`, or `arc4random_buf`, per 256 identifiers instead of one or two system calls each).
+/// The words are the kernel's output as it is, each handed out once, so identifiers stay as
+/// unpredictable as before. Thread-safe; a forked child discards what its parent had buffered.
+enum SecureRandomPool {
+    private static let words = 512  // 4 KiB
+    private struct Pool {
+        var buffer: [UInt64] = []
+        var next = 0
+        var forks: UInt64 = 0
+    }
+    private static let pool = Mutex(Pool())
+    /// Bumped in a forked child (`pthread_atfork`), so that it never reuses the parent's words.
+    fileprivate static let forks = Atomic<UInt64>(0)
+    private static let registered: Bool = {
+        #if canImport(Glibc) || canImport(Darwin)
+        pthread_atfork(nil, nil, { SecureRandomPool.forks.add(1, ordering: .relaxed) })
+        #endif
+        return true
+    }()
+
+    static func next128() -> (UInt64, UInt64) {
+        _ = registered
+        let forks = forks.load(ordering: .relaxed)
+        return pool.withLock { p in
+            if p.next + 2 > p.buffer.count || p.forks != forks {
+                refill(&p.buffer)
+                p.next = 0
+                p.forks = forks
+            }
+            defer { p.next += 2 }
+            return (p.buffer[p.next], p.buffer[p.next + 1])
+        }
+    }
+
+    private static func refill(_ buffer: inout [UInt64]) {
+        if buffer.count != words { buffer = [UInt64](repeating: 0, count: words) }
+        buffer.withUnsafeMutableBytes { raw in
+            #if canImport(Glibc)
+            var filled = 0
+            while filled < raw.count {
+                // Above 256 bytes a signal may interrupt it part way: take what came and go on.
+                let n = strata_getrandom(raw.baseAddress! + filled, raw.count - filled, 0)
+                if n > 0 {
+                    filled += n
+                } else if n < 0 && errno != EINTR && errno != EAGAIN {
+                    // No getrandom (ancient kernel): the standard library's generator.
+                    var g = SystemRandomNumberGenerator()
+                    for i in stride(from: filled & ~7, to: raw.count, by: 8) {
+                        raw.storeBytes(of: g.next() as UInt64, toByteOffset: i, as: UInt64.self)
+                    }
+                    filled = raw.count
+                }
+            }
+            #elseif canImport(Darwin)
+            arc4random_buf(raw.baseAddress!, raw.count)
+            #else
+            var g = SystemRandomNumberGenerator()
+            for i in stride(from: 0, to: raw.count, by: 8) {
+                raw.storeBytes(of: g.next() as UInt64, toByteOffset: i, as: UInt64.self)
+            }
+            #endif
+        }
+    }
+}
+
+#if canImport(Glibc)
+/// glibc's `getrandom(2)` wrapper (glibc 2.25 and later), which the Glibc module does not export.
+@_silgen_name("getrandom")
+private func strata_getrandom(_ buffer: UnsafeMutableRawPointer?, _ count: Int, _ flags: UInt32) -> Int
+#endif

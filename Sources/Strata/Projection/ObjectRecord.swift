@@ -59,6 +59,10 @@ struct ObjectRecord: Sendable {
     var fields: [FieldSlot] = []
     var sets: [SetMember] = []
     var entity: UInt32
+    /// The projection's tracking batch that last saved this record's original (or created it):
+    /// while that batch is open, the record needs no more bookkeeping. Not part of the state
+    /// (never encoded); it fills padding, so the record stays 56 bytes.
+    var batch: UInt32 = 0
 
     init(entity: UInt32) { self.entity = entity }
 

@@ -108,7 +108,7 @@ extension Projection {
             var candidates = (storedIsToMany ? memberships[id] : referrers[id]) ?? []
             if batchOpen {
                 // Objects the open batch changed are not indexed yet.
-                for source in batchOriginals.keys { candidates.insert(Referrer(source: source, key: key)) }
+                for source in batchObjectIDs { candidates.insert(Referrer(source: source, key: key)) }
             }
             for referrer in candidates where referrer.key == key {
                 guard let source = existing(referrer.source), source.entity == sourceEntityID else { continue }
@@ -172,7 +172,7 @@ extension Projection {
     func objectIDs(of entity: String) -> [ObjectID] {
         guard let entityID = nameID(entity) else { return [] }
         var ids = byEntity[entityID] ?? []
-        if batchOpen { ids.formUnion(batchOriginals.keys) }
+        if batchOpen { ids.formUnion(batchObjectIDs) }
         // Local copies: the loop then reads plain values, without an exclusivity check per access.
         let records = self.records
         let replicas = self.replicas

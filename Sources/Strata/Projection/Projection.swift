@@ -49,9 +49,16 @@ final class Projection {
     /// back or to report; replay of the log needs neither and skips the bookkeeping.
     private(set) var batchOpen = false
     private var tracking = false
-    /// Objects touched by the open tracking batch, with their values before it.
-    private(set) var batchOriginals: [ObjectID: ObjectRecord?] = [:]
+    /// Objects the open tracking batch changed that existed before it, with their values then.
+    private(set) var batchOriginals: [ObjectID: ObjectRecord] = [:]
+    /// Objects the open tracking batch created (no record before it).
+    private(set) var batchCreated: [ObjectID] = []
+    /// Stamps the records the open tracking batch has accounted for (``ObjectRecord/batch``), so
+    /// that touching one again costs no lookup in `batchOriginals`.
+    private var batchGeneration: UInt32 = 0
     private var batchApplied: [UInt32: AppliedSet] = [:]
+    /// The replica whose applied set the open batch saved last (a batch is mostly one replica's).
+    private var batchAppliedLast: UInt32?
     private var batchReplicaCount = 0
     private var batchSchemaEvents = 0
     private var batchEventCount: UInt64 = 0
@@ -61,6 +68,20 @@ final class Projection {
         batchOpen = true
         self.tracking = tracking
         batchReplicaCount = replicas.count
+        if tracking {
+            batchGeneration &+= 1
+            if batchGeneration == 0 {
+                // Wrapped around (after 2^32 batches): forget every stamp.
+                for index in records.indices { records.values[index].batch = 0 }
+                batchGeneration = 1
+            }
+        }
+    }
+
+    /// The objects the open tracking batch changed (reads add them to index lookups).
+    var batchObjectIDs: [ObjectID] {
+        guard tracking else { return [] }
+        return Array(batchOriginals.keys) + batchCreated
     }
 
     /// Undoes everything applied since ``beginBatch(tracking:)`` (tracking batches only). The
@@ -68,6 +89,7 @@ final class Projection {
     func rollbackBatch() {
         precondition(tracking, "internal: rollback of an untracked batch")
         for (id, original) in batchOriginals { records[id] = original }
+        for id in batchCreated { records[id] = nil }
         for (replica, original) in batchApplied { applied[Int(replica)] = original }
         if batchSchemaEvents > 0 {
             schemaEvents.removeLast(batchSchemaEvents)
@@ -85,7 +107,13 @@ final class Projection {
         if report && tracking {
             var inverse: [(ObjectID, String)] = []
             for (id, original) in batchOriginals {
-                if let described = describeChange(id: id, old: original ?? nil, new: records[id]) {
+                if let described = describeChange(id: id, old: original, new: records[id]) {
+                    changes.append(described.change)
+                    inverse += described.inverse
+                }
+            }
+            for id in batchCreated {
+                if let described = describeChange(id: id, old: nil, new: records[id]) {
                     changes.append(described.change)
                     inverse += described.inverse
                 }
@@ -98,7 +126,9 @@ final class Projection {
 
     private func resetBatch() {
         batchOriginals.removeAll(keepingCapacity: true)
+        batchCreated.removeAll(keepingCapacity: true)
         batchApplied.removeAll(keepingCapacity: true)
+        batchAppliedLast = nil
         batchSchemaEvents = 0
         batchEventCount = 0
         batchOpen = false
@@ -128,7 +158,10 @@ final class Projection {
     /// Marks an event applied; `false` when it already was (duplicates are skipped).
     private func markApplied(_ replica: UInt32, _ sequence: UInt64) -> Bool {
         if applied[Int(replica)].contains(sequence) { return false }
-        if tracking && batchApplied[replica] == nil { batchApplied[replica] = applied[Int(replica)] }
+        if tracking && batchAppliedLast != replica {
+            if batchApplied[replica] == nil { batchApplied[replica] = applied[Int(replica)] }
+            batchAppliedLast = replica
+        }
         applied[Int(replica)].insert(sequence)
         batchEventCount += 1
         return true
@@ -207,6 +240,33 @@ final class Projection {
             }
         }
         return count
+    }
+
+    /// Applies an insert made by this store's own transaction: its replica (index `replica`,
+    /// interned once per transaction) and names are interned already, and the fields come as two
+    /// parallel arrays, so nothing is looked up or built per event beyond the record itself.
+    /// Returns `false` when the event was already applied.
+    ///
+    /// - Throws: ``StoreError`` when the sequence is out of range.
+    func applyLocalInsert(_ object: ObjectID, entity: UInt32, replica: UInt32, sequence: UInt64, hlc: UInt64,
+                          keys: [UInt32], values: [Value]) throws -> Bool {
+        precondition(batchOpen, "internal: apply outside a batch")
+        guard sequence >= 1, sequence <= Ref.maxSequence else {
+            throw StoreError(.corruptEvent, "sequence \(sequence) of replica \(replicas[Int(replica)]) is out of range")
+        }
+        guard markApplied(replica, sequence) else { return false }
+        let ref = Ref(hlc: hlc, sequence: sequence, replica: replica)
+        maxHLC = max(maxHLC, hlc)
+        modify(object, entity: entity) { record in
+            if record.inserted.isNone || self.isNewer(ref, than: record.inserted) {
+                if record.entity != entity { self.byEntity[entity, default: []].insert(object) }
+                record.inserted = ref
+                record.entity = entity
+            }
+            if record.fields.isEmpty { record.fields.reserveCapacity(keys.count) }
+            for i in keys.indices { self.setField(&record, object: object, key: keys[i], value: values[i], ref: ref) }
+        }
+        return true
     }
 
     private func applyInsert(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
@@ -306,10 +366,23 @@ final class Projection {
 
     /// Changes one record in place (an object first seen is created with the event's entity).
     private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
-        if tracking && batchOriginals[object] == nil { batchOriginals[object] = .some(records[object]) }
-        var created = false
-        body(&records[object, default: { created = true; return ObjectRecord(entity: entity) }()])
-        if created { byEntity[entity, default: []].insert(object) }
+        if let index = records.index(forKey: object) {
+            if tracking && records.values[index].batch != batchGeneration {
+                // First touched in this batch: keep its original (the stamp marks it kept).
+                batchOriginals[object] = records.values[index]
+                records.values[index].batch = batchGeneration
+            }
+            body(&records.values[index])
+        } else {
+            var record = ObjectRecord(entity: entity)
+            if tracking {
+                record.batch = batchGeneration
+                batchCreated.append(object)
+            }
+            body(&record)
+            records[object] = record
+            byEntity[entity, default: []].insert(object)
+        }
     }
 
     private func setField(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, value: Value, ref: Ref) {

@@ -26,11 +26,13 @@ extension Store {
             let bytes: [UInt8]
             do {
                 value = try body(tx)
-                if tx.events.isEmpty {
+                if tx.eventCount == 0 {
                     projection.rollbackBatch()
                     return (value, nil)
                 }
-                bytes = EventCodec.encode(TransactionRecord(replica: core.replica, events: tx.events))
+                bytes = tx.encoder.finish(firstSequence: core.nextSequence)
+                assert(bytes == (try? EventCodec.decode(bytes, position: nil)).map(EventCodec.encode),
+                       "internal: a transaction's incremental encoding differs from its events' encoding")
                 guard bytes.count <= log.options.maxEntrySize else {
                     throw StoreError(.invalidArgument, "the transaction encodes to \(bytes.count) bytes; the limit is \(log.options.maxEntrySize)")
                 }
@@ -39,7 +41,7 @@ extension Store {
                 throw error
             }
             let changes = projection.commitBatch(report: hasObservers)
-            core.nextSequence += UInt64(tx.events.count)
+            core.nextSequence += UInt64(tx.eventCount)
             let waiter = try submit([bytes], origin: .local, changes: changes, core: core)
             return (value, waiter)
         }

@@ -6,10 +6,27 @@
 /// transaction's own reads).
 public final class Transaction {
     let core: StoreCore
-    private(set) var events: [Event] = []
+    /// The transaction's events, encoded as they are made: the log entry the commit writes.
+    private(set) var encoder: TransactionEncoder
     private var deleting: Set<ObjectID> = []
+    /// This store's replica in the projection's table (interned at the first insert).
+    private var replicaIndex: UInt32?
+    /// How inserts of each entity used so far lay out their fields (see ``InsertLayout``).
+    private var layouts: [InsertLayout] = []
+    /// Per insert, reused: the values given per attribute and to-one relationship, and the fields
+    /// in layout order.
+    private var given: [Value?] = []
+    private var fieldValues: [Value] = []
 
-    init(core: StoreCore) { self.core = core }
+    init(core: StoreCore) {
+        self.core = core
+        encoder = TransactionEncoder(replica: core.replica)
+    }
+
+    /// The number of events so far.
+    var eventCount: Int { encoder.eventCount }
+    /// The events so far, by index (only their number is kept as such).
+    var events: Range<Int> { 0..<eventCount }
 
     var projection: Projection { core.projection }
     var schema: Schema { core.projection.schema }
@@ -36,6 +53,57 @@ public final class Transaction {
     ///   an existing ID, a reference to an object that does not exist).
     @discardableResult
     public func insert(_ entity: String, id: ObjectID = ObjectID(), _ values: [String: Value] = [:]) throws -> ObjectID {
+        guard let layout = layout(for: entity) else { return try insertGeneric(entity, id: id, values) }
+        let description = layout.entity
+        if projection.exists(id) {
+            throw StoreError(.objectExists, "an object with this ID already exists", entity: entity, object: id)
+        }
+        // One pass over the values: what checkKeys checks, and which attribute or relationship
+        // each value is for (by position, so no value is looked up by name).
+        let attributeCount = description.attributes.count
+        reset(&given, to: nil, count: attributeCount + description.relationships.count)
+        for (key, value) in values {
+            if let a = description.attributes.firstIndex(where: { $0.name == key }) {
+                given[a] = value
+                continue
+            }
+            guard let r = description.relationships.firstIndex(where: { $0.name == key }) else {
+                throw StoreError(.unknownAttribute, "no attribute or relationship \(key)", entity: entity, object: id, attribute: key)
+            }
+            if description.relationships[r].isToMany {
+                throw StoreError(.typeMismatch, "\(key) is to-many: use add and remove", entity: entity, object: id, attribute: key)
+            }
+            given[attributeCount + r] = value
+        }
+        reset(&fieldValues, to: .null, count: layout.names.count)
+        for (a, attribute) in description.attributes.enumerated() {
+            let value = given[a] ?? attribute.defaultValue ?? .null
+            try check(value, for: attribute, entity: entity, object: id)
+            fieldValues[layout.position[a]] = value
+        }
+        var derived: [(Relationship, ObjectID)] = []
+        for (r, relationship) in description.relationships.enumerated() where !relationship.isToMany {
+            let target = try checkReference(given[attributeCount + r] ?? .null, relationship, entity: entity, object: id)
+            let position = layout.position[attributeCount + r]
+            if position >= 0 {
+                fieldValues[position] = target.map(Value.reference) ?? .null
+            } else if let target {
+                derived.append((relationship, target))
+            }
+        }
+        try emitInsert(layout, object: id)
+        if layout.hasReferenceFields {
+            var fields: [String: Value] = [:]
+            for (name, value) in zip(layout.names, fieldValues) { fields[name] = value }
+            try claimOneToOne(entity: entity, object: id, fields: fields)
+        }
+        for (relationship, target) in derived { try setToOne(id, entity: entity, relationship, target) }
+        return id
+    }
+
+    /// Inserts through the general path (an entity whose layout does not apply: one that names a
+    /// field twice).
+    private func insertGeneric(_ entity: String, id: ObjectID, _ values: [String: Value]) throws -> ObjectID {
         guard let description = schema.entity(entity) else {
             throw StoreError(.unknownEntity, "no entity \(entity) in the schema", entity: entity, object: id)
         }
@@ -143,14 +211,73 @@ public final class Transaction {
     // MARK: Internals
 
     private func emit(_ change: Change) throws {
-        try appendRaw(Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(events.count)),
+        try appendRaw(Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(eventCount)),
                         hlc: core.clock.tick(), change: change))
     }
 
     /// Applies an event of this transaction to the projection (so later reads see it) and keeps it.
     func appendRaw(_ event: Event) throws {
+        let projection = projection
         try projection.apply(event)
-        events.append(event)
+        encoder.append(event) { projection.intern($0) }
+    }
+
+    /// Emits the insert whose fields `fieldValues` holds in the order of `layout`: applied
+    /// with names interned once per transaction, and encoded straight into the entry.
+    private func emitInsert(_ layout: InsertLayout, object: ObjectID) throws {
+        let projection = projection
+        if !layout.interned {
+            layout.entityID = projection.intern(layout.entity.name)
+            layout.keys = layout.names.map(projection.intern)
+            layout.interned = true
+        }
+        let replica: UInt32
+        if let known = replicaIndex {
+            replica = known
+        } else {
+            replica = try projection.internReplica(core.replica)
+            replicaIndex = replica
+        }
+        let hlc = core.clock.tick().rawValue
+        _ = try projection.applyLocalInsert(object, entity: layout.entityID, replica: replica,
+                                            sequence: core.nextSequence + UInt64(eventCount), hlc: hlc,
+                                            keys: layout.keys, values: fieldValues)
+        encoder.insert(hlc: hlc, entity: layout.entityID, layout.entity.name, object: object, fieldCount: layout.names.count)
+        for i in layout.names.indices { encoder.field(layout.keys[i], layout.names[i], fieldValues[i]) }
+    }
+
+    /// `entity`'s insert layout, made on first use; `nil` for an entity the fast path does not
+    /// take (unknown: the general path throws).
+    private func layout(for entity: String) -> InsertLayout? {
+        if let layout = layouts.first(where: { $0.entity.name == entity }) { return layout }
+        guard let description = schema.entity(entity) else { return nil }
+        var named: [(name: String, source: Int)] = description.attributes.enumerated().map { ($1.name, $0) }
+        var hasReferenceFields = false
+        for (r, relationship) in description.relationships.enumerated() where !relationship.isToMany {
+            if case .field? = projection.storage(entity: entity, relationship: relationship.name)?.1 {
+                named.append((relationship.name, description.attributes.count + r))
+                hasReferenceFields = true
+            }
+        }
+        // A name used twice (which the general path resolves by overwriting) takes the general path.
+        let allNames = description.attributes.map(\.name) + description.relationships.map(\.name)
+        guard Set(allNames).count == allNames.count else { return nil }
+        named.sort { $0.name < $1.name }
+        var position = [Int](repeating: -1, count: description.attributes.count + description.relationships.count)
+        for (i, field) in named.enumerated() { position[field.source] = i }
+        let layout = InsertLayout(entity: description, names: named.map(\.name), position: position,
+                                  hasReferenceFields: hasReferenceFields)
+        layouts.append(layout)
+        return layout
+    }
+
+    /// Makes `array` `count` copies of `value`, reusing its storage.
+    private func reset<T>(_ array: inout [T], to value: T, count: Int) {
+        if array.count == count {
+            for i in array.indices { array[i] = value }
+        } else {
+            array = Array(repeating: value, count: count)
+        }
     }
 
     private func existingEntity(_ id: ObjectID) throws -> String {
@@ -280,12 +407,36 @@ public final class Transaction {
     }
 }
 
+/// What an insert of one entity writes, worked out once per transaction: its attributes and the
+/// to-one relationships stored on it, in the order of their names (the order of the encoding).
+private final class InsertLayout {
+    let entity: Entity
+    /// The fields' names, sorted.
+    let names: [String]
+    /// Per attribute, then per relationship (the entity's order): its field's index in `names`,
+    /// or -1 (to-many, or stored on the other side).
+    let position: [Int]
+    /// Whether a to-one relationship is stored here (its one-to-one claims need checking).
+    let hasReferenceFields: Bool
+    /// The projection's IDs of the entity's name and of `names`, interned at the first insert.
+    var interned = false
+    var entityID: UInt32 = 0
+    var keys: [UInt32] = []
+
+    init(entity: Entity, names: [String], position: [Int], hasReferenceFields: Bool) {
+        self.entity = entity
+        self.names = names
+        self.position = position
+        self.hasReferenceFields = hasReferenceFields
+    }
+}
+
 extension Projection {
     /// Existing objects of `entity` whose visible field `key` references `target`.
     func relatedClaimants(of target: ObjectID, entity: String, key: String) -> [ObjectID] {
         guard let keyID = nameID(key) else { return [] }
         var candidates = referrers[target] ?? []
-        if batchOpen { for source in batchOriginals.keys { candidates.insert(Referrer(source: source, key: keyID)) } }
+        if batchOpen { for source in batchObjectIDs { candidates.insert(Referrer(source: source, key: keyID)) } }
         return candidates.filter { referrer in
             referrer.key == keyID && existing(referrer.source).map { entityName(of: $0) == entity && visibleValue($0, key: keyID)?.value == .reference(target) } == true
         }.map(\.source)
