@@ -76,6 +76,10 @@ struct LogCommand: ParsableCommand {
 
     func run() throws {
         let files = try StoreFiles(store)
+        let identity = try files.identity()
+        if identity.startPosition > 0 {
+            FileHandleOutput.warn("note: the history before position \(identity.startPosition) was compacted into a snapshot; the log lists what follows it")
+        }
         let filter = EventFilter(from: from, to: to, since: since.flatMap(TimeArgument.microseconds), until: until.flatMap(TimeArgument.microseconds),
                                  entity: entity, object: object.flatMap(ObjectID.init), replicaPrefix: replica?.lowercased(), kind: kind)
         var printed = 0

@@ -62,7 +62,7 @@ struct Demo {
         }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CLIError("the demo server did not start") }
-        let url = URL(string: "http://127.0.0.1:\(port)")!
+        guard let url = URL(string: "http://127.0.0.1:\(port)") else { throw CLIError("the demo server reported port \(port)") }
         print("Log server listening on \(url) (in this process), data in \(directory)/server")
 
         var devices: [(name: String, store: Store, engine: SyncEngine)] = []
