@@ -27,7 +27,7 @@ extension Projection {
         var fields: [(key: UInt32, value: Value, ref: Ref)] = []
         for id in allObjectIDs() {
             guard let record = records[id] else { continue }
-            Self.writeID(id, into: &w)
+            w.id(id)
             w.lengthPrefixed(nameBytes[Int(record.entity)])
             fields.removeAll(keepingCapacity: true)
             for slot in record.fields where !isLocalOnly(entity: record.entity, key: slot.key) {
@@ -48,7 +48,7 @@ extension Projection {
                     guard !members.isEmpty else { continue }
                     w.lengthPrefixed(nameBytes[Int(key)])
                     w.varint(UInt64(members.count))
-                    for member in members { Self.writeID(member, into: &w) }
+                    for member in members { w.id(member) }
                 }
             }
             if w.bytes.count > 60_000 { flush() }
@@ -58,11 +58,5 @@ extension Projection {
             let s = String(byte, radix: 16)
             return s.count == 1 ? "0" + s : s
         }.joined()
-    }
-
-    /// An ID's 16 bytes, big-endian (as ``Identifier128/bytes``), without an array per ID.
-    private static func writeID(_ id: ObjectID, into w: inout ByteWriter) {
-        withUnsafeBytes(of: id.high.bigEndian) { w.bytes.append(contentsOf: $0) }
-        withUnsafeBytes(of: id.low.bigEndian) { w.bytes.append(contentsOf: $0) }
     }
 }

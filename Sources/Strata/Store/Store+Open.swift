@@ -160,7 +160,7 @@ extension Store {
 
 extension Transaction {
     func recordSchema(_ schema: Schema) throws {
-        let event = Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(events.count)),
+        let event = Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(eventCount)),
                           hlc: core.clock.tick(), change: .schema(schema))
         try appendRaw(event)
     }

@@ -25,8 +25,6 @@ public final class Transaction {
 
     /// The number of events so far.
     var eventCount: Int { encoder.eventCount }
-    /// The events so far, by index (only their number is kept as such).
-    var events: Range<Int> { 0..<eventCount }
 
     var projection: Projection { core.projection }
     var schema: Schema { core.projection.schema }
@@ -53,7 +51,7 @@ public final class Transaction {
     ///   an existing ID, a reference to an object that does not exist).
     @discardableResult
     public func insert(_ entity: String, id: ObjectID = ObjectID(), _ values: [String: Value] = [:]) throws -> ObjectID {
-        guard let layout = layout(for: entity) else { return try insertGeneric(entity, id: id, values) }
+        let layout = try layout(for: entity, object: id)
         let description = layout.entity
         if projection.exists(id) {
             throw StoreError(.objectExists, "an object with this ID already exists", entity: entity, object: id)
@@ -97,37 +95,6 @@ public final class Transaction {
             for (name, value) in zip(layout.names, fieldValues) { fields[name] = value }
             try claimOneToOne(entity: entity, object: id, fields: fields)
         }
-        for (relationship, target) in derived { try setToOne(id, entity: entity, relationship, target) }
-        return id
-    }
-
-    /// Inserts through the general path (an entity whose layout does not apply: one that names a
-    /// field twice).
-    private func insertGeneric(_ entity: String, id: ObjectID, _ values: [String: Value]) throws -> ObjectID {
-        guard let description = schema.entity(entity) else {
-            throw StoreError(.unknownEntity, "no entity \(entity) in the schema", entity: entity, object: id)
-        }
-        if projection.exists(id) {
-            throw StoreError(.objectExists, "an object with this ID already exists", entity: entity, object: id)
-        }
-        try checkKeys(values, of: description, object: id)
-        var fields: [String: Value] = [:]
-        for attribute in description.attributes {
-            let value = values[attribute.name] ?? attribute.defaultValue ?? .null
-            try check(value, for: attribute, entity: entity, object: id)
-            fields[attribute.name] = value
-        }
-        var derived: [(Relationship, ObjectID)] = []
-        for relationship in description.relationships where !relationship.isToMany {
-            let value = values[relationship.name] ?? .null
-            let target = try checkReference(value, relationship, entity: entity, object: id)
-            switch projection.storage(entity: entity, relationship: relationship.name)?.1 {
-            case .field?: fields[relationship.name] = target.map(Value.reference) ?? .null
-            default: if let target { derived.append((relationship, target)) }
-            }
-        }
-        try emit(.insert(entity: entity, object: id, fields: fields))
-        try claimOneToOne(entity: entity, object: id, fields: fields)
         for (relationship, target) in derived { try setToOne(id, entity: entity, relationship, target) }
         return id
     }
@@ -246,11 +213,15 @@ public final class Transaction {
         for i in layout.names.indices { encoder.field(layout.keys[i], layout.names[i], fieldValues[i]) }
     }
 
-    /// `entity`'s insert layout, made on first use; `nil` for an entity the fast path does not
-    /// take (unknown: the general path throws).
-    private func layout(for entity: String) -> InsertLayout? {
+    /// `entity`'s insert layout, made on first use.
+    ///
+    /// - Throws: ``StoreError/Code/unknownEntity``; ``StoreError/Code/invalidSchema`` for an
+    ///   entity that names a field twice (which a checked schema never does).
+    private func layout(for entity: String, object: ObjectID) throws -> InsertLayout {
         if let layout = layouts.first(where: { $0.entity.name == entity }) { return layout }
-        guard let description = schema.entity(entity) else { return nil }
+        guard let description = schema.entity(entity) else {
+            throw StoreError(.unknownEntity, "no entity \(entity) in the schema", entity: entity, object: object)
+        }
         var named: [(name: String, source: Int)] = description.attributes.enumerated().map { ($1.name, $0) }
         var hasReferenceFields = false
         for (r, relationship) in description.relationships.enumerated() where !relationship.isToMany {
@@ -259,9 +230,10 @@ public final class Transaction {
                 hasReferenceFields = true
             }
         }
-        // A name used twice (which the general path resolves by overwriting) takes the general path.
         let allNames = description.attributes.map(\.name) + description.relationships.map(\.name)
-        guard Set(allNames).count == allNames.count else { return nil }
+        guard Set(allNames).count == allNames.count else {
+            throw StoreError(.invalidSchema, "\(entity) names a field twice", entity: entity, object: object)
+        }
         named.sort { $0.name < $1.name }
         var position = [Int](repeating: -1, count: description.attributes.count + description.relationships.count)
         for (i, field) in named.enumerated() { position[field.source] = i }

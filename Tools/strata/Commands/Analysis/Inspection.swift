@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
 import Strata
 
@@ -211,12 +206,5 @@ struct ReplicaInLog {
         } else {
             ranges.append(range)
         }
-    }
-}
-
-enum FileSize {
-    static func of(_ path: String) -> Int64 {
-        var info = stat()
-        return stat(path, &info) == 0 ? Int64(info.st_size) : 0
     }
 }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Strata
 
 /// `strata replay`: the projection as it was at a cutoff, or one object's whole history.
@@ -61,10 +66,13 @@ struct ObjectHistory: Codable, Sendable {
 
     static func run(_ files: StoreFiles, object id: ObjectID, until cutoff: Cutoff?, progress: Progress?) throws -> ObjectHistory {
         var events: [(Event, UInt64, Int64)] = []
+        // An entry can name the object only if its 16 bytes appear in it (IDs are stored raw):
+        // only those entries are decoded a second time, into events.
+        let idBytes = id.bytes
         let loaded = try LoadedStore.load(files, start: .earliest, until: cutoff, progress: progress) { entry, _, applied in
-            guard applied else { return }
+            guard applied, Self.contains(entry.payload, idBytes) else { return }
             let record = try TransactionRecord(decoding: entry.payload)
-            for event in record.events where Self.mentions(event.change, id) {
+            for event in record.events where event.change.mentions(id) {
                 events.append((event, entry.position, entry.timestamp))
             }
         }
@@ -85,14 +93,17 @@ struct ObjectHistory: Codable, Sendable {
                              until: cutoff?.description, steps: steps, current: projection.object(id).map(ObjectJSON.init), blame: blame, notes: notes)
     }
 
-    /// Whether an event names the object: as its subject, a member added or removed, or the
-    /// target of a reference it sets.
-    private static func mentions(_ change: Change, _ id: ObjectID) -> Bool {
-        switch change {
-        case .add(_, let object, _, let target), .remove(_, let object, _, let target, _): object == id || target == id
-        case .insert(_, let object, let fields), .update(_, let object, let fields): object == id || fields.values.contains(.reference(id))
-        case .delete(_, let object): object == id
-        case .schema: false
+    private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        haystack.withUnsafeBytes { h in
+            needle.withUnsafeBytes { n in
+                guard let first = n.first, let base = h.baseAddress, let pattern = n.baseAddress, h.count >= n.count else { return false }
+                var i = 0
+                while i <= h.count - n.count {
+                    if h[i] == first && memcmp(base + i, pattern, n.count) == 0 { return true }
+                    i += 1
+                }
+                return false
+            }
         }
     }
 
@@ -147,5 +158,18 @@ enum ObjectText {
         let values = object.values.keys.sorted().map { "\($0)=\(StoreDiff.show(object.values[$0]))" }
         let toMany = object.toMany.keys.sorted().map { "\($0)=[\(object.toMany[$0]?.map { String($0.prefix(8)) }.joined(separator: ",") ?? "")]" }
         return "\(object.entity) \(object.id)  " + (values + toMany).joined(separator: " ")
+    }
+}
+
+extension Change {
+    /// Whether the change names `id`: as its subject, a member added or removed, or the target
+    /// of a reference it sets (what `replay --object` and `log --object` show).
+    func mentions(_ id: ObjectID) -> Bool {
+        switch self {
+        case .add(_, let object, _, let target), .remove(_, let object, _, let target, _): object == id || target == id
+        case .insert(_, let object, let fields), .update(_, let object, let fields): object == id || fields.values.contains(.reference(id))
+        case .delete(_, let object): object == id
+        case .schema: false
+        }
     }
 }

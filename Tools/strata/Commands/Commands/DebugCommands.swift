@@ -78,7 +78,7 @@ struct LogCommand: ParsableCommand {
         let files = try StoreFiles(store)
         let identity = try files.identity()
         if identity.startPosition > 0 {
-            FileHandleOutput.warn("note: the history before position \(identity.startPosition) was compacted into a snapshot; the log lists what follows it")
+            StandardError.line("note: the history before position \(identity.startPosition) was compacted into a snapshot; the log lists what follows it")
         }
         let filter = EventFilter(from: from, to: to, since: since.flatMap(TimeArgument.microseconds), until: until.flatMap(TimeArgument.microseconds),
                                  entity: entity, object: object.flatMap(ObjectID.init), replicaPrefix: replica?.lowercased(), kind: kind)
@@ -103,7 +103,7 @@ struct LogCommand: ParsableCommand {
                 }
             }
             output.flush()
-            if let warning = report.readWarning { FileHandleOutput.warn(warning) }
+            if let warning = report.readWarning { StandardError.line(warning) }
         } catch is Enough {
             output.flush()
         }
@@ -133,14 +133,7 @@ struct EventFilter {
         if let kind, event.change.kind != kind { return false }
         if let entity, event.change.entity != entity { return false }
         if let replicaPrefix, !event.id.replica.description.hasPrefix(replicaPrefix) { return false }
-        if let object {
-            switch event.change {
-            case .add(_, let o, _, let t), .remove(_, let o, _, let t, _): if o != object && t != object { return false }
-            case .insert(_, let o, let fields), .update(_, let o, let fields): if o != object && !fields.values.contains(.reference(object)) { return false }
-            case .delete(_, let o): if o != object { return false }
-            case .schema: return false
-            }
-        }
+        if let object, !event.change.mentions(object) { return false }
         return true
     }
 }

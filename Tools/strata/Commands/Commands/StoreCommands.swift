@@ -132,7 +132,7 @@ struct GetCommand: ParsableCommand {
 
     func run() throws {
         let loaded = try LoadedStore.load(try StoreFiles(store))
-        if let warning = loaded.report.readWarning { FileHandleOutput.warn(warning) }
+        if let warning = loaded.report.readWarning { StandardError.line(warning) }
         let projection = loaded.projection
         guard projection.schema.entity(entity) != nil || !projection.objectIDs(of: entity).isEmpty else {
             throw CLIError("no entity \(entity) in \(store) (entities: \(projection.schema.entities.map(\.name).joined(separator: ", ")))")
@@ -164,7 +164,7 @@ struct ExportCommand: ParsableCommand {
         let progress = Progress("export", total: 0)
         let files = try StoreFiles(store)
         let loaded = try LoadedStore.load(files, progress: progress)
-        if let warning = loaded.report.readWarning { FileHandleOutput.warn(warning) }
+        if let warning = loaded.report.readWarning { StandardError.line(warning) }
         let projection = loaded.projection
         let objects = projection.allObjectIDs().compactMap { projection.object($0) }
             .sorted { ($0.entity, $0.id) < ($1.entity, $1.id) }.map(ObjectJSON.init)
@@ -220,11 +220,5 @@ struct CompactCommand: AsyncParsableCommand {
         } else {
             print("snapshot \(snapshot.name) at position \(snapshot.position); retired \(retired.count) segment(s), \(Format.bytes(freed)) freed")
         }
-    }
-}
-
-enum FileHandleOutput {
-    static func warn(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 }

@@ -36,10 +36,7 @@ struct StoreFiles: Sendable {
     /// Bytes of all segment files (the work a full read does, for progress).
     func segmentBytes() -> Int64 {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: logDirectory)) ?? []
-        return names.filter { $0.hasSuffix(".seg") }.reduce(Int64(0)) { total, name in
-            let size = (try? FileManager.default.attributesOfItem(atPath: logDirectory + "/" + name)[.size] as? NSNumber)?.int64Value ?? 0
-            return total + size
-        }
+        return names.filter { $0.hasSuffix(".seg") }.reduce(Int64(0)) { $0 + FileSize.of(logDirectory + "/" + $1) }
     }
 
     /// The sync cursors kept next to the store (`sync-<zone>.json`).

@@ -78,3 +78,10 @@ enum TimeArgument {
         return Int64(whole.timeIntervalSince1970) * 1_000_000 + fraction
     }
 }
+
+/// A file's size in bytes (0 when it cannot be read).
+enum FileSize {
+    static func of(_ path: String) -> Int64 {
+        ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0
+    }
+}

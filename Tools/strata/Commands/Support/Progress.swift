@@ -66,6 +66,9 @@ final class Progress: @unchecked Sendable {
 
 /// Writes to standard error without buffering (progress lines, error messages).
 enum StandardError {
+    /// A warning or note: a line of its own.
+    static func line(_ text: String) { write(text + "\n") }
+
     static func write(_ text: String) {
         var bytes = Array(text.utf8)
         var offset = 0
