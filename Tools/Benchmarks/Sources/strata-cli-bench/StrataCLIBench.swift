@@ -16,16 +16,16 @@ struct StrataCLIBench {
         var objects = 100_000
         var parent: String?
         var keep = false
-        var arguments = CommandLine.arguments.dropFirst()
-        while let argument = arguments.popFirst() {
+        var arguments = Arguments(usage: "usage: strata-cli-bench --strata PATH [--events N] [--objects N] [--data DIR] [--keep] [--quick]")
+        while let argument = arguments.next() {
             switch argument {
-            case "--strata": strata = arguments.popFirst()
-            case "--events": events = arguments.popFirst().flatMap(Int.init) ?? events
-            case "--objects": objects = arguments.popFirst().flatMap(Int.init) ?? objects
-            case "--data": parent = arguments.popFirst()
+            case "--strata": strata = arguments.value(of: argument, "a path")
+            case "--events": events = arguments.number(of: argument, atLeast: 10_000)
+            case "--objects": objects = arguments.number(of: argument)
+            case "--data": parent = arguments.value(of: argument, "a path")
             case "--keep": keep = true
             case "--quick": events = 100_000; objects = 10_000
-            default: fail("unknown argument \(argument); usage: strata-cli-bench --strata PATH [--events N] [--objects N] [--data DIR] [--keep] [--quick]", status: 2)
+            default: arguments.wrong("unknown argument \(argument)")
             }
         }
         guard let strata, FileManager.default.isExecutableFile(atPath: strata) else {

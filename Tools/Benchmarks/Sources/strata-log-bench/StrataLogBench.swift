@@ -53,30 +53,18 @@ let usage = """
 struct StrataLogBench {
     static func main() async {
         var settings = Settings()
-        var arguments = CommandLine.arguments.dropFirst()
-        while let argument = arguments.popFirst() {
+        var arguments = Arguments(usage: usage)
+        while let argument = arguments.next() {
             switch argument {
             case "--quick": settings.quick = true
             case "--keep": settings.keep = true
-            case "--dir":
-                guard let path = arguments.popFirst() else { fail("--dir needs a path\n\n" + usage, status: 2) }
-                settings.parent = path
-            case "--only":
-                guard let list = arguments.popFirst() else { fail("--only needs a list\n\n" + usage, status: 2) }
-                let names = Set(list.split(separator: ",").map(String.init))
-                guard names.isSubset(of: Settings.optional) else {
-                    fail("--only takes names from \(Settings.optional.sorted().joined(separator: ","))\n\n" + usage, status: 2)
-                }
-                settings.only = names
-            case "--appenders":
-                guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else {
-                    fail("--appenders needs a positive number\n\n" + usage, status: 2)
-                }
-                settings.appenders = value
+            case "--dir": settings.parent = arguments.value(of: argument, "a path")
+            case "--only": settings.only = arguments.names(of: argument, from: Settings.optional)
+            case "--appenders": settings.appenders = arguments.number(of: argument)
             case "-h", "--help":
                 print(usage)
                 return
-            default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
+            default: arguments.wrong("unknown argument \(argument)")
             }
         }
         let place: DataPlace

@@ -58,25 +58,8 @@ enum OpenChild {
 
     /// Runs the child on `path` and returns what it printed.
     static func probe(_ path: String) throws -> OpenProbe {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Machine.executablePath)
-        process.arguments = ["--open-only", path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        let start = monotonicNanos()
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let elapsed = monotonicNanos() - start
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            throw BenchError("the --open-only child for \(path) failed (status \(process.terminationStatus))")
-        }
-        guard let line = String(decoding: data, as: UTF8.self).split(separator: "\n").last,
-              var probe = try? JSONDecoder().decode(OpenProbe.self, from: Data(line.utf8)) else {
-            throw BenchError("the --open-only child for \(path) printed no probe: \(String(decoding: data, as: UTF8.self))")
-        }
-        probe.processSeconds = seconds(elapsed)
+        var (probe, seconds) = try ChildRun.json(OpenProbe.self, arguments: ["--open-only", path])
+        probe.processSeconds = seconds
         return probe
     }
 }

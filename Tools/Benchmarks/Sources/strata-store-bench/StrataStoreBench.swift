@@ -62,38 +62,20 @@ let usage = """
 struct StrataStoreBench {
     static func main() async {
         var settings = Settings()
-        var arguments = CommandLine.arguments.dropFirst()
-        while let argument = arguments.popFirst() {
+        var arguments = Arguments(usage: usage)
+        while let argument = arguments.next() {
             switch argument {
-            case "--open-only":
-                guard let path = arguments.popFirst() else { fail("--open-only needs a store path\n\n" + usage, status: 2) }
-                await OpenChild.run(path)
+            case "--open-only": await OpenChild.run(arguments.value(of: argument, "a store path"))
             case "--quick": settings.quick = true
             case "--keep": settings.keep = true
-            case "--dir":
-                guard let path = arguments.popFirst() else { fail("--dir needs a path\n\n" + usage, status: 2) }
-                settings.parent = path
-            case "--only":
-                guard let list = arguments.popFirst() else { fail("--only needs a list\n\n" + usage, status: 2) }
-                let names = Set(list.split(separator: ",").map(String.init))
-                guard names.isSubset(of: Settings.optional), !names.isEmpty else {
-                    fail("--only takes names from \(Settings.optional.sorted().joined(separator: ","))\n\n" + usage, status: 2)
-                }
-                settings.only = names
-            case "--writers":
-                guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else {
-                    fail("--writers needs a positive number\n\n" + usage, status: 2)
-                }
-                settings.writers = value
-            case "--open-runs":
-                guard let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 else {
-                    fail("--open-runs needs a positive number\n\n" + usage, status: 2)
-                }
-                settings.openRuns = value
+            case "--dir": settings.parent = arguments.value(of: argument, "a path")
+            case "--only": settings.only = arguments.names(of: argument, from: Settings.optional)
+            case "--writers": settings.writers = arguments.number(of: argument)
+            case "--open-runs": settings.openRuns = arguments.number(of: argument)
             case "-h", "--help":
                 print(usage)
                 return
-            default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
+            default: arguments.wrong("unknown argument \(argument)")
             }
         }
         let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-store-bench", requiredFreeBytes: settings.requiredFreeBytes)

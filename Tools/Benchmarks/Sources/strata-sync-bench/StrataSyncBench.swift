@@ -51,24 +51,21 @@ let usage = """
 struct StrataSyncBench {
     static func main() async {
         var settings = Settings()
-        var arguments = CommandLine.arguments.dropFirst()
-        while let argument = arguments.popFirst() {
+        var arguments = Arguments(usage: usage)
+        while let argument = arguments.next() {
             switch argument {
             case "--serve":
-                guard let data = arguments.popFirst(), let port = arguments.popFirst().flatMap({ Int($0) }),
-                      let users = arguments.popFirst() else {
-                    fail("--serve needs DATA PORT USERS\n\n" + usage, status: 2)
-                }
+                let data = arguments.value(of: argument, "DATA PORT USERS")
+                let port = arguments.number(of: argument, atLeast: 0)
+                let users = arguments.value(of: argument, "DATA PORT USERS")
                 await ServeChild.run(data: data, port: port, users: users)
             case "--quick": settings.quick = true
             case "--keep": settings.keep = true
-            case "--dir":
-                guard let path = arguments.popFirst() else { fail("--dir needs a path\n\n" + usage, status: 2) }
-                settings.parent = path
+            case "--dir": settings.parent = arguments.value(of: argument, "a path")
             case "-h", "--help":
                 print(usage)
                 return
-            default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
+            default: arguments.wrong("unknown argument \(argument)")
             }
         }
         let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-sync-bench", requiredFreeBytes: settings.requiredFreeBytes)

@@ -98,25 +98,8 @@ enum ColdOpenChild {
 
     /// Runs a child (`--open-strata` or `--open-sqlite`) on `path` and returns what it printed.
     static func probe(_ flag: String, _ path: String) throws -> ColdOpenProbe {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Machine.executablePath)
-        process.arguments = [flag, path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        let start = monotonicNanos()
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let elapsed = monotonicNanos() - start
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            throw BenchError("the \(flag) child for \(path) failed (status \(process.terminationStatus))")
-        }
-        guard let line = String(decoding: data, as: UTF8.self).split(separator: "\n").last,
-              var probe = try? JSONDecoder().decode(ColdOpenProbe.self, from: Data(line.utf8)) else {
-            throw BenchError("the \(flag) child for \(path) printed no probe: \(String(decoding: data, as: UTF8.self))")
-        }
-        probe.processSeconds = seconds(elapsed)
+        var (probe, seconds) = try ChildRun.json(ColdOpenProbe.self, arguments: [flag, path])
+        probe.processSeconds = seconds
         return probe
     }
 }

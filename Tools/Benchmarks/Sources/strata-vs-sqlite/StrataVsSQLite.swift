@@ -58,48 +58,23 @@ let usage = """
 struct StrataVsSQLite {
     static func main() async {
         var settings = Settings()
-        var arguments = CommandLine.arguments.dropFirst()
-        while let argument = arguments.popFirst() {
+        var arguments = Arguments(usage: usage)
+        while let argument = arguments.next() {
             switch argument {
-            case "--open-strata":
-                guard let path = arguments.popFirst() else { fail("--open-strata needs a path\n\n" + usage, status: 2) }
-                await ColdOpenChild.strata(path)
-            case "--open-sqlite":
-                guard let path = arguments.popFirst() else { fail("--open-sqlite needs a path\n\n" + usage, status: 2) }
-                ColdOpenChild.sqlite(path)
+            case "--open-strata": await ColdOpenChild.strata(arguments.value(of: argument, "a path"))
+            case "--open-sqlite": ColdOpenChild.sqlite(arguments.value(of: argument, "a path"))
             case "--quick": settings.quick = true
             case "--keep": settings.keep = true
-            case "--dir":
-                guard let path = arguments.popFirst() else { fail("--dir needs a path\n\n" + usage, status: 2) }
-                settings.parent = path
-            case "--only":
-                guard let list = arguments.popFirst() else { fail("--only needs a list\n\n" + usage, status: 2) }
-                let names = Set(list.split(separator: ",").map(String.init))
-                guard names.isSubset(of: Settings.optional), !names.isEmpty else {
-                    fail("--only takes names from \(Settings.optional.sorted().joined(separator: ","))\n\n" + usage, status: 2)
-                }
-                settings.only = names
-            case "--batches":
-                let list = (arguments.popFirst() ?? "").split(separator: ",").compactMap { Int($0) }
-                guard !list.isEmpty, list.allSatisfy({ $0 > 0 }) else {
-                    fail("--batches needs positive numbers, comma-separated\n\n" + usage, status: 2)
-                }
-                settings.batches = list
-            case "--committers":
-                guard let value = arguments.popFirst().flatMap({ Int($0) }), value >= 0 else {
-                    fail("--committers needs a number\n\n" + usage, status: 2)
-                }
-                settings.committers = value
-            case "--catch-up":
-                guard let path = arguments.popFirst() else { fail("--catch-up needs a file\n\n" + usage, status: 2) }
-                settings.catchUp = path
-            case "--article":
-                guard let path = arguments.popFirst() else { fail("--article needs a path\n\n" + usage, status: 2) }
-                settings.article = path
+            case "--dir": settings.parent = arguments.value(of: argument, "a path")
+            case "--only": settings.only = arguments.names(of: argument, from: Settings.optional)
+            case "--batches": settings.batches = arguments.numbers(of: argument)
+            case "--committers": settings.committers = arguments.number(of: argument, atLeast: 0)
+            case "--catch-up": settings.catchUp = arguments.value(of: argument, "a file")
+            case "--article": settings.article = arguments.value(of: argument, "a path")
             case "-h", "--help":
                 print(usage)
                 return
-            default: fail("unknown argument \(argument)\n\n" + usage, status: 2)
+            default: arguments.wrong("unknown argument \(argument)")
             }
         }
         let (place, _) = DataPlace.prepare(parent: settings.parent, prefix: "strata-vs-sqlite", requiredFreeBytes: settings.requiredFreeBytes)
