@@ -191,7 +191,7 @@ enum FaultInjection {
 }
 
 /// File-system operations on paths, with the fsyncs that make creation and renames durable.
-enum FileSystem {
+public enum FileSystem {
     static func exists(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0
@@ -250,7 +250,7 @@ enum FileSystem {
 
     /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename over `path`, fsync of the
     /// directory. A crash leaves either the old file or the new one, never a mixture.
-    static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
         let temporary = path + ".tmp"
         try remove(temporary)
         let file = try FileHandle.open(temporary, write: true, create: true, exclusive: true)
