@@ -1,0 +1,116 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// `strata log STORE [filters]`: the events, one per line (JSON Lines with `--json`).
+struct LogCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log",
+        abstract: "Print the events of the log, filtered by position, time, entity, object, replica or kind."
+    )
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Option(help: "The first log position to show.")
+    var from: UInt64?
+
+    @Option(help: "The last log position to show.")
+    var to: UInt64?
+
+    @Option(help: "Only transactions stored at or after this time (ISO 8601, or @microseconds).")
+    var since: String?
+
+    @Option(help: "Only transactions stored at or before this time.")
+    var until: String?
+
+    @Option(help: "Only events of this entity.")
+    var entity: String?
+
+    @Option(help: "Only events that name this object (as subject, member or reference target).")
+    var object: String?
+
+    @Option(help: "Only events of the replica whose ID starts with this.")
+    var replica: String?
+
+    @Option(help: "Only events of this kind: insert, update, delete, add, remove, schema.")
+    var kind: String?
+
+    @Option(help: "Stop after this many events.")
+    var limit: Int?
+
+    @Flag(help: "Print JSON Lines (one event per line) instead of text.")
+    var json = false
+
+    func validate() throws {
+        if let since, TimeArgument.microseconds(since) == nil { throw ValidationError("--since: not a time: \(since)") }
+        if let until, TimeArgument.microseconds(until) == nil { throw ValidationError("--until: not a time: \(until)") }
+        if let object, ObjectID(object) == nil { throw ValidationError("--object: not an object ID (UUID): \(object)") }
+        if let kind, !["insert", "update", "delete", "add", "remove", "schema"].contains(kind) { throw ValidationError("--kind: unknown kind \(kind)") }
+        if let from, let to, from > to { throw ValidationError("--from \(from) is after --to \(to)") }
+        if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        let files = try StoreFiles(store)
+        let identity = try files.identity()
+        if identity.startPosition > 0 {
+            StandardError.line("note: the history before position \(identity.startPosition) was compacted into a snapshot; the log lists what follows it")
+        }
+        let filter = EventFilter(from: from, to: to, since: since.flatMap(TimeArgument.microseconds), until: until.flatMap(TimeArgument.microseconds),
+                                 entity: entity, object: object.flatMap(ObjectID.init), replicaPrefix: replica?.lowercased(), kind: kind)
+        var printed = 0
+        let limit = self.limit ?? .max
+        var output = BufferedOutput()
+        struct Enough: Error {}
+        do {
+            let report = try files.scan(progress: nil) { entry in
+                guard filter.admits(position: entry.position, timestamp: entry.timestamp) else { return }
+                let record: TransactionRecord
+                do {
+                    record = try TransactionRecord(decoding: entry.payload)
+                } catch {
+                    throw CLIError("\(store): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+                }
+                for event in record.events where filter.admits(event) {
+                    guard printed < limit else { throw Enough() }
+                    let description = EventDescription(event, position: entry.position, stored: entry.timestamp)
+                    output.line(json ? try JSONOutput.string(description, pretty: false) : description.text)
+                    printed += 1
+                }
+            }
+            output.flush()
+            if let warning = report.readWarning { StandardError.line(warning) }
+        } catch is Enough {
+            output.flush()
+        }
+    }
+}
+
+/// Which events `strata log` shows.
+struct EventFilter {
+    var from: UInt64?
+    var to: UInt64?
+    var since: Int64?
+    var until: Int64?
+    var entity: String?
+    var object: ObjectID?
+    var replicaPrefix: String?
+    var kind: String?
+
+    func admits(position: UInt64, timestamp: Int64) -> Bool {
+        if let from, position < from { return false }
+        if let to, position > to { return false }
+        if let since, timestamp < since { return false }
+        if let until, timestamp > until { return false }
+        return true
+    }
+
+    func admits(_ event: Event) -> Bool {
+        if let kind, event.change.kind != kind { return false }
+        if let entity, event.change.entity != entity { return false }
+        if let replicaPrefix, !event.id.replica.description.hasPrefix(replicaPrefix) { return false }
+        if let object, !event.change.mentions(object) { return false }
+        return true
+    }
+}
