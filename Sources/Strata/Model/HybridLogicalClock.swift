@@ -8,7 +8,20 @@ public struct HLC: Hashable, Comparable, Sendable, Codable, CustomStringConverti
 
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 
+    /// The largest representable wall-clock time: 2^48 − 1 ms (the year 10889).
+    public static let maxMilliseconds: UInt64 = (1 << 48) - 1
+
+    /// A timestamp of `milliseconds` and `counter`. Milliseconds above ``maxMilliseconds``
+    /// saturate to the largest timestamp (never wrap into 1970: a wrapped HLC would make an edit
+    /// older than everything); use ``init(exactly:counter:)`` to refuse them instead.
     public init(milliseconds: UInt64, counter: UInt16) {
+        rawValue = milliseconds > HLC.maxMilliseconds ? .max : milliseconds << 16 | UInt64(counter)
+    }
+
+    /// A timestamp of `milliseconds` and `counter`; `nil` when `milliseconds` exceeds
+    /// ``maxMilliseconds``.
+    public init?(exactly milliseconds: UInt64, counter: UInt16) {
+        guard milliseconds <= HLC.maxMilliseconds else { return nil }
         rawValue = milliseconds << 16 | UInt64(counter)
     }
 
@@ -42,32 +55,63 @@ public struct EventStamp: Hashable, Comparable, Sendable {
 }
 
 /// A replica's hybrid logical clock. Time is injected, so tests and simulations are deterministic.
+///
+/// Two bounds keep it usable forever: it never wraps (``tick()`` throws
+/// ``StoreError/Code/clockOverflow`` rather than pass 2^48 − 1 ms), and one remote timestamp cannot
+/// drag it arbitrarily far ahead (``observe(_:)`` takes in at most wall-clock now + `maxLead`). A
+/// legacy or hostile event stamped near 2^64 would otherwise push every later local edit to the
+/// end of time — and, a tick later, into the overflow. The events keep their own stamps; only the
+/// clock that stamps new local edits is bounded.
 struct HybridClock: Sendable {
     private(set) var last: HLC
     let now: @Sendable () -> UInt64
+    /// How far past wall-clock now an observed timestamp may move the clock, in milliseconds.
+    let maxLead: UInt64
 
-    init(last: HLC = HLC(rawValue: 0), now: @escaping @Sendable () -> UInt64 = HybridClock.wallMilliseconds) {
+    init(last: HLC = HLC(rawValue: 0), now: @escaping @Sendable () -> UInt64 = HybridClock.wallMilliseconds,
+         maxLead: UInt64 = StoreOptions.defaultMaxClockLead) {
         self.last = last
         self.now = now
+        self.maxLead = maxLead
     }
 
     static let wallMilliseconds: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
 
     /// A timestamp newer than every one issued or observed so far.
-    mutating func tick() -> HLC {
-        let wall = min(now(), (1 << 48) - 1)
+    ///
+    /// - Throws: ``StoreError/Code/clockOverflow`` when that would take it past the largest HLC
+    ///   (the clock is left where it was: it never goes backwards, never wraps).
+    mutating func tick() throws -> HLC {
+        let wall = min(now(), HLC.maxMilliseconds)
         if wall > last.milliseconds {
             last = HLC(milliseconds: wall, counter: 0)
-        } else if last.counter == .max {
+        } else if last.counter < .max {
+            last = HLC(rawValue: last.rawValue + 1)
+        } else if last.milliseconds < HLC.maxMilliseconds {
             last = HLC(milliseconds: last.milliseconds + 1, counter: 0)
         } else {
-            last = HLC(rawValue: last.rawValue + 1)
+            throw StoreError(.clockOverflow, "the hybrid logical clock is at its largest value (\(last.rawValue)); no newer timestamp exists")
         }
         return last
     }
 
-    /// Takes in a timestamp seen in a remote event, so that later local edits are newer.
+    /// The largest timestamp ``observe(_:)`` takes in now: wall-clock now + `maxLead`.
+    var observationLimit: HLC {
+        let now = now()
+        let limit = now > HLC.maxMilliseconds - min(maxLead, HLC.maxMilliseconds) ? HLC.maxMilliseconds : now + maxLead
+        return HLC(milliseconds: limit, counter: .max)
+    }
+
+    /// Takes in a timestamp seen in a remote event, so that later local edits are newer — up to
+    /// ``observationLimit``: a timestamp further ahead moves the clock only that far.
     mutating func observe(_ remote: HLC) {
-        if remote > last { last = remote }
+        let bounded = min(remote, observationLimit)
+        if bounded > last { last = bounded }
+    }
+
+    /// Moves the clock to at least `own`, without bound: a replica's own earlier timestamps (or
+    /// ones it must stay ahead of) are never undercut, however far ahead they lie.
+    mutating func advance(past own: HLC) {
+        if own > last { last = own }
     }
 }

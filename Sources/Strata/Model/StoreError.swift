@@ -32,6 +32,14 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A model value could not be converted.
         public static let encoding = Code("encoding")
         public static let invalidArgument = Code("invalidArgument")
+        /// `store.json` (the store's identity) is damaged, undecodable or of an unknown format:
+        /// the store is not opened rather than given a silently different replica ID.
+        public static let corruptIdentity = Code("corruptIdentity")
+        /// The hybrid logical clock is at its largest value; nothing was written.
+        public static let clockOverflow = Code("clockOverflow")
+        /// A fork cannot re-author what it must: the abandoned transactions were retired from the
+        /// log by compaction (nothing was changed).
+        public static let historyRetired = Code("historyRetired")
     }
 
     public var code: Code

@@ -5,23 +5,40 @@
 /// Not thread-safe; one builder per task.
 public final class ProjectionBuilder {
     let projection = Projection()
+    /// The store's identity, whose lineage says which transactions a fork abandoned (see
+    /// ``StoreIdentity/isAbandoned(header:position:)``); `nil` applies everything.
+    public var identity: StoreIdentity?
 
-    public init() {}
+    public init(identity: StoreIdentity? = nil) {
+        self.identity = identity
+    }
 
     /// Starts from a snapshot payload (as ``snapshotPayload()`` wrote it).
     ///
     /// - Throws: ``StoreError/Code/corruptSnapshot``.
-    public init(snapshot payload: [UInt8]) throws {
+    public init(snapshot payload: [UInt8], identity: StoreIdentity? = nil) throws {
+        self.identity = identity
         try ProjectionCodec.decode(payload, into: projection)
         projection.schema = projection.recordedSchema
     }
 
-    /// Applies one encoded transaction (a log entry); returns the events newly applied.
+    /// Whether the entry at `position` is one a fork abandoned (and ``apply(encoded:position:)``
+    /// skips).
+    ///
+    /// - Throws: ``StoreError/Code/corruptEvent`` when the header does not decode.
+    public func isAbandoned(encoded bytes: [UInt8], position: UInt64) throws -> Bool {
+        guard let identity, !identity.lineage.isEmpty else { return false }
+        return identity.isAbandoned(header: try TransactionHeader(decoding: bytes, position: position), position: position)
+    }
+
+    /// Applies one encoded transaction (a log entry); returns the events newly applied. An entry
+    /// that the identity's lineage abandoned (known by its `position`) applies nothing.
     ///
     /// - Parameter position: the entry's log position, named in errors.
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong, at which byte and position.
     @discardableResult
     public func apply(encoded bytes: [UInt8], position: UInt64? = nil) throws -> Int {
+        if let position, try isAbandoned(encoded: bytes, position: position) { return 0 }
         let transaction = try EventCodec.decodeRaw(bytes, position: position)
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }

@@ -109,7 +109,7 @@ extension Store {
     /// Hands committed transactions to the log. The projection already holds them; if the log
     /// cannot take them, the store fails (it must be reopened, which rebuilds the projection from
     /// what is really on disk).
-    private func submit(_ entries: [[UInt8]], origin: ChangeSet.Origin, changes: [ObjectChange], core: StoreCore) throws -> DurabilityWaiter {
+    func submit(_ entries: [[UInt8]], origin: ChangeSet.Origin, changes: [ObjectChange], core: StoreCore) throws -> DurabilityWaiter {
         let waiter = DurabilityWaiter()
         let timestamp = currentLogTimestamp()
         do {

@@ -11,14 +11,20 @@ public struct StoredTransaction: Sendable, Hashable {
 
 extension Store {
     /// The transactions stored from `position` on (at most `limit`), in log order. With
-    /// `forSync`, local-only attributes are stripped (they are never pushed).
+    /// `forSync`, local-only attributes are stripped (they are never pushed). Transactions a fork
+    /// abandoned (see ``StoreIdentity/isAbandoned(header:position:)``) are not part of the
+    /// store's history and are left out.
     public func transactions(from position: UInt64 = 0, limit: Int = .max, forSync: Bool = false) throws -> [StoredTransaction] {
-        let schema = self.schema
+        let (schema, identity) = core.withLock { ($0.projection.schema, $0.identity) }
         var result: [StoredTransaction] = []
         do {
             var cursor = try log.records(from: max(position, log.startPosition))
             while result.count < limit, let record = try cursor.next() {
                 for entry in record.entries where entry.position >= position && result.count < limit {
+                    if !identity.lineage.isEmpty,
+                       identity.isAbandoned(header: try TransactionHeader(decoding: entry.payload, position: entry.position), position: entry.position) {
+                        continue
+                    }
                     var transaction = try EventCodec.decode(entry.payload, position: entry.position)
                     if forSync { transaction = transaction.strippingLocalOnly(schema) }
                     result.append(StoredTransaction(position: entry.position, timestamp: entry.timestamp, transaction: transaction))

@@ -3,12 +3,6 @@ import Foundation
 import Logging
 import StrataLog
 
-/// `store.json`: the store's identity and format version.
-struct StoreManifest: Codable {
-    var format: Int
-    var replicaID: ReplicaID
-}
-
 extension Store {
     static let manifestName = "store.json"
     static let logDirectoryName = "log"
@@ -39,45 +33,137 @@ extension Store {
     /// The replica ID recorded in a store's `store.json`, read without opening the store (for tools
     /// that read a copied store's files and must not change them).
     ///
-    /// - Throws: ``StoreError/Code/invalidArgument`` when the directory is not a store or its
-    ///   manifest is damaged or of an unknown format.
+    /// - Throws: ``StoreError/Code/invalidArgument`` when the directory is not a store,
+    ///   ``StoreError/Code/corruptIdentity`` when its `store.json` is damaged or of an unknown format.
     public static func replicaID(ofStoreAt directory: String) throws -> ReplicaID {
-        let path = directory + "/" + manifestName
-        guard FileManager.default.fileExists(atPath: path) else {
+        try identity(ofStoreAt: directory).replicaID
+    }
+
+    /// The identity recorded in a store's `store.json` — current replica, log ID, lineage — read
+    /// without opening the store and without writing anything (a format-1 file is not upgraded).
+    ///
+    /// - Throws: ``StoreError/Code/invalidArgument`` when the directory is not a store,
+    ///   ``StoreError/Code/corruptIdentity`` (naming the file) when `store.json` is damaged,
+    ///   undecodable or of an unknown format.
+    public static func identity(ofStoreAt directory: String) throws -> StoreIdentity {
+        guard let loaded = try StoreIdentityFile.read(in: directory) else {
             throw StoreError(.invalidArgument, "\(directory) is not a Strata store (no \(manifestName))")
         }
-        return try loadOrCreateManifest(directory, options: StoreOptions()).replicaID
+        return loaded.identity
     }
 
     /// The log directory inside a store directory.
     public static func logDirectory(ofStoreAt directory: String) -> String { directory + "/" + logDirectoryName }
 
     private static func openWithoutSchemaCheck(at directory: String, options: StoreOptions) throws -> Store {
-        let manifest = try loadOrCreateManifest(directory, options: options)
+        let recorded = try StoreIdentityFile.read(in: directory)
+        let logPath = logDirectory(ofStoreAt: directory)
+        let hadLog = hasSegments(logPath)
+        if recorded == nil {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw StoreError(.invalidArgument, "cannot create the store at \(directory): \(error)")
+            }
+        }
         var logOptions = LogOptions(durability: options.durability)
         logOptions.segmentSize = options.segmentSize
         let log: SegmentLog
         do {
-            log = try SegmentLog.open(at: directory + "/" + logDirectoryName, options: logOptions)
+            log = try SegmentLog.open(at: logPath, options: logOptions)
         } catch let error as LogError {
             throw StoreError(error)
         }
+        // The log first, then `store.json` naming it: a crash in between leaves a log without an
+        // identity, which simply gets a new one (its replica never authored anything).
+        let identity = try reconcile(recorded, log: log, hadLog: hadLog, directory: directory, options: options)
         var report = OpenReport()
+        let projection = try loadProjection(log, identity: identity, logger: options.logger, report: &report)
+        var clock = HybridClock(now: options.clock, maxLead: options.maxClockLead)
+        clock.observe(HLC(rawValue: projection.maxHLC))
+        if projection.maxHLC > clock.last.rawValue {
+            // Bounded: the newest event lies further ahead than the clock may be dragged. The
+            // replica's own events are still never undercut (its clock never goes backwards).
+            clock.advance(past: HLC(rawValue: projection.newestHLC(of: identity.replicaID)))
+        }
+        let own = projection.appliedSummary().first { $0.replica == identity.replicaID }
+        let core = StoreCore(identity: identity, projection: projection, clock: clock,
+                             nextSequence: (own?.highest ?? 0) + 1)
+        core.projection.schema = projection.recordedSchema
+        let store = Store(directory: directory, log: log, core: core, logger: options.logger, report: report)
+        try store.finishInterruptedFork()
+        return store
+    }
+
+    /// Whether a log directory holds segment files.
+    static func hasSegments(_ logPath: String) -> Bool {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: logPath)) ?? []
+        return names.contains { $0.hasSuffix(".seg") }
+    }
+
+    /// The identity to open with, written back when it changed: a new store's, a format-1 file
+    /// upgraded, or — when `store.json` outlived its log or names another one — a fresh replica ID
+    /// with a ``ReplicaFork/Reason/logLost`` lineage entry, because the replica's sequences can no
+    /// longer be continued without authoring some of them twice.
+    private static func reconcile(_ recorded: StoreIdentityFile.Loaded?, log: SegmentLog, hadLog: Bool,
+                                  directory: String, options: StoreOptions) throws -> StoreIdentity {
+        let logID = log.logID.description
+        guard let recorded else {
+            let identity = StoreIdentity(replicaID: options.newReplicaID ?? .random(), logID: logID)
+            try StoreIdentityFile.write(identity, in: directory)
+            return identity
+        }
+        var identity = recorded.identity
+        var changed = recorded.format != StoreIdentityFile.format
+        if !hadLog || (identity.logID != nil && identity.logID != logID) {
+            let successor = ReplicaID.random()
+            options.logger.warning("store.json outlived its log: the store takes a new replica ID", metadata: [
+                "store": "\(directory)", "replica": "\(identity.replicaID)", "successor": "\(successor)",
+                "recordedLog": "\(identity.logID ?? "none")", "log": "\(hadLog ? logID : "missing")",
+            ])
+            // before = 0: nothing of the old replica is abandoned (whatever this log holds of it is
+            // genuine); only its sequences are not continued.
+            identity.lineage.append(ReplicaFork(reason: .logLost, replica: identity.replicaID, keptThrough: 0, before: 0,
+                                                successor: successor, reauthored: 0, date: Store.forkDate()))
+            identity.replicaID = successor
+            changed = true
+        }
+        if identity.logID != logID {
+            identity.logID = logID
+            changed = true
+        }
+        if changed { try StoreIdentityFile.write(identity, in: directory) }
+        return identity
+    }
+
+    /// A fresh projection of the log under `identity`'s lineage: from the newest snapshot that
+    /// verifies and holds no abandoned transaction (falling back to older ones, or to a full
+    /// replay, with a warning), then the log after it, abandoned transactions skipped.
+    ///
+    /// - Throws: ``StoreError/Code/corruptSnapshot`` when no usable snapshot covers retired
+    ///   history; event and log errors.
+    static func loadProjection(_ log: SegmentLog, identity: StoreIdentity, logger: Logger, report: inout OpenReport) throws -> Projection {
         let projection = Projection()
         var replayFrom = log.startPosition
         do {
-            let (snapshot, skipped) = try log.latestValidSnapshot()
-            for problem in skipped {
-                options.logger.warning("skipping a damaged snapshot", metadata: ["error": "\(problem)"])
-                report.skippedSnapshots.append(problem.description)
-            }
-            if let snapshot {
-                if snapshot.info.position >= log.startPosition {
+            for info in try log.snapshots() {
+                if identity.isTainted(snapshotAt: info.position) {
+                    logger.debug("skipping a snapshot that predates a fork", metadata: ["snapshot": "\(info.name)"])
+                    continue
+                }
+                guard info.position >= log.startPosition else {
+                    logger.warning("the newest usable snapshot is older than the retained log", metadata: ["snapshot": "\(info.name)"])
+                    break
+                }
+                do {
+                    let snapshot = try log.readSnapshot(info)
                     try ProjectionCodec.decode(snapshot.payload, into: projection)
-                    replayFrom = snapshot.info.position
-                    report.snapshot = snapshot.info
-                } else {
-                    options.logger.warning("the newest valid snapshot is older than the retained log", metadata: ["snapshot": "\(snapshot.info.name)"])
+                    replayFrom = info.position
+                    report.snapshot = info
+                    break
+                } catch let problem as LogError {
+                    logger.warning("skipping a damaged snapshot", metadata: ["error": "\(problem)"])
+                    report.skippedSnapshots.append(problem.description)
                 }
             }
             if report.snapshot == nil && log.startPosition > 0 {
@@ -86,51 +172,22 @@ extension Store {
         } catch let error as LogError {
             throw StoreError(error)
         }
-        try replay(log, from: replayFrom, into: projection, report: &report)
-        let clock = HybridClock(last: HLC(rawValue: projection.maxHLC), now: options.clock)
-        let own = projection.appliedSummary().first { $0.replica == manifest.replicaID }
-        let core = StoreCore(replica: manifest.replicaID, projection: projection, clock: clock,
-                             nextSequence: (own?.highest ?? 0) + 1)
-        core.projection.schema = projection.recordedSchema
-        return Store(directory: directory, replicaID: manifest.replicaID, log: log, core: core, logger: options.logger, report: report)
+        try replay(log, from: replayFrom, into: projection, identity: identity, report: &report)
+        return projection
     }
 
-    private static func loadOrCreateManifest(_ directory: String, options: StoreOptions) throws -> StoreManifest {
-        let path = directory + "/" + manifestName
-        if FileManager.default.fileExists(atPath: path) {
-            guard let data = FileManager.default.contents(atPath: path),
-                  let manifest = try? JSONDecoder().decode(StoreManifest.self, from: data) else {
-                throw StoreError(.invalidArgument, "\(path) is damaged")
-            }
-            guard manifest.format == 1 else { throw StoreError(.invalidArgument, "\(path): unsupported store format \(manifest.format)") }
-            return manifest
-        }
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let manifest = StoreManifest(format: 1, replicaID: options.newReplicaID ?? .random())
-            let data = try JSONEncoder().encode(manifest)
-            // Written atomically and durably: the replica ID must never change under a store.
-            let temporary = path + ".tmp"
-            try data.write(to: URL(fileURLWithPath: temporary))
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: temporary))
-            try handle.synchronize()
-            try handle.close()
-            guard rename(temporary, path) == 0 else { throw StoreError(.invalidArgument, "cannot create \(path)") }
-            return manifest
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.invalidArgument, "cannot create the store at \(directory): \(error)")
-        }
-    }
-
-    /// Applies every transaction from `position` on, one batch per log record.
-    static func replay(_ log: SegmentLog, from position: UInt64, into projection: Projection, report: inout OpenReport) throws {
+    /// Applies every transaction from `position` on, one batch per log record, skipping those
+    /// `identity`'s lineage abandoned.
+    static func replay(_ log: SegmentLog, from position: UInt64, into projection: Projection, identity: StoreIdentity, report: inout OpenReport) throws {
+        let checkLineage = !identity.lineage.isEmpty
         do {
             var cursor = try log.records(from: position)
             while let record = try cursor.next() {
                 projection.beginBatch(tracking: false)
                 for entry in record.entries where entry.position >= position {
+                    if checkLineage, identity.isAbandoned(header: try TransactionHeader(decoding: entry.payload, position: entry.position), position: entry.position) {
+                        continue
+                    }
                     let transaction = try EventCodec.decodeRaw(entry.payload, position: entry.position)
                     try projection.apply(transaction)
                     report.replayedTransactions += 1
@@ -161,7 +218,7 @@ extension Store {
 extension Transaction {
     func recordSchema(_ schema: Schema) throws {
         let event = Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(eventCount)),
-                          hlc: core.clock.tick(), change: .schema(schema))
+                          hlc: try core.clock.tick(), change: .schema(schema))
         try appendRaw(event)
     }
 }

@@ -19,8 +19,11 @@ public import StrataLog
 public final class Store: Sendable {
     /// The store's directory: `store.json` (identity) and `log/` (the segment log).
     public let directory: String
-    /// This store's replica ID: every event it authors carries it.
-    public let replicaID: ReplicaID
+    /// The replica this store authors under now: every event it authors carries it. A fork
+    /// (``fork(keepingThrough:reason:restamp:)``) or a lost log gives the store a new one.
+    public var replicaID: ReplicaID { core.withLock { $0.replica } }
+    /// The store's identity: its current replica, its log's ID, the replicas it abandoned.
+    public var identity: StoreIdentity { core.withLock { $0.identity } }
     let log: SegmentLog
     let core: Mutex<StoreCore>
     let observers = Mutex<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
@@ -29,9 +32,8 @@ public final class Store: Sendable {
     /// What open did: snapshot used, events replayed, warnings.
     public let openReport: OpenReport
 
-    init(directory: String, replicaID: ReplicaID, log: SegmentLog, core: sending StoreCore, logger: Logger, report: OpenReport) {
+    init(directory: String, log: SegmentLog, core: sending StoreCore, logger: Logger, report: OpenReport) {
         self.directory = directory
-        self.replicaID = replicaID
         self.log = log
         self.core = Mutex(core)
         self.logger = logger

@@ -1,8 +1,14 @@
-/// The mutable heart of a store, always used under the store's lock: the projection, the clock,
-/// and the next sequence number of this replica.
+/// The mutable heart of a store, always used under the store's lock: the identity, the
+/// projection, the clock, and the next sequence number of this replica.
 final class StoreCore {
-    let replica: ReplicaID
-    let projection: Projection
+    /// The replica this store authors under now (``StoreIdentity/replicaID``; a fork changes it).
+    private(set) var replica: ReplicaID
+    /// What `store.json` holds; changed only together with it.
+    var identity: StoreIdentity {
+        didSet { replica = identity.replicaID }
+    }
+    /// Replaced as a whole when a fork rebuilds it.
+    var projection: Projection
     var clock: HybridClock
     var nextSequence: UInt64
     /// Set when a commit could not be made durable: the projection may hold changes the log does
@@ -10,8 +16,9 @@ final class StoreCore {
     var failure: StoreError?
     var closed = false
 
-    init(replica: ReplicaID, projection: Projection, clock: HybridClock, nextSequence: UInt64) {
-        self.replica = replica
+    init(identity: StoreIdentity, projection: Projection, clock: HybridClock, nextSequence: UInt64) {
+        self.identity = identity
+        self.replica = identity.replicaID
         self.projection = projection
         self.clock = clock
         self.nextSequence = nextSequence

@@ -13,6 +13,16 @@ public struct StoreOptions: Sendable {
     public var logger = Logger(label: "strata.store")
     /// The replica ID of a newly created store; random when `nil`.
     public var newReplicaID: ReplicaID? = nil
+    /// How far ahead of wall-clock now one observed remote timestamp may move the store's clock,
+    /// in milliseconds (default one hour). Without a bound, a single event stamped far in the
+    /// future (a device with a wrong clock, or a legacy event near 2^64) would make every later
+    /// local edit inherit that stamp and soon exhaust the clock; the events keep their stamps, so
+    /// the merge rule still orders them by it. Within the bound, ordinary clock skew between
+    /// devices still orders an edit after the ones it saw.
+    public var maxClockLead: UInt64 = StoreOptions.defaultMaxClockLead
+
+    /// One hour, in milliseconds.
+    public static let defaultMaxClockLead: UInt64 = 3_600_000
 
     public init(durability: Durability = .groupCommit) {
         self.durability = durability

@@ -179,7 +179,7 @@ public final class Transaction {
 
     private func emit(_ change: Change) throws {
         try appendRaw(Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(eventCount)),
-                        hlc: core.clock.tick(), change: change))
+                        hlc: try core.clock.tick(), change: change))
     }
 
     /// Applies an event of this transaction to the projection (so later reads see it) and keeps it.
@@ -205,7 +205,7 @@ public final class Transaction {
             replica = try projection.internReplica(core.replica)
             replicaIndex = replica
         }
-        let hlc = core.clock.tick().rawValue
+        let hlc = try core.clock.tick().rawValue
         _ = try projection.applyLocalInsert(object, entity: layout.entityID, replica: replica,
                                             sequence: core.nextSequence + UInt64(eventCount), hlc: hlc,
                                             keys: layout.keys, values: fieldValues)

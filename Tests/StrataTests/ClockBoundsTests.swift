@@ -1,0 +1,111 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Strata
+
+/// The hybrid logical clock never wraps, and one far-future remote stamp cannot drag it along.
+@Suite("Clock bounds")
+struct ClockBoundsTests {
+    static let now: UInt64 = 1_700_000_000_000
+
+    @Test("HLC(milliseconds:counter:) saturates instead of wrapping; init(exactly:) refuses")
+    func construction() {
+        #expect(HLC(milliseconds: HLC.maxMilliseconds + 1, counter: 0) == HLC(rawValue: .max))
+        #expect(HLC(milliseconds: .max, counter: 3).milliseconds == HLC.maxMilliseconds)
+        #expect(HLC(exactly: HLC.maxMilliseconds + 1, counter: 0) == nil)
+        #expect(HLC(exactly: HLC.maxMilliseconds, counter: 7)?.counter == 7)
+        #expect(HLC(milliseconds: 5, counter: 9) == HLC(rawValue: 5 << 16 | 9))
+    }
+
+    @Test("tick at the maximum throws clockOverflow and never goes backwards")
+    func tickAtMaximum() throws {
+        var clock = HybridClock(last: HLC(milliseconds: HLC.maxMilliseconds, counter: .max - 1), now: { Self.now })
+        #expect(try clock.tick() == HLC(rawValue: .max))
+        for _ in 0..<3 {
+            #expect(throws: StoreError.self) { try clock.tick() }
+            #expect(clock.last == HLC(rawValue: .max))
+        }
+        do {
+            _ = try clock.tick()
+        } catch let error as StoreError {
+            #expect(error.code == .clockOverflow)
+        }
+        // A wall clock beyond the representable range is clamped, not wrapped.
+        var future = HybridClock(now: { .max })
+        #expect(try future.tick().milliseconds == HLC.maxMilliseconds)
+        // The counter's end carries into the milliseconds.
+        var carry = HybridClock(last: HLC(milliseconds: 10, counter: .max), now: { 0 })
+        #expect(try carry.tick() == HLC(milliseconds: 11, counter: 0))
+    }
+
+    @Test("observe of HLC(rawValue: .max) moves the clock no further than now + lead")
+    func observeBounded() throws {
+        let lead = StoreOptions.defaultMaxClockLead
+        var clock = HybridClock(now: { Self.now }, maxLead: lead)
+        clock.observe(HLC(rawValue: .max))
+        #expect(clock.last <= HLC(milliseconds: Self.now + lead, counter: .max))
+        #expect(clock.last >= HLC(milliseconds: Self.now + lead, counter: 0))
+        let next = try clock.tick()
+        #expect(next > clock.last || next == clock.last)
+        #expect(next.milliseconds <= Self.now + lead + 1)
+        // Near stamps are taken in exactly.
+        var near = HybridClock(now: { Self.now }, maxLead: lead)
+        near.observe(HLC(milliseconds: Self.now + 10, counter: 4))
+        #expect(near.last == HLC(milliseconds: Self.now + 10, counter: 4))
+    }
+
+    @Test("A commit after applying an event stamped at the end of time works, and is stamped near now")
+    func commitAfterFarFutureEvent() async throws {
+        let dir = StoreDirectory()
+        let clock = ManualClock()
+        let store = try await Store.open(at: dir.path, schema: notesSchema, options: storeOptions(clock: clock))
+        let remote = ReplicaID.random()
+        let legacy = TransactionRecord(replica: remote, events: [
+            Event(id: EventID(replica: remote, sequence: 1), hlc: HLC(rawValue: .max),
+                  change: .insert(entity: "Folder", object: ObjectID(), fields: ["name": "from the future"])),
+        ])
+        #expect(try await store.applyRemote([legacy]) == 1)
+        let now = clock.milliseconds.load(ordering: .relaxed)
+        for _ in 0..<3 {
+            try await store.transaction { tx in _ = try tx.insert("Folder", ["name": "local"]) }
+        }
+        let stamps = try store.transactions().filter { $0.transaction.replica == store.replicaID }.flatMap(\.transaction.events).map(\.hlc)
+        #expect(stamps.count >= 3)
+        #expect(stamps.allSatisfy { $0.milliseconds <= now + StoreOptions.defaultMaxClockLead + 1 })
+        #expect(stamps == stamps.sorted(), "the clock never goes backwards")
+        // The event keeps its stamp (the merge rule orders by it).
+        #expect(try store.transactions().contains { $0.transaction.events.contains { $0.hlc == HLC(rawValue: .max) } })
+        try await store.close()
+        // Reopening does not pull the clock to the far-future stamp either.
+        let reopened = try await Store.open(at: dir.path, schema: notesSchema, options: storeOptions(clock: clock))
+        try await reopened.transaction { tx in _ = try tx.insert("Folder", ["name": "after reopen"]) }
+        let last = try reopened.transactions().last?.transaction.events.last?.hlc
+        #expect(last.map { $0.milliseconds <= now + StoreOptions.defaultMaxClockLead + 1 } == true)
+        try await reopened.close()
+    }
+
+    @Test("A replica whose own events reached the clock's end refuses commits with clockOverflow and writes nothing")
+    func commitAtOverflow() async throws {
+        let dir = StoreDirectory()
+        var options = storeOptions(clock: ManualClock())
+        let own = ReplicaID.random()
+        options.newReplicaID = own
+        let store = try await Store.open(at: dir.path, schema: notesSchema, options: options)
+        // Its own event at the largest stamp (as a copy of it with a broken clock would author).
+        let event = Event(id: EventID(replica: own, sequence: 50), hlc: HLC(rawValue: .max),
+                          change: .insert(entity: "Folder", object: ObjectID(), fields: ["name": "end of time"]))
+        try await store.applyRemote([TransactionRecord(replica: own, events: [event])])
+        try await store.close()
+        let reopened = try await Store.open(at: dir.path, schema: notesSchema, options: options)
+        let before = try reopened.transactions().count
+        do {
+            try await reopened.transaction { tx in _ = try tx.insert("Folder", ["name": "too late"]) }
+            Issue.record("a commit past the clock's end succeeded")
+        } catch let error as StoreError {
+            #expect(error.code == .clockOverflow)
+        }
+        #expect(try reopened.transactions().count == before, "nothing was written")
+        #expect(reopened.fetch("Folder", where: { $0["name"] == "too late" }).isEmpty)
+        try await reopened.close()
+    }
+}
