@@ -41,7 +41,8 @@ struct Verification: Codable, Sendable {
     var healthy: Bool { findings.isEmpty }
 
     static func run(_ files: StoreFiles, progress: Progress?) throws -> Verification {
-        var findings: [Finding] = []
+        // `store.json` first: damaged, or naming another log than the one beside it.
+        var findings: [Finding] = files.identityProblem.map { [Finding(message: "the store's identity is damaged: \($0)", file: files.identityPath)] } ?? []
         var notes: [String] = []
         var checks: [SnapshotCheck] = []
         var wrong: [String] = []
@@ -55,14 +56,28 @@ struct Verification: Codable, Sendable {
             let problem = report.problems.first
             return Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: 0, events: 0,
                                 startPosition: 0, endPosition: 0,
-                                findings: [Finding(message: problem?.message ?? "\(error)", file: problem?.file, offset: problem?.offset)],
+                                findings: findings + [Finding(message: problem?.message ?? "\(error)", file: problem?.file, offset: problem?.offset)],
                                 notes: [], snapshots: [], wrongSnapshots: [])
+        }
+        let storeIdentity = files.storeIdentity
+        if let recorded = storeIdentity?.logID, recorded != identity.logID.description {
+            findings.append(Finding(message: "store.json names log \(recorded) but the log beside it is \(identity.logID); opening the store for writing will give it a new replica ID",
+                                    file: files.identityPath))
+        }
+        if let lineage = storeIdentity?.lineage, !lineage.isEmpty {
+            notes.append("replica lineage: " + lineage.map { "\($0.replica) → \($0.successor) (\($0.reason.rawValue), kept through \($0.keptThrough), \($0.reauthored) re-authored)" }.joined(separator: "; "))
+        }
+        // Snapshots that may count transactions a fork abandoned are never loaded by the store:
+        // not checked against the replay (which skips those transactions).
+        for info in identity.snapshots where info.position >= identity.startPosition && (storeIdentity?.isTainted(snapshotAt: info.position) ?? false) {
+            checks.append(SnapshotCheck(name: info.name, position: info.position, status: "predates a fork: not used, not cross-checked"))
         }
         // The base: an empty projection when the whole history is still here, else the oldest
         // snapshot that verifies; every later snapshot is then checked against the replay.
-        var projection = ProjectionBuilder()
+        var projection = ProjectionBuilder(identity: storeIdentity)
         var base: SnapshotInfo?
-        var pending = identity.snapshots.filter { $0.position >= identity.startPosition }.sorted { $0.position < $1.position }
+        var pending = identity.snapshots.filter { $0.position >= identity.startPosition && !(storeIdentity?.isTainted(snapshotAt: $0.position) ?? false) }
+            .sorted { $0.position < $1.position }
         var payloads: [String: [UInt8]] = [:]
         for info in pending {
             do {
@@ -84,7 +99,7 @@ struct Verification: Codable, Sendable {
                                     notes: [], snapshots: checks, wrongSnapshots: [])
             }
             do {
-                projection = try ProjectionBuilder(snapshot: payload)
+                projection = try ProjectionBuilder(snapshot: payload, identity: storeIdentity)
             } catch {
                 findings.append(Finding(message: "snapshot \(oldest.name) does not decode: \(error)", file: oldest.path))
             }

@@ -67,11 +67,19 @@ struct VerifyCommand: ParsableCommand {
         if !FileManager.default.fileExists(atPath: store + "/store.json") && FileManager.default.fileExists(atPath: store) {
             return try LogOnlyVerify(directory: store, repair: repair, yes: yes, json: json).run()
         }
-        let files = try StoreFiles(store)
+        // A damaged store.json is a finding (exit 1), not a usage error: the log is still checked.
+        let files = try StoreFiles(store, tolerateDamagedIdentity: true)
         let verification = try Verification.run(files, progress: Progress("verify", total: files.segmentBytes()))
         print(json ? try JSONOutput.string(verification) : verification.text)
-        guard let first = verification.findings.first else { return }
+        guard var first = verification.findings.first else { return }
         guard repair else { throw ExitCode(ExitStatus.finding) }
+        // The identity cannot be repaired from the log: restoring it is the user's call.
+        let repairable = verification.findings.filter { $0.file != files.identityPath }
+        guard let firstRepairable = repairable.first else {
+            print("not repaired: \(files.identityPath) must be restored by hand (or the store moved aside)")
+            throw ExitCode(ExitStatus.finding)
+        }
+        first = firstRepairable
         let logProblem = first.file.map { $0.hasPrefix(files.logDirectory) && $0.hasSuffix(".seg") } ?? false
         let what = logProblem ? "truncate the log at \(first.file ?? "?") byte \(first.offset ?? 0)" : "set aside \(verification.wrongSnapshots.count + verification.snapshots.filter { $0.status.hasPrefix("damaged") }.count) snapshot(s)"
         guard try confirm("Repair \(store): \(what)?") else { throw ExitCode(ExitStatus.finding) }

@@ -76,7 +76,10 @@ final class LoadedStore: @unchecked Sendable {
     static func load(_ files: StoreFiles, start: Start = .newest, until cutoff: Cutoff? = nil, progress: Progress? = nil, slot: Int = 0,
                      each: ((_ entry: HistoryEntry, _ header: TransactionHeader, _ applied: Bool) throws -> Void)? = nil) throws -> LoadedStore {
         let identity = try files.identity()
-        var candidates = identity.snapshots.filter { $0.position >= identity.startPosition }
+        // Snapshots that may count transactions a fork abandoned are never a base.
+        var candidates = identity.snapshots.filter { info in
+            info.position >= identity.startPosition && !(files.storeIdentity?.isTainted(snapshotAt: info.position) ?? false)
+        }
         switch (start, cutoff) {
         case (.earliest, _), (_, .time?):
             candidates.reverse()
@@ -92,7 +95,7 @@ final class LoadedStore: @unchecked Sendable {
         for info in candidates {
             do {
                 let snapshot = try SegmentLog.readSnapshot(info, logID: identity.logID)
-                loaded = LoadedStore(files: files, projection: try ProjectionBuilder(snapshot: snapshot.payload), base: info)
+                loaded = LoadedStore(files: files, projection: try ProjectionBuilder(snapshot: snapshot.payload, identity: files.storeIdentity), base: info)
                 break
             } catch {
                 skipped.append("skipped the damaged snapshot \(info.name): \(error)")
@@ -106,7 +109,7 @@ final class LoadedStore: @unchecked Sendable {
                 }
                 throw CLIError("no valid snapshot covers the history before position \(identity.startPosition) that \(files.directory) retired (snapshots: \(held.isEmpty ? "none" : held))")
             }
-            loaded = LoadedStore(files: files, projection: ProjectionBuilder(), base: nil)
+            loaded = LoadedStore(files: files, projection: ProjectionBuilder(identity: files.storeIdentity), base: nil)
         }
         guard let store = loaded else { throw CLIError("internal: no projection") }
         store.notes = skipped
@@ -119,7 +122,9 @@ final class LoadedStore: @unchecked Sendable {
                 throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
             store.index.add(position: entry.position, timestamp: entry.timestamp, header: header, segment: entry.segment, recordOffset: entry.recordOffset)
-            guard entry.position >= from, cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true else {
+            // A transaction a fork abandoned is not part of the store's history (it was re-authored).
+            let abandoned = files.storeIdentity?.isAbandoned(header: header, position: entry.position) ?? false
+            guard entry.position >= from, !abandoned, cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true else {
                 try each?(entry, header, false)
                 return
             }

@@ -6,14 +6,27 @@ import Strata
 /// lock and truncate a torn tail).
 struct StoreFiles: Sendable {
     let directory: String
-    let replicaID: ReplicaID
+    /// What `store.json` says (current replica, log ID, lineage); `nil` only when it is damaged
+    /// and the caller tolerated that (see ``identityProblem``).
+    let storeIdentity: StoreIdentity?
+    /// Why `store.json` could not be used (`verify` reports it as a finding).
+    let identityProblem: String?
 
+    /// The replica the store authors under now (all zero when `store.json` is damaged).
+    var replicaID: ReplicaID { storeIdentity?.replicaID ?? ReplicaID(rawValue: 0) }
+    var identityPath: String { directory + "/store.json" }
     var logDirectory: String { Store.logDirectory(ofStoreAt: directory) }
 
+    /// - Parameter tolerateDamagedIdentity: read a store whose `store.json` is damaged (its
+    ///   history is then replayed without a lineage), recording why in ``identityProblem``.
     /// - Throws: ``CLIError`` (exit 2) when `directory` is not a readable store.
-    init(_ directory: String) throws {
+    init(_ directory: String, tolerateDamagedIdentity: Bool = false) throws {
         do {
-            replicaID = try Store.replicaID(ofStoreAt: directory)
+            storeIdentity = try Store.identity(ofStoreAt: directory)
+            identityProblem = nil
+        } catch let error as StoreError where error.code == .corruptIdentity && tolerateDamagedIdentity {
+            storeIdentity = nil
+            identityProblem = error.message
         } catch {
             throw CLIError("\(error)")
         }
