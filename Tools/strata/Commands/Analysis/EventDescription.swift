@@ -7,6 +7,8 @@ struct EventDescription: Codable, Sendable, Hashable {
     /// When the device stored its transaction.
     var stored: String?
     var replica: String
+    /// The user who pushed the replica's events, when the store knows it (`authors.json`).
+    var user: String?
     var sequence: UInt64
     var hlc: UInt64
     /// The HLC's physical time.
@@ -18,10 +20,11 @@ struct EventDescription: Codable, Sendable, Hashable {
     var relationship: String?
     var target: String?
 
-    init(_ event: Event, position: UInt64?, stored: Int64?) {
+    init(_ event: Event, position: UInt64?, stored: Int64?, user: String? = nil) {
         self.position = position
         self.stored = stored.map { JSONValue.isoMicroseconds($0) }
         replica = event.id.replica.description
+        self.user = user
         sequence = event.id.sequence
         hlc = event.hlc.rawValue
         time = Format.time(event.hlc)
@@ -44,13 +47,34 @@ struct EventDescription: Codable, Sendable, Hashable {
     private(set) var textDetail = ""
 
     enum CodingKeys: String, CodingKey {
-        case position, stored, replica, sequence, hlc, time, kind, entity, object, fields, relationship, target
+        case position, stored, replica, user, sequence, hlc, time, kind, entity, object, fields, relationship, target
     }
 
-    /// `#12  2026-11-21T10:00:00.123Z  a1b2c3d4:5  update Note 1f2e3d4c  title="x" pinned=true`
+    /// Written out so that `user` is `null` when unknown (scripts see the field either way); the
+    /// other optional fields are left out when absent, as the synthesized encoding does.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(position, forKey: .position)
+        try container.encodeIfPresent(stored, forKey: .stored)
+        try container.encode(replica, forKey: .replica)
+        try container.encode(user, forKey: .user)
+        try container.encode(sequence, forKey: .sequence)
+        try container.encode(hlc, forKey: .hlc)
+        try container.encode(time, forKey: .time)
+        try container.encode(kind, forKey: .kind)
+        try container.encodeIfPresent(entity, forKey: .entity)
+        try container.encodeIfPresent(object, forKey: .object)
+        try container.encodeIfPresent(fields, forKey: .fields)
+        try container.encodeIfPresent(relationship, forKey: .relationship)
+        try container.encodeIfPresent(target, forKey: .target)
+    }
+
+    /// `#12  2026-11-21T10:00:00.123Z  a1b2c3d4:5  by alice  update Note 1f2e3d4c  title="x" pinned=true`
+    /// (`by …` only when the replica's user is known).
     var text: String {
         let where_ = position.map { "#\($0)" } ?? "(snapshot)"
-        return "\(Format.left(where_, 8)) \(time)  \(Format.left(String(replica.prefix(8)) + ":\(sequence)", 14)) \(textDetail)"
+        let by = user.map { "by \($0)  " } ?? ""
+        return "\(Format.left(where_, 8)) \(time)  \(Format.left(String(replica.prefix(8)) + ":\(sequence)", 14)) \(by)\(textDetail)"
     }
 
     private static func detail(_ event: Event) -> String {

@@ -14,6 +14,8 @@ struct Inspection: Codable, Sendable {
     }
     struct Replica: Codable, Sendable {
         var replica: String
+        /// Who pushed its events, when the store knows it (`authors.json`).
+        var user: String?
         var isThisStore: Bool
         /// Events of this replica in the log.
         var eventsInLog: Int
@@ -53,6 +55,10 @@ struct Inspection: Codable, Sendable {
     var eventsByKind: [String: Int]
     var eventsByEntity: [String: Int]
     var replicas: [Replica]
+    /// Replica → user, as the store recorded it from the log server, with what it holds of each.
+    var authors: [Author]
+    /// Why no users are shown, when `authors.json` is damaged.
+    var authorsWarning: String?
     var snapshots: [SnapshotFile]
     /// With `--objects` only (it needs a replay): the objects, by entity, and the digest.
     var objects: Int?
@@ -107,10 +113,11 @@ struct Inspection: Codable, Sendable {
         for recorded in tally.schemas { schema = schema.merged(with: recorded) }
         let snapshotApplied = Dictionary(uniqueKeysWithValues: (base?.appliedSequences() ?? []).map { ($0.replica, $0) })
         let replicaIDs = Set(snapshotApplied.keys).union(perReplica.keys).sorted()
+        let known = Authors(ofStoreAt: files.directory)
         let replicas = replicaIDs.map { id -> Replica in
             let inLog = perReplica[id]
             let held = SequenceRanges(unsorted: (inLog?.ranges ?? []) + SequenceRanges(snapshotApplied[id]).ranges)
-            return Replica(replica: id.description, isThisStore: id == files.replicaID, eventsInLog: inLog?.count ?? 0,
+            return Replica(replica: id.description, user: known.user(id), isThisStore: id == files.replicaID, eventsInLog: inLog?.count ?? 0,
                            sequences: held.description, count: held.count)
         }
         let segments = segmentRecords.keys.sorted().compactMap { name -> Segment? in
@@ -144,6 +151,7 @@ struct Inspection: Codable, Sendable {
             storedBytes: report.storedBytes, payloadBytes: report.payloadBytes,
             compressionRatio: report.payloadBytes > 0 ? Double(report.storedBytes) / Double(report.payloadBytes) : 0,
             segments: segments, eventsByKind: tally.byKind, eventsByEntity: tally.byEntity, replicas: replicas,
+            authors: Self.authors(known, replicas: replicas), authorsWarning: known.warnings.first,
             snapshots: report.snapshots.map { SnapshotFile(name: $0.info.name, position: $0.info.position, problem: $0.problem.map { "\($0)" }) },
             objects: objectCount, objectsByEntity: objectsByEntity, digest: digest,
             syncCursors: files.syncCursors().map { Cursor(zone: $0.zone, token: $0.token, acknowledged: $0.acknowledged) },
@@ -176,8 +184,9 @@ struct Inspection: Codable, Sendable {
         lines.append("")
         lines.append("replicas")
         for r in replicas {
-            lines.append("  \(r.replica)\(r.isThisStore ? " (this store)" : "")  holds \(r.count) events: \(r.sequences); \(r.eventsInLog) in the log")
+            lines.append("  \(r.replica)\(r.isThisStore ? " (this store)" : "")\(Authors.by(r.user))  holds \(r.count) events: \(r.sequences); \(r.eventsInLog) in the log")
         }
+        lines.append(contentsOf: authorsLines)
         lines.append("sync")
         for c in syncCursors { lines.append("  zone \(c.zone): token \(c.token ?? "(none)"), own sequences acknowledged up to \(c.acknowledged)") }
         if syncCursors.isEmpty { lines.append("  (never synced)") }

@@ -60,8 +60,10 @@ struct ObjectHistory: Codable, Sendable {
     var until: String?
     var steps: [Step]
     var current: ObjectJSON?
-    /// Field → the event that set its current value.
+    /// Field → the event that set its current value (and who pushed it, when known).
     var blame: [String: String]
+    /// Field → the user who pushed the event that set its current value (`null`: not known).
+    var blameUser: [String: String?]
     var notes: [String]
 
     static func run(_ files: StoreFiles, object id: ObjectID, until cutoff: Cutoff?, progress: Progress?) throws -> ObjectHistory {
@@ -79,18 +81,23 @@ struct ObjectHistory: Codable, Sendable {
         let projection = loaded.projection
         let lifecycle = projection.lifecycle(id)
         let provenance = projection.provenance(id)
-        var notes = loaded.notes
+        let authors = Authors(ofStoreAt: files.directory)
+        var notes = loaded.notes + authors.warnings
         if let base = loaded.base { notes.append("events before position \(base.position) are folded into the snapshot \(base.name) and not listed") }
         if lifecycle == nil && events.isEmpty { throw CLIError("no event of \(files.directory) names the object \(id)") }
         let steps = events.map { event, position, stored -> Step in
-            Step(event: EventDescription(event, position: position, stored: stored), effect: effect(of: event, on: id, lifecycle: lifecycle, provenance: provenance))
+            Step(event: EventDescription(event, position: position, stored: stored, user: authors.user(event.id.replica)), effect: effect(of: event, on: id, lifecycle: lifecycle, provenance: provenance))
         }
         var blame: [String: String] = [:]
+        var blameUser: [String: String?] = [:]
         for (field, source) in provenance {
-            blame[field] = "\(Format.event(source.event)) at \(Format.time(source.hlc))"
+            let user = authors.user(source.event.replica)
+            blame[field] = "\(Format.event(source.event))\(Authors.by(user)) at \(Format.time(source.hlc))"
+            blameUser[field] = .some(user)
         }
         return ObjectHistory(store: files.directory, object: id.description, entity: lifecycle?.entity, exists: lifecycle?.exists ?? false,
-                             until: cutoff?.description, steps: steps, current: projection.object(id).map(ObjectJSON.init), blame: blame, notes: notes)
+                             until: cutoff?.description, steps: steps, current: projection.object(id).map(ObjectJSON.init), blame: blame,
+                             blameUser: blameUser, notes: notes)
     }
 
     private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {

@@ -14,7 +14,7 @@ extension StoreDiff {
                 let marker = entry.divergencePoint ? "<div class=\"marker\">▼ divergence point: the first entry with an event the other device lacks</div>" : ""
                 return """
                 \(marker)<div class="entry \(classes)"><span class="pos">#\(entry.position)</span> <span class="time">\(esc(entry.stored))</span> \
-                <span class="rep">\(esc(String(entry.replica.prefix(8)))):\(esc(entry.sequences))</span>\
+                <span class="rep">\(esc(String(entry.replica.prefix(8)))):\(esc(entry.sequences))</span>\(entry.user.map { " <span class=\"user\">by \(esc($0))</span>" } ?? "")\
                 <ul>\(entry.summary.map { "<li>\(esc($0))</li>" }.joined())</ul></div>
                 """
             }.joined(separator: "\n")
@@ -35,7 +35,7 @@ extension StoreDiff {
             }
         }
         let replicaRows = replicas.map { r in
-            "<tr><td><code>\(esc(String(r.replica.prefix(8))))</code></td><td>\(esc(r.inA))</td><td>\(esc(r.inB))</td><td>\(r.onlyInACount > 0 ? esc(r.onlyInA) : "")</td><td>\(r.onlyInBCount > 0 ? esc(r.onlyInB) : "")</td></tr>"
+            "<tr><td><code>\(esc(String(r.replica.prefix(8))))</code>\(r.user.map { " \(esc($0))" } ?? "")</td><td>\(esc(r.inA))</td><td>\(esc(r.inB))</td><td>\(r.onlyInACount > 0 ? esc(r.onlyInA) : "")</td><td>\(r.onlyInBCount > 0 ? esc(r.onlyInB) : "")</td></tr>"
         }.joined(separator: "\n")
         return """
         <!DOCTYPE html>
@@ -54,15 +54,16 @@ extension StoreDiff {
         td, th { border: 1px solid #ddd; padding: 4px 8px; vertical-align: top; text-align: left; }
         tr.obj td { background: #f4f4f4; }
         .blame { color: #666; font-size: 12px; }
+        .user { color: #555; font-style: italic; }
         </style></head><body>
         <h1>strata diff</h1>
         <p class="verdict">\(equal ? "Equal: the same events and the same objects." : "Diverged: \(onlyInACount) event(s) only in A, \(onlyInBCount) only in B, \(objects.count) object(s) differ.")</p>
-        <p>A: <code>\(esc(a.store))</code> (replica <code>\(esc(String(a.replica.prefix(8))))</code>, \(a.eventsApplied) events\(a.digest.map { ", digest <code>\(esc(String($0.prefix(16))))</code>" } ?? ""))<br>
-        B: <code>\(esc(b.store))</code> (replica <code>\(esc(String(b.replica.prefix(8))))</code>, \(b.eventsApplied) events\(b.digest.map { ", digest <code>\(esc(String($0.prefix(16))))</code>" } ?? ""))</p>
+        <p>A: <code>\(esc(a.store))</code> (replica <code>\(esc(String(a.replica.prefix(8))))</code>\(a.user.map { " by \(esc($0))" } ?? ""), \(a.eventsApplied) events\(a.digest.map { ", digest <code>\(esc(String($0.prefix(16))))</code>" } ?? ""))<br>
+        B: <code>\(esc(b.store))</code> (replica <code>\(esc(String(b.replica.prefix(8))))</code>\(b.user.map { " by \(esc($0))" } ?? ""), \(b.eventsApplied) events\(b.digest.map { ", digest <code>\(esc(String($0.prefix(16))))</code>" } ?? ""))</p>
         \(firstDivergent.map { "<p><b>First divergent event</b> (earliest in merge order): \(esc(Self.describe($0)))</p>" } ?? "")
         \(warnings.map { "<p class=\"marker\">\(esc($0))</p>" }.joined())
         <h2>Seen of each replica</h2>
-        <table><tr><th>replica</th><th>A has</th><th>B has</th><th>only in A</th><th>only in B</th></tr>
+        <table><tr><th>replica (user)</th><th>A has</th><th>B has</th><th>only in A</th><th>only in B</th></tr>
         \(replicaRows)
         </table>
         <h2>Timelines</h2>

@@ -2,8 +2,8 @@ extension StoreDiff {
     /// The report for a terminal: sides, replicas, missing events, differing fields with blame.
     var text: String {
         var lines: [String] = []
-        lines.append("A  \(a.store)  replica \(a.replica.prefix(8))  \(a.eventsApplied) events\(a.digest.map { "  digest \($0.prefix(16))" } ?? "")")
-        lines.append("B  \(b.store)  replica \(b.replica.prefix(8))  \(b.eventsApplied) events\(b.digest.map { "  digest \($0.prefix(16))" } ?? "")")
+        lines.append("A  \(a.store)  replica \(Self.replica(a.replica, a.user))  \(a.eventsApplied) events\(a.digest.map { "  digest \($0.prefix(16))" } ?? "")")
+        lines.append("B  \(b.store)  replica \(Self.replica(b.replica, b.user))  \(b.eventsApplied) events\(b.digest.map { "  digest \($0.prefix(16))" } ?? "")")
         for warning in warnings { lines.append("warning: \(warning)") }
         if equal {
             lines.append("")
@@ -14,7 +14,7 @@ extension StoreDiff {
         lines.append("seen of each replica")
         for r in replicas {
             let marks = (r.onlyInACount > 0 ? "  only in A: \(r.onlyInA)" : "") + (r.onlyInBCount > 0 ? "  only in B: \(r.onlyInB)" : "")
-            lines.append("  \(r.replica.prefix(8))  A \(r.inA)  B \(r.inB)\(marks)")
+            lines.append("  \(Self.replica(r.replica, r.user))  A \(r.inA)  B \(r.inB)\(marks)")
         }
         lines.append("")
         lines.append("events only in A: \(onlyInACount), only in B: \(onlyInBCount)")
@@ -52,20 +52,20 @@ extension StoreDiff {
     static func describe(_ missing: MissingEvent) -> String {
         let holder = missing.heldBy.uppercased()
         guard let event = missing.event else {
-            return "\(missing.replica.prefix(8)):\(missing.sequence) (in \(holder)'s snapshot)"
+            return "\(Self.event(missing.replica, missing.sequence, missing.user)) (in \(holder)'s snapshot)"
         }
-        return "\(event.replica.prefix(8)):\(event.sequence) in \(holder) at #\(event.position.map(String.init) ?? "-"), \(event.time): \(event.textDetail)"
+        return "\(Self.event(event.replica, event.sequence, missing.user ?? event.user)) in \(holder) at #\(event.position.map(String.init) ?? "-"), \(event.time): \(event.textDetail)"
     }
 
     static func blame(_ blame: Blame?) -> String {
         guard let blame else { return "(no event: default or absent)" }
         let at = blame.position.map { "#\($0)" } ?? "snapshot"
-        return "← set by \(blame.replica.prefix(8)):\(blame.sequence) at \(blame.time) (\(at))\(blame.seenByOther ? "" : ", which the other store has not seen")"
+        return "← set by \(Self.event(blame.replica, blame.sequence, blame.user)) at \(blame.time) (\(at))\(blame.seenByOther ? "" : ", which the other store has not seen")"
     }
 
     static func existence(_ exists: Bool, _ blame: Blame?) -> String {
         guard let blame else { return exists ? "exists" : "never seen" }
-        return "\(exists ? "inserted" : "deleted") by \(blame.replica.prefix(8)):\(blame.sequence) at \(blame.time)\(blame.seenByOther ? "" : " (unseen by the other)")"
+        return "\(exists ? "inserted" : "deleted") by \(Self.event(blame.replica, blame.sequence, blame.user)) at \(blame.time)\(blame.seenByOther ? "" : " (unseen by the other)")"
     }
 
     static func show(_ value: JSONValue?) -> String {

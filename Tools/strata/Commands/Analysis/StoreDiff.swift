@@ -10,6 +10,8 @@ struct StoreDiff: Codable, Sendable {
     struct Side: Codable, Sendable {
         var store: String
         var replica: String
+        /// Who pushed the store's own replica, when either store knows it.
+        var user: String? = nil
         var transactionsInLog: Int
         var eventsApplied: UInt64
         /// Computed when both have applied the same events (otherwise they differ anyway).
@@ -19,6 +21,7 @@ struct StoreDiff: Codable, Sendable {
     }
     struct ReplicaSeen: Codable, Sendable {
         var replica: String
+        var user: String? = nil
         var inA: String
         var inB: String
         var onlyInA: String
@@ -31,6 +34,7 @@ struct StoreDiff: Codable, Sendable {
         /// "a" or "b": the store that has it.
         var heldBy: String
         var replica: String
+        var user: String? = nil
         var sequence: UInt64
         /// The event, when the holder's log still has it (`nil`: only its snapshot does).
         var event: EventDescription?
@@ -38,6 +42,7 @@ struct StoreDiff: Codable, Sendable {
     /// The event that set a value on one side.
     struct Blame: Codable, Sendable, Hashable {
         var replica: String
+        var user: String? = nil
         var sequence: UInt64
         var hlc: UInt64
         var time: String
@@ -74,6 +79,7 @@ struct StoreDiff: Codable, Sendable {
         var position: UInt64
         var stored: String
         var replica: String
+        var user: String? = nil
         var sequences: String
         var summary: [String]
         /// The other store lacks an event of this entry.
@@ -120,7 +126,10 @@ struct StoreDiff: Codable, Sendable {
         let sideB = try resultB.get()
         let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.directory): \($0)" } }
         var diff = try compare(sideA, sideB, limit: limit, timelineWindow: timelineWindow, full: full, progress: progress)
-        diff.warnings = warnings + sideA.notes + sideB.notes
+        // Either store may have learned a replica's user from the server.
+        let authors = Authors(ofStoreAt: pathA).merged(with: Authors(ofStoreAt: pathB))
+        diff.attribute(authors)
+        diff.warnings = warnings + sideA.notes + sideB.notes + authors.warnings
         return diff
     }
 

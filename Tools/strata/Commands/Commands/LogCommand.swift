@@ -6,7 +6,7 @@ import Strata
 struct LogCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
-        abstract: "Print the events of the log, filtered by position, time, entity, object, replica or kind."
+        abstract: "Print the events of the log, filtered by position, time, entity, object, replica, user or kind."
     )
 
     @Argument(help: "The store directory.")
@@ -33,6 +33,9 @@ struct LogCommand: ParsableCommand {
     @Option(help: "Only events of the replica whose ID starts with this.")
     var replica: String?
 
+    @Option(help: "Only events of replicas this user pushed (as the store recorded from the log server).")
+    var user: String?
+
     @Option(help: "Only events of this kind: insert, update, delete, add, remove, schema.")
     var kind: String?
 
@@ -57,8 +60,14 @@ struct LogCommand: ParsableCommand {
         if identity.startPosition > 0 {
             StandardError.line("note: the history before position \(identity.startPosition) was compacted into a snapshot; the log lists what follows it")
         }
+        let authors = Authors(ofStoreAt: store)
+        for warning in authors.warnings { StandardError.line("warning: \(warning)") }
+        if let user, !authors.users.values.contains(user) {
+            StandardError.line("note: no replica of \(store) is known to be \(user)'s (its authors: \(Set(authors.users.values).sorted().joined(separator: ", ")))")
+        }
         let filter = EventFilter(from: from, to: to, since: since.flatMap(TimeArgument.microseconds), until: until.flatMap(TimeArgument.microseconds),
-                                 entity: entity, object: object.flatMap(ObjectID.init), replicaPrefix: replica?.lowercased(), kind: kind)
+                                 entity: entity, object: object.flatMap(ObjectID.init), replicaPrefix: replica?.lowercased(), kind: kind,
+                                 user: user, authors: authors)
         var printed = 0
         let limit = self.limit ?? .max
         var output = BufferedOutput()
@@ -74,7 +83,7 @@ struct LogCommand: ParsableCommand {
                 }
                 for event in record.events where filter.admits(event) {
                     guard printed < limit else { throw Enough() }
-                    let description = EventDescription(event, position: entry.position, stored: entry.timestamp)
+                    let description = EventDescription(event, position: entry.position, stored: entry.timestamp, user: authors.user(event.id.replica))
                     output.line(json ? try JSONOutput.string(description, pretty: false) : description.text)
                     printed += 1
                 }
@@ -97,6 +106,9 @@ struct EventFilter {
     var object: ObjectID?
     var replicaPrefix: String?
     var kind: String?
+    /// Only events of replicas this user pushed, per `authors`.
+    var user: String? = nil
+    var authors = Authors()
 
     func admits(position: UInt64, timestamp: Int64) -> Bool {
         if let from, position < from { return false }
@@ -111,6 +123,7 @@ struct EventFilter {
         if let entity, event.change.entity != entity { return false }
         if let replicaPrefix, !event.id.replica.description.hasPrefix(replicaPrefix) { return false }
         if let object, !event.change.mentions(object) { return false }
+        if let user, authors.user(event.id.replica) != user { return false }
         return true
     }
 }
