@@ -144,4 +144,35 @@ struct AuthorsCommandTests {
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect((parsed["firstDivergent"] as? [String: Any])?["user"] as? String == "alice")
     }
+
+    @Test("inspect: a lineage section with the replicas the store forked away from, in text and JSON")
+    func lineage() async throws {
+        let dir = TemporaryDirectory()
+        let store = try cli.makeStore(dir)
+        #expect(try cli.strata("inspect", store).stdout.contains("lineage\n  (none: the store has always authored as"))
+        let old = try Store.replicaID(ofStoreAt: store)
+        let opened = try Store.open(at: store)
+        do {
+            try await opened.fork(keepingThrough: 2)
+            try opened.recordAuthors([old: "alice"])
+        } catch {
+            try? await opened.close()
+            throw error
+        }
+        try await opened.close()
+        let successor = try Store.replicaID(ofStoreAt: store)
+        #expect(successor != old)
+        let text = try cli.strata("inspect", store)
+        #expect(text.status == 0, "\(text.stderr)")
+        let line = try #require(text.stdout.split(separator: "\n").first { $0.contains("kept through sequence") }, "\(text.stdout)")
+        #expect(line.contains("forked") && line.contains("\(old) by alice kept through sequence 2") && line.contains("re-authored as \(successor)"))
+        let json = try cli.strata("inspect", store, "--json")
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let lineage = try #require(parsed["lineage"] as? [[String: Any]])
+        #expect(lineage.count == 1)
+        #expect(lineage.first?["reason"] as? String == "forked" && lineage.first?["replica"] as? String == old.description)
+        #expect(lineage.first?["successor"] as? String == successor.description && lineage.first?["keptThrough"] as? Int == 2)
+        // The apply's transaction (sequences 2…4) is re-authored whole: a fork keeps atomicity.
+        #expect(lineage.first?["user"] as? String == "alice" && lineage.first?["reauthored"] as? Int == 3)
+    }
 }

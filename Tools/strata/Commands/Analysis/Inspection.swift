@@ -59,6 +59,8 @@ struct Inspection: Codable, Sendable {
     var authors: [Author]
     /// Why no users are shown, when `authors.json` is damaged.
     var authorsWarning: String?
+    /// The replicas the store stopped authoring under (forks, a lost log, a re-stamp), oldest first.
+    var lineage: [Fork]
     var snapshots: [SnapshotFile]
     /// With `--objects` only (it needs a replay): the objects, by entity, and the digest.
     var objects: Int?
@@ -151,7 +153,7 @@ struct Inspection: Codable, Sendable {
             storedBytes: report.storedBytes, payloadBytes: report.payloadBytes,
             compressionRatio: report.payloadBytes > 0 ? Double(report.storedBytes) / Double(report.payloadBytes) : 0,
             segments: segments, eventsByKind: tally.byKind, eventsByEntity: tally.byEntity, replicas: replicas,
-            authors: Self.authors(known, replicas: replicas), authorsWarning: known.warnings.first,
+            authors: Self.authors(known, replicas: replicas), authorsWarning: known.warnings.first, lineage: Self.lineage(files, authors: known),
             snapshots: report.snapshots.map { SnapshotFile(name: $0.info.name, position: $0.info.position, problem: $0.problem.map { "\($0)" }) },
             objects: objectCount, objectsByEntity: objectsByEntity, digest: digest,
             syncCursors: files.syncCursors().map { Cursor(zone: $0.zone, token: $0.token, acknowledged: $0.acknowledged) },
@@ -187,6 +189,7 @@ struct Inspection: Codable, Sendable {
             lines.append("  \(r.replica)\(r.isThisStore ? " (this store)" : "")\(Authors.by(r.user))  holds \(r.count) events: \(r.sequences); \(r.eventsInLog) in the log")
         }
         lines.append(contentsOf: authorsLines)
+        lines.append(contentsOf: lineageLines)
         lines.append("sync")
         for c in syncCursors { lines.append("  zone \(c.zone): token \(c.token ?? "(none)"), own sequences acknowledged up to \(c.acknowledged)") }
         if syncCursors.isEmpty { lines.append("  (never synced)") }
