@@ -68,10 +68,10 @@ func compactPeriodically(_ storage: EmbeddedZoneStorage, retention: Retention, l
         }
         do {
             for zone in try await storage.zones() {
-                let end = try await storage.endPosition(zone: zone.name)
-                let start = try await storage.startPosition(zone: zone.name)
+                let end = try await storage.endPosition(zone: zone.id)
+                let start = try await storage.startPosition(zone: zone.id)
                 guard end - start > retention.transactions else { continue }
-                try await storage.compact(zone: zone.name, retaining: retention.transactions)
+                try await storage.compact(zone: zone.id, retaining: retention.transactions)
             }
         } catch {
             logger.error("compaction failed", metadata: ["error": "\(error)"])

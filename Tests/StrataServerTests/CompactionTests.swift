@@ -13,12 +13,17 @@ struct CompactionTests {
         return try EmbeddedZoneStorage(directory: dir.sub("data"), options: EmbeddedZoneStorage.Options(log: log))
     }
 
-    /// Pushes `count` transactions of one replica, one push each (so the log has many records).
-    func fill(_ storage: EmbeddedZoneStorage, replica: ReplicaID, count: UInt64) async throws {
+    /// Pushes `count` transactions of one replica, one push each (so the log has many records);
+    /// returns them.
+    @discardableResult
+    func fill(_ storage: EmbeddedZoneStorage, replica: ReplicaID, count: UInt64) async throws -> [TransactionRecord] {
+        var records: [TransactionRecord] = []
         for sequence in 1...count {
             let record = transaction(replica, sequence...sequence, title: "\(UUID()) \(UUID()) \(UUID())")
             _ = try await storage.append(zone: "z", replica: replica, transactions: [try pushed(record)])
+            records.append(record)
         }
+        return records
     }
 
     @Test("Compaction snapshots the zone, retires old history (410 for old tokens), and exactly-once survives a restart")
@@ -27,7 +32,7 @@ struct CompactionTests {
         let replica = ReplicaID(rawValue: 7)
         var storage = try storage(dir)
         _ = try await storage.createZone(name: "z", owner: "alice", access: .private, grants: [:])
-        try await fill(storage, replica: replica, count: 80)
+        let records = try await fill(storage, replica: replica, count: 80)
         let snapshot = try await storage.compact(zone: "z", retaining: 10)
         #expect(snapshot.position == 70)
         #expect(try await storage.startPosition(zone: "z") > 0)
@@ -41,11 +46,22 @@ struct CompactionTests {
         #expect(try ProjectionBuilder(snapshot: snapshot.payload).contiguousSequences()[replica] == 70)
         try await storage.close()
 
-        // After a restart the retired history is still known: a repeated push is not appended again.
+        // After a restart the retired history is still known: a repeated push is not appended
+        // again, and a different transaction under a retired sequence is still told apart (its
+        // digest was kept): a fork.
         storage = try self.storage(dir)
         #expect(try await storage.acknowledged(zone: "z", replica: replica) == 80)
-        let repeated = try await storage.append(zone: "z", replica: replica, transactions: [try pushed(transaction(replica, 3...3))])
+        let repeated = try await storage.append(zone: "z", replica: replica, transactions: [try pushed(records[2])])
         #expect(repeated.appended == 0)
+        let other = try pushed(transaction(replica, 3...3))
+        do {
+            _ = try await storage.append(zone: "z", replica: replica, transactions: [other])
+            Issue.record("a different transaction under a retired sequence was acknowledged")
+        } catch {
+            #expect(error.code == .replicaForked)
+            #expect(error.sequence == 3)
+        }
+        #expect(try await storage.endPosition(zone: "z") == 80)
         #expect(try await storage.snapshot(zone: "z")?.position == 70)
         try await storage.close()
     }

@@ -45,23 +45,32 @@ struct ServerHTTPTests {
             let updated = try JSONDecoder().decode(ZoneDescription.self, from: update.body.data)
             #expect(updated.access == .shared && updated.grants == ["bob": .read] && updated.epoch == created.epoch)
 
-            // Only the owner may change or delete it.
-            let takeover = try await client.execute(uri: "/v1/zones/notes", method: .put, headers: auth(Token.bob),
+            // Only the owner may change or delete it; nobody creates a zone in another's namespace.
+            let takeover = try await client.execute(uri: "/v1/zones/notes?owner=alice", method: .put, headers: auth(Token.bob),
                                                     body: ByteBuffer(string: #"{"access": "public"}"#))
             #expect(takeover.status == .forbidden)
             #expect(try errorBody(takeover).code == "forbidden")
-            #expect(try await client.execute(uri: "/v1/zones/notes", method: .delete, headers: auth(Token.bob)).status == .forbidden)
+            let squat = try await client.execute(uri: "/v1/zones/elsewhere?owner=alice", method: .put, headers: auth(Token.bob))
+            #expect(squat.status == .forbidden)
+            #expect(try await client.execute(uri: "/v1/zones/elsewhere", method: .get, headers: auth(Token.alice)).status == .notFound)
+            #expect(try await client.execute(uri: "/v1/zones/notes?owner=alice", method: .delete, headers: auth(Token.bob)).status == .forbidden)
+
+            // Bob's own "notes" is another zone: creating it leaves alice's alone.
+            let bobsNotes = try await client.createZone("notes", as: Token.bob)
+            #expect(bobsNotes.owner == "bob" && bobsNotes.epoch != created.epoch)
+            let alicesNotes = try await client.execute(uri: "/v1/zones/notes", method: .get, headers: auth(Token.alice))
+            #expect(try JSONDecoder().decode(ZoneDescription.self, from: alicesNotes.body.data).access == .shared)
 
             try await client.createZone("bobs", as: Token.bob)
             try await client.createZone("public-zone", as: Token.carol, #"{"access": "public"}"#)
             func names(_ token: String) async throws -> [String] {
                 let response = try await client.execute(uri: "/v1/zones", method: .get, headers: auth(token))
                 #expect(response.status == .ok)
-                return try JSONDecoder().decode(ZoneList.self, from: response.body.data).zones.map(\.name)
+                return try JSONDecoder().decode(ZoneList.self, from: response.body.data).zones.map { "\($0.owner)/\($0.name)" }
             }
-            #expect(try await names(Token.alice) == ["notes", "public-zone"])
-            #expect(try await names(Token.bob) == ["bobs", "notes", "public-zone"])
-            #expect(try await names(Token.carol) == ["public-zone"])
+            #expect(try await names(Token.alice) == ["alice/notes", "carol/public-zone"])
+            #expect(try await names(Token.bob) == ["alice/notes", "bob/bobs", "bob/notes", "carol/public-zone"])
+            #expect(try await names(Token.carol) == ["carol/public-zone"])
 
             let deleted = try await client.execute(uri: "/v1/zones/notes", method: .delete, headers: auth(Token.alice))
             #expect(deleted.status == .noContent)
@@ -78,9 +87,9 @@ struct ServerHTTPTests {
             try await client.createZone("notes")
             #expect(try await client.push("notes", [transaction(replica, 1...1)]).status == .ok)
             for response in [
-                try await client.execute(uri: "/v1/zones/notes", method: .get, headers: auth(Token.bob)),
-                try await client.pull("notes", as: Token.bob),
-                try await client.push("notes", [transaction(ReplicaID.random(), 1...1)], as: Token.bob),
+                try await client.execute(uri: "/v1/zones/notes?owner=alice", method: .get, headers: auth(Token.bob)),
+                try await client.pull("alice/notes", as: Token.bob),
+                try await client.push("alice/notes", [transaction(ReplicaID.random(), 1...1)], as: Token.bob),
             ] {
                 #expect(response.status == .forbidden)
                 #expect(try errorBody(response).code == "forbidden")
@@ -98,15 +107,15 @@ struct ServerHTTPTests {
             #expect(try await client.push("notes", [record]).status == .ok)
             let before = try await client.endToken("notes")
 
-            let pulled = try await client.pull("notes", as: Token.bob)
+            let pulled = try await client.pull("alice/notes", as: Token.bob)
             #expect(pulled.status == .ok)
             #expect(try pulledTransactions(pulled) == [record])
-            let refused = try await client.push("notes", [transaction(ReplicaID.random(), 1...1)], as: Token.bob)
+            let refused = try await client.push("alice/notes", [transaction(ReplicaID.random(), 1...1)], as: Token.bob)
             #expect(refused.status == .forbidden)
             #expect(try await client.endToken("notes") == before)
 
             let carols = ReplicaID.random()
-            #expect(try await client.push("notes", [transaction(carols, 1...1)], as: Token.carol).status == .ok)
+            #expect(try await client.push("alice/notes", [transaction(carols, 1...1)], as: Token.carol).status == .ok)
             #expect(try await client.endToken("notes") != before)
         }
     }
@@ -118,12 +127,14 @@ struct ServerHTTPTests {
             try await client.createZone("news", #"{"access": "public"}"#)
             #expect(try await client.push("news", [transaction(replica, 1...2)]).status == .ok)
             for token in [Token.bob, Token.carol] {
-                let described = try await client.execute(uri: "/v1/zones/news", method: .get, headers: auth(token))
+                let described = try await client.execute(uri: "/v1/zones/news?owner=alice", method: .get, headers: auth(token))
                 #expect(described.status == .ok)
-                let pulled = try await client.pull("news", as: token)
+                let pulled = try await client.pull("alice/news", as: token)
                 #expect(pulled.status == .ok)
                 #expect(try pulledTransactions(pulled).count == 1)
-                #expect(try await client.push("news", [transaction(ReplicaID.random(), 1...1)], as: token).status == .forbidden)
+                #expect(try await client.push("alice/news", [transaction(ReplicaID.random(), 1...1)], as: token).status == .forbidden)
+                // Without the owner, the name means the caller's own zone, which does not exist.
+                #expect(try await client.pull("news", as: token).status == .notFound)
             }
         }
     }
@@ -260,7 +271,7 @@ struct ServerHTTPTests {
             let token = try await client.endToken("notes")
             async let polled = client.pull("notes", query: "after=\(token)&wait=30")
             // Push once the poll waits, so that the push is what wakes it.
-            while notifier.waiterCount(zone: "notes") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await waitForWaiter(notifier, zone: "alice/notes")
             #expect(try await client.push("notes", [transaction(replica, 1...1)]).status == .ok)
             let response = try await polled
             #expect(response.status == .ok)
@@ -291,7 +302,7 @@ struct ServerHTTPTests {
         try await server.test { client in
             try await client.createZone("notes")
             async let polled = client.pull("notes", query: "wait=30")
-            while notifier.waiterCount(zone: "notes") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await waitForWaiter(notifier, zone: "alice/notes")
             #expect(try await client.execute(uri: "/v1/zones/notes", method: .delete, headers: auth(Token.alice)).status == .noContent)
             let response = try await polled
             #expect(response.status == .notFound)
@@ -405,4 +416,14 @@ final class ManualTime: Sendable {
     private let time = Mutex(Duration.zero)
     var now: Duration { time.withLock { $0 } }
     func advance(by duration: Duration) { time.withLock { $0 += duration } }
+}
+
+/// Waits until a long poll of `zone` is registered (at most ten seconds, then fails rather
+/// than hanging the run).
+func waitForWaiter(_ notifier: ChangeNotifier, zone: String) async throws {
+    for _ in 0..<2000 {
+        if notifier.waiterCount(zone: zone) > 0 { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    Issue.record("no long poll of \(zone) registered within ten seconds")
 }

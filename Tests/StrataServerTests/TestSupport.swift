@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Strata
-@testable import StrataServer
+@testable public import StrataServer
 import StrataTestSupport
 import Testing
 
@@ -24,6 +24,22 @@ func pushBody(_ records: [TransactionRecord]) -> ByteBuffer {
     ByteBuffer(bytes: TransactionFrames.encode(records.map { $0.encoded() }))
 }
 
+/// In these tests a zone written as a string literal is alice's (`"notes"`) unless it names its
+/// owner (`"bob/notes"`).
+extension ZoneID: ExpressibleByStringLiteral, ExpressibleByUnicodeScalarLiteral, ExpressibleByExtendedGraphemeClusterLiteral {
+    public init(stringLiteral value: String) {
+        let parts = value.split(separator: "/", maxSplits: 1).map(String.init)
+        self = parts.count == 2 ? ZoneID(owner: parts[0], name: parts[1]) : ZoneID(owner: "alice", name: value)
+    }
+}
+
+extension ZoneStorage {
+    /// A push by the zone's owner.
+    func append(zone: ZoneID, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome {
+        try await append(zone: zone, user: zone.owner, replica: replica, transactions: transactions)
+    }
+}
+
 /// Bearer tokens of the test users.
 enum Token {
     static let alice = "alice-token"
@@ -42,11 +58,12 @@ struct TestServer {
     let app: StrataServerApp
 
     init(limits: ServerConfiguration.Limits = ServerConfiguration.Limits(), now: (@Sendable () -> Duration)? = nil,
-         label: String = #function) throws {
+         wallClock: (@Sendable () -> UInt64)? = nil, label: String = #function) throws {
         directory = TemporaryDirectory(label)
         storage = try EmbeddedZoneStorage(directory: directory.sub("data"))
         let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
-        app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0, limits: limits), now: now)
+        app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0, limits: limits), now: now,
+                              wallClock: wallClock)
     }
 
     /// Runs `body` against the router (or a live server), then closes the storage.
@@ -73,18 +90,28 @@ extension TestClientProtocol {
 
     /// The zone's end token as its owner sees it.
     func endToken(_ zone: String, as token: String = Token.alice) async throws -> String {
-        let response = try await execute(uri: "/v1/zones/\(zone)", method: .get, headers: auth(token))
+        let response = try await execute(uri: zoneURI(zone), method: .get, headers: auth(token))
         #expect(response.status == .ok, "\(String(buffer: response.body))")
         return try JSONDecoder().decode(ZoneDescription.self, from: response.body.data).token
     }
 
     func push(_ zone: String, _ records: [TransactionRecord], as token: String = Token.alice) async throws -> TestResponse {
-        try await execute(uri: "/v1/zones/\(zone)/push", method: .post, headers: auth(token), body: pushBody(records))
+        try await execute(uri: zoneURI(zone, "/push"), method: .post, headers: auth(token), body: pushBody(records))
     }
 
     func pull(_ zone: String, query: String = "", as token: String = Token.alice) async throws -> TestResponse {
-        try await execute(uri: "/v1/zones/\(zone)/changes" + (query.isEmpty ? "" : "?" + query), method: .get, headers: auth(token))
+        try await execute(uri: zoneURI(zone, "/changes", query: query), method: .get, headers: auth(token))
     }
+}
+
+/// The path of a zone's endpoint: `"notes"` is the caller's own zone, `"alice/notes"` alice's
+/// (`?owner=alice`).
+func zoneURI(_ zone: String, _ suffix: String = "", query: String = "") -> String {
+    let parts = zone.split(separator: "/", maxSplits: 1).map(String.init)
+    var items = query.isEmpty ? [] : [query]
+    if parts.count == 2 { items.append("owner=\(parts[0])") }
+    let name = parts.last ?? zone
+    return "/v1/zones/\(name)\(suffix)" + (items.isEmpty ? "" : "?" + items.joined(separator: "&"))
 }
 
 /// The error code and body of an error answer.

@@ -17,6 +17,12 @@ public struct ServerConfiguration: Sendable, Hashable {
         public var maxWait: Duration = .seconds(60)
         /// Requests per user.
         public var rateLimit = RateLimit()
+        /// How far ahead of the server's clock an event's timestamp may be. A push holding an
+        /// event stamped later than the server's time plus this is refused with
+        /// `422 clockSkew`: such a timestamp would win every later edit of its fields. Ten minutes
+        /// by default — far more than honest clocks drift (NTP keeps them within a second), far
+        /// less than a clock set to the wrong day or year.
+        public var maxClockOffset: Duration = .seconds(600)
 
         public init() {}
     }

@@ -32,8 +32,17 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
         public static let zoneNotFound = Code("zoneNotFound", status: .notFound)
         /// 404: no such endpoint.
         public static let notFound = Code("notFound", status: .notFound)
+        /// 403: a push of a replica that belongs to another user.
+        public static let replicaNotYours = Code("replicaNotYours", status: .forbidden)
         /// 409: a push skips sequence numbers.
         public static let sequenceGap = Code("sequenceGap", status: .conflict)
+        /// 409: a pushed transaction differs from the one the zone holds under the same replica
+        /// and sequences (a copied or restored store): the client must fork (take a new replica
+        /// ID) and re-author its transactions from `sequence` on.
+        public static let replicaForked = Code("replicaForked", status: .conflict)
+        /// 422: an event is stamped further ahead of the server's clock than it allows
+        /// (`serverTime` and `maxOffset` say by how much).
+        public static let clockSkew = Code("clockSkew", status: .unprocessableContent)
         /// 410: the token points before the history the server still holds.
         public static let tokenExpired = Code("tokenExpired", status: .gone)
         /// 410: the token's epoch is not the zone's (deleted and recreated).
@@ -52,12 +61,22 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     public var expected: UInt64?
     /// For ``Code/rateLimited``: whole seconds until the client may come back.
     public var retryAfter: Int?
+    /// For ``Code/replicaForked``: the first sequence whose transaction differs.
+    public var sequence: UInt64?
+    /// For ``Code/clockSkew``: the server's time (milliseconds since 1970) and the largest lead
+    /// it accepts (milliseconds).
+    public var serverTime: UInt64?
+    public var maxOffset: UInt64?
 
-    public init(_ code: Code, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil) {
+    public init(_ code: Code, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil,
+                sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
         self.code = code
         self.message = message
         self.expected = expected
         self.retryAfter = retryAfter
+        self.sequence = sequence
+        self.serverTime = serverTime
+        self.maxOffset = maxOffset
     }
 
     public var status: HTTPResponse.Status { code.status }
@@ -70,13 +89,17 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
             var message: String
             var expected: UInt64?
             var retryAfter: Int?
+            var sequence: UInt64?
+            var serverTime: UInt64?
+            var maxOffset: UInt64?
         }
         var error: Detail
     }
 
     /// The error's JSON body.
     public var jsonBody: [UInt8] {
-        let body = Body(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter))
+        let body = Body(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter,
+                                     sequence: sequence, serverTime: serverTime, maxOffset: maxOffset))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return (try? Array(encoder.encode(body))) ?? Array(#"{"error":{"code":"internalError","message":"unencodable error"}}"#.utf8)
@@ -102,6 +125,8 @@ extension ServerError {
         case .zoneExists: self.init(.badRequest, error.message)
         case .zoneReset: self.init(.zoneReset, error.message)
         case .sequenceGap: self.init(.sequenceGap, error.message, expected: error.expected)
+        case .replicaNotYours: self.init(.replicaNotYours, error.message)
+        case .replicaForked: self.init(.replicaForked, error.message, sequence: error.sequence)
         case .positionRetired: self.init(.tokenExpired, error.message)
         case .positionBeyondEnd: self.init(.badRequest, error.message)
         case .tooLarge: self.init(.tooLarge, error.message)

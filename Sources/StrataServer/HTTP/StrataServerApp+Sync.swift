@@ -6,12 +6,14 @@ import Strata
 
 extension StrataServerApp {
     /// `POST /v1/zones/{zone}/push`: appends a batch of one replica's transactions, exactly once.
+    /// The replica must be the caller's (or new), its retried transactions the same bytes, and no
+    /// event stamped too far ahead of the server's clock.
     func push(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
-        let name = try zoneName(context)
-        let zone = try await existingZone(name)
+        let id = try zoneID(request, context, user: user)
+        let zone = try await existingZone(id)
         guard zone.canPush(user) else {
-            throw ServerError(.forbidden, "user \(user) may not push to zone \(name)")
+            throw ServerError(.forbidden, "user \(user) may not push to zone \(id)")
         }
         let body = try await readBody(request)
         let frames: [[UInt8]]
@@ -20,54 +22,36 @@ extension StrataServerApp {
         } catch {
             throw ServerError(.badRequest, "the push body is not framed transactions: \(error)")
         }
-        guard !frames.isEmpty else {
-            throw ServerError(.badRequest, "the push body holds no transaction")
-        }
-        var replica: ReplicaID?
-        var transactions: [PushedTransaction] = []
-        transactions.reserveCapacity(frames.count)
-        for (index, bytes) in frames.enumerated() {
-            let record: TransactionRecord
-            do {
-                record = try TransactionRecord(decoding: bytes)
-            } catch {
-                throw ServerError(.badRequest, "frame \(index) is not a transaction: \(error)")
-            }
-            guard let sequences = record.sequences else {
-                throw ServerError(.badRequest, "frame \(index) is a transaction without events")
-            }
-            if let replica, replica != record.replica {
-                throw ServerError(.badRequest, "frame \(index) is of replica \(record.replica) but frame 0 of \(replica): a push holds the transactions of one replica")
-            }
-            replica = record.replica
-            transactions.append(PushedTransaction(bytes: bytes, firstSequence: sequences.lowerBound, lastSequence: sequences.upperBound))
-        }
-        guard let replica else { throw ServerError(.badRequest, "the push body holds no transaction") }
+        let (replica, transactions) = try PushValidation.validate(frames, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
-            try await storage.append(zone: name, replica: replica, transactions: transactions)
+            try await storage.append(zone: id, user: user, replica: replica, transactions: transactions)
         }
         if outcome.appended > 0 {
-            notifier.notify(zone: name)
+            notifier.notify(zone: id.description)
             logger.info("push appended", metadata: [
-                "zone": "\(name)", "user": "\(user)", "replica": "\(replica)",
+                "zone": "\(id)", "user": "\(user)", "replica": "\(replica)",
                 "transactions": "\(outcome.appended)", "acknowledged": "\(outcome.acknowledged)", "end": "\(outcome.position)",
             ])
         } else {
-            logger.debug("push already held", metadata: ["zone": "\(name)", "replica": "\(replica)", "acknowledged": "\(outcome.acknowledged)"])
+            logger.debug("push already held", metadata: ["zone": "\(id)", "replica": "\(replica)", "acknowledged": "\(outcome.acknowledged)"])
         }
         return try json(PushAnswer(token: ChangeToken(epoch: outcome.epoch, position: outcome.position).description,
                                    acknowledged: outcome.acknowledged))
     }
 
+    /// `GET /v1/zones/{zone}/replicas`: every replica the zone holds events of, the user it
+    /// belongs to (who pushed its events) and the highest sequence held.
+    func replicas(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let (_, zone) = try await readableZone(request, context)
+        let replicas = try await storageCall { () async throws(ZoneStorageError) in try await storage.replicas(zone: zone.id) }
+        return try json(ReplicaList(replicas: replicas.map { ReplicaList.Entry(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }))
+    }
+
     /// `GET /v1/zones/{zone}/changes?after=&limit=&wait=`: the transactions after a token, as
     /// frames; with `wait`, a long poll.
     func changes(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let user = try context.requireUser()
-        let name = try zoneName(context)
-        let zone = try await existingZone(name)
-        guard zone.canRead(user) else {
-            throw ServerError(.forbidden, "user \(user) may not read zone \(name)")
-        }
+        let (_, zone) = try await readableZone(request, context)
+        let name = zone.id
         let query = request.uri.queryParameters
 
         let limit = try pullLimit(query.get("limit"))
@@ -98,7 +82,7 @@ extension StrataServerApp {
                 let remaining = deadline - clock.now
                 guard remaining > .zero else { break }
                 // Registered before looking, so that an append landing in between wakes us.
-                let waiter = notifier.register(zone: name)
+                let waiter = notifier.register(zone: name.description)
                 do {
                     result = try await readPage(name, epoch: epoch, after: position, limit: limit)
                     if result.transactions.isEmpty { await notifier.wait(waiter, timeout: remaining) }
@@ -119,7 +103,7 @@ extension StrataServerApp {
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
-    private func readPage(_ name: String, epoch: UInt64, after position: UInt64, limit: Int) async throws(ServerError) -> ReadResult {
+    private func readPage(_ name: ZoneID, epoch: UInt64, after position: UInt64, limit: Int) async throws(ServerError) -> ReadResult {
         try await storageCall { () async throws(ZoneStorageError) in
             try await storage.read(zone: name, epoch: epoch, after: position, limit: limit)
         }
@@ -149,12 +133,8 @@ extension StrataServerApp {
     /// `GET /v1/zones/{zone}/snapshot`: the zone's state as a projection snapshot (for clients whose
     /// token has expired), with the change token it corresponds to in `Strata-Snapshot-Token`.
     func snapshot(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let user = try context.requireUser()
-        let name = try zoneName(context)
-        let zone = try await existingZone(name)
-        guard zone.canRead(user) else {
-            throw ServerError(.forbidden, "user \(user) may not read zone \(name)")
-        }
+        let (_, zone) = try await readableZone(request, context)
+        let name = zone.id
         guard let snapshot = try await storageCall({ () async throws(ZoneStorageError) in try await storage.snapshot(zone: name) }) else {
             throw ServerError(.notFound, "zone \(name) has no snapshot: pull from the beginning")
         }

@@ -17,35 +17,34 @@ extension StrataServerApp {
 
     /// `GET /v1/zones/{zone}`.
     func getZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let user = try context.requireUser()
-        let name = try zoneName(context)
-        let zone = try await existingZone(name)
-        guard zone.canRead(user) else {
-            throw ServerError(.forbidden, "user \(user) may not read zone \(name)")
-        }
+        let (_, zone) = try await readableZone(request, context)
         return try json(try await description(of: zone))
     }
 
-    /// `PUT /v1/zones/{zone}`: creates the zone (201), or lets its owner change its access and
-    /// grants (200).
+    /// `PUT /v1/zones/{zone}`: creates the zone in the caller's namespace (201), or lets its owner
+    /// change its access and grants (200). Nobody creates or changes a zone in another user's
+    /// namespace.
     func putZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
-        let name = try zoneName(context)
+        let name = try zoneID(request, context, user: user)
+        guard name.owner == user else {
+            throw ServerError(.forbidden, "user \(user) may not create or change zones of user \(name.owner): zones are created in their creator's namespace")
+        }
         let body = try await readBody(request)
         let settings = try Self.settings(from: body)
         // Two attempts: a create can lose a race with another create of the same name, which then
         // makes this request an update.
         for _ in 0..<2 {
-            if let existing = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(named: name) }) {
+            if let existing = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(name) }) {
                 guard existing.canAdminister(user) else {
                     throw ServerError(.forbidden, "only the owner (\(existing.owner)) may change zone \(name)")
                 }
                 let updated = try await storageCall { () async throws(ZoneStorageError) in
-                    try await storage.updateZone(named: name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
+                    try await storage.updateZone(name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
                 }
                 return try json(try await description(of: updated))
             }
-            if let created = try await create(name, owner: user, settings) {
+            if let created = try await create(name, settings) {
                 logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
                 return try json(try await description(of: created), status: .created)
             }
@@ -56,21 +55,21 @@ extension StrataServerApp {
     /// `DELETE /v1/zones/{zone}`: owner only.
     func deleteZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
-        let name = try zoneName(context)
+        let name = try zoneID(request, context, user: user)
         let zone = try await existingZone(name)
         guard zone.canAdminister(user) else {
             throw ServerError(.forbidden, "only the owner (\(zone.owner)) may delete zone \(name)")
         }
-        try await storageCall { () async throws(ZoneStorageError) in try await storage.deleteZone(named: name) }
-        notifier.notify(zone: name)
+        try await storageCall { () async throws(ZoneStorageError) in try await storage.deleteZone(name) }
+        notifier.notify(zone: name.description)
         logger.info("zone deleted", metadata: ["zone": "\(name)", "user": "\(user)"])
         return Response(status: .noContent)
     }
 
     /// Creates a zone; `nil` when one of that name appeared meanwhile.
-    private func create(_ name: String, owner: String, _ settings: ZoneSettings) async throws(ServerError) -> ZoneInfo? {
+    private func create(_ id: ZoneID, _ settings: ZoneSettings) async throws(ServerError) -> ZoneInfo? {
         do {
-            return try await storage.createZone(name: name, owner: owner, access: settings.access ?? .private, grants: settings.grants ?? [:])
+            return try await storage.createZone(id, access: settings.access ?? .private, grants: settings.grants ?? [:])
         } catch {
             if error.code == .zoneExists { return nil }
             throw ServerError(error)

@@ -26,17 +26,23 @@ public struct StrataServerApp: Sendable {
     /// Wakes long polls when a push lands.
     public let notifier: ChangeNotifier
     let rateLimiter: RateLimiter
+    /// Wall-clock time in milliseconds since 1970, which pushed timestamps are checked against.
+    let wallClock: @Sendable () -> UInt64
 
     /// - Parameters:
     ///   - now: monotonic time for the rate limiter (by default the continuous clock's).
+    ///   - wallClock: the server's time in milliseconds since 1970 (by default the system's), for
+    ///     the clock-skew check of pushes.
     public init(storage: any ZoneStorage, users: UserDirectory, configuration: ServerConfiguration = ServerConfiguration(),
-                logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil) {
+                logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil,
+                wallClock: (@Sendable () -> UInt64)? = nil) {
         self.storage = storage
         self.users = users
         self.configuration = configuration
         self.logger = logger
         self.notifier = ChangeNotifier()
         self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, now: now)
+        self.wallClock = wallClock ?? { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
     }
 
     /// The router with every endpoint of the protocol behind the authentication middleware.
@@ -50,6 +56,7 @@ public struct StrataServerApp: Sendable {
         router.post("/v1/zones/:zone/push") { request, context in try await self.push(request, context) }
         router.get("/v1/zones/:zone/changes") { request, context in try await self.changes(request, context) }
         router.get("/v1/zones/:zone/snapshot") { request, context in try await self.snapshot(request, context) }
+        router.get("/v1/zones/:zone/replicas") { request, context in try await self.replicas(request, context) }
         return router
     }
 
@@ -74,20 +81,37 @@ public struct StrataServerApp: Sendable {
 
     // MARK: Shared steps
 
-    /// The zone named in the path, after checking the name.
-    func zoneName(_ context: StrataRequestContext) throws(ServerError) -> String {
+    /// The zone a request names: the name in the path, in the namespace of the `owner` query
+    /// parameter — the caller's own when it is absent. A client never lands in another user's
+    /// zone without naming that user.
+    func zoneID(_ request: Request, _ context: StrataRequestContext, user: String) throws(ServerError) -> ZoneID {
         guard let name = context.parameters.get("zone"), ZoneInfo.isValidName(name) else {
             throw ServerError(.badRequest, "invalid zone name \"\(context.parameters.get("zone") ?? "")\": 1–64 of [A-Za-z0-9._-]")
         }
-        return name
+        let owner = request.uri.queryParameters.get("owner") ?? user
+        guard !owner.isEmpty, owner.utf8.count <= 256 else {
+            throw ServerError(.badRequest, "invalid owner \"\(owner.prefix(64))\"")
+        }
+        return ZoneID(owner: owner, name: name)
     }
 
     /// The zone, or `404 zoneNotFound`.
-    func existingZone(_ name: String) async throws(ServerError) -> ZoneInfo {
-        guard let zone = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(named: name) }) else {
-            throw ServerError(.zoneNotFound, "no zone named \(name)")
+    func existingZone(_ id: ZoneID) async throws(ServerError) -> ZoneInfo {
+        guard let zone = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(id) }) else {
+            throw ServerError(.zoneNotFound, "user \(id.owner) has no zone named \(id.name)")
         }
         return zone
+    }
+
+    /// The zone a request names, after checking that the caller may read it.
+    func readableZone(_ request: Request, _ context: StrataRequestContext) async throws(ServerError) -> (user: String, zone: ZoneInfo) {
+        let user = try context.requireUser()
+        let id = try zoneID(request, context, user: user)
+        let zone = try await existingZone(id)
+        guard zone.canRead(user) else {
+            throw ServerError(.forbidden, "user \(user) may not read zone \(id)")
+        }
+        return (user, zone)
     }
 
     /// Runs a storage call, answering its errors as the protocol says.
@@ -130,7 +154,7 @@ public struct StrataServerApp: Sendable {
 
     /// The zone as answered to clients, with the token of its log's end.
     func description(of zone: ZoneInfo) async throws(ServerError) -> ZoneDescription {
-        let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.name) }
+        let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.id) }
         return ZoneDescription(zone, token: ChangeToken(epoch: zone.epoch, position: end))
     }
 }

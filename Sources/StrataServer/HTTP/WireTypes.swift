@@ -1,3 +1,5 @@
+public import Strata
+
 /// A zone as the protocol answers it: `{"name", "owner", "access", "grants", "epoch", "token"}`,
 /// where `token` is the change token of the current end of its log.
 public struct ZoneDescription: Sendable, Hashable, Codable {
@@ -47,6 +49,27 @@ public struct PushAnswer: Sendable, Hashable, Codable {
         self.token = token
         self.acknowledged = acknowledged
     }
+}
+
+/// The body of `GET /v1/zones/{zone}/replicas`: `{"replicas": [{"replica": "<uuid>", "user":
+/// "<name>" | null, "acknowledged": <highest sequence held>}]}`.
+public struct ReplicaList: Sendable, Hashable, Codable {
+    public struct Entry: Sendable, Hashable, Codable {
+        public var replica: ReplicaID
+        /// Who pushed the replica's events; `null` for history written before owners were recorded.
+        public var user: String?
+        public var acknowledged: UInt64
+
+        public init(replica: ReplicaID, user: String?, acknowledged: UInt64) {
+            self.replica = replica
+            self.user = user
+            self.acknowledged = acknowledged
+        }
+    }
+
+    public var replicas: [Entry]
+
+    public init(replicas: [Entry]) { self.replicas = replicas }
 }
 
 /// The names of the pull answer's headers.

@@ -8,14 +8,19 @@ import Synchronization
 ///
 /// Layout of the data directory:
 ///
-/// - `zones.json`: the zones' metadata (name, owner, access, grants, epoch), replaced atomically
-///   (temporary file, `fsync`, `rename`, `fsync` of the directory) on every change.
+/// - `zones.json`: the zones' metadata (owner, name, access, grants, epoch), replaced atomically
+///   (temporary file, `fsync`, `rename`, `fsync` of the directory) on every change. Format 2;
+///   format 1 (written before zones were named by owner and name, when names were unique
+///   server-wide) is read as is and rewritten as format 2 on the next change.
 /// - `zones/<name>-<epoch as 16 hex digits>/`: the zone's segment log. Each transaction is one log
-///   entry; each push is one log record, so a push is in the log wholly or not at all.
+///   entry; each push is one log record, so a push is in the log wholly or not at all. Beside the
+///   log, `replicas.json` (which user each replica belongs to) and `retired-digests` (the digests
+///   of transactions compaction retired): see `ZoneLedgerFiles`.
 /// - `LOCK`: held while the storage is open.
 ///
-/// The highest sequence appended per zone and replica is kept in memory and rebuilt on open by
-/// scanning each zone's log. Appends are durable under ``Durability/groupCommit`` by default: a
+/// Per zone and replica, the owner, the highest sequence held and each held transaction's digest
+/// are kept in memory (``ReplicaLedger``) and rebuilt on open from those files and a scan of the
+/// zone's log. Appends are durable under ``Durability/groupCommit`` by default: a
 /// push is answered only once its record is on stable storage, and concurrent pushes share a sync.
 ///
 /// ```swift
@@ -44,16 +49,16 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     private let options: Options
     private let logger: Logger
     private let lock: DirectoryLock
-    private var zoneStates: [String: ZoneState]
-    /// Recoveries of zones whose log failed, by zone name.
-    private var recoveries: [String: Task<Void, Never>] = [:]
+    private var zoneStates: [ZoneID: ZoneState]
+    /// Recoveries of zones whose log failed.
+    private var recoveries: [ZoneID: Task<Void, Never>] = [:]
     private var closed = false
 
     private struct ZoneState {
         var info: ZoneInfo
         var log: SegmentLog
-        /// The highest sequence appended (submitted) per replica.
-        var acknowledged: [ReplicaID: UInt64]
+        /// Per replica: its owner, the highest sequence appended (submitted), the digests.
+        var ledgers: [ReplicaID: ReplicaLedger]
         /// Set when an append or sync failed: the log refuses appends until it is reopened.
         var broken = false
     }
@@ -63,7 +68,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         var zones: [ZoneInfo]
     }
 
-    private static let catalogVersion = 1
+    private static let catalogVersion = 2
 
     /// Opens (creating when needed) the storage in `directory`: reads `zones.json`, opens every
     /// zone's log (recovering a torn tail) and rebuilds the per-replica sequences from the logs.
@@ -81,7 +86,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         try DurableFile.makeDirectories(DurableFile.join(directory, "zones"))
         let lock = try DirectoryLock.forDataDirectory(directory)
         self.lock = lock
-        var states: [String: ZoneState] = [:]
+        var states: [ZoneID: ZoneState] = [:]
         do {
             try Self.openZones(in: directory, options: options, logger: logger, into: &states)
         } catch {
@@ -98,17 +103,19 @@ public actor EmbeddedZoneStorage: ZoneStorage {
 
     // MARK: Zones
 
-    public func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+    public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try checkOpen()
-        guard ZoneInfo.isValidName(name) else {
-            throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(name)\": 1–64 of [A-Za-z0-9._-]")
+        guard ZoneInfo.isValidName(id.name) else {
+            throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(id.name)\": 1–64 of [A-Za-z0-9._-]")
         }
-        guard zoneStates[name] == nil else {
-            throw ZoneStorageError(.zoneExists, "zone \(name) already exists", zone: name)
+        guard !id.owner.isEmpty else { throw ZoneStorageError(.invalidArgument, "a zone needs an owner") }
+        guard zoneStates[id] == nil else {
+            throw ZoneStorageError(.zoneExists, "zone \(id) already exists", zone: id.description)
         }
-        var epoch = options.makeEpoch()
-        while epoch == 0 { epoch = options.makeEpoch() }
-        let info = ZoneInfo(name: name, owner: owner, access: access, grants: grants, epoch: epoch)
+        // Zones of different owners may share a name: the epoch keeps their directories apart.
+        let taken = Set(zoneStates.values.map { Self.logDirectoryName(for: $0.info) })
+        var info = ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: 0)
+        while info.epoch == 0 || taken.contains(Self.logDirectoryName(for: info)) { info.epoch = options.makeEpoch() }
         let path = Self.logDirectory(in: directory, for: info)
         try DurableFile.removeTree(path)
         let log: SegmentLog
@@ -117,56 +124,56 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             logOptions.create = true
             log = try SegmentLog.open(at: path, options: logOptions)
         } catch {
-            throw ZoneStorageError(.storageFailure, "cannot create the log of zone \(name) at \(path): \(error)", zone: name)
+            throw ZoneStorageError(.storageFailure, "cannot create the log of zone \(id) at \(path): \(error)", zone: id.description)
         }
-        zoneStates[name] = ZoneState(info: info, log: log, acknowledged: [:])
+        zoneStates[id] = ZoneState(info: info, log: log, ledgers: [:])
         do {
             try writeCatalog()
         } catch {
-            zoneStates[name] = nil
+            zoneStates[id] = nil
             try? await log.close()
             try? DurableFile.removeTree(path)
             throw error
         }
-        logger.info("zone created", metadata: ["zone": "\(name)", "owner": "\(owner)", "access": "\(access.rawValue)"])
+        logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return info
     }
 
-    public func zone(named name: String) async throws(ZoneStorageError) -> ZoneInfo? {
+    public func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo? {
         try checkOpen()
-        return zoneStates[name]?.info
+        return zoneStates[id]?.info
     }
 
     public func zones() async throws(ZoneStorageError) -> [ZoneInfo] {
         try checkOpen()
-        return zoneStates.values.map(\.info).sorted { $0.name < $1.name }
+        return zoneStates.values.map(\.info).sorted { $0.id < $1.id }
     }
 
-    public func updateZone(named name: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+    public func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try checkOpen()
-        guard var state = zoneStates[name] else { throw Self.notFound(name) }
+        guard var state = zoneStates[id] else { throw Self.notFound(id) }
         let previous = state.info
         state.info.access = access
         state.info.grants = grants
-        zoneStates[name] = state
+        zoneStates[id] = state
         do {
             try writeCatalog()
         } catch {
-            zoneStates[name]?.info = previous
+            zoneStates[id]?.info = previous
             throw error
         }
-        logger.info("zone updated", metadata: ["zone": "\(name)", "access": "\(access.rawValue)"])
+        logger.info("zone updated", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return state.info
     }
 
-    public func deleteZone(named name: String) async throws(ZoneStorageError) {
+    public func deleteZone(_ id: ZoneID) async throws(ZoneStorageError) {
         try checkOpen()
-        guard let state = zoneStates[name] else { throw Self.notFound(name) }
-        zoneStates[name] = nil
+        guard let state = zoneStates[id] else { throw Self.notFound(id) }
+        zoneStates[id] = nil
         do {
             try writeCatalog()
         } catch {
-            zoneStates[name] = state
+            zoneStates[id] = state
             throw error
         }
         // The zone is gone from the catalog: whatever happens below, it is deleted (a directory
@@ -176,97 +183,95 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             try DurableFile.removeTree(Self.logDirectory(in: directory, for: state.info))
         } catch {
             logger.warning("could not remove a deleted zone's log; it is removed on the next open", metadata: [
-                "zone": "\(name)", "error": "\(error)",
+                "zone": "\(id)", "error": "\(error)",
             ])
         }
-        logger.info("zone deleted", metadata: ["zone": "\(name)"])
+        logger.info("zone deleted", metadata: ["zone": "\(id)"])
     }
 
     // MARK: Push and pull
 
-    public func append(zone name: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome {
-        let state = try await usableZone(name)
+    public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome {
+        let state = try await usableZone(id)
         guard !transactions.isEmpty else {
-            throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: name)
+            throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: id.description)
         }
-        let acknowledged = state.acknowledged[replica] ?? 0
-        var expected = acknowledged &+ 1
-        var fresh: [PushedTransaction] = []
-        for (index, transaction) in transactions.enumerated() {
-            guard transaction.firstSequence >= 1, transaction.firstSequence <= transaction.lastSequence else {
-                throw ZoneStorageError(.invalidArgument, "transaction \(index) has sequences \(transaction.firstSequence)...\(transaction.lastSequence)", zone: name)
-            }
-            if fresh.isEmpty && transaction.lastSequence <= acknowledged { continue }
-            guard transaction.firstSequence == expected else {
-                throw ZoneStorageError(
-                    .sequenceGap,
-                    "replica \(replica): transaction \(index) starts at sequence \(transaction.firstSequence) but the zone expects \(expected)",
-                    zone: name, expected: expected)
-            }
-            fresh.append(transaction)
-            expected = transaction.lastSequence &+ 1
-        }
+        var ledger = state.ledgers[replica] ?? ReplicaLedger()
+        let fresh = try ledger.check(transactions, user: user, replica: replica, zone: id)
         let log = state.log
         let epoch = state.info.epoch
+        if ledger.owner == nil {
+            // The replica's first push (or its first since owners were recorded): its owner is on
+            // disk before anything of it is acknowledged.
+            var owners = state.ledgers.compactMapValues(\.owner)
+            owners[replica] = user
+            try ZoneLedgerFiles.saveOwners(owners, in: Self.logDirectory(in: directory, for: state.info))
+            ledger.owner = user
+            zoneStates[id]?.ledgers[replica] = ledger
+        }
         if fresh.isEmpty {
             // A retry of what is already held. Its first answer may still be waiting for its sync:
             // answer only once everything submitted so far is durable.
             do {
                 try await log.flush()
             } catch {
-                markBroken(name, epoch: epoch, error: error)
-                throw ZoneStorageError(.storageFailure, "zone \(name): the log failed: \(error)", zone: name)
+                markBroken(id, epoch: epoch, error: error)
+                throw ZoneStorageError(.storageFailure, "zone \(id): the log failed: \(error)", zone: id.description)
             }
-            return AppendOutcome(epoch: epoch, position: log.endPosition, acknowledged: acknowledged, appended: 0)
+            return AppendOutcome(epoch: epoch, position: log.endPosition, acknowledged: ledger.acknowledged, appended: 0)
         }
-        // The check above and the submit below run without a suspension in between, so that no
-        // other push of this zone can interleave: the positions and the sequences are claimed here.
+        // The check above and the submit below run without a suspension in between (the owners
+        // file is written synchronously), so that no other push of this zone can interleave: the
+        // positions and the sequences are claimed here.
         let now = currentLogTimestamp()
         let durable = DurableSignal()
         let positions: Range<LogPosition>
         do {
             positions = try log.submit(fresh.map { LogEntry($0.bytes, timestamp: now) }) { durable.complete($0) }
         } catch let error as LogError where error.code == .entryTooLarge || error.code == .recordTooLarge {
-            throw ZoneStorageError(.tooLarge, "zone \(name): \(error.message)", zone: name)
+            throw ZoneStorageError(.tooLarge, "zone \(id): \(error.message)", zone: id.description)
         } catch {
-            markBroken(name, epoch: epoch, error: error)
-            throw ZoneStorageError(.storageFailure, "zone \(name): the log refused the append: \(error)", zone: name)
+            markBroken(id, epoch: epoch, error: error)
+            throw ZoneStorageError(.storageFailure, "zone \(id): the log refused the append: \(error)", zone: id.description)
         }
-        let highest = expected &- 1
-        zoneStates[name]?.acknowledged[replica] = highest
+        for (offset, transaction) in fresh.enumerated() {
+            ledger.hold(HeldTransaction(first: transaction.firstSequence, last: transaction.lastSequence,
+                                        position: positions.lowerBound + UInt64(offset), digest: transaction.digest))
+        }
+        zoneStates[id]?.ledgers[replica] = ledger
         switch await durable.wait() {
         case .success:
-            return AppendOutcome(epoch: epoch, position: positions.upperBound, acknowledged: highest, appended: fresh.count)
+            return AppendOutcome(epoch: epoch, position: positions.upperBound, acknowledged: ledger.acknowledged, appended: fresh.count)
         case .failure(let error):
-            markBroken(name, epoch: epoch, error: error)
-            throw ZoneStorageError(.storageFailure, "zone \(name): the append failed: \(error)", zone: name)
+            markBroken(id, epoch: epoch, error: error)
+            throw ZoneStorageError(.storageFailure, "zone \(id): the append failed: \(error)", zone: id.description)
         }
     }
 
-    public nonisolated func read(zone name: String, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
-        guard limit > 0 else { throw ZoneStorageError(.invalidArgument, "the limit must be positive, got \(limit)", zone: name) }
-        let (log, zoneEpoch) = try await readHandle(name)
+    public nonisolated func read(zone id: ZoneID, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
+        guard limit > 0 else { throw ZoneStorageError(.invalidArgument, "the limit must be positive, got \(limit)", zone: id.description) }
+        let (log, zoneEpoch) = try await readHandle(id)
         if let epoch, epoch != zoneEpoch {
-            throw ZoneStorageError(.zoneReset, "zone \(name) was reset: its epoch is \(Self.hex(zoneEpoch)), not \(Self.hex(epoch))", zone: name)
+            throw ZoneStorageError(.zoneReset, "zone \(id) was reset: its epoch is \(Self.hex(zoneEpoch)), not \(Self.hex(epoch))", zone: id.description)
         }
         let start = log.startPosition
         let end = log.endPosition
         guard position >= start else {
-            throw ZoneStorageError(.positionRetired, "zone \(name): position \(position) was retired; the log starts at \(start)", zone: name)
+            throw ZoneStorageError(.positionRetired, "zone \(id): position \(position) was retired; the log starts at \(start)", zone: id.description)
         }
         guard position <= end else {
-            throw ZoneStorageError(.positionBeyondEnd, "zone \(name): position \(position) is past the end of the log (\(end))", zone: name)
+            throw ZoneStorageError(.positionBeyondEnd, "zone \(id): position \(position) is past the end of the log (\(end))", zone: id.description)
         }
         let entries: [StoredEntry]
         do {
             entries = try log.entries(from: position, limit: limit)
         } catch {
             // Deleted (the log closed) or reset while reading?
-            guard let current = try await zone(named: name) else { throw Self.notFound(name) }
+            guard let current = try await zone(id) else { throw Self.notFound(id) }
             if current.epoch != zoneEpoch {
-                throw ZoneStorageError(.zoneReset, "zone \(name) was reset while it was read", zone: name)
+                throw ZoneStorageError(.zoneReset, "zone \(id) was reset while it was read", zone: id.description)
             }
-            throw ZoneStorageError(.storageFailure, "zone \(name): reading from position \(position) failed: \(error)", zone: name)
+            throw ZoneStorageError(.storageFailure, "zone \(id): reading from position \(position) failed: \(error)", zone: id.description)
         }
         let next = entries.last.map { $0.position + 1 } ?? position
         return ReadResult(epoch: zoneEpoch,
@@ -274,21 +279,28 @@ public actor EmbeddedZoneStorage: ZoneStorage {
                           nextPosition: next, moreComing: next < log.endPosition)
     }
 
-    public func endPosition(zone name: String) async throws(ZoneStorageError) -> UInt64 {
-        try await usableZone(name).log.endPosition
+    public func endPosition(zone id: ZoneID) async throws(ZoneStorageError) -> UInt64 {
+        try await usableZone(id).log.endPosition
     }
 
-    public func startPosition(zone name: String) async throws(ZoneStorageError) -> UInt64 {
-        try await usableZone(name).log.startPosition
+    public func startPosition(zone id: ZoneID) async throws(ZoneStorageError) -> UInt64 {
+        try await usableZone(id).log.startPosition
+    }
+
+    public func replicas(zone id: ZoneID) async throws(ZoneStorageError) -> [ReplicaInfo] {
+        try await usableZone(id).ledgers.map { ReplicaInfo(replica: $0.key, user: $0.value.owner, acknowledged: $0.value.acknowledged) }
+            .sorted { $0.replica < $1.replica }
     }
 
     /// Snapshots a zone's state (a `Strata` projection of its transactions) at the position
     /// `retaining` transactions before its end, and retires the log segments wholly below it.
     /// Clients whose change token points into retired history get `410 tokenExpired` and
-    /// bootstrap from ``snapshot(zone:)``.
+    /// bootstrap from ``snapshot(zone:)``. The digests of the transactions below the snapshot are
+    /// written first (`retired-digests`), so that retries of retired transactions are still
+    /// checked for forks.
     @discardableResult
-    public func compact(zone name: String, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot {
-        let state = try await usableZone(name)
+    public func compact(zone id: ZoneID, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot {
+        let state = try await usableZone(id)
         let log = state.log
         let end = log.endPosition
         let cutoff = end > retaining ? end - retaining : 0
@@ -310,29 +322,32 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             }
             let payload = builder.snapshotPayload()
             let info = try log.writeSnapshot(payload, position: cutoff)
+            try ZoneLedgerFiles.saveRetiredDigests(state.ledgers, below: cutoff, in: Self.logDirectory(in: directory, for: state.info))
             try log.retireSegments(coveredBy: info)
             try log.pruneSnapshots(keeping: 2)
-            logger.info("zone compacted", metadata: ["zone": "\(name)", "position": "\(cutoff)", "start": "\(log.startPosition)"])
+            logger.info("zone compacted", metadata: ["zone": "\(id)", "position": "\(cutoff)", "start": "\(log.startPosition)"])
             return ZoneSnapshot(epoch: state.info.epoch, position: cutoff, payload: payload)
+        } catch let error as ZoneStorageError {
+            throw error
         } catch {
-            throw ZoneStorageError(.storageFailure, "zone \(name): compaction failed: \(error)", zone: name)
+            throw ZoneStorageError(.storageFailure, "zone \(id): compaction failed: \(error)", zone: id.description)
         }
     }
 
     /// The zone's newest snapshot, or `nil` when it was never compacted.
-    public func snapshot(zone name: String) async throws(ZoneStorageError) -> ZoneSnapshot? {
-        let state = try await usableZone(name)
+    public func snapshot(zone id: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot? {
+        let state = try await usableZone(id)
         do {
             guard let snapshot = try state.log.latestValidSnapshot().snapshot else { return nil }
             return ZoneSnapshot(epoch: state.info.epoch, position: snapshot.info.position, payload: snapshot.payload)
         } catch {
-            throw ZoneStorageError(.storageFailure, "zone \(name): reading its snapshot failed: \(error)", zone: name)
+            throw ZoneStorageError(.storageFailure, "zone \(id): reading its snapshot failed: \(error)", zone: id.description)
         }
     }
 
     /// The highest sequence the zone holds for `replica` (0 when none).
-    public func acknowledged(zone name: String, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
-        try await usableZone(name).acknowledged[replica] ?? 0
+    public func acknowledged(zone id: ZoneID, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
+        try await usableZone(id).ledgers[replica]?.acknowledged ?? 0
     }
 
     public func close() async throws(ZoneStorageError) {
@@ -359,7 +374,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// Reads the catalog and opens every zone's log into `states` (which holds what was opened so
     /// far when this throws), then removes orphaned zone directories.
     private static func openZones(in directory: String, options: Options, logger: Logger,
-                                  into states: inout [String: ZoneState]) throws(ZoneStorageError) {
+                                  into states: inout [ZoneID: ZoneState]) throws(ZoneStorageError) {
         let catalogPath = DurableFile.join(directory, "zones.json")
         var infos: [ZoneInfo] = []
         if let bytes = try DurableFile.read(catalogPath) {
@@ -369,14 +384,16 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             } catch {
                 throw ZoneStorageError(.storageFailure, "\(catalogPath) is damaged: \(error)")
             }
-            guard catalog.formatVersion == catalogVersion else {
-                throw ZoneStorageError(.storageFailure, "\(catalogPath) has format version \(catalog.formatVersion); this server reads \(catalogVersion)")
+            // Format 1 has the same shape; its zone names were unique server-wide, which format 2
+            // no longer requires (zones are named by owner and name).
+            guard catalog.formatVersion == 1 || catalog.formatVersion == catalogVersion else {
+                throw ZoneStorageError(.storageFailure, "\(catalogPath) has format version \(catalog.formatVersion); this server reads 1 and \(catalogVersion)")
             }
             infos = catalog.zones
         }
         for info in infos {
-            guard ZoneInfo.isValidName(info.name), states[info.name] == nil else {
-                throw ZoneStorageError(.storageFailure, "\(catalogPath) names an invalid or duplicate zone \"\(info.name)\"")
+            guard ZoneInfo.isValidName(info.name), states[info.id] == nil else {
+                throw ZoneStorageError(.storageFailure, "\(catalogPath) names an invalid or duplicate zone \"\(info.id)\"")
             }
             var logOptions = options.log
             logOptions.create = false
@@ -393,8 +410,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
                 ])
             }
             do {
-                let acknowledged = try scanSequences(log, zone: info.name)
-                states[info.name] = ZoneState(info: info, log: log, acknowledged: acknowledged)
+                let ledgers = try scanLedgers(log, directory: path, zone: info.id)
+                states[info.id] = ZoneState(info: info, log: log, ledgers: ledgers)
             } catch {
                 Task { try? await log.close() }
                 throw error
@@ -413,13 +430,13 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         if closed { throw ZoneStorageError(.storageFailure, "the storage in \(directory) is closed") }
     }
 
-    private func readHandle(_ name: String) async throws(ZoneStorageError) -> (SegmentLog, UInt64) {
+    private func readHandle(_ name: ZoneID) async throws(ZoneStorageError) -> (SegmentLog, UInt64) {
         let state = try await usableZone(name)
         return (state.log, state.info.epoch)
     }
 
     /// The zone's state, its log reopened first when an earlier append failed.
-    private func usableZone(_ name: String) async throws(ZoneStorageError) -> ZoneState {
+    private func usableZone(_ name: ZoneID) async throws(ZoneStorageError) -> ZoneState {
         try checkOpen()
         guard let state = zoneStates[name] else { throw Self.notFound(name) }
         guard state.broken else { return state }
@@ -434,19 +451,19 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         try checkOpen()
         guard let recovered = zoneStates[name] else { throw Self.notFound(name) }
         guard !recovered.broken else {
-            throw ZoneStorageError(.storageFailure, "zone \(name): its log failed and could not be reopened (see the server log)", zone: name)
+            throw ZoneStorageError(.storageFailure, "zone \(name): its log failed and could not be reopened (see the server log)", zone: name.description)
         }
         return recovered
     }
 
-    private func markBroken(_ name: String, epoch: UInt64, error: any Error) {
+    private func markBroken(_ name: ZoneID, epoch: UInt64, error: any Error) {
         guard zoneStates[name]?.info.epoch == epoch, zoneStates[name]?.broken == false else { return }
         logger.error("zone log failed; it is reopened on next use", metadata: ["zone": "\(name)", "error": "\(error)"])
         zoneStates[name]?.broken = true
     }
 
     /// Closes and reopens a failed log and rebuilds the zone's sequences from what is durable.
-    private func recover(_ name: String, epoch: UInt64) async {
+    private func recover(_ name: ZoneID, epoch: UInt64) async {
         defer { recoveries[name] = nil }
         guard let state = zoneStates[name], state.info.epoch == epoch, state.broken else { return }
         try? await state.log.close()
@@ -454,9 +471,10 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         do {
             var logOptions = options.log
             logOptions.create = false
-            let log = try SegmentLog.open(at: Self.logDirectory(in: directory, for: current.info), options: logOptions)
-            let acknowledged = try Self.scanSequences(log, zone: name)
-            zoneStates[name] = ZoneState(info: current.info, log: log, acknowledged: acknowledged)
+            let path = Self.logDirectory(in: directory, for: current.info)
+            let log = try SegmentLog.open(at: path, options: logOptions)
+            let ledgers = try Self.scanLedgers(log, directory: path, zone: name)
+            zoneStates[name] = ZoneState(info: current.info, log: log, ledgers: ledgers)
             logger.info("zone log reopened", metadata: ["zone": "\(name)", "end": "\(log.endPosition)"])
         } catch {
             logger.error("zone log could not be reopened", metadata: ["zone": "\(name)", "error": "\(error)"])
@@ -464,7 +482,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     }
 
     private func writeCatalog() throws(ZoneStorageError) {
-        let catalog = Catalog(formatVersion: Self.catalogVersion, zones: zoneStates.values.map(\.info).sorted { $0.name < $1.name })
+        let catalog = Catalog(formatVersion: Self.catalogVersion, zones: zoneStates.values.map(\.info).sorted { $0.id < $1.id })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data
@@ -476,37 +494,50 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         try DurableFile.writeAtomically(Array(data), to: DurableFile.join(directory, "zones.json"))
     }
 
-    /// The highest sequence of every replica in a zone's log.
-    private static func scanSequences(_ log: SegmentLog, zone: String) throws(ZoneStorageError) -> [ReplicaID: UInt64] {
-        var acknowledged: [ReplicaID: UInt64] = [:]
-        // History retired by compaction is summed up in the newest snapshot.
+    /// Every replica's ledger: owners from `replicas.json`, digests of retired transactions from
+    /// `retired-digests`, and the rest from the log's entries. History retired by an older server
+    /// (no digests kept) is summed up by the snapshot: its sequences count as held, unchecked.
+    private static func scanLedgers(_ log: SegmentLog, directory: String, zone: ZoneID) throws(ZoneStorageError) -> [ReplicaID: ReplicaLedger] {
+        var ledgers: [ReplicaID: ReplicaLedger] = [:]
+        for (replica, owner) in try ZoneLedgerFiles.loadOwners(in: directory, zone: zone) {
+            ledgers[replica, default: ReplicaLedger()].owner = owner
+        }
         if log.startPosition > 0 {
+            let retired = try ZoneLedgerFiles.loadRetiredDigests(in: directory, zone: zone)
+            for (replica, held) in retired?.held ?? [] { ledgers[replica, default: ReplicaLedger()].hold(held) }
             guard let snapshot = try? log.latestValidSnapshot().snapshot,
                   let builder = try? ProjectionBuilder(snapshot: snapshot.payload) else {
-                throw ZoneStorageError(.storageFailure, "zone \(zone): its history before position \(log.startPosition) was retired but no valid snapshot covers it", zone: zone)
+                throw ZoneStorageError(.storageFailure, "zone \(zone): its history before position \(log.startPosition) was retired but no valid snapshot covers it", zone: zone.description)
             }
-            acknowledged = builder.contiguousSequences()
+            if retired == nil || (retired?.cutoff ?? 0) < snapshot.info.position {
+                for (replica, contiguous) in builder.contiguousSequences() {
+                    ledgers[replica, default: ReplicaLedger()].uncheckedThrough = contiguous
+                    ledgers[replica, default: ReplicaLedger()].acknowledged = max(ledgers[replica]?.acknowledged ?? 0, contiguous)
+                }
+            }
         }
         do {
             var cursor = try log.records(from: log.startPosition)
             while let record = try cursor.next() {
                 for entry in record.entries {
-                    let transaction: TransactionRecord
+                    let header: TransactionHeader
                     do {
-                        transaction = try TransactionRecord(decoding: entry.payload)
+                        header = try TransactionHeader(decoding: entry.payload, position: entry.position)
                     } catch {
-                        throw ZoneStorageError(.storageFailure, "zone \(zone): the transaction at position \(entry.position) does not decode: \(error)", zone: zone)
+                        throw ZoneStorageError(.storageFailure, "zone \(zone): the transaction at position \(entry.position) does not decode: \(error)", zone: zone.description)
                     }
-                    guard let last = transaction.sequences?.upperBound else { continue }
-                    acknowledged[transaction.replica] = max(acknowledged[transaction.replica] ?? 0, last)
+                    guard header.eventCount > 0 else { continue }
+                    ledgers[header.replica, default: ReplicaLedger()].hold(HeldTransaction(
+                        first: header.firstSequence, last: header.firstSequence + header.eventCount - 1,
+                        position: entry.position, digest: TransactionDigest(of: entry.payload)))
                 }
             }
         } catch let error as ZoneStorageError {
             throw error
         } catch {
-            throw ZoneStorageError(.storageFailure, "zone \(zone): reading its log failed: \(error)", zone: zone)
+            throw ZoneStorageError(.storageFailure, "zone \(zone): reading its log failed: \(error)", zone: zone.description)
         }
-        return acknowledged
+        return ledgers
     }
 
     private static func logDirectoryName(for info: ZoneInfo) -> String {
@@ -522,8 +553,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         return String(repeating: "0", count: 16 - digits.count) + digits
     }
 
-    private static func notFound(_ name: String) -> ZoneStorageError {
-        ZoneStorageError(.zoneNotFound, "no zone named \(name)", zone: name)
+    private static func notFound(_ id: ZoneID) -> ZoneStorageError {
+        ZoneStorageError(.zoneNotFound, "user \(id.owner) has no zone named \(id.name)", zone: id.description)
     }
 }
 

@@ -12,36 +12,45 @@ public import Strata
 /// exactly-once rule of ``append(zone:replica:transactions:)`` atomic: two concurrent pushes of
 /// the same batch append it once.
 public protocol ZoneStorage: Sendable {
-    /// Creates a zone with a fresh random epoch and an empty log.
+    /// Creates a zone with a fresh random epoch and an empty log, in its owner's namespace
+    /// (`id.owner` is the creator).
     ///
-    /// - Throws: ``ZoneStorageError/Code/zoneExists`` when the name is taken,
-    ///   ``ZoneStorageError/Code/invalidArgument`` for an invalid name.
-    func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo
+    /// - Throws: ``ZoneStorageError/Code/zoneExists`` when the owner already has a zone of that
+    ///   name, ``ZoneStorageError/Code/invalidArgument`` for an invalid name.
+    func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo
 
-    /// The zone named `name`, or `nil` when there is none.
-    func zone(named name: String) async throws(ZoneStorageError) -> ZoneInfo?
+    /// The zone `id`, or `nil` when there is none.
+    func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo?
 
-    /// Every zone, sorted by name.
+    /// Every zone, sorted by owner then name.
     func zones() async throws(ZoneStorageError) -> [ZoneInfo]
 
-    /// Replaces the access rule and grants of the zone named `name` (its owner and epoch never
-    /// change) and returns the zone as stored.
-    func updateZone(named name: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo
+    /// Replaces the access rule and grants of a zone (its owner, name and epoch never change)
+    /// and returns the zone as stored.
+    func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo
 
     /// Deletes a zone and its log. A zone later created with the same name gets a new epoch.
-    func deleteZone(named name: String) async throws(ZoneStorageError)
+    func deleteZone(_ id: ZoneID) async throws(ZoneStorageError)
 
-    /// Appends a push: transactions of one replica, in order.
+    /// Appends a push by `user`: transactions of one replica, in order.
     ///
-    /// Transactions whose last sequence is at most what the storage already holds for the replica
-    /// (`acknowledged`) are skipped; the first one not skipped must start at `acknowledged + 1`
-    /// and each following one right after its predecessor, else nothing is appended and
-    /// ``ZoneStorageError/Code/sequenceGap`` says which sequence was expected. What remains is
-    /// appended atomically (all or nothing, as one log record), one log entry per transaction.
+    /// The rules, checked atomically with the append:
+    /// - A replica belongs to the user who first pushed it to the zone; a push of another user's
+    ///   replica throws ``ZoneStorageError/Code/replicaNotYours`` and changes nothing.
+    /// - Transactions the zone already holds under the same sequences are skipped when their
+    ///   bytes are the same (a retry); when they differ (or their boundaries do), nothing is
+    ///   appended and ``ZoneStorageError/Code/replicaForked`` names the first sequence that
+    ///   differs (``ZoneStorageError/sequence``).
+    /// - The first transaction not held must start right after the highest sequence held, and
+    ///   each following one right after its predecessor, else nothing is appended and
+    ///   ``ZoneStorageError/Code/sequenceGap`` says which sequence was expected.
+    ///
+    /// What remains is appended atomically (all or nothing, as one log record), one log entry per
+    /// transaction, and is durable when this returns.
     ///
     /// - Returns: the zone's epoch, the position after the append (or the current end when
-    ///   everything was skipped) and the highest sequence now held for the replica.
-    func append(zone: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome
+    ///   everything was held) and the highest sequence now held for the replica.
+    func append(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome
 
     /// At most `limit` transactions from position `position` on.
     ///
@@ -51,20 +60,40 @@ public protocol ZoneStorage: Sendable {
     /// - Throws: ``ZoneStorageError/Code/positionRetired`` when `position` is before
     ///   ``startPosition(zone:)``, ``ZoneStorageError/Code/positionBeyondEnd`` when it is after
     ///   ``endPosition(zone:)``.
-    func read(zone: String, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult
+    func read(zone: ZoneID, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult
 
     /// The position after the zone's last durable transaction.
-    func endPosition(zone: String) async throws(ZoneStorageError) -> UInt64
+    func endPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64
 
     /// The first position the zone's log still holds (earlier ones were retired).
-    func startPosition(zone: String) async throws(ZoneStorageError) -> UInt64
+    func startPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64
+
+    /// Every replica the zone holds events of: the user it belongs to (`nil` for history written
+    /// before owners were recorded) and the highest sequence held.
+    func replicas(zone: ZoneID) async throws(ZoneStorageError) -> [ReplicaInfo]
 
     /// Makes everything durable and releases the storage's resources; later calls fail.
     func close() async throws(ZoneStorageError)
 
     /// The zone's newest snapshot (its state at a position, as a `Strata` projection snapshot
     /// payload), or `nil` when it was never compacted.
-    func snapshot(zone: String) async throws(ZoneStorageError) -> ZoneSnapshot?
+    func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot?
+}
+
+/// A replica as a zone knows it: who pushed its events, and how far.
+public struct ReplicaInfo: Sendable, Hashable {
+    public var replica: ReplicaID
+    /// The user the replica belongs to (the first who pushed it); `nil` for a replica found in
+    /// history written before the server recorded owners.
+    public var user: String?
+    /// The highest sequence of the replica the zone holds.
+    public var acknowledged: UInt64
+
+    public init(replica: ReplicaID, user: String?, acknowledged: UInt64) {
+        self.replica = replica
+        self.user = user
+        self.acknowledged = acknowledged
+    }
 }
 
 /// A zone's state at a log position, for clients whose change token has expired.
@@ -83,23 +112,30 @@ public struct ZoneSnapshot: Sendable, Hashable {
 }
 
 extension ZoneStorage {
+    /// Creates a zone in `owner`'s namespace.
+    public func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        try await createZone(ZoneID(owner: owner, name: name), access: access, grants: grants)
+    }
+
     /// At most `limit` transactions from position `position` on, whatever the zone's epoch.
-    public func read(zone: String, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
+    public func read(zone: ZoneID, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
         try await read(zone: zone, epoch: nil, after: position, limit: limit)
     }
 }
 
-/// One transaction of a push: its encoding (``TransactionRecord/encoded()``) and the sequence
-/// numbers of its first and last event.
+/// One transaction of a push: its encoding (``TransactionRecord/encoded()``), the sequence
+/// numbers of its first and last event, and the digest the exactly-once check compares.
 public struct PushedTransaction: Sendable, Hashable {
-    public var bytes: [UInt8]
-    public var firstSequence: UInt64
-    public var lastSequence: UInt64
+    public let bytes: [UInt8]
+    public let firstSequence: UInt64
+    public let lastSequence: UInt64
+    public let digest: TransactionDigest
 
     public init(bytes: [UInt8], firstSequence: UInt64, lastSequence: UInt64) {
         self.bytes = bytes
         self.firstSequence = firstSequence
         self.lastSequence = lastSequence
+        self.digest = TransactionDigest(of: bytes)
     }
 
     /// The encoding of `record` with its sequences; `nil` for a transaction without events.

@@ -20,6 +20,12 @@ public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertib
         public static let zoneReset = Code("zoneReset")
         /// A push skips sequence numbers; ``ZoneStorageError/expected`` says which one comes next.
         public static let sequenceGap = Code("sequenceGap")
+        /// A push of a replica that belongs to another user.
+        public static let replicaNotYours = Code("replicaNotYours")
+        /// A push whose transaction differs from the one the zone holds under the same replica
+        /// and sequences (a copied or restored store); ``ZoneStorageError/sequence`` is the first
+        /// sequence that differs.
+        public static let replicaForked = Code("replicaForked")
         /// A read position before the first one the log still holds.
         public static let positionRetired = Code("positionRetired")
         /// A read position after the end of the log.
@@ -38,12 +44,15 @@ public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertib
     public var zone: String?
     /// For ``Code/sequenceGap``: the sequence the storage expects next for the replica.
     public var expected: UInt64?
+    /// For ``Code/replicaForked``: the first sequence whose transaction differs from the zone's.
+    public var sequence: UInt64?
 
-    public init(_ code: Code, _ message: String, zone: String? = nil, expected: UInt64? = nil) {
+    public init(_ code: Code, _ message: String, zone: String? = nil, expected: UInt64? = nil, sequence: UInt64? = nil) {
         self.code = code
         self.message = message
         self.zone = zone
         self.expected = expected
+        self.sequence = sequence
     }
 
     public var description: String {

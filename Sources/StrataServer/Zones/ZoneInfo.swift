@@ -37,6 +37,9 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
     /// The zone's epoch (see the type's discussion).
     public var epoch: UInt64
 
+    /// The zone's identity: its owner and name.
+    public var id: ZoneID { ZoneID(owner: owner, name: name) }
+
     public init(name: String, owner: String, access: ZoneAccess = .private, grants: [String: ZoneGrant] = [:], epoch: UInt64) {
         self.name = name
         self.owner = owner

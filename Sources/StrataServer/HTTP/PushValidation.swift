@@ -1,0 +1,47 @@
+public import Strata
+
+/// The checks of a push body that need no storage: every frame a transaction of one replica with
+/// events, and no event stamped further ahead of the server's clock than it accepts. The HTTP
+/// endpoint and in-process transports (simulations) share them, so both refuse the same pushes
+/// with the same errors.
+public enum PushValidation {
+    /// The replica and the transactions of a push, or the error to answer.
+    ///
+    /// - Parameters:
+    ///   - frames: the push body's frames (encoded transactions).
+    ///   - now: the server's time in milliseconds since 1970.
+    ///   - maxClockOffset: how far ahead of `now` an event's timestamp may be.
+    /// - Throws: ``ServerError`` — `badRequest` for a malformed push, `clockSkew` (with the
+    ///   server's time and the offset) for an event stamped too far ahead.
+    public static func validate(_ frames: [[UInt8]], now: UInt64, maxClockOffset: Duration) throws(ServerError) -> (replica: ReplicaID, transactions: [PushedTransaction]) {
+        guard !frames.isEmpty else { throw ServerError(.badRequest, "the push body holds no transaction") }
+        let maxOffset = UInt64(max(0, maxClockOffset / .milliseconds(1)))
+        var replica: ReplicaID?
+        var transactions: [PushedTransaction] = []
+        transactions.reserveCapacity(frames.count)
+        for (index, bytes) in frames.enumerated() {
+            let record: TransactionRecord
+            do {
+                record = try TransactionRecord(decoding: bytes)
+            } catch {
+                throw ServerError(.badRequest, "frame \(index) is not a transaction: \(error)")
+            }
+            guard let sequences = record.sequences else {
+                throw ServerError(.badRequest, "frame \(index) is a transaction without events")
+            }
+            if let replica, replica != record.replica {
+                throw ServerError(.badRequest, "frame \(index) is of replica \(record.replica) but frame 0 of \(replica): a push holds the transactions of one replica")
+            }
+            replica = record.replica
+            if let newest = record.events.map(\.hlc).max(), newest.milliseconds > now &+ maxOffset {
+                throw ServerError(
+                    .clockSkew,
+                    "frame \(index) (replica \(record.replica), sequences \(sequences.lowerBound)...\(sequences.upperBound)) holds an event stamped \(newest.milliseconds) ms since 1970, \(newest.milliseconds &- now) ms ahead of the server's clock (\(now)); at most \(maxOffset) ms are accepted — check the device's clock",
+                    sequence: sequences.lowerBound, serverTime: now, maxOffset: maxOffset)
+            }
+            transactions.append(PushedTransaction(bytes: bytes, firstSequence: sequences.lowerBound, lastSequence: sequences.upperBound))
+        }
+        guard let replica else { throw ServerError(.badRequest, "the push body holds no transaction") }
+        return (replica, transactions)
+    }
+}
