@@ -113,6 +113,8 @@ let package = Package(
             dependencies: [
                 "StrataSync", "StrataServer", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
     ]

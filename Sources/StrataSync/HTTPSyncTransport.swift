@@ -22,6 +22,14 @@ public struct HTTPSyncTransport: SyncTransport {
         self.client = client
     }
 
+    /// The URL of a zone's endpoint (`suffix` after `v1/zones/{name}`), naming the owner when the
+    /// zone is another user's.
+    func url(_ zone: ZoneReference, _ suffix: String = "", query: [(String, String)] = []) -> String {
+        var query = query
+        if let owner = zone.owner { query.append(("owner", owner)) }
+        return url("v1/zones/\(zone.name)" + suffix, query: query)
+    }
+
     func url(_ path: String, query: [(String, String)] = []) -> String {
         var components = URLComponents(url: server.appendingPathComponent(path), resolvingAgainstBaseURL: false)
         if !query.isEmpty { components?.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
@@ -53,6 +61,9 @@ public struct HTTPSyncTransport: SyncTransport {
                 var code: String
                 var message: String
                 var expected: UInt64?
+                var sequence: UInt64?
+                var serverTime: UInt64?
+                var maxOffset: UInt64?
             }
             var error: Body
         }
@@ -61,16 +72,21 @@ public struct HTTPSyncTransport: SyncTransport {
             return SyncError(.transport, "unexpected answer \(status): \(String(decoding: body.prefix(200), as: UTF8.self))", status: status, retryAfter: retryAfter)
         }
         return SyncError(SyncError.Code(envelope.error.code), envelope.error.message, status: status,
-                         expectedSequence: envelope.error.expected, retryAfter: retryAfter)
+                         expectedSequence: envelope.error.expected, retryAfter: retryAfter, sequence: envelope.error.sequence,
+                         serverTime: envelope.error.serverTime, maxOffset: envelope.error.maxOffset)
     }
 
-    public func ensureZone(_ zone: String) async throws {
-        var request = HTTPClientRequest(url: url("v1/zones/\(zone)"))
+    public func ensureZone(_ zone: ZoneReference) async throws {
+        var request = HTTPClientRequest(url: url(zone))
         request.method = .GET
         do {
-            _ = try await send(request)
-        } catch let error as SyncError where error.code == .zoneNotFound {
-            var create = HTTPClientRequest(url: url("v1/zones/\(zone)"))
+            let (_, body) = try await send(request)
+            struct Description: Decodable { var owner: String }
+            if let owner = zone.owner, let described = try? JSONDecoder().decode(Description.self, from: Data(body)), described.owner != owner {
+                throw SyncError(.malformedResponse, "asked for \(owner)'s zone \(zone.name), the server answered with \(described.owner)'s")
+            }
+        } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil {
+            var create = HTTPClientRequest(url: url(zone))
             create.method = .PUT
             create.headers.add(name: "Content-Type", value: "application/json")
             create.body = .bytes(Array(#"{"access":"private"}"#.utf8))
@@ -78,8 +94,8 @@ public struct HTTPSyncTransport: SyncTransport {
         }
     }
 
-    public func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult {
-        var request = HTTPClientRequest(url: url("v1/zones/\(zone)/push"))
+    public func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+        var request = HTTPClientRequest(url: url(zone, "/push"))
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-strata-transactions")
         request.body = .bytes(Frames.encode(transactions))
@@ -94,11 +110,11 @@ public struct HTTPSyncTransport: SyncTransport {
         return PushResult(token: answer.token, acknowledged: answer.acknowledged)
     }
 
-    public func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+    public func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
         var query = [("limit", String(limit))]
         if let token, !token.isEmpty { query.append(("after", token)) }
         if let wait { query.append(("wait", String(wait.components.seconds))) }
-        var request = HTTPClientRequest(url: url("v1/zones/\(zone)/changes", query: query))
+        var request = HTTPClientRequest(url: url(zone, "/changes", query: query))
         request.method = .GET
         let (response, body) = try await send(request, extra: wait ?? .zero)
         guard let next = response.headers.first(name: "Strata-Next-Token") else {
@@ -108,8 +124,8 @@ public struct HTTPSyncTransport: SyncTransport {
         return PullResult(transactions: try Frames.decode(body), nextToken: next, moreComing: more)
     }
 
-    public func snapshot(zone: String) async throws -> ZoneSnapshotPayload? {
-        var request = HTTPClientRequest(url: url("v1/zones/\(zone)/snapshot"))
+    public func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
+        var request = HTTPClientRequest(url: url(zone, "/snapshot"))
         request.method = .GET
         do {
             let (response, body) = try await send(request)
@@ -120,5 +136,23 @@ public struct HTTPSyncTransport: SyncTransport {
         } catch let error as SyncError where error.code == SyncError.Code("notFound") {
             return nil
         }
+    }
+
+    public func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {
+        var request = HTTPClientRequest(url: url(zone, "/replicas"))
+        request.method = .GET
+        let (_, body) = try await send(request)
+        struct Answer: Decodable {
+            struct Entry: Decodable {
+                var replica: ReplicaID
+                var user: String?
+                var acknowledged: UInt64
+            }
+            var replicas: [Entry]
+        }
+        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(body)) else {
+            throw SyncError(.malformedResponse, "replicas answer is not {replicas: [{replica, user, acknowledged}]}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+        return answer.replicas.map { ReplicaAuthor(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }
     }
 }

@@ -1,42 +1,77 @@
 import Foundation
-import Strata
+public import Strata
+import StrataLog
 
-/// How far a store has synced with one zone: the last change token it applied, and the highest
-/// of its own sequences the server has acknowledged. Kept in `sync-<zone>.json` in the store's
-/// directory, replaced atomically (temporary file, fsync, rename) after every step, so a restart
-/// resumes with nothing lost and nothing applied twice.
+/// How far a store has synced with one zone: the last change token it applied, the replica it
+/// pushes as, and the highest of that replica's sequences the server has acknowledged. Kept in
+/// `sync-<zone>.json` (`sync-<zone>@<owner>.json` for another user's zone) in the store's
+/// directory, replaced atomically (temporary file, fsync, rename, fsync of the directory) after
+/// every step, so a restart resumes with nothing lost and nothing applied twice.
+///
+/// The acknowledged count belongs to `replica`: a cursor of another replica (the store forked,
+/// or took a new replica ID because its log was lost) starts again from 0, and the server's
+/// exactly-once check skips what it already holds.
 public struct SyncCursor: Codable, Sendable, Hashable {
     public var token: String?
     public var acknowledged: UInt64
+    /// The replica `acknowledged` counts; `nil` in cursors written before it was recorded.
+    public var replica: ReplicaID?
+    /// The ID of the store's log the token was applied to; `nil` in cursors written before it was
+    /// recorded. A store whose log was lost (or replaced) holds none of what the token says it
+    /// applied, so a cursor of another log starts over from the beginning of the zone.
+    public var logID: String?
 
-    public init(token: String? = nil, acknowledged: UInt64 = 0) {
+    public init(token: String? = nil, acknowledged: UInt64 = 0, replica: ReplicaID? = nil, logID: String? = nil) {
         self.token = token
         self.acknowledged = acknowledged
+        self.replica = replica
+        self.logID = logID
     }
 
-    static func path(store: Store, zone: String) -> String {
-        store.directory + "/sync-\(zone).json"
+    static func path(store: Store, zone: ZoneReference) -> String {
+        store.directory + "/" + fileName(zone)
     }
 
-    static func load(store: Store, zone: String) throws -> SyncCursor {
+    /// The cursor's file name; the owner's name is kept to file-name-safe characters.
+    static func fileName(_ zone: ZoneReference) -> String {
+        guard let owner = zone.owner else { return "sync-\(zone.name).json" }
+        let safe = owner.unicodeScalars.map { scalar -> String in
+            let c = Character(scalar)
+            return c.isASCII && (c.isLetter || c.isNumber || c == "." || c == "_" || c == "-") ? String(c) : String(format: "%%%02X", scalar.value)
+        }.joined()
+        return "sync-\(zone.name)@\(safe).json"
+    }
+
+    static func load(store: Store, zone: ZoneReference) throws -> SyncCursor {
         let path = path(store: store, zone: zone)
-        guard FileManager.default.fileExists(atPath: path) else { return SyncCursor() }
+        let identity = store.identity
+        guard FileManager.default.fileExists(atPath: path) else { return SyncCursor(replica: identity.replicaID, logID: identity.logID) }
         guard let data = FileManager.default.contents(atPath: path),
-              let cursor = try? JSONDecoder().decode(SyncCursor.self, from: data) else {
+              var cursor = try? JSONDecoder().decode(SyncCursor.self, from: data) else {
             throw SyncError(.store, "the sync cursor \(path) is damaged")
         }
+        if let logID = cursor.logID, logID != identity.logID {
+            cursor = SyncCursor()
+        }
+        cursor.logID = identity.logID
+        cursor.bind(to: identity.replicaID)
         return cursor
     }
 
-    func save(store: Store, zone: String) throws {
+    /// Makes the cursor count `replica`'s sequences: a cursor of another replica (or of none)
+    /// forgets its acknowledged count (the server's exactly-once check skips what it holds).
+    mutating func bind(to replica: ReplicaID) {
+        if self.replica != replica {
+            acknowledged = 0
+            self.replica = replica
+        }
+    }
+
+    func save(store: Store, zone: ZoneReference) throws {
         let path = Self.path(store: store, zone: zone)
-        let temporary = path + ".tmp"
         do {
-            try JSONEncoder().encode(self).write(to: URL(fileURLWithPath: temporary))
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: temporary))
-            try handle.synchronize()
-            try handle.close()
-            guard rename(temporary, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
+            let data = try JSONEncoder().encode(self)
+            try FileSystem.writeAtomically(Array(data), to: path)
         } catch {
             throw SyncError(.store, "cannot save the sync cursor \(path): \(error)")
         }

@@ -25,6 +25,10 @@ public struct SyncReport: Sendable, Hashable {
     public var appliedEvents = 0
     /// Times the engine had to bootstrap from the zone's snapshot (its token had expired).
     public var bootstraps = 0
+    /// Replica forks this sync made: the store was a copy (or restored), its replica belonged to
+    /// another user, or its edits were stamped by a wrong clock; each took a new replica ID and
+    /// re-authored what the server did not hold.
+    public var forks: [ReplicaFork] = []
     public var token: String?
 }
 
@@ -42,6 +46,9 @@ public struct SyncOptions: Sendable {
     public var initialBackoff: Duration = .milliseconds(100)
     public var maxBackoff: Duration = .seconds(10)
     public var logger = Logger(label: "strata.sync")
+    /// The device's wall clock in milliseconds since 1970 (injected by simulations), compared with
+    /// the server's time when it refuses a push for clock skew.
+    public var wallClock: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
 
     public init() {}
 }
@@ -54,9 +61,22 @@ public struct SyncOptions: Sendable {
 /// try await engine.sync()          // once
 /// await engine.start()             // keep going with long polls, until stop()
 /// ```
+///
+/// What the engine does when the server refuses a push:
+/// - `replicaForked` (this store is a copy of another, or restored from a backup, and both wrote
+///   under the same replica) and `replicaNotYours` (the replica belongs to another user): the
+///   store forks — takes a new replica ID and re-authors every transaction the server does not
+///   hold (``Store/fork(keepingThrough:reason:restamp:)``) — and pushes again. Nothing is lost.
+/// - `clockSkew` (the device's clock is ahead of the server's by more than it accepts): the edits
+///   stay pending, the pull still runs, and the sync ends with the typed error. Once the
+///   device's clock agrees with the server's again, the pending edits are re-stamped (a fork
+///   with fresh timestamps) and pushed.
 public actor SyncEngine {
     public let store: Store
+    /// The zone's name.
     public let zone: String
+    /// The zone as named to the server (its owner when it is another user's).
+    public let zoneReference: ZoneReference
     let transport: any SyncTransport
     let options: SyncOptions
     private var cursor: SyncCursor
@@ -66,17 +86,24 @@ public actor SyncEngine {
     private var zoneEnsured = false
 
     /// An engine over HTTP.
-    public init(store: Store, server: URL, zone: String, credentials: String, options: SyncOptions = SyncOptions()) throws {
-        try self.init(store: store, transport: HTTPSyncTransport(server: server, bearer: credentials), zone: zone, options: options)
+    ///
+    /// - Parameters:
+    ///   - zone: the zone's name.
+    ///   - owner: the zone's owner when it is another user's (shared with the caller, or public);
+    ///     `nil` for the caller's own zone, which is created when it does not exist. Another
+    ///     user's zone is never created, and never used unless named with its owner.
+    public init(store: Store, server: URL, zone: String, owner: String? = nil, credentials: String, options: SyncOptions = SyncOptions()) throws {
+        try self.init(store: store, transport: HTTPSyncTransport(server: server, bearer: credentials), zone: zone, owner: owner, options: options)
     }
 
     /// An engine over any transport (simulations use an in-process one).
-    public init(store: Store, transport: any SyncTransport, zone: String, options: SyncOptions = SyncOptions()) throws {
+    public init(store: Store, transport: any SyncTransport, zone: String, owner: String? = nil, options: SyncOptions = SyncOptions()) throws {
         self.store = store
         self.transport = transport
         self.zone = zone
+        self.zoneReference = ZoneReference(zone, owner: owner)
         self.options = options
-        self.cursor = try SyncCursor.load(store: store, zone: zone)
+        self.cursor = try SyncCursor.load(store: store, zone: zoneReference)
         self.status = SyncStatus(phase: .idle, pending: 0, pushed: 0, pulled: 0, lastError: nil)
     }
 
@@ -109,11 +136,20 @@ public actor SyncEngine {
         var report = SyncReport()
         do {
             if !zoneEnsured {
-                try await retrying { try await self.transport.ensureZone(self.zone) }
+                try await retrying { try await self.transport.ensureZone(self.zoneReference) }
                 zoneEnsured = true
             }
-            try await pushAll(&report)
+            // A push the server refuses for the device's clock leaves the edits pending; the pull
+            // still runs, and the sync then reports why they wait.
+            var deferred: SyncError?
+            do {
+                try await pushAll(&report)
+            } catch let error as SyncError where error.code == .clockSkew {
+                deferred = error
+            }
             try await pullAll(wait: nil, &report)
+            await refreshAuthors(report)
+            if let deferred { throw deferred }
             update { $0.phase = .idle; $0.lastError = nil }
         } catch let error as SyncError {
             update { $0.phase = .idle; $0.lastError = error }
@@ -193,9 +229,10 @@ public actor SyncEngine {
     // MARK: Push and pull
 
     private func unpushed() throws -> [TransactionRecord] {
+        let replica = store.replicaID
         do {
             return try store.transactions(forSync: true).map(\.transaction).filter { transaction in
-                transaction.replica == store.replicaID && (transaction.sequences?.upperBound ?? 0) > cursor.acknowledged
+                transaction.replica == replica && (transaction.sequences?.upperBound ?? 0) > cursor.acknowledged
             }
         } catch {
             throw SyncError(.store, "cannot read the store's log: \(error)")
@@ -203,39 +240,111 @@ public actor SyncEngine {
     }
 
     private func pushAll(_ report: inout SyncReport) async throws {
+        cursor.bind(to: store.replicaID)
         var pending = try unpushed()
         update { $0.phase = .pushing; $0.pending = pending.count }
+        var batchLimit = max(1, options.pushBatchSize)
+        var forks = 0
+        var restamped = false
         while !pending.isEmpty {
-            let batch = Array(pending.prefix(options.pushBatchSize))
+            let batch = Array(pending.prefix(batchLimit))
             let result: PushResult
             do {
-                result = try await retrying { try await self.transport.push(zone: self.zone, transactions: batch.map { $0.encoded() }) }
+                result = try await retrying { try await self.transport.push(zone: self.zoneReference, transactions: batch.map { $0.encoded() }) }
             } catch let error as SyncError where error.code == .sequenceGap {
                 // The server holds a different amount of our history than the cursor says (a lost
                 // cursor, say): go on from what it expects.
+                // (A gap always means the server holds less than the push assumed: a push over
+                // sequences it holds is checked against them instead.)
                 guard let expected = error.expectedSequence, expected >= 1 else { throw error }
-                cursor.acknowledged = expected - 1
-                try cursor.save(store: store, zone: zone)
+                cursor.acknowledged = min(cursor.acknowledged, expected - 1)
+                try cursor.save(store: store, zone: zoneReference)
                 pending = try unpushed()
                 continue
-            } catch let error as SyncError where error.code == .tooLarge && batch.count > 1 {
-                // Split: fewer transactions per push from now on.
+            } catch let error as SyncError where error.code == .tooLarge {
+                // Fewer transactions per push, down to one; a single transaction the server cannot
+                // take is named.
+                guard batch.count > 1 else {
+                    let sequences = batch.first?.sequences.map { "\($0.lowerBound)...\($0.upperBound)" } ?? "?"
+                    throw SyncError(.tooLarge, "the transaction of replica \(store.replicaID) with sequences \(sequences) is larger than the server accepts: \(error.message)", status: error.status)
+                }
+                batchLimit = max(1, batch.count / 2)
+                continue
+            } catch let error as SyncError where error.code == .replicaForked || error.code == .replicaNotYours {
+                // Another store wrote under our replica ID (we are a copy, or restored from a
+                // backup), or the replica is another user's: take a new replica ID and re-author
+                // what the server does not hold. Bounded, so a confused server cannot loop us.
+                guard forks < 3 else { throw error }
+                forks += 1
+                let kept = error.code == .replicaForked ? (error.sequence ?? 1) - 1 : cursor.acknowledged
+                report.forks.append(try await fork(keepingThrough: kept, reason: .forked, restamp: false, after: error))
                 pending = try unpushed()
-                let half = max(1, batch.count / 2)
-                let first = Array(pending.prefix(half))
-                let result = try await retrying { try await self.transport.push(zone: self.zone, transactions: first.map { $0.encoded() }) }
-                cursor.acknowledged = max(cursor.acknowledged, result.acknowledged)
-                try cursor.save(store: store, zone: zone)
-                report.pushedTransactions += first.count
+                continue
+            } catch let error as SyncError where error.code == .clockSkew {
+                // Our edits are stamped ahead of the server's clock. If the device's clock agrees
+                // with the server's now, they were stamped while it was wrong: re-stamp them (a
+                // fork with fresh timestamps) and push. Otherwise they wait, and the caller is told.
+                guard !restamped, let serverTime = error.serverTime, let maxOffset = error.maxOffset else { throw error }
+                let now = options.wallClock()
+                let lead = now > serverTime ? now - serverTime : serverTime - now
+                guard lead <= maxOffset / 2 else { throw error }
+                restamped = true
+                report.forks.append(try await fork(keepingThrough: cursor.acknowledged, reason: .clockRestamp, restamp: true, after: error))
                 pending = try unpushed()
                 continue
             }
-            cursor.acknowledged = max(cursor.acknowledged, result.acknowledged)
-            try cursor.save(store: store, zone: zone)
+            // Only what this batch holds counts as acknowledged: the server's count may include
+            // sequences another copy of this store pushed (with other content), which the next
+            // push of ours must meet — and be refused as a fork — rather than skip.
+            let batchEnd = batch.last?.sequences?.upperBound ?? 0
+            cursor.acknowledged = max(cursor.acknowledged, min(result.acknowledged, batchEnd))
+            try cursor.save(store: store, zone: zoneReference)
             report.pushedTransactions += batch.count
             let done = batch.count
             update { $0.pushed += done; $0.pending = max(0, $0.pending - done) }
             pending.removeFirst(min(batch.count, pending.count))
+        }
+    }
+
+    /// Forks the store (see ``Store/fork(keepingThrough:reason:restamp:)``), starts counting the
+    /// new replica's acknowledged sequences from 0, and pulls the zone again from its start.
+    private func fork(keepingThrough kept: UInt64, reason: ReplicaFork.Reason, restamp: Bool, after error: SyncError) async throws -> ReplicaFork {
+        let old = store.replicaID
+        let fork: ReplicaFork
+        do {
+            fork = try await store.fork(keepingThrough: kept, reason: reason, restamp: restamp)
+        } catch {
+            throw SyncError(.store, "the server answered \(error) and the store could not fork: \(error)")
+        }
+        options.logger.notice("store forked", metadata: [
+            "zone": "\(zoneReference)", "reason": "\(error.code)", "old": "\(old)", "new": "\(fork.successor)",
+            "keptThrough": "\(kept)", "reauthored": "\(fork.reauthored)",
+        ])
+        cursor.bind(to: store.replicaID)
+        // The other copy's transactions of the old replica may have been pulled already and
+        // skipped, as duplicates of the abandoned ones under the same sequences, so the store never
+        // kept them: pull the zone again from its start (the store skips what it has; a compacted
+        // zone answers with its snapshot).
+        cursor.token = nil
+        try cursor.save(store: store, zone: zoneReference)
+        return fork
+    }
+
+    /// Asks the server who pushed the replicas the store has events of but no author for, and
+    /// records the answer in the store (for the tools: `strata log`, blame, diff).
+    private func refreshAuthors(_ report: SyncReport) async {
+        guard report.pulledTransactions > 0 || report.pushedTransactions > 0 else { return }
+        let known = store.authors()
+        let seen = store.appliedSequences().map(\.replica)
+        guard seen.contains(where: { known[$0] == nil }) else { return }
+        do {
+            let authors = try await retrying { try await self.transport.replicas(zone: self.zoneReference) }
+            var learned: [ReplicaID: String] = [:]
+            for author in authors { if let user = author.user, known[author.replica] == nil { learned[author.replica] = user } }
+            if !learned.isEmpty { try store.recordAuthors(learned) }
+        } catch {
+            // A display aid: a failure here never fails the sync.
+            options.logger.debug("could not learn the zone's authors", metadata: ["error": "\(error)"])
         }
     }
 
@@ -248,7 +357,7 @@ public actor SyncEngine {
             let page: PullResult
             do {
                 page = try await retrying {
-                    try await self.transport.pull(zone: self.zone, after: token, limit: self.options.pullLimit, wait: thisWait)
+                    try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait)
                 }
             } catch let error as SyncError where error.code == .tokenExpired || error.code == .zoneReset {
                 try await bootstrap(after: error, &report)
@@ -270,7 +379,7 @@ public actor SyncEngine {
                 update { $0.pulled += count }
             }
             cursor.token = page.nextToken
-            try cursor.save(store: store, zone: zone)
+            try cursor.save(store: store, zone: zoneReference)
             if !page.moreComing { return }
         }
     }
@@ -282,18 +391,18 @@ public actor SyncEngine {
     private func bootstrap(after error: SyncError, _ report: inout SyncReport) async throws {
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         if error.code == .zoneReset {
-            cursor = SyncCursor()
-            try cursor.save(store: store, zone: zone)
+            cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
+            try cursor.save(store: store, zone: zoneReference)
             zoneEnsured = false
-            try await retrying { try await self.transport.ensureZone(self.zone) }
+            try await retrying { try await self.transport.ensureZone(self.zoneReference) }
             zoneEnsured = true
             try await pushAll(&report)
             return
         }
-        guard let snapshot = try await retrying({ try await self.transport.snapshot(zone: self.zone) }) else {
+        guard let snapshot = try await retrying({ try await self.transport.snapshot(zone: self.zoneReference) }) else {
             // Expired but no snapshot: the history is gone; start from the beginning of what is held.
             cursor.token = nil
-            try cursor.save(store: store, zone: zone)
+            try cursor.save(store: store, zone: zoneReference)
             return
         }
         do {
@@ -305,8 +414,9 @@ public actor SyncEngine {
         // What of ours the snapshot holds; anything later is pushed again (the server skips what
         // it already has).
         let held = (try? ProjectionBuilder(snapshot: snapshot.payload).contiguousSequences()[store.replicaID]) ?? nil
-        cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0))
-        try cursor.save(store: store, zone: zone)
+        cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0), replica: store.replicaID,
+                            logID: store.identity.logID)
+        try cursor.save(store: store, zone: zoneReference)
         try await pushAll(&report)
     }
 

@@ -13,6 +13,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let forbidden = Code("forbidden")
         public static let zoneNotFound = Code("zoneNotFound")
         public static let sequenceGap = Code("sequenceGap")
+        /// The pushed replica belongs to another user (the engine takes a new replica ID).
+        public static let replicaNotYours = Code("replicaNotYours")
+        /// A pushed transaction differs from the one the zone holds under the same replica and
+        /// sequences: this store was copied or restored (the engine forks it).
+        public static let replicaForked = Code("replicaForked")
+        /// The device's clock is further ahead of the server's than the server accepts: local
+        /// edits wait (nothing is dropped) until the clock is right.
+        public static let clockSkew = Code("clockSkew")
         public static let tokenExpired = Code("tokenExpired")
         public static let zoneReset = Code("zoneReset")
         public static let tooLarge = Code("tooLarge")
@@ -35,13 +43,24 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     public var expectedSequence: UInt64?
     /// For ``Code/rateLimited``: seconds to wait (the server's Retry-After).
     public var retryAfter: Double?
+    /// For ``Code/replicaForked``: the first sequence whose transaction differs from the zone's;
+    /// for ``Code/clockSkew``: the first sequence of the refused transaction.
+    public var sequence: UInt64?
+    /// For ``Code/clockSkew``: the server's time (milliseconds since 1970) and the largest lead it
+    /// accepts (milliseconds).
+    public var serverTime: UInt64?
+    public var maxOffset: UInt64?
 
-    public init(_ code: Code, _ message: String, status: Int? = nil, expectedSequence: UInt64? = nil, retryAfter: Double? = nil) {
+    public init(_ code: Code, _ message: String, status: Int? = nil, expectedSequence: UInt64? = nil, retryAfter: Double? = nil,
+                sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
         self.code = code
         self.message = message
         self.status = status
         self.expectedSequence = expectedSequence
         self.retryAfter = retryAfter
+        self.sequence = sequence
+        self.serverTime = serverTime
+        self.maxOffset = maxOffset
     }
 
     /// Whether trying again later may succeed (network trouble, overload, server errors).

@@ -27,18 +27,51 @@ public struct PullResult: Sendable, Hashable {
     }
 }
 
+/// A zone as a client names it: its name, and its owner when it is another user's zone (`nil`:
+/// the caller's own namespace). As with CloudKit's `CKRecordZone.ID`, a client only ever lands in
+/// another user's zone by naming that user.
+public struct ZoneReference: Sendable, Hashable, CustomStringConvertible {
+    public var name: String
+    /// The zone's owner; `nil` for the caller's own zone.
+    public var owner: String?
+
+    public init(_ name: String, owner: String? = nil) {
+        self.name = name
+        self.owner = owner
+    }
+
+    public var description: String { owner.map { "\($0)/\(name)" } ?? name }
+}
+
+/// A replica as the server knows it: the user who pushed its events.
+public struct ReplicaAuthor: Sendable, Hashable {
+    public var replica: ReplicaID
+    public var user: String?
+    public var acknowledged: UInt64
+
+    public init(replica: ReplicaID, user: String?, acknowledged: UInt64) {
+        self.replica = replica
+        self.user = user
+        self.acknowledged = acknowledged
+    }
+}
+
 /// How the engine talks to a log server: HTTP in production (``HTTPSyncTransport``), anything
 /// that keeps the protocol's rules in simulations.
 public protocol SyncTransport: Sendable {
-    /// Creates the zone when it does not exist (private to the caller).
-    func ensureZone(_ zone: String) async throws
+    /// Makes sure the zone exists: creates the caller's own zone when it does not exist (private);
+    /// another user's zone (``ZoneReference/owner`` set) is never created — its absence is
+    /// `zoneNotFound`.
+    func ensureZone(_ zone: ZoneReference) async throws
     /// Pushes encoded transactions of one replica, contiguous in sequence.
-    func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.
-    func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult
+    func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult
     /// The zone's snapshot (a projection snapshot payload) and the token it corresponds to, or
     /// `nil` when the zone has none.
-    func snapshot(zone: String) async throws -> ZoneSnapshotPayload?
+    func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload?
+    /// Who pushed each replica's events to the zone.
+    func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor]
 }
 
 /// A zone's state as the server serves it to clients whose token has expired.

@@ -19,12 +19,12 @@ let deviceSchema = Schema {
 
 /// Runs `body` against a real server on a real port (HummingbirdTesting `.live`), with storage in
 /// `directory` and the users alice and bob.
-func withServer(_ directory: String, segmentSize: Int = 64 << 20,
+func withServer(_ directory: String, segmentSize: Int = 64 << 20, users tokens: [String: String] = ["alice": "alice-secret", "bob": "bob-secret"],
                 _ body: @Sendable (URL, EmbeddedZoneStorage) async throws -> Void) async throws {
     var log = LogOptions(durability: .groupCommit)
     log.segmentSize = segmentSize
     let storage = try EmbeddedZoneStorage(directory: directory, options: EmbeddedZoneStorage.Options(log: log))
-    let users = try UserDirectory(tokens: ["alice": "alice-secret", "bob": "bob-secret"])
+    let users = try UserDirectory(tokens: tokens)
     let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
     try await app.buildApplication().test(.live) { client in
         let port = try #require(client.port)
@@ -137,8 +137,8 @@ struct EndToEndTests {
                 try await busy.transaction { tx in try tx.insert("Note", ["title": .string("note \(i) \(UUID()) \(UUID()) \(UUID())")]) }
             }
             try await busyEngine.sync()
-            try await storage.compact(zone: "z", retaining: 5)
-            #expect(try await storage.startPosition(zone: "z") > 0)
+            try await storage.compact(zone: ZoneID(owner: "alice", name: "z"), retaining: 5)
+            #expect(try await storage.startPosition(zone: ZoneID(owner: "alice", name: "z")) > 0)
 
             let report = try await awayEngine.sync()
             #expect(report.bootstraps == 1)

@@ -15,11 +15,13 @@ final class InMemoryTransport: SyncTransport {
     /// Counts the pushes that appended something, for exactly-once checks.
     let appends = Atomic<Int>(0)
 
-    func ensureZone(_ zone: String) async throws {
+    func ensureZone(_ reference: ZoneReference) async throws {
+        let zone = reference.description
         zones.withLock { if $0[zone] == nil { $0[zone] = Zone() } }
     }
 
-    func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult {
+    func push(zone reference: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+        let zone = reference.description
         let decoded = try transactions.map { try TransactionRecord(decoding: $0) }
         return try zones.withLock { zones in
             guard var z = zones[zone] else { throw SyncError(.zoneNotFound, zone, status: 404) }
@@ -41,8 +43,9 @@ final class InMemoryTransport: SyncTransport {
         }
     }
 
-    func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
-        try zones.withLock { zones in
+    func pull(zone reference: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        let zone = reference.description
+        return try zones.withLock { zones in
             guard let z = zones[zone] else { throw SyncError(.zoneNotFound, zone, status: 404) }
             let start = token.flatMap(Int.init) ?? 0
             let end = min(z.log.count, start + limit)
@@ -50,5 +53,9 @@ final class InMemoryTransport: SyncTransport {
         }
     }
 
-    func snapshot(zone: String) async throws -> ZoneSnapshotPayload? { nil }
+    func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { nil }
+
+    func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {
+        zones.withLock { $0[zone.description]?.acknowledged.map { ReplicaAuthor(replica: $0.key, user: nil, acknowledged: $0.value) } ?? [] }
+    }
 }

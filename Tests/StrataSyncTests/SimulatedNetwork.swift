@@ -9,12 +9,14 @@ import Synchronization
 /// The real server storage (EmbeddedZoneStorage on disk) behind a seeded, misbehaving network:
 /// requests and answers are dropped, requests are duplicated, pushes are held back and delivered
 /// late (out of order), and the server restarts between requests. Calls run one at a time, so a
-/// seed replays the same run.
-final class SimulatedNetwork: SyncTransport {
+/// seed replays the same run. Each client reaches it through ``client(_:)`` as a user of its
+/// own; the pushes go through the server's own checks (``PushValidation``, the storage's
+/// ownership and fork rules).
+final class SimulatedNetwork: Sendable {
     struct State {
         var storage: EmbeddedZoneStorage?
         var rng: SeededGenerator
-        var late: [(zone: String, replica: ReplicaID, transactions: [PushedTransaction])] = []
+        var late: [(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction])] = []
         var faults = true
         var restarts = 0
     }
@@ -69,46 +71,70 @@ final class SimulatedNetwork: SyncTransport {
         try await state.withLock({ $0.storage })?.close()
     }
 
-    func ensureZone(_ zone: String) async throws {
+    /// The server's clock for the clock-skew check: the real one, since the devices' stores stamp
+    /// their edits with it.
+    static var serverTime: UInt64 { UInt64(Date().timeIntervalSince1970 * 1000) }
+    static let maxClockOffset: Duration = .seconds(600)
+
+    /// Creates a zone as its owner would, with grants.
+    func createZone(_ zone: ZoneID, grants: [String: ZoneGrant]) async throws {
+        _ = try await storage().createZone(zone, access: .shared, grants: grants)
+    }
+
+    /// The network as `user` reaches it.
+    func client(_ user: String) -> SimulatedClient { SimulatedClient(network: self, user: user) }
+
+    func ensureZone(_ zone: ZoneID, user: String) async throws {
         if roll(5) { throw SyncError(.transport, "dropped") }
         let storage = try storage()
-        if try await storage.zone(named: zone) == nil {
-            _ = try await storage.createZone(name: zone, owner: "sim", access: .private, grants: [:])
+        if try await storage.zone(zone) == nil {
+            guard zone.owner == user else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+            _ = try await storage.createZone(zone, access: .shared, grants: [:])
         }
     }
 
-    func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult {
+    func push(zone: ZoneID, user: String, transactions: [[UInt8]]) async throws -> PushResult {
         if roll(10) { throw SyncError(.transport, "request dropped") }
-        let decoded = try transactions.map { try TransactionRecord(decoding: $0) }
-        guard let replica = decoded.first?.replica else { throw SyncError(.badRequest, "empty push", status: 400) }
-        let pushed = decoded.compactMap(PushedTransaction.init)
+        let replica: ReplicaID
+        let pushed: [PushedTransaction]
+        do {
+            (replica, pushed) = try PushValidation.validate(transactions, now: Self.serverTime, maxClockOffset: Self.maxClockOffset)
+        } catch {
+            throw SyncError(SyncError.Code(error.code.name), error.message, status: nil, sequence: error.sequence,
+                            serverTime: error.serverTime, maxOffset: error.maxOffset)
+        }
         if roll(10) {
             // Held back: this copy arrives later, after newer requests.
-            state.withLock { $0.late.append((zone, replica, pushed)) }
+            state.withLock { $0.late.append((zone, user, replica, pushed)) }
         }
-        let outcome = try await append(zone: zone, replica: replica, pushed)
-        if roll(10) { _ = try? await append(zone: zone, replica: replica, pushed) }  // duplicated on the way
+        let outcome = try await append(zone: zone, user: user, replica: replica, pushed)
+        if roll(10) { _ = try? await append(zone: zone, user: user, replica: replica, pushed) }  // duplicated on the way
         if roll(10) { throw SyncError(.transport, "answer dropped") }
         return PushResult(token: ChangeToken(epoch: outcome.epoch, position: outcome.position).description, acknowledged: outcome.acknowledged)
     }
 
-    private func append(zone: String, replica: ReplicaID, _ pushed: [PushedTransaction]) async throws -> AppendOutcome {
+    private func append(zone: ZoneID, user: String, replica: ReplicaID, _ pushed: [PushedTransaction]) async throws -> AppendOutcome {
+        let storage = try storage()
+        guard let info = try await storage.zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+        guard info.canPush(user) else { throw SyncError(.forbidden, "\(user) may not push to \(zone)", status: 403) }
         do {
-            return try await storage().append(zone: zone, replica: replica, transactions: pushed)
-        } catch let error as ZoneStorageError where error.code == .sequenceGap {
-            throw SyncError(.sequenceGap, error.message, status: 409, expectedSequence: error.expected)
+            return try await storage.append(zone: zone, user: user, replica: replica, transactions: pushed)
+        } catch {
+            let answer = ServerError(error)
+            throw SyncError(SyncError.Code(answer.code.name), answer.message, status: nil,
+                            expectedSequence: answer.expected, sequence: answer.sequence)
         }
     }
 
     func deliverLate() async {
-        let late = state.withLock { s -> [(zone: String, replica: ReplicaID, transactions: [PushedTransaction])] in
+        let late = state.withLock { s -> [(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction])] in
             defer { s.late.removeAll() }
             return s.late
         }
-        for item in late.reversed() { _ = try? await append(zone: item.zone, replica: item.replica, item.transactions) }
+        for item in late.reversed() { _ = try? await append(zone: item.zone, user: item.user, replica: item.replica, item.transactions) }
     }
 
-    func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+    func pull(zone: ZoneID, user: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
         if roll(10) { throw SyncError(.transport, "request dropped") }
         if roll(30) { await deliverLate() }
         var position: UInt64 = 0
@@ -121,7 +147,9 @@ final class SimulatedNetwork: SyncTransport {
         }
         let result: ReadResult
         do {
-            result = try await storage().read(zone: zone, after: position, limit: limit)
+            let storage = try storage()
+            guard let info = try await storage.zone(zone), info.canRead(user) else { throw SyncError(.forbidden, "\(user) may not read \(zone)", status: 403) }
+            result = try await storage.read(zone: zone, after: position, limit: limit)
         } catch let error as ZoneStorageError where error.code == .positionRetired {
             throw SyncError(.tokenExpired, error.message, status: 410)
         }
@@ -131,7 +159,7 @@ final class SimulatedNetwork: SyncTransport {
                           moreComing: result.moreComing)
     }
 
-    func snapshot(zone: String) async throws -> ZoneSnapshotPayload? {
+    func snapshot(zone: ZoneID) async throws -> ZoneSnapshotPayload? {
         if roll(10) { throw SyncError(.transport, "request dropped") }
         guard let snapshot = try await storage().snapshot(zone: zone) else { return nil }
         return ZoneSnapshotPayload(payload: snapshot.payload, token: ChangeToken(epoch: snapshot.epoch, position: snapshot.position).description)
@@ -141,6 +169,28 @@ final class SimulatedNetwork: SyncTransport {
     /// must bootstrap from the snapshot.
     func compact(retaining: UInt64) async throws {
         let storage = try storage()
-        if try await storage.zone(named: "sim") != nil { try await storage.compact(zone: "sim", retaining: retaining) }
+        for zone in try await storage.zones() { try await storage.compact(zone: zone.id, retaining: retaining) }
     }
+
+    func replicas(zone: ZoneID) async throws -> [ReplicaAuthor] {
+        try await storage().replicas(zone: zone).map { ReplicaAuthor(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }
+    }
+}
+
+/// One user's view of a ``SimulatedNetwork``.
+struct SimulatedClient: SyncTransport {
+    let network: SimulatedNetwork
+    let user: String
+
+    func id(_ zone: ZoneReference) -> ZoneID { ZoneID(owner: zone.owner ?? user, name: zone.name) }
+
+    func ensureZone(_ zone: ZoneReference) async throws { try await network.ensureZone(id(zone), user: user) }
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+        try await network.push(zone: id(zone), user: user, transactions: transactions)
+    }
+    func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        try await network.pull(zone: id(zone), user: user, after: token, limit: limit, wait: wait)
+    }
+    func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { try await network.snapshot(zone: id(zone)) }
+    func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { try await network.replicas(zone: id(zone)) }
 }
