@@ -147,6 +147,11 @@ final class Projection {
         replicaIDs[replica].map { applied[Int($0)].contiguous } ?? 0
     }
 
+    /// The highest sequence of `replica` applied (0 when none).
+    func highestSequence(of replica: ReplicaID) -> UInt64 {
+        replicaIDs[replica].map { applied[Int($0)].highest } ?? 0
+    }
+
     /// Every replica and how far it has been applied (contiguously, and the highest seen).
     func appliedSummary() -> [(replica: ReplicaID, contiguous: UInt64, highest: UInt64)] {
         replicas.enumerated().compactMap { index, replica in

@@ -26,6 +26,10 @@ extension Store {
             }
             core.projection.schema = projection.recordedSchema.merged(with: projection.schema)
             core.clock.observe(HLC(rawValue: projection.maxHLC))
+            // Events of this store's own replica that it did not author here come from another copy
+            // of the store (a restored backup): never author those sequences again (the server
+            // then tells the copies apart, and the one that pushes second forks).
+            core.nextSequence = max(core.nextSequence, projection.highestSequence(of: core.replica) + 1)
             return projection.commitBatch(report: true)
         }
         // The merged state is not in this store's log as events: a snapshot of it is what a reopen

@@ -100,6 +100,10 @@ extension Store {
             let changes = projection.commitBatch(report: report)
             // Keep the local clock ahead of everything applied.
             core.clock.observe(HLC(rawValue: projection.maxHLC))
+            // Events of this store's own replica that it did not author here come from another copy
+            // of the store (a restored backup): never author those sequences again (the server
+            // then tells the copies apart, and the one that pushes second forks).
+            core.nextSequence = max(core.nextSequence, projection.highestSequence(of: core.replica) + 1)
             return (applied, try submit(entries, origin: .remote, changes: changes, core: core))
         }
         try await waiter?.wait()

@@ -88,8 +88,7 @@ extension Store {
         if !plan.resuming {
             try checkCoverage(abandoned, plan: plan, projection: core.projection)
         }
-        let reauthored = try reauthor(abandoned.map(\.transaction), plan: plan, clock: &core.clock)
-        let count = UInt64(reauthored.reduce(0) { $0 + $1.events.count })
+        let count = UInt64(abandoned.reduce(0) { $0 + $1.transaction.events.count })
         let fork = ReplicaFork(reason: plan.reason, replica: plan.replica, keptThrough: plan.keptThrough, before: before,
                                successor: plan.successor, reauthored: count, date: Store.forkDate(),
                                abandonedFrom: abandoned.first?.position ?? before, restamped: plan.restamp)
@@ -105,6 +104,15 @@ extension Store {
         } catch let error as StoreError where error.code == .corruptSnapshot {
             throw StoreError(.historyRetired, "cannot fork: no snapshot older than the first abandoned transaction (position \(fork.abandonedFrom)) covers the history the log retired")
         }
+        // Re-stamping (the device's clock was wrong when it stamped the abandoned events): the
+        // clock starts again from what the store holds without them — else it would still be as
+        // far ahead as they were, and stamp the re-authored events there again.
+        var clock = core.clock
+        if plan.restamp {
+            clock = HybridClock(now: core.clock.now, maxLead: core.clock.maxLead)
+            clock.observe(HLC(rawValue: projection.maxHLC))
+        }
+        let reauthored = try reauthor(abandoned.map(\.transaction), plan: plan, clock: &clock)
         projection.beginBatch(tracking: false)
         for transaction in reauthored {
             for event in transaction.events { try projection.apply(event) }
@@ -130,6 +138,7 @@ extension Store {
         }
         core.identity = identity
         core.projection = projection
+        core.clock = clock
         core.nextSequence = count + 1
         return (fork, waiter)
     }
