@@ -127,8 +127,8 @@ struct Demo {
         print("  the phone's draft stayed on the phone (a local-only attribute): \(phone.store.object(shopping)?["draft"] ?? .null) vs laptop \(laptop.store.object(shopping)?["draft"] ?? .null)")
 
         section("5. Compaction")
-        let zone = try await storage.compact(zone: "notes", retaining: 0)
-        print("  server: zone \"notes\" snapshotted at position \(zone.position) (\(zone.payload.count) bytes)")
+        let zone = try await storage.compact(zone: ZoneID(owner: "alice", name: "notes"), retaining: 0)
+        print("  server: zone alice/notes snapshotted at position \(zone.position) (\(zone.payload.count) bytes)")
         let snapshot = try await phone.store.compact()
         print("  phone: snapshot \(snapshot.name) at position \(snapshot.position)")
 

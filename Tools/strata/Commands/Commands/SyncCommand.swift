@@ -3,8 +3,13 @@ import Foundation
 import Strata
 import StrataSync
 
-/// `strata sync STORE --server URL --zone NAME --token TOKEN [--watch]`: pushes the store's
-/// unpushed transactions and pulls the zone's changes, once or continuously.
+/// `strata sync STORE --server URL --zone NAME [--owner USER] --token TOKEN [--watch]`: pushes the
+/// store's unpushed transactions and pulls the zone's changes, once or continuously.
+///
+/// The zone is the user's own (created when missing) unless `--owner` names another user whose
+/// zone is shared with them or public. A store that turns out to be a copy, or whose replica
+/// belongs to another user, forks (the output says so); edits the server refuses for the device's
+/// clock stay pending and the command exits 2 saying why.
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
@@ -19,6 +24,9 @@ struct SyncCommand: AsyncParsableCommand {
 
     @Option(help: "The zone to sync with.")
     var zone: String
+
+    @Option(help: "The zone's owner, when it is another user's zone (shared with you, or public). Without it the zone is your own.")
+    var owner: String?
 
     @Option(help: "The bearer token of the user.")
     var token: String
@@ -35,9 +43,12 @@ struct SyncCommand: AsyncParsableCommand {
     func run() async throws {
         let opened = try openStore(store)
         guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
-        let engine = try SyncEngine(store: opened, server: url, zone: zone, credentials: token)
+        let engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: token)
         do {
             let report = try await engine.sync()
+            for fork in report.forks {
+                print("forked: replica \(fork.replica) → \(fork.successor) (\(fork.reason.rawValue)); kept sequences 1...\(fork.keptThrough), re-authored \(fork.reauthored) event(s)")
+            }
             print("pushed \(report.pushedTransactions) transaction(s), pulled \(report.pulledTransactions) (\(report.appliedEvents) new event(s)); token \(report.token ?? "-")")
         } catch let error as SyncError {
             try? await opened.close()
