@@ -142,7 +142,7 @@ struct TrustTests {
             let replicas = try await client.execute(uri: "/v1/zones/notes/replicas?owner=alice", method: .get, headers: auth(Token.bob))
             #expect(replicas.status == .ok)
             let list = try JSONDecoder().decode(ReplicaList.self, from: replicas.body.data)
-            #expect(list.replicas == [ReplicaList.Entry(replica: replica, user: "alice", acknowledged: 2)])
+            #expect(list.replicas == [ReplicaInfo(replica: replica, user: "alice", acknowledged: 2)])
             #expect(try await client.execute(uri: "/v1/zones/notes/replicas?owner=alice", method: .get, headers: auth(Token.carol)).status == .forbidden)
         }
     }

@@ -44,7 +44,7 @@ extension StrataServerApp {
     func replicas(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (_, zone) = try await readableZone(request, context)
         let replicas = try await storageCall { () async throws(ZoneStorageError) in try await storage.replicas(zone: zone.id) }
-        return try json(ReplicaList(replicas: replicas.map { ReplicaList.Entry(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }))
+        return try json(ReplicaList(replicas: replicas))
     }
 
     /// `GET /v1/zones/{zone}/changes?after=&limit=&wait=`: the transactions after a token, as

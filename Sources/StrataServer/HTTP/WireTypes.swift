@@ -52,24 +52,11 @@ public struct PushAnswer: Sendable, Hashable, Codable {
 }
 
 /// The body of `GET /v1/zones/{zone}/replicas`: `{"replicas": [{"replica": "<uuid>", "user":
-/// "<name>" | null, "acknowledged": <highest sequence held>}]}`.
+/// "<name>", "acknowledged": <highest sequence held>}]}` (`user` absent when unknown).
 public struct ReplicaList: Sendable, Hashable, Codable {
-    public struct Entry: Sendable, Hashable, Codable {
-        public var replica: ReplicaID
-        /// Who pushed the replica's events; `null` for history written before owners were recorded.
-        public var user: String?
-        public var acknowledged: UInt64
+    public var replicas: [ReplicaInfo]
 
-        public init(replica: ReplicaID, user: String?, acknowledged: UInt64) {
-            self.replica = replica
-            self.user = user
-            self.acknowledged = acknowledged
-        }
-    }
-
-    public var replicas: [Entry]
-
-    public init(replicas: [Entry]) { self.replicas = replicas }
+    public init(replicas: [ReplicaInfo]) { self.replicas = replicas }
 }
 
 /// The names of the pull answer's headers.

@@ -80,8 +80,9 @@ public protocol ZoneStorage: Sendable {
     func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot?
 }
 
-/// A replica as a zone knows it: who pushed its events, and how far.
-public struct ReplicaInfo: Sendable, Hashable {
+/// A replica as a zone knows it: who pushed its events, and how far (also the entries of
+/// ``ReplicaList``, the answer of `GET /v1/zones/{zone}/replicas`).
+public struct ReplicaInfo: Sendable, Hashable, Codable {
     public var replica: ReplicaID
     /// The user the replica belongs to (the first who pushed it); `nil` for a replica found in
     /// history written before the server recorded owners.
