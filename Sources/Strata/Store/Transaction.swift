@@ -141,11 +141,15 @@ public final class Transaction {
     }
 
     /// Adds `target` to the to-many relationship `relationship` of `id`.
+    ///
+    /// An add of a member that is already present still writes an add event: the set is
+    /// add-wins, and a remove another device makes concurrently names only the adds it had seen,
+    /// so this add keeps the member there — what the caller asked for. (Skipping it would let
+    /// the concurrent remove win.)
     public func add(_ id: ObjectID, _ relationship: String, _ target: ObjectID) throws {
         let entity = try existingEntity(id)
         let r = try toMany(relationship, of: entity, object: id)
         _ = try checkReference(.reference(target), r, entity: entity, object: id)
-        guard !projection.related(id, relationship: relationship).contains(target) else { return }
         switch projection.storage(entity: entity, relationship: relationship)?.1 {
         case .derived(let otherEntity, let other, let storedIsToMany)?:
             if storedIsToMany {

@@ -78,14 +78,21 @@ struct ApplyCommand: AsyncParsableCommand {
         let opened = try openStore(store)
         let schema = opened.schema
         do {
+            let before = opened.segmentLog.endPosition
             let inserted = try await opened.transaction { tx in try file.apply(in: tx, schema: schema, source: source) }
             let position = opened.segmentLog.endPosition
             try await opened.close()
+            // A transaction whose changes were all already in effect (a delete of nothing, an
+            // update to the same values) writes no record: say so rather than name a position.
+            let committed = position > before
             if json {
-                print(try JSONOutput.string(ApplyResult(changes: file.changes.count, inserted: inserted.map(\.description), position: position - 1)))
-            } else {
+                print(try JSONOutput.string(ApplyResult(changes: file.changes.count, inserted: inserted.map(\.description),
+                                                        position: committed ? position - 1 : nil, committed: committed)))
+            } else if committed {
                 print("applied \(file.changes.count) change(s) as one transaction at position \(position - 1)")
                 for id in inserted { print("inserted \(id)") }
+            } else {
+                print("committed nothing: the \(file.changes.count) change(s) were already in effect")
             }
         } catch {
             try? await opened.close()
@@ -97,7 +104,10 @@ struct ApplyCommand: AsyncParsableCommand {
     struct ApplyResult: Codable {
         var changes: Int
         var inserted: [String]
-        var position: UInt64
+        /// The transaction's log position; absent when it committed nothing.
+        var position: UInt64?
+        /// Whether a transaction was written (false when every change was already in effect).
+        var committed: Bool
     }
 }
 
