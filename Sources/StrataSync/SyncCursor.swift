@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 public import Strata
 import StrataLog
 
@@ -7,6 +8,9 @@ import StrataLog
 /// `sync-<zone>.json` (`sync-<zone>@<owner>.json` for another user's zone) in the store's
 /// directory, replaced atomically (temporary file, fsync, rename, fsync of the directory) after
 /// every step, so a restart resumes with nothing lost and nothing applied twice.
+///
+/// The file carries a CRC-32C of its fields; a cursor that is damaged (or fails its checksum) is
+/// rebuilt from the server — the zone pulled from its start — never trusted and never fatal.
 ///
 /// The acknowledged count belongs to `replica`: a cursor of another replica (the store forked,
 /// or took a new replica ID because its log was lost) starts again from 0, and the server's
@@ -42,14 +46,19 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         return "sync-\(zone.name)@\(safe).json"
     }
 
-    static func load(store: Store, zone: ZoneReference) throws -> SyncCursor {
+    static func load(store: Store, zone: ZoneReference, logger: Logger) throws -> SyncCursor {
         let path = path(store: store, zone: zone)
         let identity = store.identity
         guard FileManager.default.fileExists(atPath: path) else { return SyncCursor(replica: identity.replicaID, logID: identity.logID) }
         guard let data = FileManager.default.contents(atPath: path),
-              var cursor = try? JSONDecoder().decode(SyncCursor.self, from: data) else {
-            throw SyncError(.store, "the sync cursor \(path) is damaged")
+              let file = try? JSONDecoder().decode(File.self, from: data), file.checksum == nil || file.checksum == file.cursor.checksum else {
+            // A damaged cursor is rebuilt rather than trusted or fatal: pulling the zone from its
+            // start is idempotent (the store skips what it has), and pushing from sequence 1 is
+            // answered from what the server holds (its exactly-once check skips the same bytes).
+            logger.warning("the sync cursor is damaged; syncing again from the start of the zone", metadata: ["path": "\(path)"])
+            return SyncCursor(replica: identity.replicaID, logID: identity.logID)
         }
+        var cursor = file.cursor
         if let logID = cursor.logID, logID != identity.logID {
             cursor = SyncCursor()
         }
@@ -67,10 +76,41 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         }
     }
 
+    /// The file: the cursor's fields and a CRC-32C of them (`checksum`, absent in cursors written
+    /// before it), so that a damaged cursor is noticed rather than believed.
+    private struct File: Codable {
+        var cursor: SyncCursor
+        var checksum: String?
+
+        init(cursor: SyncCursor) {
+            self.cursor = cursor
+            self.checksum = cursor.checksum
+        }
+
+        init(from decoder: any Decoder) throws {
+            cursor = try SyncCursor(from: decoder)
+            checksum = try decoder.container(keyedBy: Key.self).decodeIfPresent(String.self, forKey: .checksum)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            try cursor.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encodeIfPresent(checksum, forKey: .checksum)
+        }
+
+        enum Key: String, CodingKey { case checksum }
+    }
+
+    /// CRC-32C (hex) of the fields, in a fixed order.
+    var checksum: String {
+        let text = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""].joined(separator: "\n")
+        return String(CRC32C.checksum(Array(text.utf8)), radix: 16)
+    }
+
     func save(store: Store, zone: ZoneReference) throws {
         let path = Self.path(store: store, zone: zone)
         do {
-            let data = try JSONEncoder().encode(self)
+            let data = try JSONEncoder().encode(File(cursor: self))
             try FileSystem.writeAtomically(Array(data), to: path)
         } catch {
             throw SyncError(.store, "cannot save the sync cursor \(path): \(error)")

@@ -103,7 +103,7 @@ public actor SyncEngine {
         self.zone = zone
         self.zoneReference = ZoneReference(zone, owner: owner)
         self.options = options
-        self.cursor = try SyncCursor.load(store: store, zone: zoneReference)
+        self.cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
         self.status = SyncStatus(phase: .idle, pending: 0, pushed: 0, pulled: 0, lastError: nil)
     }
 

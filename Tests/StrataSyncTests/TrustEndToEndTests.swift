@@ -241,6 +241,48 @@ struct TrustEndToEndTests {
     }
 }
 
+@Suite("Sync cursor damage end to end")
+struct CursorDamageTests {
+    @Test("a damaged sync cursor (garbage, cut short, a changed token or acknowledged count) is rebuilt from the server: nothing is skipped, nothing held back", arguments: ["garbage", "truncated", "token", "acknowledged"])
+    func damagedCursorHeals(damage: String) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let device = try await Store.open(at: dir.sub("device"), schema: deviceSchema)
+            let other = try await Store.open(at: dir.sub("other"), schema: deviceSchema)
+            try await device.transaction { tx in _ = try tx.insert("Folder", ["name": "before"]) }
+            try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync()
+            let otherEngine = try SyncEngine(store: other, server: url, zone: "notes", credentials: "alice-secret")
+            try await otherEngine.sync()
+
+            let path = device.directory + "/sync-notes.json"
+            var text = try String(contentsOfFile: path, encoding: .utf8)
+            switch damage {
+            case "garbage": text = "{\u{0}not a cursor"
+            case "truncated": text = String(text.prefix(text.count / 2))
+            case "token":
+                // The token moved: without the checksum the device would skip whatever lies between.
+                let fields = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+                let token = try #require(fields["token"] as? String)
+                text = text.replacingOccurrences(of: token, with: String(token.reversed()))
+            default:
+                text = text.replacingOccurrences(of: "\"acknowledged\":", with: "\"acknowledged\":9")
+            }
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+
+            // Meanwhile: an edit from the other device, and local edits.
+            try await other.transaction { tx in _ = try tx.insert("Folder", ["name": "from the other device"]) }
+            try await otherEngine.sync()
+            try await device.transaction { tx in _ = try tx.insert("Folder", ["name": "after"]) }
+            try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync()
+            try await otherEngine.sync()
+            #expect(Set(device.fetch("Folder").compactMap { $0["name"].stringValue }) == ["before", "after", "from the other device"])
+            #expect(device.digest() == other.digest())
+            try await device.close()
+            try await other.close()
+        }
+    }
+}
+
 extension HTTPSyncTransport {
     /// Shares one of the caller's zones with `user`.
     func share(_ zone: String, with user: String, _ grant: ZoneGrant) async throws {
