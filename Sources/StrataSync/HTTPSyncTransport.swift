@@ -76,21 +76,30 @@ public struct HTTPSyncTransport: SyncTransport {
                          serverTime: envelope.error.serverTime, maxOffset: envelope.error.maxOffset)
     }
 
-    public func ensureZone(_ zone: ZoneReference) async throws {
+    public func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo {
         var request = HTTPClientRequest(url: url(zone))
         request.method = .GET
+        struct Description: Decodable {
+            var owner: String
+            var canPush: Bool?
+        }
         do {
             let (_, body) = try await send(request)
-            struct Description: Decodable { var owner: String }
-            if let owner = zone.owner, let described = try? JSONDecoder().decode(Description.self, from: Data(body)), described.owner != owner {
+            guard let described = try? JSONDecoder().decode(Description.self, from: Data(body)) else {
+                throw SyncError(.malformedResponse, "the zone's description is not {name, owner, …}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+            }
+            if let owner = zone.owner, described.owner != owner {
                 throw SyncError(.malformedResponse, "asked for \(owner)'s zone \(zone.name), the server answered with \(described.owner)'s")
             }
+            // A server of the first protocol revision does not say: try, and learn from a 403.
+            return ZoneAccessInfo(canPush: described.canPush ?? true)
         } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil {
             var create = HTTPClientRequest(url: url(zone))
             create.method = .PUT
             create.headers.add(name: "Content-Type", value: "application/json")
             create.body = .bytes(Array(#"{"access":"private"}"#.utf8))
             _ = try await send(create)
+            return ZoneAccessInfo(canPush: true)
         }
     }
 

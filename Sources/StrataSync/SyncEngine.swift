@@ -11,6 +11,9 @@ public struct SyncStatus: Sendable, Hashable {
     public var phase: Phase
     /// Local transactions not yet acknowledged by the server.
     public var pending: Int
+    /// Why the pending transactions cannot be pushed now (read-only access to the zone); `nil`
+    /// when they can.
+    public var blocked: String?
     /// Transactions pushed and pulled since the engine started.
     public var pushed: Int
     public var pulled: Int
@@ -25,6 +28,9 @@ public struct SyncReport: Sendable, Hashable {
     public var appliedEvents = 0
     /// Times the engine had to bootstrap from the zone's snapshot (its token had expired).
     public var bootstraps = 0
+    /// Local transactions that wait because the caller may only read the zone (they are pushed
+    /// once write access is granted); 0 when the caller may push.
+    public var unpushable = 0
     /// Replica forks this sync made: the store was a copy (or restored), its replica belonged to
     /// another user, or its edits were stamped by a wrong clock; each took a new replica ID and
     /// re-authored what the server did not hold.
@@ -83,7 +89,6 @@ public actor SyncEngine {
     private var status: SyncStatus
     private var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     private var loop: Task<Void, Never>?
-    private var zoneEnsured = false
 
     /// An engine over HTTP.
     ///
@@ -104,7 +109,7 @@ public actor SyncEngine {
         self.zoneReference = ZoneReference(zone, owner: owner)
         self.options = options
         self.cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
-        self.status = SyncStatus(phase: .idle, pending: 0, pushed: 0, pulled: 0, lastError: nil)
+        self.status = SyncStatus(phase: .idle, pending: 0, blocked: nil, pushed: 0, pulled: 0, lastError: nil)
     }
 
     /// The persisted cursor (token and acknowledged sequence).
@@ -135,15 +140,14 @@ public actor SyncEngine {
     public func sync() async throws -> SyncReport {
         var report = SyncReport()
         do {
-            if !zoneEnsured {
-                try await retrying { try await self.transport.ensureZone(self.zoneReference) }
-                zoneEnsured = true
-            }
+            // Every sync asks what the caller may do: a grant can change between two syncs.
+            let access = try await retrying { try await self.transport.ensureZone(self.zoneReference) }
+            canPush = access.canPush
             // A push the server refuses for the device's clock leaves the edits pending; the pull
             // still runs, and the sync then reports why they wait.
             var deferred: SyncError?
             do {
-                try await pushAll(&report)
+                try await pushOrHold(&report)
             } catch let error as SyncError where error.code == .clockSkew {
                 deferred = error
             }
@@ -201,7 +205,7 @@ public actor SyncEngine {
             do {
                 dirty = false
                 var report = SyncReport()
-                try await pushAll(&report)
+                try await pushOrHold(&report)
                 update { $0.phase = .waiting }
                 let waiting = Task { var r = SyncReport(); try await self.pullAll(wait: dirty ? nil : self.options.longPoll, &r) }
                 poll = waiting
@@ -237,6 +241,29 @@ public actor SyncEngine {
         } catch {
             throw SyncError(.store, "cannot read the store's log: \(error)")
         }
+    }
+
+    /// Whether the caller may push to the zone, as the server last said.
+    private var canPush = true
+
+    /// Pushes, unless the caller may only read the zone: then the local transactions stay
+    /// pending (counted in the report and the status, with why) and sync is pull-only. A push
+    /// refused as forbidden (write access revoked meanwhile) is treated the same way.
+    private func pushOrHold(_ report: inout SyncReport) async throws {
+        if canPush {
+            do {
+                try await pushAll(&report)
+                update { $0.blocked = nil }
+                return
+            } catch let error as SyncError where error.code == .forbidden {
+                canPush = false
+            }
+        }
+        cursor.bind(to: store.replicaID)
+        let waiting = try unpushed().count
+        report.unpushable = waiting
+        let reason = "user may only read zone \(zoneReference): \(waiting) local transaction(s) wait for write access"
+        update { $0.pending = waiting; $0.blocked = waiting > 0 ? reason : nil }
     }
 
     private func pushAll(_ report: inout SyncReport) async throws {
@@ -393,10 +420,8 @@ public actor SyncEngine {
         if error.code == .zoneReset {
             cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
             try cursor.save(store: store, zone: zoneReference)
-            zoneEnsured = false
-            try await retrying { try await self.transport.ensureZone(self.zoneReference) }
-            zoneEnsured = true
-            try await pushAll(&report)
+            canPush = try await retrying { try await self.transport.ensureZone(self.zoneReference) }.canPush
+            try await pushOrHold(&report)
             return
         }
         guard let snapshot = try await retrying({ try await self.transport.snapshot(zone: self.zoneReference) }) else {
@@ -417,7 +442,7 @@ public actor SyncEngine {
         cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0), replica: store.replicaID,
                             logID: store.identity.logID)
         try cursor.save(store: store, zone: zoneReference)
-        try await pushAll(&report)
+        try await pushOrHold(&report)
     }
 
     // MARK: Retries

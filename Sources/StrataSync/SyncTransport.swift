@@ -43,6 +43,14 @@ public struct ZoneReference: Sendable, Hashable, CustomStringConvertible {
     public var description: String { owner.map { "\($0)/\(name)" } ?? name }
 }
 
+/// What the server says of the caller's rights on a zone.
+public struct ZoneAccessInfo: Sendable, Hashable {
+    /// Whether the caller may push to the zone; without it the engine syncs pull-only.
+    public var canPush: Bool
+
+    public init(canPush: Bool) { self.canPush = canPush }
+}
+
 /// A replica as the server knows it: the user who pushed its events.
 public struct ReplicaAuthor: Sendable, Hashable {
     public var replica: ReplicaID
@@ -61,8 +69,8 @@ public struct ReplicaAuthor: Sendable, Hashable {
 public protocol SyncTransport: Sendable {
     /// Makes sure the zone exists: creates the caller's own zone when it does not exist (private);
     /// another user's zone (``ZoneReference/owner`` set) is never created — its absence is
-    /// `zoneNotFound`.
-    func ensureZone(_ zone: ZoneReference) async throws
+    /// `zoneNotFound`. Returns what the caller may do there.
+    func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo
     /// Pushes encoded transactions of one replica, contiguous in sequence.
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.

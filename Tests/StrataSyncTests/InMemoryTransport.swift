@@ -15,9 +15,10 @@ final class InMemoryTransport: SyncTransport {
     /// Counts the pushes that appended something, for exactly-once checks.
     let appends = Atomic<Int>(0)
 
-    func ensureZone(_ reference: ZoneReference) async throws {
+    func ensureZone(_ reference: ZoneReference) async throws -> ZoneAccessInfo {
         let zone = reference.description
         zones.withLock { if $0[zone] == nil { $0[zone] = Zone() } }
+        return ZoneAccessInfo(canPush: true)
     }
 
     func push(zone reference: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {

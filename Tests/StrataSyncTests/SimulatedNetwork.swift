@@ -84,13 +84,16 @@ final class SimulatedNetwork: Sendable {
     /// The network as `user` reaches it.
     func client(_ user: String) -> SimulatedClient { SimulatedClient(network: self, user: user) }
 
-    func ensureZone(_ zone: ZoneID, user: String) async throws {
+    func ensureZone(_ zone: ZoneID, user: String) async throws -> ZoneAccessInfo {
         if roll(5) { throw SyncError(.transport, "dropped") }
         let storage = try storage()
-        if try await storage.zone(zone) == nil {
-            guard zone.owner == user else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
-            _ = try await storage.createZone(zone, access: .shared, grants: [:])
+        if let info = try await storage.zone(zone) {
+            guard info.canRead(user) else { throw SyncError(.forbidden, "\(user) may not read \(zone)", status: 403) }
+            return ZoneAccessInfo(canPush: info.canPush(user))
         }
+        guard zone.owner == user else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+        _ = try await storage.createZone(zone, access: .shared, grants: [:])
+        return ZoneAccessInfo(canPush: true)
     }
 
     func push(zone: ZoneID, user: String, transactions: [[UInt8]]) async throws -> PushResult {
@@ -184,7 +187,7 @@ struct SimulatedClient: SyncTransport {
 
     func id(_ zone: ZoneReference) -> ZoneID { ZoneID(owner: zone.owner ?? user, name: zone.name) }
 
-    func ensureZone(_ zone: ZoneReference) async throws { try await network.ensureZone(id(zone), user: user) }
+    func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo { try await network.ensureZone(id(zone), user: user) }
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
         try await network.push(zone: id(zone), user: user, transactions: transactions)
     }

@@ -286,10 +286,7 @@ struct CursorDamageTests {
 extension HTTPSyncTransport {
     /// Shares one of the caller's zones with `user`.
     func share(_ zone: String, with user: String, _ grant: ZoneGrant) async throws {
-        var request = HTTPClientRequest(url: url(ZoneReference(zone)))
-        request.method = .PUT
-        request.body = .bytes(Array(#"{"access": "shared", "grants": {"\#(user)": "\#(grant.rawValue)"}}"#.utf8))
-        _ = try await send(request)
+        try await setAccess(zone, #"{"access": "shared", "grants": {"\#(user)": "\#(grant.rawValue)"}}"#)
     }
 
     /// `owner/name` of every zone the caller may read.

@@ -10,15 +10,15 @@ extension StrataServerApp {
         let zones = try await storageCall { () async throws(ZoneStorageError) in try await storage.zones() }
         var described: [ZoneDescription] = []
         for zone in zones where zone.canRead(user) {
-            if let description = try await descriptionIfPresent(zone) { described.append(description) }
+            if let description = try await descriptionIfPresent(zone, for: user) { described.append(description) }
         }
         return try json(ZoneList(zones: described))
     }
 
     /// `GET /v1/zones/{zone}`.
     func getZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try await readableZone(request, context)
-        return try json(try await description(of: zone))
+        let (user, zone) = try await readableZone(request, context)
+        return try json(try await description(of: zone, for: user))
     }
 
     /// `PUT /v1/zones/{zone}`: creates the zone in the caller's namespace (201), or lets its owner
@@ -42,11 +42,11 @@ extension StrataServerApp {
                 let updated = try await storageCall { () async throws(ZoneStorageError) in
                     try await storage.updateZone(name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
                 }
-                return try json(try await description(of: updated))
+                return try json(try await description(of: updated, for: user))
             }
             if let created = try await create(name, settings) {
                 logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
-                return try json(try await description(of: created), status: .created)
+                return try json(try await description(of: created, for: user), status: .created)
             }
         }
         throw ServerError(.internalError, "zone \(name) changed while it was being created; try again")
@@ -77,9 +77,9 @@ extension StrataServerApp {
     }
 
     /// The zone's description; `nil` when it was deleted meanwhile.
-    private func descriptionIfPresent(_ zone: ZoneInfo) async throws(ServerError) -> ZoneDescription? {
+    private func descriptionIfPresent(_ zone: ZoneInfo, for user: String) async throws(ServerError) -> ZoneDescription? {
         do {
-            return try await description(of: zone)
+            return try await description(of: zone, for: user)
         } catch {
             if error.code == .zoneNotFound { return nil }
             throw error

@@ -152,10 +152,10 @@ public struct StrataServerApp: Sendable {
                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    /// The zone as answered to clients, with the token of its log's end.
-    func description(of zone: ZoneInfo) async throws(ServerError) -> ZoneDescription {
+    /// The zone as answered to `user`, with the token of its log's end and whether they may push.
+    func description(of zone: ZoneInfo, for user: String) async throws(ServerError) -> ZoneDescription {
         let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.id) }
-        return ZoneDescription(zone, token: ChangeToken(epoch: zone.epoch, position: end))
+        return ZoneDescription(zone, token: ChangeToken(epoch: zone.epoch, position: end), canPush: zone.canPush(user))
     }
 }
 

@@ -1,7 +1,8 @@
 public import Strata
 
-/// A zone as the protocol answers it: `{"name", "owner", "access", "grants", "epoch", "token"}`,
-/// where `token` is the change token of the current end of its log.
+/// A zone as the protocol answers it: `{"name", "owner", "access", "grants", "epoch", "token",
+/// "canPush"}`, where `token` is the change token of the current end of its log and `canPush`
+/// says whether the caller may push to it (a client with read access only syncs pull-only).
 public struct ZoneDescription: Sendable, Hashable, Codable {
     public var name: String
     public var owner: String
@@ -9,14 +10,17 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
     public var grants: [String: ZoneGrant]
     public var epoch: UInt64
     public var token: String
+    /// Whether the user who asked may push to the zone.
+    public var canPush: Bool?
 
-    public init(_ zone: ZoneInfo, token: ChangeToken) {
+    public init(_ zone: ZoneInfo, token: ChangeToken, canPush: Bool? = nil) {
         self.name = zone.name
         self.owner = zone.owner
         self.access = zone.access
         self.grants = zone.grants
         self.epoch = zone.epoch
         self.token = token.description
+        self.canPush = canPush
     }
 }
 

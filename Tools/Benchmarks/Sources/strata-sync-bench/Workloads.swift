@@ -82,11 +82,11 @@ final class CountingTransport: SyncTransport {
         counts.withLock { $0.failures[code, default: 0] += 1 }
     }
 
-    func ensureZone(_ zone: String) async throws {
-        do { try await inner.ensureZone(zone) } catch { failed(error); throw error }
+    func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo {
+        do { return try await inner.ensureZone(zone) } catch { failed(error); throw error }
     }
 
-    func push(zone: String, transactions: [[UInt8]]) async throws -> PushResult {
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
         let start = monotonicNanos()
         do {
             let result = try await inner.push(zone: zone, transactions: transactions)
@@ -106,11 +106,15 @@ final class CountingTransport: SyncTransport {
         }
     }
 
-    func snapshot(zone: String) async throws -> ZoneSnapshotPayload? {
+    func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
         do { return try await inner.snapshot(zone: zone) } catch { failed(error); throw error }
     }
 
-    func pull(zone: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+    func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {
+        do { return try await inner.replicas(zone: zone) } catch { failed(error); throw error }
+    }
+
+    func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
         let start = monotonicNanos()
         counts.withLock { if $0.firstPullStart == 0 { $0.firstPullStart = start } }
         do {
@@ -268,8 +272,8 @@ func wakeUpRun(storePath: String, server: ServerProcess, zone: String, warmup: I
     let store = try await openStore(storePath, .groupCommit)
     let pusher = CountingTransport(transport(server))
     let puller = transport(server)
-    try await pusher.ensureZone(zone)
-    let startToken = try await puller.pull(zone: zone, after: nil, limit: 1, wait: nil).nextToken
+    _ = try await pusher.ensureZone(ZoneReference(zone))
+    let startToken = try await puller.pull(zone: ZoneReference(zone), after: nil, limit: 1, wait: nil).nextToken
     let total = warmup + samples
 
     // The puller: keep a long poll open, note when each sequence came back, until cancelled.
@@ -278,7 +282,7 @@ func wakeUpRun(storePath: String, server: ServerProcess, zone: String, warmup: I
     let pullTask = Task {
         var token = startToken
         while !Task.isCancelled && !seen.withLock({ $0.stop }) {
-            let page = try await puller.pull(zone: zone, after: token, limit: 1000, wait: .seconds(10))
+            let page = try await puller.pull(zone: ZoneReference(zone), after: token, limit: 1000, wait: .seconds(10))
             let now = monotonicNanos()
             let sequences = try page.transactions.compactMap { try TransactionRecord(decoding: $0).sequences?.upperBound }
             seen.withLock {
@@ -305,7 +309,7 @@ func wakeUpRun(storePath: String, server: ServerProcess, zone: String, warmup: I
         }
         nextPosition = last.position + 1
         let sent = monotonicNanos()
-        _ = try await pusher.push(zone: zone, transactions: stored.map { $0.transaction.encoded() })
+        _ = try await pusher.push(zone: ZoneReference(zone), transactions: stored.map { $0.transaction.encoded() })
         return (sequence, sent, monotonicNanos())
     }
     let clock = ContinuousClock()

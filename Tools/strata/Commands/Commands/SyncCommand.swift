@@ -49,6 +49,9 @@ struct SyncCommand: AsyncParsableCommand {
             for fork in report.forks {
                 print("forked: replica \(fork.replica) → \(fork.successor) (\(fork.reason.rawValue)); kept sequences 1...\(fork.keptThrough), re-authored \(fork.reauthored) event(s)")
             }
+            if report.unpushable > 0 {
+                print("read-only: \(report.unpushable) local transaction(s) wait until you may push to the zone")
+            }
             print("pushed \(report.pushedTransactions) transaction(s), pulled \(report.pulledTransactions) (\(report.appliedEvents) new event(s)); token \(report.token ?? "-")")
         } catch let error as SyncError {
             try? await opened.close()
