@@ -81,6 +81,21 @@ final class SimulatedNetwork: Sendable {
         _ = try await storage().createZone(zone, access: .shared, grants: grants)
     }
 
+    /// Gives `user` a grant on `zone`, as its owner would.
+    func grant(_ zone: ZoneID, user: String, _ grant: ZoneGrant) async throws {
+        let storage = try storage()
+        guard let info = try await storage.zone(zone) else { return }
+        var grants = info.grants
+        grants[user] = grant
+        _ = try await storage.updateZone(zone, access: info.access, grants: grants)
+    }
+
+    /// Switches `user`'s grant on `zone` between read and read-write.
+    func toggleGrant(_ zone: ZoneID, user: String) async throws {
+        let current = try await storage().zone(zone)?.grants[user]
+        try await grant(zone, user: user, current == .readWrite ? .read : .readWrite)
+    }
+
     /// The network as `user` reaches it.
     func client(_ user: String) -> SimulatedClient { SimulatedClient(network: self, user: user) }
 

@@ -23,8 +23,10 @@ struct SimulationTally {
     var clones = 0
     var spoofsRefused = 0
     var skewsRefused = 0
+    var grantChanges = 0
 
     mutating func add(_ other: SimulationTally) {
+        grantChanges += other.grantChanges
         bootstraps += other.bootstraps
         forks += other.forks
         clones += other.clones
@@ -35,14 +37,14 @@ struct SimulationTally {
 
 @Suite("Deterministic sync simulation")
 struct SimulationTests {
-    @Test("Honest devices (some cloned mid-run) and a hostile grantee over a lossy, duplicating, reordering network with server restarts: honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone")
+    @Test("Honest devices (some cloned mid-run, some losing and regaining write access) and a hostile grantee over a lossy, duplicating, reordering network with server restarts: honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone")
     func simulation() async throws {
         let seeds = simulationSeeds()
         var tally = SimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed))
         }
-        print("sync simulation: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.bootstraps) bootstraps from an expired token, \(tally.clones) clones, \(tally.forks) forks, \(tally.spoofsRefused) spoofed pushes and \(tally.skewsRefused) far-future pushes refused")
+        print("sync simulation: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.bootstraps) bootstraps from an expired token, \(tally.clones) clones, \(tally.forks) forks, \(tally.spoofsRefused) spoofed pushes and \(tally.skewsRefused) far-future pushes refused, \(tally.grantChanges) grant changes")
         if seeds.count >= 50 {
             #expect(tally.bootstraps > 0, "no client ever fell behind the server's retention: the simulation is too gentle")
             #expect(tally.forks > 0, "no clone ever forked: the simulation is too gentle")
@@ -100,7 +102,7 @@ struct SimulationTests {
         var notes: [ObjectID] = []
         for _ in 0..<50 {
             let c = Int(rng.next() % UInt64(devices.count))
-            switch rng.next() % 13 {
+            switch rng.next() % 14 {
             case 0..<4:
                 let pick = notes.isEmpty ? nil : notes[Int(rng.next() % UInt64(notes.count))]
                 let action = rng.next() % 3
@@ -157,6 +159,11 @@ struct SimulationTests {
                     // Dropped by the network, or a gap: refused either way, or the replica was not
                     // pushed yet (then it is mallory's now, and the device forks away from it).
                 }
+            case 12:
+                // The owner changes friend's grant between read and read-write: friend's devices
+                // sync pull-only meanwhile, their edits waiting.
+                try await network.toggleGrant(Self.zone, user: "friend")
+                tally.grantChanges += 1
             default:
                 // Mallory pushes a far-future timestamp under her own replica.
                 mallorySequence += 1
@@ -176,7 +183,9 @@ struct SimulationTests {
                 mallorySequence -= 1
             }
         }
-        // Quiescence: a healthy network, every late message delivered, everyone syncs twice.
+        // Quiescence: write access back, a healthy network, every late message delivered,
+        // everyone syncs twice.
+        try await network.grant(Self.zone, user: "friend", .readWrite)
         network.heal()
         await network.deliverLate()
         for _ in 0..<2 {
