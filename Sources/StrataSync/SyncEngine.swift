@@ -28,6 +28,9 @@ public struct SyncReport: Sendable, Hashable {
     public var appliedEvents = 0
     /// Times the engine had to bootstrap from the zone's snapshot (its token had expired).
     public var bootstraps = 0
+    /// Times the server held less than the device had seen (restored from a backup) and the
+    /// device pulled the zone again from its start.
+    public var rewinds = 0
     /// Local transactions that wait because the caller may only read the zone (they are pushed
     /// once write access is granted); 0 when the caller may push.
     public var unpushable = 0
@@ -388,6 +391,17 @@ public actor SyncEngine {
                 }
             } catch let error as SyncError where error.code == .tokenExpired || error.code == .zoneReset {
                 try await bootstrap(after: error, &report)
+                continue
+            } catch let error as SyncError where error.code == .zoneRewound && token != nil {
+                // The server was restored from an older copy: everything of ours goes out again
+                // (it acknowledges what it still holds, byte for byte, and appends what it lost),
+                // and the zone is pulled from its start — the store skips what it has.
+                options.logger.notice("the zone was rewound; pulling it from the start", metadata: ["zone": "\(zoneReference)", "error": "\(error)"])
+                cursor.token = nil
+                cursor.acknowledged = 0
+                try cursor.save(store: store, zone: zoneReference)
+                report.rewinds += 1
+                try await pushOrHold(&report)
                 continue
             }
             pageWait = nil

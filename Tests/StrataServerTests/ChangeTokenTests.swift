@@ -53,7 +53,8 @@ struct ChangeTokenTests {
         #expect(ServerError(ChangeTokenError(.zoneReset, "")).code == .zoneReset)
         #expect(ServerError(ChangeTokenError(.expired, "")).code == .tokenExpired)
         #expect(ServerError(ChangeTokenError(.expired, "")).status == .gone)
-        #expect(ServerError(ChangeTokenError(.beyondEnd, "")).status == .badRequest)
+        #expect(ServerError(ChangeTokenError(.beyondEnd, "")).status == .gone)
+        #expect(ServerError(ChangeTokenError(.beyondEnd, "")).code == .zoneRewound)
     }
 }
 

@@ -346,6 +346,7 @@ enum BadRequest: String, CaseIterable, Sendable, CustomTestStringConvertible {
         switch self {
         case .tooLarge, .tooLargeDeclared: .contentTooLarge
         case .unknownZone: .notFound
+        case .tokenPastEnd: .gone
         default: .badRequest
         }
     }
@@ -354,6 +355,7 @@ enum BadRequest: String, CaseIterable, Sendable, CustomTestStringConvertible {
         switch self {
         case .tooLarge, .tooLargeDeclared: "tooLarge"
         case .unknownZone: "zoneNotFound"
+        case .tokenPastEnd: "zoneRewound"
         default: "badRequest"
         }
     }

@@ -45,6 +45,10 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
         public static let clockSkew = Code("clockSkew", status: .unprocessableContent)
         /// 410: the token points before the history the server still holds.
         public static let tokenExpired = Code("tokenExpired", status: .gone)
+        /// 410: the token points past the zone's end: the server holds less than the client has
+        /// seen (restored from a backup, a lost disk). The client pulls from the start and
+        /// pushes what the server lacks.
+        public static let zoneRewound = Code("zoneRewound", status: .gone)
         /// 410: the token's epoch is not the zone's (deleted and recreated).
         public static let zoneReset = Code("zoneReset", status: .gone)
         /// 413: the body exceeds the server's limit.
@@ -128,7 +132,7 @@ extension ServerError {
         case .replicaNotYours: self.init(.replicaNotYours, error.message)
         case .replicaForked: self.init(.replicaForked, error.message, sequence: error.sequence)
         case .positionRetired: self.init(.tokenExpired, error.message)
-        case .positionBeyondEnd: self.init(.badRequest, error.message)
+        case .positionBeyondEnd: self.init(.zoneRewound, error.message)
         case .tooLarge: self.init(.tooLarge, error.message)
         case .invalidArgument: self.init(.badRequest, error.message)
         default: self.init(.internalError, "the server's storage failed; try again later")
@@ -140,6 +144,7 @@ extension ServerError {
         switch error.code {
         case .zoneReset: self.init(.zoneReset, error.message)
         case .expired: self.init(.tokenExpired, error.message)
+        case .beyondEnd: self.init(.zoneRewound, error.message + ": the server holds less than this client has seen (restored from a backup?); pull from the start and push what it lacks")
         default: self.init(.badRequest, error.message)
         }
     }

@@ -91,7 +91,8 @@ public struct ChangeTokenError: Error, Sendable, Hashable, CustomStringConvertib
         public static let zoneReset = Code("zoneReset")
         /// Before the history the server still holds (answered `410 tokenExpired`).
         public static let expired = Code("expired")
-        /// After the zone's end: not a token this server gave out (answered `400 badRequest`).
+        /// After the zone's end: the server holds less than the client has seen — restored from
+        /// a backup, or a lost disk (answered `410 zoneRewound`).
         public static let beyondEnd = Code("beyondEnd")
     }
 
