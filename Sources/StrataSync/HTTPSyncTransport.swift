@@ -76,7 +76,7 @@ public struct HTTPSyncTransport: SyncTransport {
                          serverTime: envelope.error.serverTime, maxOffset: envelope.error.maxOffset)
     }
 
-    public func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo {
+    public func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
         var request = HTTPClientRequest(url: url(zone))
         request.method = .GET
         struct Description: Decodable {
@@ -93,7 +93,7 @@ public struct HTTPSyncTransport: SyncTransport {
             }
             // A server of the first protocol revision does not say: try, and learn from a 403.
             return ZoneAccessInfo(canPush: described.canPush ?? true)
-        } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil {
+        } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil && create {
             var create = HTTPClientRequest(url: url(zone))
             create.method = .PUT
             create.headers.add(name: "Content-Type", value: "application/json")

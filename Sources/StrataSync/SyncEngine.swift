@@ -111,6 +111,7 @@ public actor SyncEngine {
         self.zone = zone
         self.zoneReference = ZoneReference(zone, owner: owner)
         self.options = options
+        self.knowsZone = FileManager.default.fileExists(atPath: SyncCursor.path(store: store, zone: ZoneReference(zone, owner: owner)))
         self.cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
         self.status = SyncStatus(phase: .idle, pending: 0, blocked: nil, pushed: 0, pulled: 0, lastError: nil)
     }
@@ -144,7 +145,7 @@ public actor SyncEngine {
         var report = SyncReport()
         do {
             // Every sync asks what the caller may do: a grant can change between two syncs.
-            let access = try await retrying { try await self.transport.ensureZone(self.zoneReference) }
+            let access = try await existingZone()
             canPush = access.canPush
             // A push the server refuses for the device's clock leaves the edits pending; the pull
             // still runs, and the sync then reports why they wait.
@@ -248,6 +249,38 @@ public actor SyncEngine {
 
     /// Whether the caller may push to the zone, as the server last said.
     private var canPush = true
+    /// Whether this store has synced with the zone before (its cursor file exists): then a
+    /// missing zone was deleted, and is not silently recreated.
+    private var knowsZone: Bool
+    /// Set by ``recreateZone()`` for the sync that recreates a deleted zone.
+    private var recreating = false
+
+    /// The zone, created when this store never synced with it; a zone this store synced with and
+    /// that is gone is ``SyncError/Code/zoneDeleted``.
+    private func existingZone() async throws -> ZoneAccessInfo {
+        let create = !knowsZone || recreating
+        do {
+            let access = try await retrying { try await self.transport.ensureZone(self.zoneReference, create: create) }
+            knowsZone = true
+            return access
+        } catch let error as SyncError where error.code == .zoneNotFound && !create && zoneReference.owner == nil {
+            throw SyncError(.zoneDeleted, "zone \(zoneReference) was deleted on the server; it is recreated only when asked (SyncEngine.recreateZone(), strata sync --recreate-zone)", status: error.status)
+        } catch let error as SyncError where error.code == .zoneNotFound && knowsZone {
+            throw SyncError(.zoneDeleted, "zone \(zoneReference) was deleted by its owner", status: error.status)
+        }
+    }
+
+    /// Recreates the caller's own zone after it was deleted (``SyncError/Code/zoneDeleted``) and
+    /// seeds it with everything this store authored that its log still holds: the cursor starts
+    /// over, so every own transaction is pushed, and the zone's new history is pulled.
+    @discardableResult
+    public func recreateZone() async throws -> SyncReport {
+        recreating = true
+        defer { recreating = false }
+        cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
+        try cursor.save(store: store, zone: zoneReference)
+        return try await sync()
+    }
 
     /// Pushes, unless the caller may only read the zone: then the local transactions stay
     /// pending (counted in the report and the status, with why) and sync is pull-only. A push
@@ -434,7 +467,7 @@ public actor SyncEngine {
         if error.code == .zoneReset {
             cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
             try cursor.save(store: store, zone: zoneReference)
-            canPush = try await retrying { try await self.transport.ensureZone(self.zoneReference) }.canPush
+            canPush = try await existingZone().canPush
             try await pushOrHold(&report)
             return
         }

@@ -23,6 +23,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let clockSkew = Code("clockSkew")
         public static let tokenExpired = Code("tokenExpired")
         public static let zoneReset = Code("zoneReset")
+        /// The zone this device synced with was deleted on the server. It is recreated only when
+        /// the app asks (``SyncEngine/recreateZone()``, `strata sync --recreate-zone`).
+        public static let zoneDeleted = Code("zoneDeleted")
         /// The server holds less of the zone than this device has seen (restored from a backup,
         /// a lost disk): the engine pulls from the start and pushes what the server lacks.
         public static let zoneRewound = Code("zoneRewound")

@@ -67,10 +67,11 @@ public struct ReplicaAuthor: Sendable, Hashable {
 /// How the engine talks to a log server: HTTP in production (``HTTPSyncTransport``), anything
 /// that keeps the protocol's rules in simulations.
 public protocol SyncTransport: Sendable {
-    /// Makes sure the zone exists: creates the caller's own zone when it does not exist (private);
-    /// another user's zone (``ZoneReference/owner`` set) is never created — its absence is
-    /// `zoneNotFound`. Returns what the caller may do there.
-    func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo
+    /// Makes sure the zone exists: with `create`, creates the caller's own zone when it does not
+    /// exist (private); another user's zone (``ZoneReference/owner`` set) is never created — its
+    /// absence is `zoneNotFound`, as is a missing zone without `create`. Returns what the caller
+    /// may do there.
+    func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo
     /// Pushes encoded transactions of one replica, contiguous in sequence.
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.

@@ -15,9 +15,14 @@ final class InMemoryTransport: SyncTransport {
     /// Counts the pushes that appended something, for exactly-once checks.
     let appends = Atomic<Int>(0)
 
-    func ensureZone(_ reference: ZoneReference) async throws -> ZoneAccessInfo {
+    func ensureZone(_ reference: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
         let zone = reference.description
-        zones.withLock { if $0[zone] == nil { $0[zone] = Zone() } }
+        try zones.withLock {
+            if $0[zone] == nil {
+                guard create else { throw SyncError(.zoneNotFound, zone, status: 404) }
+                $0[zone] = Zone()
+            }
+        }
         return ZoneAccessInfo(canPush: true)
     }
 

@@ -99,14 +99,14 @@ final class SimulatedNetwork: Sendable {
     /// The network as `user` reaches it.
     func client(_ user: String) -> SimulatedClient { SimulatedClient(network: self, user: user) }
 
-    func ensureZone(_ zone: ZoneID, user: String) async throws -> ZoneAccessInfo {
+    func ensureZone(_ zone: ZoneID, user: String, create: Bool) async throws -> ZoneAccessInfo {
         if roll(5) { throw SyncError(.transport, "dropped") }
         let storage = try storage()
         if let info = try await storage.zone(zone) {
             guard info.canRead(user) else { throw SyncError(.forbidden, "\(user) may not read \(zone)", status: 403) }
             return ZoneAccessInfo(canPush: info.canPush(user))
         }
-        guard zone.owner == user else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+        guard zone.owner == user, create else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
         _ = try await storage.createZone(zone, access: .shared, grants: [:])
         return ZoneAccessInfo(canPush: true)
     }
@@ -202,7 +202,9 @@ struct SimulatedClient: SyncTransport {
 
     func id(_ zone: ZoneReference) -> ZoneID { ZoneID(owner: zone.owner ?? user, name: zone.name) }
 
-    func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo { try await network.ensureZone(id(zone), user: user) }
+    func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
+        try await network.ensureZone(id(zone), user: user, create: create)
+    }
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
         try await network.push(zone: id(zone), user: user, transactions: transactions)
     }

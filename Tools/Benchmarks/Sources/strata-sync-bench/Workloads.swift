@@ -82,8 +82,8 @@ final class CountingTransport: SyncTransport {
         counts.withLock { $0.failures[code, default: 0] += 1 }
     }
 
-    func ensureZone(_ zone: ZoneReference) async throws -> ZoneAccessInfo {
-        do { return try await inner.ensureZone(zone) } catch { failed(error); throw error }
+    func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
+        do { return try await inner.ensureZone(zone, create: create) } catch { failed(error); throw error }
     }
 
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
@@ -272,7 +272,7 @@ func wakeUpRun(storePath: String, server: ServerProcess, zone: String, warmup: I
     let store = try await openStore(storePath, .groupCommit)
     let pusher = CountingTransport(transport(server))
     let puller = transport(server)
-    _ = try await pusher.ensureZone(ZoneReference(zone))
+    _ = try await pusher.ensureZone(ZoneReference(zone), create: true)
     let startToken = try await puller.pull(zone: ZoneReference(zone), after: nil, limit: 1, wait: nil).nextToken
     let total = warmup + samples
 

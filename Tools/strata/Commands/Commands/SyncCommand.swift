@@ -34,6 +34,9 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Keep syncing with long polls until interrupted.")
     var watch = false
 
+    @Flag(help: "Recreate your zone when it was deleted on the server, and seed it with everything this store authored.")
+    var recreateZone = false
+
     func validate() throws {
         guard URL(string: server)?.scheme?.hasPrefix("http") == true else {
             throw ValidationError("--server must be an http(s) URL, got \(server)")
@@ -45,7 +48,7 @@ struct SyncCommand: AsyncParsableCommand {
         guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
         let engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: token)
         do {
-            let report = try await engine.sync()
+            let report = try await (recreateZone ? engine.recreateZone() : engine.sync())
             for fork in report.forks {
                 print("forked: replica \(fork.replica) → \(fork.successor) (\(fork.reason.rawValue)); kept sequences 1...\(fork.keptThrough), re-authored \(fork.reauthored) event(s)")
             }
