@@ -201,11 +201,20 @@ extension SegmentLog {
     /// a contiguous log. Returns the names of the retired segment files.
     @discardableResult
     public func retireSegments(coveredBy snapshot: SnapshotInfo) throws -> [String] {
+        try retireSegments(coveredBy: snapshot, keepingFrom: .max)
+    }
+
+    /// Retires the segments wholly below both the snapshot's position and `keepingFrom`: the
+    /// entries from `keepingFrom` on stay readable although the snapshot covers them (a store
+    /// keeps the transactions its sync has not pushed yet).
+    @discardableResult
+    public func retireSegments(coveredBy snapshot: SnapshotInfo, keepingFrom keep: LogPosition) throws -> [String] {
         _ = try readSnapshot(snapshot)
+        let limit = min(snapshot.position, keep)
         return try writer.withLock { _ in
             let retired = state.withLock { s -> [Segment] in
                 var retired: [Segment] = []
-                while s.segments.count > 1, s.segments[0].summary.endPosition <= snapshot.position {
+                while s.segments.count > 1, s.segments[0].summary.endPosition <= limit {
                     retired.append(s.segments.removeFirst())
                 }
                 return retired

@@ -112,6 +112,8 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         do {
             let data = try JSONEncoder().encode(File(cursor: self))
             try FileSystem.writeAtomically(Array(data), to: path)
+            // Compaction keeps what this engine has not pushed yet.
+            if replica == store.replicaID { try store.pinUnpushed(Self.fileName(zone), acknowledged: acknowledged) }
         } catch {
             throw SyncError(.store, "cannot save the sync cursor \(path): \(error)")
         }

@@ -113,6 +113,8 @@ public actor SyncEngine {
         self.options = options
         self.knowsZone = FileManager.default.fileExists(atPath: SyncCursor.path(store: store, zone: ZoneReference(zone, owner: owner)))
         self.cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
+        // From now on compaction keeps what this engine has not pushed.
+        try store.pinUnpushed(SyncCursor.fileName(zoneReference), acknowledged: cursor.acknowledged)
         self.status = SyncStatus(phase: .idle, pending: 0, blocked: nil, pushed: 0, pulled: 0, lastError: nil)
     }
 
@@ -323,6 +325,11 @@ public actor SyncEngine {
                 cursor.acknowledged = min(cursor.acknowledged, expected - 1)
                 try cursor.save(store: store, zone: zoneReference)
                 pending = try unpushed()
+                // The log must still hold the sequence the server expects, else pushing again
+                // would meet the same gap forever: say what is missing instead.
+                if let first = pending.first?.sequences?.lowerBound, first != expected {
+                    throw SyncError(.store, "the server expects sequence \(expected) of replica \(store.replicaID), which this store's log no longer holds (compacted away before it was pushed); it starts again at \(first)")
+                }
                 continue
             } catch let error as SyncError where error.code == .tooLarge {
                 // Fewer transactions per push, down to one; a single transaction the server cannot

@@ -90,6 +90,8 @@ extension Store {
         let core = StoreCore(identity: identity, projection: projection, clock: clock,
                              nextSequence: (own?.highest ?? 0) + 1)
         core.projection.schema = projection.recordedSchema
+        core.syncPins = SyncPins.load(in: directory, replica: identity.replicaID)
+        core.retainsUnpushed = options.retainsUnpushed
         let store = Store(directory: directory, log: log, core: core, logger: options.logger, report: report)
         try store.finishInterruptedFork()
         return store

@@ -15,6 +15,10 @@ final class StoreCore {
     /// not, so the store refuses everything until it is reopened.
     var failure: StoreError?
     var closed = false
+    /// What each sync engine has had acknowledged of the current replica (see `SyncPins`), and
+    /// whether compaction keeps what is above it.
+    var syncPins = SyncPins()
+    var retainsUnpushed = true
 
     init(identity: StoreIdentity, projection: Projection, clock: HybridClock, nextSequence: UInt64) {
         self.identity = identity

@@ -21,6 +21,12 @@ public struct StoreOptions: Sendable {
     /// devices still orders an edit after the ones it saw.
     public var maxClockLead: UInt64 = StoreOptions.defaultMaxClockLead
 
+    /// Whether compaction keeps, in the log, this store's transactions that a sync engine has
+    /// not pushed yet (see ``Store/pinUnpushed(_:acknowledged:)``): the push path reads them from
+    /// the log, so retiring them would strand them. On by default; it concerns stores that have
+    /// a sync engine (a store that never synced has no pin and compacts as before).
+    public var retainsUnpushed = true
+
     /// One hour, in milliseconds.
     public static let defaultMaxClockLead: UInt64 = 3_600_000
 

@@ -1,0 +1,84 @@
+import Foundation
+import StrataLog
+import Synchronization
+
+/// How far each sync engine of a store has had the store's own transactions acknowledged, so
+/// that compaction keeps in the log what some engine has yet to push (the push path reads them
+/// from there). One pin per engine (a zone, say), of the store's current replica; a fork, which
+/// starts a new replica, makes every pin void.
+///
+/// Kept in `sync-pins.json` in the store's directory — `{"format": 1, "replica": "<uuid>",
+/// "pins": {"<key>": <sequence>}}` — replaced atomically (temporary file, fsync, rename, fsync of
+/// the directory) when a pin moves. A store without pins (it never synced, or its file is
+/// unreadable) compacts as before: everything the snapshot covers may be retired.
+struct SyncPins: Codable, Equatable {
+    var format = 1
+    var replica: ReplicaID?
+    var pins: [String: UInt64] = [:]
+
+    static let fileName = "sync-pins.json"
+
+    /// The pins of `replica` read from `directory` (none when the file is missing, damaged or of
+    /// another replica).
+    static func load(in directory: String, replica: ReplicaID) -> SyncPins {
+        guard let data = FileManager.default.contents(atPath: directory + "/" + fileName),
+              let pins = try? JSONDecoder().decode(SyncPins.self, from: data), pins.format == 1, pins.replica == replica else {
+            return SyncPins(replica: replica)
+        }
+        return pins
+    }
+
+    func save(in directory: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try FileSystem.writeAtomically(Array(try encoder.encode(self)), to: directory + "/" + Self.fileName)
+    }
+
+    /// The highest own sequence every engine has had acknowledged (0 without a pin).
+    var acknowledgedByAll: UInt64 { pins.values.min() ?? 0 }
+}
+
+extension Store {
+    /// Tells the store how far the sync engine named `key` has had this store's transactions
+    /// acknowledged by its server, so that compaction keeps in the log every transaction some
+    /// engine has not pushed yet. `SyncEngine` calls it; the pin is of the current replica.
+    public func pinUnpushed(_ key: String, acknowledged: UInt64) throws {
+        let (pins, changed) = core.withLock { core -> (SyncPins, Bool) in
+            if core.syncPins.replica != core.replica { core.syncPins = SyncPins(replica: core.replica) }
+            guard core.syncPins.pins[key] != acknowledged else { return (core.syncPins, false) }
+            core.syncPins.pins[key] = acknowledged
+            return (core.syncPins, true)
+        }
+        if changed {
+            do {
+                try pins.save(in: directory)
+            } catch {
+                throw StoreError(.storeFailed, "cannot save \(SyncPins.fileName) in \(directory): \(error)")
+            }
+        }
+    }
+
+    /// The first log position holding a transaction of the current replica that some sync engine
+    /// has not had acknowledged (`nil` when there is none): compaction retires nothing from
+    /// there on.
+    func firstUnpushedPosition() throws -> UInt64? {
+        let (replica, pins, retains, identity) = core.withLock { ($0.replica, $0.syncPins, $0.retainsUnpushed, $0.identity) }
+        guard retains, pins.replica == replica, !pins.pins.isEmpty else { return nil }
+        let acknowledged = pins.acknowledgedByAll
+        do {
+            var cursor = try log.records(from: log.startPosition)
+            while let record = try cursor.next() {
+                for entry in record.entries {
+                    let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+                    guard header.replica == replica, header.eventCount > 0,
+                          header.firstSequence + header.eventCount - 1 > acknowledged,
+                          !identity.isAbandoned(header: header, position: entry.position) else { continue }
+                    return entry.position
+                }
+            }
+        } catch let error as LogError {
+            throw StoreError(error)
+        }
+        return nil
+    }
+}
