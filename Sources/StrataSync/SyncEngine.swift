@@ -378,24 +378,26 @@ public actor SyncEngine {
 
     /// Forks the store (see ``Store/fork(keepingThrough:reason:restamp:)``), starts counting the
     /// new replica's acknowledged sequences from 0, and pulls the zone again from its start.
-    private func fork(keepingThrough kept: UInt64, reason: ReplicaFork.Reason, restamp: Bool, after error: SyncError) async throws -> ReplicaFork {
+    private func fork(keepingThrough kept: UInt64, reason: ReplicaFork.Reason, restamp: Bool, after refusal: SyncError) async throws -> ReplicaFork {
         let old = store.replicaID
+        // The other copy's transactions of the old replica may have been pulled already and
+        // skipped, as duplicates of the abandoned ones under the same sequences, so the store never
+        // kept them: the zone is pulled again from its start (the store skips what it has; a
+        // compacted zone answers with its snapshot). The token goes first, so that a process
+        // killed right after the fork still pulls again.
+        cursor.token = nil
+        try cursor.save(store: store, zone: zoneReference)
         let fork: ReplicaFork
         do {
             fork = try await store.fork(keepingThrough: kept, reason: reason, restamp: restamp)
         } catch {
-            throw SyncError(.store, "the server answered \(error) and the store could not fork: \(error)")
+            throw SyncError(.store, "the server answered \(refusal) and the store could not fork: \(error)")
         }
         options.logger.notice("store forked", metadata: [
-            "zone": "\(zoneReference)", "reason": "\(error.code)", "old": "\(old)", "new": "\(fork.successor)",
+            "zone": "\(zoneReference)", "reason": "\(refusal.code)", "old": "\(old)", "new": "\(fork.successor)",
             "keptThrough": "\(kept)", "reauthored": "\(fork.reauthored)",
         ])
         cursor.bind(to: store.replicaID)
-        // The other copy's transactions of the old replica may have been pulled already and
-        // skipped, as duplicates of the abandoned ones under the same sequences, so the store never
-        // kept them: pull the zone again from its start (the store skips what it has; a compacted
-        // zone answers with its snapshot).
-        cursor.token = nil
         try cursor.save(store: store, zone: zoneReference)
         return fork
     }
