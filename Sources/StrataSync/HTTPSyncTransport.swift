@@ -2,7 +2,7 @@ public import AsyncHTTPClient
 public import Foundation
 import NIOCore
 import NIOHTTP1
-import Strata
+public import Strata
 
 /// The protocol over HTTP with AsyncHTTPClient.
 public struct HTTPSyncTransport: SyncTransport {
@@ -80,8 +80,13 @@ public struct HTTPSyncTransport: SyncTransport {
         var request = HTTPClientRequest(url: url(zone))
         request.method = .GET
         struct Description: Decodable {
+            struct Limits: Decodable {
+                var maxBodyBytes: Int?
+                var maxStateBytes: Int?
+            }
             var owner: String
             var canPush: Bool?
+            var limits: Limits?
         }
         do {
             let (_, body) = try await send(request)
@@ -92,14 +97,16 @@ public struct HTTPSyncTransport: SyncTransport {
                 throw SyncError(.malformedResponse, "asked for \(owner)'s zone \(zone.name), the server answered with \(described.owner)'s")
             }
             // A server of the first protocol revision does not say: try, and learn from a 403.
-            return ZoneAccessInfo(canPush: described.canPush ?? true)
+            return ZoneAccessInfo(canPush: described.canPush ?? true, maxPushBytes: described.limits?.maxBodyBytes,
+                                  maxStateBytes: described.limits?.maxStateBytes)
         } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil && create {
             var create = HTTPClientRequest(url: url(zone))
             create.method = .PUT
             create.headers.add(name: "Content-Type", value: "application/json")
             create.body = .bytes(Array(#"{"access":"private"}"#.utf8))
             _ = try await send(create)
-            return ZoneAccessInfo(canPush: true)
+            // Asked again for the limits the creation's answer does not carry.
+            return try await ensureZone(zone, create: false)
         }
     }
 
@@ -163,5 +170,26 @@ public struct HTTPSyncTransport: SyncTransport {
             throw SyncError(.malformedResponse, "replicas answer is not {replicas: [{replica, user, acknowledged}]}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         return answer.replicas.map { ReplicaAuthor(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }
+    }
+
+    public func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+        var query: [(String, String)] = []
+        if let token, !token.isEmpty { query.append(("after", token)) }
+        if let replica { query.append(("replica", replica.description)) }
+        var request = HTTPClientRequest(url: url(zone, "/state", query: query))
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-strata-snapshot")
+        request.body = .bytes(state)
+        // A large state takes a while to send and to merge.
+        let (_, body) = try await send(request, extra: .seconds(Int64(state.count >> 20)))
+        struct Answer: Decodable {
+            var token: String
+            var upToDate: Bool
+            var acknowledged: UInt64
+        }
+        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(body)) else {
+            throw SyncError(.malformedResponse, "state answer is not {token, upToDate, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+        return StateUploadResult(token: answer.token, upToDate: answer.upToDate, acknowledged: answer.acknowledged)
     }
 }

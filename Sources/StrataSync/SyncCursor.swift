@@ -24,12 +24,39 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// recorded. A store whose log was lost (or replaced) holds none of what the token says it
     /// applied, so a cursor of another log starts over from the beginning of the zone.
     public var logID: String?
+    /// Set when the zone turned out to hold less than this store has seen (the server was restored
+    /// from an older copy, the zone was recreated): the store's whole state is to be uploaded to
+    /// the zone (`SyncTransport/uploadState`), which brings back what the devices hold but can no
+    /// longer push as events. Kept until the upload is acknowledged, so a process killed in
+    /// between still heals the zone on its next sync. Absent in older cursors: `false`.
+    public var healPending: Bool
 
-    public init(token: String? = nil, acknowledged: UInt64 = 0, replica: ReplicaID? = nil, logID: String? = nil) {
+    public init(token: String? = nil, acknowledged: UInt64 = 0, replica: ReplicaID? = nil, logID: String? = nil, healPending: Bool = false) {
         self.token = token
         self.acknowledged = acknowledged
         self.replica = replica
         self.logID = logID
+        self.healPending = healPending
+    }
+
+    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        token = try c.decodeIfPresent(String.self, forKey: .token)
+        acknowledged = try c.decode(UInt64.self, forKey: .acknowledged)
+        replica = try c.decodeIfPresent(ReplicaID.self, forKey: .replica)
+        logID = try c.decodeIfPresent(String.self, forKey: .logID)
+        healPending = try c.decodeIfPresent(Bool.self, forKey: .healPending) ?? false
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeIfPresent(token, forKey: .token)
+        try c.encode(acknowledged, forKey: .acknowledged)
+        try c.encodeIfPresent(replica, forKey: .replica)
+        try c.encodeIfPresent(logID, forKey: .logID)
+        if healPending { try c.encode(true, forKey: .healPending) }
     }
 
     static func path(store: Store, zone: ZoneReference) -> String {
@@ -103,7 +130,9 @@ public struct SyncCursor: Codable, Sendable, Hashable {
 
     /// CRC-32C (hex) of the fields, in a fixed order.
     var checksum: String {
-        let text = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""].joined(separator: "\n")
+        // A pending heal joins the fields only when set, so cursors written before it keep their sum.
+        let fields = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""] + (healPending ? ["heal"] : [])
+        let text = fields.joined(separator: "\n")
         return String(CRC32C.checksum(Array(text.utf8)), radix: 16)
     }
 

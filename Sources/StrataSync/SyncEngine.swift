@@ -38,6 +38,10 @@ public struct SyncReport: Sendable, Hashable {
     /// another user, or its edits were stamped by a wrong clock; each took a new replica ID and
     /// re-authored what the server did not hold.
     public var forks: [ReplicaFork] = []
+    /// States this sync uploaded to heal the zone (it held less than the store had seen), and
+    /// their bytes.
+    public var stateUploads = 0
+    public var stateBytes = 0
     public var token: String?
 }
 
@@ -149,15 +153,20 @@ public actor SyncEngine {
             // Every sync asks what the caller may do: a grant can change between two syncs.
             let access = try await existingZone()
             canPush = access.canPush
+            limits = access
             // A push the server refuses for the device's clock leaves the edits pending; the pull
             // still runs, and the sync then reports why they wait.
             var deferred: SyncError?
+            // A heal goes first: it tells the server how far this store's own replica goes, so
+            // the push then starts from what the store's log still holds.
+            try await healIfNeeded(&report)
             do {
                 try await pushOrHold(&report)
             } catch let error as SyncError where error.code == .clockSkew {
                 deferred = error
             }
             try await pullAll(wait: nil, &report)
+            try await healIfNeeded(&report)
             await refreshAuthors(report)
             if let deferred { throw deferred }
             update { $0.phase = .idle; $0.lastError = nil }
@@ -212,6 +221,7 @@ public actor SyncEngine {
                 dirty = false
                 var report = SyncReport()
                 try await pushOrHold(&report)
+                try await healIfNeeded(&report)
                 update { $0.phase = .waiting }
                 let waiting = Task { var r = SyncReport(); try await self.pullAll(wait: dirty ? nil : self.options.longPoll, &r) }
                 poll = waiting
@@ -251,6 +261,8 @@ public actor SyncEngine {
 
     /// Whether the caller may push to the zone, as the server last said.
     private var canPush = true
+    /// The server's limits, as it last said.
+    private var limits: ZoneAccessInfo?
     /// Whether this store has synced with the zone before (its cursor file exists): then a
     /// missing zone was deleted, and is not silently recreated.
     private var knowsZone: Bool
@@ -279,7 +291,9 @@ public actor SyncEngine {
     public func recreateZone() async throws -> SyncReport {
         recreating = true
         defer { recreating = false }
-        cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
+        // Everything this store holds goes back: its own transactions as events, and its whole
+        // state (history compacted away here, other devices' edits) as an upload.
+        cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID, healPending: true)
         try cursor.save(store: store, zone: zoneReference)
         return try await sync()
     }
@@ -312,10 +326,10 @@ public actor SyncEngine {
         var forks = 0
         var restamped = false
         while !pending.isEmpty {
-            let batch = Array(pending.prefix(batchLimit))
+            let (batch, encoded) = try nextBatch(of: pending, count: batchLimit)
             let result: PushResult
             do {
-                result = try await retrying { try await self.transport.push(zone: self.zoneReference, transactions: batch.map { $0.encoded() }) }
+                result = try await retrying { try await self.transport.push(zone: self.zoneReference, transactions: encoded) }
             } catch let error as SyncError where error.code == .sequenceGap {
                 // The server holds a different amount of our history than the cursor says (a lost
                 // cursor, say): go on from what it expects.
@@ -374,6 +388,75 @@ public actor SyncEngine {
             update { $0.pushed += done; $0.pending = max(0, $0.pending - done) }
             pending.removeFirst(min(batch.count, pending.count))
         }
+    }
+
+    /// The next push: at most `count` transactions from the front of `pending`, and no more bytes
+    /// than the server accepts in a body (it advertises the limit). A single transaction larger
+    /// than that is named in a typed error rather than sent to be refused.
+    private func nextBatch(of pending: [TransactionRecord], count: Int) throws -> (batch: [TransactionRecord], encoded: [[UInt8]]) {
+        let maxBytes = limits?.maxPushBytes ?? .max
+        var batch: [TransactionRecord] = []
+        var encoded: [[UInt8]] = []
+        var bytes = 0
+        for transaction in pending.prefix(count) {
+            let body = transaction.encoded()
+            // A frame is the bytes and a varint of their length (at most 10 bytes).
+            let framed = body.count + 10
+            if batch.isEmpty, framed > maxBytes {
+                let sequences = transaction.sequences.map { "\($0.lowerBound)...\($0.upperBound)" } ?? "?"
+                throw SyncError(.tooLarge, "the transaction of replica \(transaction.replica) with sequences \(sequences) is \(body.count) bytes; the server accepts pushes of at most \(maxBytes) bytes, so it cannot be pushed")
+            }
+            if !batch.isEmpty, bytes + framed > maxBytes { break }
+            batch.append(transaction)
+            encoded.append(body)
+            bytes += framed
+        }
+        return (batch, encoded)
+    }
+
+    /// Uploads the store's whole state when the zone was found to hold less than the store has
+    /// seen (``SyncCursor/healPending``): the server merges it into the zone, so that what this
+    /// device holds but cannot push as events — history it compacted away, other devices' edits
+    /// — is back in the zone. Every other device adopts the merged state on its next pull. A
+    /// device that may only read the zone keeps the heal pending until it may write.
+    private func healIfNeeded(_ report: inout SyncReport) async throws {
+        guard cursor.healPending, canPush else { return }
+        let state: [UInt8]
+        do {
+            state = try store.statePayload()
+        } catch {
+            throw SyncError(.store, "cannot read the store's state to heal zone \(zoneReference): \(error)")
+        }
+        if let maxBytes = limits?.maxStateBytes, state.count > maxBytes {
+            throw SyncError(.tooLarge, "the store's state is \(state.count) bytes; the server accepts states of at most \(maxBytes) bytes, so zone \(zoneReference) cannot be healed from this device")
+        }
+        let basis = cursor.token
+        let replica = store.replicaID
+        let own = store.appliedSequences().first { $0.replica == replica }?.contiguous ?? 0
+        let answer: StateUploadResult
+        do {
+            answer = try await retrying {
+                try await self.transport.uploadState(zone: self.zoneReference, state: state, replica: replica, after: basis)
+            }
+        } catch let error as SyncError where error.code == .forbidden {
+            canPush = false
+            return
+        }
+        options.logger.notice("state uploaded to heal the zone", metadata: [
+            "zone": "\(zoneReference)", "bytes": "\(state.count)", "upToDate": "\(answer.upToDate)",
+        ])
+        cursor.healPending = false
+        // The zone now holds this replica's history through what the state says it applied (as
+        // state where it lost the events): pushes go on after it.
+        cursor.bind(to: replica)
+        cursor.acknowledged = max(cursor.acknowledged, min(answer.acknowledged, own))
+        // Up to date: this store holds the merged state. Otherwise its token is now before the
+        // zone's history, so the next pull adopts the merged snapshot.
+        if answer.upToDate { cursor.token = answer.token }
+        try cursor.save(store: store, zone: zoneReference)
+        report.stateUploads += 1
+        report.stateBytes += state.count
+        if !answer.upToDate { try await pullAll(wait: nil, &report) }
     }
 
     /// Forks the store (see ``Store/fork(keepingThrough:reason:restamp:)``), starts counting the
@@ -441,8 +524,11 @@ public actor SyncEngine {
                 options.logger.notice("the zone was rewound; pulling it from the start", metadata: ["zone": "\(zoneReference)", "error": "\(error)"])
                 cursor.token = nil
                 cursor.acknowledged = 0
+                // What the zone lost but this store holds only as state goes back by upload.
+                cursor.healPending = true
                 try cursor.save(store: store, zone: zoneReference)
                 report.rewinds += 1
+                try await healIfNeeded(&report)
                 try await pushOrHold(&report)
                 continue
             }
@@ -474,17 +560,17 @@ public actor SyncEngine {
     private func bootstrap(after error: SyncError, _ report: inout SyncReport) async throws {
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         if error.code == .zoneReset {
-            cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
+            cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID, healPending: true)
             try cursor.save(store: store, zone: zoneReference)
             canPush = try await existingZone().canPush
+            try await healIfNeeded(&report)
             try await pushOrHold(&report)
             return
         }
         guard let snapshot = try await retrying({ try await self.transport.snapshot(zone: self.zoneReference) }) else {
-            // Expired but no snapshot: the history is gone; start from the beginning of what is held.
-            cursor.token = nil
-            try cursor.save(store: store, zone: zoneReference)
-            return
+            // The server says the history is gone but serves nothing that replaces it: pulling
+            // again would be refused the same way, and starting past it would miss it.
+            throw SyncError(.tokenExpired, "zone \(zoneReference) no longer holds the history after the token and serves no snapshot of it: \(error.message)", status: error.status)
         }
         do {
             try await store.adoptSnapshot(snapshot.payload)

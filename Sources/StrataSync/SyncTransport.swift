@@ -47,8 +47,35 @@ public struct ZoneReference: Sendable, Hashable, CustomStringConvertible {
 public struct ZoneAccessInfo: Sendable, Hashable {
     /// Whether the caller may push to the zone; without it the engine syncs pull-only.
     public var canPush: Bool
+    /// The largest push body the server accepts (the engine sizes its batches under it); `nil`
+    /// when the server does not say.
+    public var maxPushBytes: Int?
+    /// The largest state upload the server accepts; `nil` when it does not say.
+    public var maxStateBytes: Int?
 
-    public init(canPush: Bool) { self.canPush = canPush }
+    public init(canPush: Bool, maxPushBytes: Int? = nil, maxStateBytes: Int? = nil) {
+        self.canPush = canPush
+        self.maxPushBytes = maxPushBytes
+        self.maxStateBytes = maxStateBytes
+    }
+}
+
+/// The answer to ``SyncTransport/uploadState(zone:state:after:)``.
+public struct StateUploadResult: Sendable, Hashable {
+    /// The token of the zone's merged snapshot.
+    public var token: String
+    /// Whether the uploader had pulled the whole zone (the token given with the upload was its
+    /// end): then it holds the merged state and goes on from ``token``; otherwise it adopts the
+    /// zone's snapshot first.
+    public var upToDate: Bool
+    /// The highest sequence of the uploader's replica the zone now counts as held.
+    public var acknowledged: UInt64
+
+    public init(token: String, upToDate: Bool, acknowledged: UInt64) {
+        self.token = token
+        self.upToDate = upToDate
+        self.acknowledged = acknowledged
+    }
 }
 
 /// A replica as the server knows it: the user who pushed its events.
@@ -81,6 +108,10 @@ public protocol SyncTransport: Sendable {
     func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload?
     /// Who pushed each replica's events to the zone.
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor]
+    /// Merges the store's whole state (a projection snapshot payload) into the zone, healing
+    /// history the zone lost; `replica` is the store's own (the server believes how far the state
+    /// says it goes), `after` the token the store had pulled through.
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult
 }
 
 /// A zone's state as the server serves it to clients whose token has expired.

@@ -87,3 +87,36 @@ struct TransactionFramesTests {
         }
     }
 }
+
+@Suite("Change token generations")
+struct ChangeTokenGenerationTests {
+    @Test("a zone never healed keeps 17-byte version 1 tokens; a later generation writes 25-byte version 2 tokens that round-trip")
+    func layout() throws {
+        let plain = ChangeToken(epoch: 7, position: 9)
+        #expect(plain.bytes.count == 17 && plain.bytes[0] == 1)
+        let healed = ChangeToken(epoch: 7, position: 9, generation: 3)
+        #expect(healed.bytes.count == 25 && healed.bytes[0] == 2)
+        #expect(try ChangeToken(parsing: healed.description) == healed)
+        #expect(try ChangeToken(parsing: plain.description).generation == 0)
+        // A version 2 token cut to 17 bytes is malformed, not misread.
+        let cut = Base64URL.encode(Array(healed.bytes.prefix(17)))
+        #expect(throws: ChangeTokenError.self) { try ChangeToken(parsing: cut) }
+    }
+
+    @Test("a token of an earlier generation is expired (a state was merged since), of a later one beyond the end (the server lost a merge)")
+    func validation() throws {
+        func code(_ token: ChangeToken) -> ChangeTokenError.Code? {
+            do {
+                try token.validate(epoch: 7, generation: 2, start: 0, end: 100)
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        #expect(code(ChangeToken(epoch: 7, position: 50, generation: 2)) == nil)
+        #expect(code(ChangeToken(epoch: 7, position: 50, generation: 1)) == .expired)
+        #expect(code(ChangeToken(epoch: 7, position: 100, generation: 0)) == .expired)
+        #expect(code(ChangeToken(epoch: 7, position: 50, generation: 3)) == .beyondEnd)
+        #expect(code(ChangeToken(epoch: 8, position: 50, generation: 2)) == .zoneReset)
+    }
+}

@@ -64,4 +64,9 @@ final class InMemoryTransport: SyncTransport {
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {
         zones.withLock { $0[zone.description]?.acknowledged.map { ReplicaAuthor(replica: $0.key, user: nil, acknowledged: $0.value) } ?? [] }
     }
+
+    /// The in-memory log keeps no states: healing is tested against the real server.
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+        throw SyncError(.badRequest, "the in-memory transport does not merge states", status: 400)
+    }
 }

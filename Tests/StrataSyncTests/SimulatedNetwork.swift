@@ -155,32 +155,55 @@ final class SimulatedNetwork: Sendable {
     func pull(zone: ZoneID, user: String, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
         if roll(10) { throw SyncError(.transport, "request dropped") }
         if roll(30) { await deliverLate() }
-        var position: UInt64 = 0
-        if let token, !token.isEmpty {
-            do {
-                position = try ChangeToken(parsing: token).position
-            } catch {
-                throw SyncError(.badRequest, "\(error)", status: 400)
-            }
-        }
         let result: ReadResult
+        let zoneInfo: ZoneInfo
         do {
             let storage = try storage()
-            guard let info = try await storage.zone(zone), info.canRead(user) else { throw SyncError(.forbidden, "\(user) may not read \(zone)", status: 403) }
-            result = try await storage.read(zone: zone, after: position, limit: limit)
-        } catch let error as ZoneStorageError where error.code == .positionRetired {
-            throw SyncError(.tokenExpired, error.message, status: 410)
+            guard let info = try await storage.zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+            guard info.canRead(user) else { throw SyncError(.forbidden, "\(user) may not read \(zone)", status: 403) }
+            let position = try await PullStart.position(after: token, zone: info, storage: storage)
+            result = try await storage.read(zone: zone, epoch: info.epoch, after: position, limit: limit)
+            zoneInfo = info
+        } catch let error as ServerError {
+            throw Self.syncError(error)
+        } catch let error as ZoneStorageError {
+            throw Self.syncError(ServerError(error))
         }
         if roll(10) { throw SyncError(.transport, "answer dropped") }
         return PullResult(transactions: result.transactions.map(\.bytes),
-                          nextToken: ChangeToken(epoch: result.epoch, position: result.nextPosition).description,
+                          nextToken: zoneInfo.token(at: result.nextPosition).description,
                           moreComing: result.moreComing)
     }
 
     func snapshot(zone: ZoneID) async throws -> ZoneSnapshotPayload? {
         if roll(10) { throw SyncError(.transport, "request dropped") }
-        guard let snapshot = try await storage().snapshot(zone: zone) else { return nil }
-        return ZoneSnapshotPayload(payload: snapshot.payload, token: ChangeToken(epoch: snapshot.epoch, position: snapshot.position).description)
+        let storage = try storage()
+        guard let info = try await storage.zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+        guard let snapshot = try await storage.snapshot(zone: zone) else { return nil }
+        return ZoneSnapshotPayload(payload: snapshot.payload, token: info.token(at: snapshot.position).description)
+    }
+
+    func uploadState(zone: ZoneID, user: String, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+        if roll(10) { throw SyncError(.transport, "request dropped") }
+        do {
+            let storage = try storage()
+            guard let info = try await storage.zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+            guard info.canPush(user) else { throw SyncError(.forbidden, "\(user) may not write to \(zone)", status: 403) }
+            let basis = try? await PullStart.position(after: token, zone: info, storage: storage)
+            _ = try StateValidation.validate(state, now: Self.serverTime, maxClockOffset: Self.maxClockOffset)
+            let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, payload: state, basis: token == nil ? nil : basis)
+            if roll(10) { throw SyncError(.transport, "answer dropped") }
+            return StateUploadResult(token: ChangeToken(epoch: outcome.epoch, position: outcome.position, generation: outcome.generation).description, upToDate: outcome.upToDate, acknowledged: outcome.acknowledged)
+        } catch let error as ServerError {
+            throw Self.syncError(error)
+        } catch let error as ZoneStorageError {
+            throw Self.syncError(ServerError(error))
+        }
+    }
+
+    static func syncError(_ error: ServerError) -> SyncError {
+        SyncError(SyncError.Code(error.code.name), error.message, status: nil, expectedSequence: error.expected,
+                  sequence: error.sequence, serverTime: error.serverTime, maxOffset: error.maxOffset)
     }
 
     /// Compacts the zone keeping only the newest `retaining` transactions: clients behind that
@@ -213,4 +236,7 @@ struct SimulatedClient: SyncTransport {
     }
     func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { try await network.snapshot(zone: id(zone)) }
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { try await network.replicas(zone: id(zone)) }
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+        try await network.uploadState(zone: id(zone), user: user, state: state, replica: replica, after: token)
+    }
 }

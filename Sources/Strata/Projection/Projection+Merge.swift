@@ -5,14 +5,19 @@ extension Projection {
     /// sequences their union. Used to adopt a server's zone snapshot when a client's history is
     /// too old to catch up event by event: nothing this store has (its unpushed edits) is lost,
     /// and nothing the snapshot has (remote deletes) is missed.
-    func merge(from other: Projection) throws {
+    ///
+    /// `believingApplied` names the replicas whose applied sequences are taken over (`nil`: all).
+    /// A server merging a state a client uploaded believes its values, but its claims of which
+    /// events are done only for the uploader's own replica — else a forged claim would make every
+    /// device skip another replica's events when they really arrive.
+    func merge(from other: Projection, believingApplied: Set<ReplicaID>? = nil) throws {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
         func map(_ ref: Ref) -> Ref {
             ref.isNone ? ref : Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
         }
-        for (index, set) in other.applied.enumerated() where !set.isEmpty {
+        for (index, set) in other.applied.enumerated() where !set.isEmpty && believingApplied.map({ $0.contains(other.replicas[index]) }) ?? true {
             unionApplied(replicas[index], set)
         }
         for (ref, schema) in other.schemaEvents {

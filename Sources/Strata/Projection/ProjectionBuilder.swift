@@ -45,6 +45,33 @@ public final class ProjectionBuilder {
         return try projection.apply(transaction)
     }
 
+    /// Merges another builder's whole state (a device's projection, say) into this one: the join
+    /// of the two (see ``Store/adoptSnapshot(_:)``). Its values are all merged; its claims of
+    /// which events it has applied only for the replicas in `believingApplied` (`nil`: all). A
+    /// server merging a state a client uploaded believes those claims for the uploader's own
+    /// replica only, so that its applied sequences stay what its log holds for everyone else's.
+    public func merge(_ other: ProjectionBuilder, believingApplied: Set<ReplicaID>?) throws {
+        projection.beginBatch(tracking: false)
+        defer { projection.commitBatch(report: false) }
+        try projection.merge(from: other.projection, believingApplied: believingApplied)
+    }
+
+    /// The newest timestamp of any event the state holds, found by looking at every stamp (not
+    /// the header's claim): what a server checks against its clock before merging an uploaded
+    /// state, since a stamp far ahead would win every later edit.
+    public func newestTimestamp() -> HLC {
+        var newest = projection.maxHLC
+        for (ref, _) in projection.schemaEvents { newest = max(newest, ref.hlc) }
+        for record in projection.records.values {
+            newest = max(newest, record.inserted.hlc, record.deleted.hlc)
+            for slot in record.fields { newest = max(newest, slot.ref.hlc) }
+            for member in record.sets {
+                for add in member.adds { newest = max(newest, add.hlc) }
+            }
+        }
+        return HLC(rawValue: newest)
+    }
+
     /// The snapshot payload of everything applied so far (the layout of the Strata format article).
     public func snapshotPayload() -> [UInt8] { ProjectionCodec.encode(projection) }
 

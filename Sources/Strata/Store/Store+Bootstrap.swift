@@ -38,4 +38,16 @@ extension Store {
         deliver(ChangeSet(origin: .remote, positions: segmentLog.endPosition..<segmentLog.endPosition, changes: changes))
         return changes.count
     }
+
+    /// The store's whole state as a projection snapshot payload (what ``adoptSnapshot(_:)`` of
+    /// another store merges): every value with the event that set it, tombstones, set adds and
+    /// removes, the applied sequences. Sync uploads it to heal a zone that lost history this store
+    /// has (a server restored from a backup, a zone recreated), including history compacted away
+    /// here and events other devices authored.
+    public func statePayload() throws -> [UInt8] {
+        try core.withLock { core in
+            if let failure = core.failure { throw failure }
+            return ProjectionCodec.encode(core.projection)
+        }
+    }
 }

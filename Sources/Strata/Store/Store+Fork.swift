@@ -86,7 +86,7 @@ extension Store {
         if plan.resuming { previous.lineage.removeLast() }
         let abandoned = try abandonedTransactions(plan, identity: previous, end: before)
         if !plan.resuming {
-            try checkCoverage(abandoned, plan: plan, projection: core.projection)
+            try checkCoverage(abandoned, plan: plan, core: core)
         }
         let count = UInt64(abandoned.reduce(0) { $0 + $1.transaction.events.count })
         let fork = ReplicaFork(reason: plan.reason, replica: plan.replica, keptThrough: plan.keptThrough, before: before,
@@ -173,9 +173,17 @@ extension Store {
     /// Every sequence of the old replica above `keptThrough` that the store applied must be in an
     /// abandoned transaction still in the log: otherwise compaction retired it and re-authoring
     /// would lose it.
-    private func checkCoverage(_ abandoned: [Abandoned], plan: ForkPlan, projection: Projection) throws {
-        let highest = projection.appliedSummary().first { $0.replica == plan.replica }?.highest ?? 0
+    private func checkCoverage(_ abandoned: [Abandoned], plan: ForkPlan, core: StoreCore) throws {
+        let highest = core.projection.appliedSummary().first { $0.replica == plan.replica }?.highest ?? 0
         guard highest > plan.keptThrough else { return }
+        // While sync pins this replica's unpushed transactions, compaction kept every one above
+        // what the server acknowledged; a fork keeps at least that much, so whatever of the
+        // replica above `keptThrough` is missing from the log was never authored here — another
+        // copy's events, adopted with a zone snapshot — and is not this store's to re-author.
+        if core.retainsUnpushed, core.syncPins.replica == plan.replica, !core.syncPins.pins.isEmpty,
+           core.syncPins.acknowledgedByAll <= plan.keptThrough {
+            return
+        }
         var covered = plan.keptThrough
         for range in abandoned.compactMap(\.transaction.sequences).sorted(by: { $0.lowerBound < $1.lowerBound }) {
             guard range.lowerBound <= covered + 1 else { break }

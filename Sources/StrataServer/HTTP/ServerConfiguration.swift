@@ -9,10 +9,16 @@ public struct ServerConfiguration: Sendable, Hashable {
     public struct Limits: Sendable, Hashable {
         /// The largest request body accepted; larger ones are answered `413 tooLarge`.
         public var maxBodyBytes: Int = 16 << 20
+        /// The largest state a client may upload to heal a zone (`POST …/state`): a device's whole
+        /// projection, so larger than a push.
+        public var maxStateBytes: Int = 512 << 20
         /// Transactions per pull when the request names no limit.
         public var defaultPullLimit: Int = 1000
         /// The most transactions one pull returns (a larger `limit` is lowered to this).
         public var maxPullLimit: Int = 10_000
+        /// The most bytes of transactions one pull returns (at least one transaction, however
+        /// large): a page of big transactions ends early, with `Strata-More-Coming: true`.
+        public var maxPullBytes: Int = 32 << 20
         /// The longest a pull may wait for changes (a longer `wait` is lowered to this).
         public var maxWait: Duration = .seconds(60)
         /// Requests per user.

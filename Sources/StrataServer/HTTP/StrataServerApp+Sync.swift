@@ -35,8 +35,43 @@ extension StrataServerApp {
         } else {
             logger.debug("push already held", metadata: ["zone": "\(id)", "replica": "\(replica)", "acknowledged": "\(outcome.acknowledged)"])
         }
-        return try json(PushAnswer(token: ChangeToken(epoch: outcome.epoch, position: outcome.position).description,
+        return try json(PushAnswer(token: zone.token(at: outcome.position).description,
                                    acknowledged: outcome.acknowledged))
+    }
+
+    /// `POST /v1/zones/{zone}/state?after=&replica=`: merges a device's whole state (a projection
+    /// snapshot) into the zone, to heal history the zone lost (see
+    /// ``ZoneStorage/mergeState(zone:user:replica:payload:basis:)``). `after` is the token the
+    /// device had pulled through (the answer says whether that was the zone's end, so that it goes
+    /// on from the new token without downloading the merged snapshot); `replica` the device's own
+    /// replica, whose claimed sequences count as held.
+    func uploadState(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
+        let user = try context.requireUser()
+        let id = try zoneID(request, context, user: user)
+        let zone = try await existingZone(id)
+        guard zone.canPush(user) else {
+            throw ServerError(.forbidden, "user \(user) may not write to zone \(id)")
+        }
+        let basis: UInt64? = await {
+            guard let after = request.uri.queryParameters.get("after"), !after.isEmpty else { return nil }
+            return try? await PullStart.position(after: String(after), zone: zone, storage: storage)
+        }()
+        var replica: ReplicaID?
+        if let text = request.uri.queryParameters.get("replica"), !text.isEmpty {
+            guard let parsed = ReplicaID(String(text)) else {
+                throw ServerError(.badRequest, "replica \"\(text.prefix(64))\" is not a replica ID (a UUID)")
+            }
+            replica = parsed
+        }
+        let payload = try await readBody(request, limit: configuration.limits.maxStateBytes)
+        _ = try StateValidation.validate(payload, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
+        let outcome = try await storageCall { () async throws(ZoneStorageError) in
+            try await storage.mergeState(zone: id, user: user, replica: replica, payload: payload, basis: basis)
+        }
+        notifier.notify(zone: id.description)
+        logger.notice("state merged", metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])
+        return try json(StateAnswer(token: ChangeToken(epoch: outcome.epoch, position: outcome.position, generation: outcome.generation).description,
+                                    upToDate: outcome.upToDate, acknowledged: outcome.acknowledged))
     }
 
     /// `GET /v1/zones/{zone}/replicas`: every replica the zone holds events of, the user it
@@ -58,21 +93,7 @@ extension StrataServerApp {
         let wait = try pullWait(query.get("wait"))
 
         let epoch = zone.epoch
-        let position: UInt64
-        if let text = query.get("after"), !text.isEmpty {
-            let token: ChangeToken
-            do {
-                token = try ChangeToken(parsing: text)
-                let start = try await storageCall { () async throws(ZoneStorageError) in try await storage.startPosition(zone: name) }
-                let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: name) }
-                try token.validate(epoch: epoch, start: start, end: end)
-            } catch let error as ChangeTokenError {
-                throw ServerError(error)
-            }
-            position = token.position
-        } else {
-            position = try await storageCall { () async throws(ZoneStorageError) in try await storage.startPosition(zone: name) }
-        }
+        let position = try await PullStart.position(after: query.get("after"), zone: zone, storage: storage)
 
         var result = try await readPage(name, epoch: epoch, after: position, limit: limit)
         if result.transactions.isEmpty && wait > .zero {
@@ -95,10 +116,18 @@ extension StrataServerApp {
         }
 
         var body: [UInt8] = []
-        body.reserveCapacity(result.transactions.reduce(0) { $0 + $1.bytes.count + 3 })
-        for transaction in result.transactions { TransactionFrames.append(transaction.bytes, to: &body) }
+        body.reserveCapacity(min(configuration.limits.maxPullBytes, result.transactions.reduce(0) { $0 + $1.bytes.count + 3 }))
+        for (index, transaction) in result.transactions.enumerated() {
+            // A page of large transactions ends early (never before its first one).
+            if index > 0, body.count + transaction.bytes.count > configuration.limits.maxPullBytes {
+                result.nextPosition = transaction.position
+                result.moreComing = true
+                break
+            }
+            TransactionFrames.append(transaction.bytes, to: &body)
+        }
         var headers: HTTPFields = [.contentType: TransactionFrames.mediaType]
-        headers[Self.nextTokenHeader] = ChangeToken(epoch: result.epoch, position: result.nextPosition).description
+        headers[Self.nextTokenHeader] = zone.token(at: result.nextPosition).description
         headers[Self.moreComingHeader] = result.moreComing ? "true" : "false"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
@@ -140,7 +169,7 @@ extension StrataServerApp {
         }
         var headers = HTTPFields()
         headers[.contentType] = "application/x-strata-snapshot"
-        headers[HTTPField.Name("Strata-Snapshot-Token")!] = ChangeToken(epoch: snapshot.epoch, position: snapshot.position).description
+        headers[HTTPField.Name("Strata-Snapshot-Token")!] = zone.token(at: snapshot.position).description
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: snapshot.payload)))
     }
 }

@@ -56,6 +56,7 @@ public struct StrataServerApp: Sendable {
         router.post("/v1/zones/:zone/push") { request, context in try await self.push(request, context) }
         router.get("/v1/zones/:zone/changes") { request, context in try await self.changes(request, context) }
         router.get("/v1/zones/:zone/snapshot") { request, context in try await self.snapshot(request, context) }
+        router.post("/v1/zones/:zone/state") { request, context in try await self.uploadState(request, context) }
         router.get("/v1/zones/:zone/replicas") { request, context in try await self.replicas(request, context) }
         return router
     }
@@ -128,8 +129,8 @@ public struct StrataServerApp: Sendable {
 
     /// The request's body, refused with `413 tooLarge` past the configured limit (before reading
     /// when `Content-Length` already says so).
-    func readBody(_ request: Request) async throws -> [UInt8] {
-        let limit = configuration.limits.maxBodyBytes
+    func readBody(_ request: Request, limit: Int? = nil) async throws -> [UInt8] {
+        let limit = limit ?? configuration.limits.maxBodyBytes
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
             throw ServerError(.tooLarge, "the body has \(declared) bytes; this server accepts at most \(limit)")
         }
@@ -155,7 +156,8 @@ public struct StrataServerApp: Sendable {
     /// The zone as answered to `user`, with the token of its log's end and whether they may push.
     func description(of zone: ZoneInfo, for user: String) async throws(ServerError) -> ZoneDescription {
         let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.id) }
-        return ZoneDescription(zone, token: ChangeToken(epoch: zone.epoch, position: end), canPush: zone.canPush(user))
+        return ZoneDescription(zone, token: zone.token(at: end), canPush: zone.canPush(user),
+                               limits: ServerLimits(configuration.limits))
     }
 }
 

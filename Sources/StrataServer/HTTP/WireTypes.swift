@@ -1,8 +1,9 @@
 public import Strata
 
 /// A zone as the protocol answers it: `{"name", "owner", "access", "grants", "epoch", "token",
-/// "canPush"}`, where `token` is the change token of the current end of its log and `canPush`
-/// says whether the caller may push to it (a client with read access only syncs pull-only).
+/// "canPush", "limits"}`, where `token` is the change token of the current end of its log,
+/// `canPush` says whether the caller may push to it (a client with read access only syncs
+/// pull-only) and `limits` what the server accepts (clients size their pushes under them).
 public struct ZoneDescription: Sendable, Hashable, Codable {
     public var name: String
     public var owner: String
@@ -12,8 +13,10 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
     public var token: String
     /// Whether the user who asked may push to the zone.
     public var canPush: Bool?
+    /// What the server accepts; absent in answers of servers older than the field.
+    public var limits: ServerLimits?
 
-    public init(_ zone: ZoneInfo, token: ChangeToken, canPush: Bool? = nil) {
+    public init(_ zone: ZoneInfo, token: ChangeToken, canPush: Bool? = nil, limits: ServerLimits? = nil) {
         self.name = zone.name
         self.owner = zone.owner
         self.access = zone.access
@@ -21,6 +24,48 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
         self.epoch = zone.epoch
         self.token = token.description
         self.canPush = canPush
+        self.limits = limits
+    }
+}
+
+/// The limits a server advertises with every zone: `{"maxBodyBytes", "maxStateBytes",
+/// "maxPullLimit", "maxClockOffsetMilliseconds"}`.
+public struct ServerLimits: Sendable, Hashable, Codable {
+    /// The largest push body (framed transactions) accepted.
+    public var maxBodyBytes: Int
+    /// The largest state upload accepted.
+    public var maxStateBytes: Int
+    /// The most transactions one pull returns.
+    public var maxPullLimit: Int
+    /// How far ahead of the server's clock an event may be stamped.
+    public var maxClockOffsetMilliseconds: UInt64
+
+    public init(maxBodyBytes: Int, maxStateBytes: Int, maxPullLimit: Int, maxClockOffsetMilliseconds: UInt64) {
+        self.maxBodyBytes = maxBodyBytes
+        self.maxStateBytes = maxStateBytes
+        self.maxPullLimit = maxPullLimit
+        self.maxClockOffsetMilliseconds = maxClockOffsetMilliseconds
+    }
+
+    public init(_ limits: ServerConfiguration.Limits) {
+        self.init(maxBodyBytes: limits.maxBodyBytes, maxStateBytes: limits.maxStateBytes, maxPullLimit: limits.maxPullLimit,
+                  maxClockOffsetMilliseconds: UInt64(max(0, limits.maxClockOffset / .milliseconds(1))))
+    }
+}
+
+/// The answer to a state upload: `{"token": "<token of the merged snapshot>", "upToDate": bool,
+/// "acknowledged": n}`; `upToDate` is true when the uploader had pulled the whole zone, so its
+/// state is the merged one and it goes on from `token` (otherwise it bootstraps from the zone's
+/// snapshot); `acknowledged` is the highest sequence of the uploader's replica the zone holds.
+public struct StateAnswer: Sendable, Hashable, Codable {
+    public var token: String
+    public var upToDate: Bool
+    public var acknowledged: UInt64
+
+    public init(token: String, upToDate: Bool, acknowledged: UInt64) {
+        self.token = token
+        self.upToDate = upToDate
+        self.acknowledged = acknowledged
     }
 }
 

@@ -257,7 +257,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         let start = log.startPosition
         let end = log.endPosition
         guard position >= start else {
-            throw ZoneStorageError(.positionRetired, "zone \(id): position \(position) was retired; the log starts at \(start)", zone: id.description)
+            throw ZoneStorageError(.positionRetired, "zone \(id): position \(position) was retired; the zone's history starts at \(start)", zone: id.description)
         }
         guard position <= end else {
             throw ZoneStorageError(.positionBeyondEnd, "zone \(id): position \(position) is past the end of the log (\(end))", zone: id.description)
@@ -301,36 +301,128 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     @discardableResult
     public func compact(zone id: ZoneID, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot {
         let state = try await usableZone(id)
-        let log = state.log
-        let end = log.endPosition
+        let end = state.log.endPosition
         let cutoff = end > retaining ? end - retaining : 0
         do {
-            var builder = ProjectionBuilder()
-            var from = log.startPosition
-            if let previous = try log.latestValidSnapshot().snapshot, previous.info.position <= cutoff, previous.info.position >= from {
-                builder = try ProjectionBuilder(snapshot: previous.payload)
-                from = previous.info.position
-            }
-            if from < cutoff {
-                var cursor = try log.records(from: from)
-                reading: while let record = try cursor.next() {
-                    for entry in record.entries where entry.position >= from {
-                        if entry.position >= cutoff { break reading }
-                        try builder.apply(encoded: entry.payload)
-                    }
-                }
-            }
-            let payload = builder.snapshotPayload()
-            let info = try log.writeSnapshot(payload, position: cutoff)
-            try ZoneLedgerFiles.saveRetiredDigests(state.ledgers, below: cutoff, in: Self.logDirectory(in: directory, for: state.info))
-            try log.retireSegments(coveredBy: info)
-            try log.pruneSnapshots(keeping: 2)
-            logger.info("zone compacted", metadata: ["zone": "\(id)", "position": "\(cutoff)", "start": "\(log.startPosition)"])
+            let payload = try Self.projection(of: state.log, through: cutoff).snapshotPayload()
+            try writeSnapshot(payload, at: cutoff, of: state)
+            logger.info("zone compacted", metadata: ["zone": "\(id)", "position": "\(cutoff)", "start": "\(state.log.startPosition)"])
             return ZoneSnapshot(epoch: state.info.epoch, position: cutoff, payload: payload)
         } catch let error as ZoneStorageError {
             throw error
         } catch {
             throw ZoneStorageError(.storageFailure, "zone \(id): compaction failed: \(error)", zone: id.description)
+        }
+    }
+
+    /// Merges a state a client uploaded (a projection snapshot payload) into the zone: the zone's
+    /// state through its end, joined with the upload, becomes its snapshot, and the zone's
+    /// generation goes up, so that every change token handed out before expires and every client
+    /// adopts the merged state (merging it into its own, nothing lost) before it pulls on. How a
+    /// zone that lost history (a server restored from a backup, a zone recreated) gets back what
+    /// its devices hold but no longer have as events.
+    ///
+    /// The upload's values are merged, its claims of which events it applied are not (see
+    /// ``ProjectionBuilder/merge(state:includingApplied:)``): the replicas' ledgers stay what the
+    /// log holds, and events that really arrive later still apply.
+    ///
+    /// - Parameter basis: the position the uploader had pulled through (from a token of the
+    ///   zone's current generation); the outcome says whether that was the zone's end (then the
+    ///   uploader holds the merged state already and goes on from the new token).
+    /// - Throws: ``ZoneStorageError/Code/invalidArgument`` when the payload does not decode.
+    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+        let upload: ProjectionBuilder
+        do {
+            upload = try ProjectionBuilder(snapshot: payload)
+        } catch {
+            throw ZoneStorageError(.invalidArgument, "zone \(id): the uploaded state does not decode: \(error)", zone: id.description)
+        }
+        let state = try await usableZone(id)
+        // The uploader's claim of how far its own replica goes is believed (a false one can only
+        // hold back its own edits); the replica must be the uploader's, or new to the zone.
+        var ledger: ReplicaLedger?
+        if let replica {
+            var own = state.ledgers[replica] ?? ReplicaLedger()
+            if let owner = own.owner, owner != user {
+                throw ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user)", zone: id.description)
+            }
+            if own.owner == nil {
+                var owners = state.ledgers.compactMapValues(\.owner)
+                owners[replica] = user
+                try ZoneLedgerFiles.saveOwners(owners, in: Self.logDirectory(in: directory, for: state.info))
+                own.owner = user
+            }
+            // Sequences up to the claim that the zone holds no digest of count as held: a push of
+            // them is refused as a fork (another copy's), never silently taken as a retry.
+            own.acknowledged = max(own.acknowledged, upload.contiguousSequences()[replica] ?? 0)
+            ledger = own
+        }
+        // From here to the catalog write nothing suspends: no push of this zone interleaves, so
+        // the merged snapshot is exactly the state at `position`, and tokens of the new generation
+        // are handed out only for positions from it on.
+        let position = state.log.endPosition
+        do {
+            let builder = try Self.projection(of: state.log, through: position)
+            try builder.merge(upload, believingApplied: Set(replica.map { [$0] } ?? []))
+            try writeSnapshot(builder.snapshotPayload(), at: position, of: state)
+        } catch let error as ZoneStorageError {
+            throw error
+        } catch {
+            throw ZoneStorageError(.storageFailure, "zone \(id): merging the uploaded state failed: \(error)", zone: id.description)
+        }
+        if let replica, let ledger { zoneStates[id]?.ledgers[replica] = ledger }
+        var info = state.info
+        info.generation += 1
+        zoneStates[id]?.info = info
+        do {
+            try writeCatalog()
+        } catch {
+            zoneStates[id]?.info = state.info
+            throw error
+        }
+        logger.notice("uploaded state merged", metadata: [
+            "zone": "\(id)", "user": "\(user)", "position": "\(position)", "generation": "\(info.generation)", "bytes": "\(payload.count)",
+        ])
+        return StateMergeOutcome(epoch: info.epoch, generation: info.generation, position: position, upToDate: basis == position,
+                                 acknowledged: ledger?.acknowledged ?? 0)
+    }
+
+    /// The zone's state through `position`: its newest usable snapshot, then the log.
+    private static func projection(of log: SegmentLog, through position: UInt64) throws -> ProjectionBuilder {
+        var builder = ProjectionBuilder()
+        var from = log.startPosition
+        if let previous = try log.latestValidSnapshot().snapshot, previous.info.position <= position, previous.info.position >= from {
+            builder = try ProjectionBuilder(snapshot: previous.payload)
+            from = previous.info.position
+        }
+        if from < position {
+            var cursor = try log.records(from: from)
+            reading: while let record = try cursor.next() {
+                for entry in record.entries where entry.position >= from {
+                    if entry.position >= position { break reading }
+                    try builder.apply(encoded: entry.payload)
+                }
+            }
+        }
+        return builder
+    }
+
+    /// Writes a snapshot of the zone at `position`, then the digests of what lies below it, then
+    /// retires the segments it covers.
+    private func writeSnapshot(_ payload: [UInt8], at position: UInt64, of state: ZoneState) throws {
+        let info = try state.log.writeSnapshot(payload, position: position)
+        try ZoneLedgerFiles.saveRetiredDigests(state.ledgers, below: position, in: Self.logDirectory(in: directory, for: state.info))
+        try state.log.retireSegments(coveredBy: info)
+        try state.log.pruneSnapshots(keeping: 2)
+    }
+
+    /// The position of the zone's newest snapshot, or `nil` when it has none.
+    public func snapshotPosition(zone id: ZoneID) async throws(ZoneStorageError) -> UInt64? {
+        let state = try await usableZone(id)
+        do {
+            return try state.log.snapshots().map(\.position).max()
+        } catch {
+            throw ZoneStorageError(.storageFailure, "zone \(id): listing its snapshots failed: \(error)", zone: id.description)
         }
     }
 
@@ -502,18 +594,21 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         for (replica, owner) in try ZoneLedgerFiles.loadOwners(in: directory, zone: zone) {
             ledgers[replica, default: ReplicaLedger()].owner = owner
         }
-        if log.startPosition > 0 {
-            let retired = try ZoneLedgerFiles.loadRetiredDigests(in: directory, zone: zone)
-            for (replica, held) in retired?.held ?? [] { ledgers[replica, default: ReplicaLedger()].hold(held) }
-            guard let snapshot = try? log.latestValidSnapshot().snapshot,
-                  let builder = try? ProjectionBuilder(snapshot: snapshot.payload) else {
-                throw ZoneStorageError(.storageFailure, "zone \(zone): its history before position \(log.startPosition) was retired but no valid snapshot covers it", zone: zone.description)
-            }
-            if retired == nil || (retired?.cutoff ?? 0) < snapshot.info.position {
-                for (replica, contiguous) in builder.contiguousSequences() {
-                    ledgers[replica, default: ReplicaLedger()].uncheckedThrough = contiguous
-                    ledgers[replica, default: ReplicaLedger()].acknowledged = max(ledgers[replica]?.acknowledged ?? 0, contiguous)
-                }
+        let retired = try ZoneLedgerFiles.loadRetiredDigests(in: directory, zone: zone)
+        for (replica, held) in retired?.held ?? [] { ledgers[replica, default: ReplicaLedger()].hold(held) }
+        let snapshot = try? log.latestValidSnapshot().snapshot
+        let builder = snapshot.flatMap { try? ProjectionBuilder(snapshot: $0.payload) }
+        if log.startPosition > 0 && builder == nil {
+            throw ZoneStorageError(.storageFailure, "zone \(zone): its history before position \(log.startPosition) was retired but no valid snapshot covers it", zone: zone.description)
+        }
+        if let snapshot, let builder {
+            // The snapshot's applied sequences are the log's, plus what uploaders claimed for
+            // their own replicas: those count as held (a push of them is checked as a fork).
+            // History retired by an older server, whose digests were not kept, is held unchecked.
+            let legacy = retired == nil || (retired?.cutoff ?? 0) < snapshot.info.position
+            for (replica, contiguous) in builder.contiguousSequences() {
+                if legacy && log.startPosition > 0 { ledgers[replica, default: ReplicaLedger()].uncheckedThrough = contiguous }
+                ledgers[replica, default: ReplicaLedger()].acknowledged = max(ledgers[replica]?.acknowledged ?? 0, contiguous)
             }
         }
         do {

@@ -18,7 +18,6 @@ import Strata
 enum ZoneLedgerFiles {
     static let ownersName = "replicas.json"
     static let retiredDigestsName = "retired-digests"
-
     private struct OwnersFile: Codable {
         struct Entry: Codable {
             var replica: ReplicaID

@@ -75,6 +75,25 @@ public protocol ZoneStorage: Sendable {
     /// Makes everything durable and releases the storage's resources; later calls fail.
     func close() async throws(ZoneStorageError)
 
+    /// Merges a state a client uploaded into the zone (healing history the zone lost): the zone's
+    /// snapshot becomes the join of its state and the upload, and its generation goes up, so that
+    /// the tokens handed out before expire (see ``ZoneInfo/generation``). The
+    /// upload's values are merged, never its claims of which events it applied. `basis` is the
+    /// position the uploader had pulled through.
+    ///
+    /// - Throws: ``ZoneStorageError/Code/invalidArgument`` when `payload` is not a projection
+    ///   snapshot.
+    ///
+    /// `replica` is the uploader's own replica: its claim of how far that replica goes is believed
+    /// (the sequences up to it count as held, and the zone's snapshot says they are applied), so
+    /// that a device whose own history was compacted away pushes on from what its log still
+    /// holds. It must be `user`'s or new to the zone, else ``ZoneStorageError/Code/replicaNotYours``.
+    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
+
+    /// The position of the zone's newest snapshot; `nil` when it has none (a pull without a token
+    /// then starts at the log's first position, else at the snapshot).
+    func snapshotPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64?
+
     /// The zone's newest snapshot (its state at a position, as a `Strata` projection snapshot
     /// payload), or `nil` when it was never compacted.
     func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot?
@@ -94,6 +113,28 @@ public struct ReplicaInfo: Sendable, Hashable, Codable {
         self.replica = replica
         self.user = user
         self.acknowledged = acknowledged
+    }
+}
+
+/// The result of ``ZoneStorage/mergeState(zone:payload:basis:)``.
+public struct StateMergeOutcome: Sendable, Hashable {
+    public var epoch: UInt64
+    /// The zone's generation after the merge (see ``ZoneInfo/generation``).
+    public var generation: UInt64
+    /// The position of the merged snapshot.
+    public var position: UInt64
+    /// Whether the uploader had pulled everything before the merge: then its state is the merged
+    /// state, and it goes on from ``position`` without downloading the snapshot.
+    public var upToDate: Bool
+    /// The highest sequence of the uploader's replica the zone now counts as held.
+    public var acknowledged: UInt64
+
+    public init(epoch: UInt64, generation: UInt64, position: UInt64, upToDate: Bool, acknowledged: UInt64) {
+        self.acknowledged = acknowledged
+        self.epoch = epoch
+        self.generation = generation
+        self.position = position
+        self.upToDate = upToDate
     }
 }
 

@@ -1,8 +1,14 @@
 /// A change token: where a client stands in a zone's log.
 ///
-/// Opaque to clients: the base64url encoding (no padding) of 17 bytes, the version `u8` = 1, the
-/// zone's epoch `u64` little-endian and the log position `u64` little-endian (the number of
-/// transactions before this point). Tokens are monotonic within an epoch.
+/// Opaque to clients: the base64url encoding (no padding) of
+/// - version 1, 17 bytes: the version `u8` = 1, the zone's epoch `u64` little-endian and the log
+///   position `u64` little-endian (the number of transactions before this point);
+/// - version 2, 25 bytes: the version `u8` = 2, the epoch, the position, then the zone's
+///   generation `u64` little-endian (how many uploaded states were merged into it, see
+///   ``ZoneInfo/generation``). Written only for a zone whose generation is not 0, so that the
+///   tokens of zones never healed stay version 1; a version 1 token is of generation 0.
+///
+/// Tokens are monotonic within an epoch and a generation.
 ///
 /// ```swift
 /// let token = ChangeToken(epoch: zone.epoch, position: 42)
@@ -11,25 +17,33 @@
 /// try back.validate(epoch: zone.epoch, start: 0, end: 100)
 /// ```
 public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
-    /// The version byte of the current format.
+    /// The version byte of tokens of generation 0.
     public static let version: UInt8 = 1
-    /// Bytes of an encoded token.
+    /// Bytes of an encoded version 1 token.
     public static let byteCount = 17
+    /// The version byte of tokens of a later generation, and their size.
+    public static let generationVersion: UInt8 = 2
+    public static let generationByteCount = 25
 
     public var epoch: UInt64
     public var position: UInt64
+    public var generation: UInt64
 
-    public init(epoch: UInt64, position: UInt64) {
+    public init(epoch: UInt64, position: UInt64, generation: UInt64 = 0) {
         self.epoch = epoch
         self.position = position
+        self.generation = generation
     }
 
-    /// The token's 17 bytes.
+    /// The token's bytes (17, or 25 for a generation above 0).
     public var bytes: [UInt8] {
-        var bytes = [ChangeToken.version]
-        bytes.reserveCapacity(ChangeToken.byteCount)
-        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift))) }
-        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: position >> UInt64(shift))) }
+        var bytes = [generation == 0 ? ChangeToken.version : ChangeToken.generationVersion]
+        bytes.reserveCapacity(ChangeToken.generationByteCount)
+        var fields = [epoch, position]
+        if generation > 0 { fields.append(generation) }
+        for field in fields {
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: field >> UInt64(shift))) }
+        }
         return bytes
     }
 
@@ -38,35 +52,50 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a token.
     ///
-    /// - Throws: ``ChangeTokenError/Code/malformed`` when `text` is not base64url of 17 bytes or
-    ///   names an unknown version.
+    /// - Throws: ``ChangeTokenError/Code/malformed`` when `text` is not base64url of a token's
+    ///   bytes or names an unknown version.
     public init(parsing text: String) throws(ChangeTokenError) {
         guard let bytes = Base64URL.decode(text) else {
             throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" is not base64url without padding")
         }
-        guard bytes.count == ChangeToken.byteCount else {
-            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" holds \(bytes.count) bytes, not \(ChangeToken.byteCount)")
+        guard let version = bytes.first else {
+            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" is empty")
         }
-        guard bytes[0] == ChangeToken.version else {
-            throw ChangeTokenError(.malformed, "change token \"\(text)\" has version \(bytes[0]); this server knows \(ChangeToken.version)")
+        let expected: Int
+        switch version {
+        case ChangeToken.version: expected = ChangeToken.byteCount
+        case ChangeToken.generationVersion: expected = ChangeToken.generationByteCount
+        default:
+            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" has version \(version); this server knows \(ChangeToken.version) and \(ChangeToken.generationVersion)")
         }
-        var epoch: UInt64 = 0
-        var position: UInt64 = 0
-        for i in 0..<8 {
-            epoch |= UInt64(bytes[1 + i]) << UInt64(8 * i)
-            position |= UInt64(bytes[9 + i]) << UInt64(8 * i)
+        guard bytes.count == expected else {
+            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" holds \(bytes.count) bytes, not \(expected)")
         }
-        self.init(epoch: epoch, position: position)
+        func field(_ index: Int) -> UInt64 {
+            var value: UInt64 = 0
+            for i in 0..<8 { value |= UInt64(bytes[1 + 8 * index + i]) << UInt64(8 * i) }
+            return value
+        }
+        self.init(epoch: field(0), position: field(1), generation: version == ChangeToken.generationVersion ? field(2) : 0)
     }
 
-    /// Checks the token against a zone whose epoch is `epoch` and whose log holds `start..<end`.
+    /// Checks the token against a zone whose epoch is `epoch`, generation `generation`, and whose
+    /// log holds `start..<end`.
     ///
     /// - Throws: ``ChangeTokenError/Code/zoneReset`` when the epochs differ,
-    ///   ``ChangeTokenError/Code/expired`` when the position is before `start`,
-    ///   ``ChangeTokenError/Code/beyondEnd`` when it is after `end`.
-    public func validate(epoch zoneEpoch: UInt64, start: UInt64, end: UInt64) throws(ChangeTokenError) {
+    ///   ``ChangeTokenError/Code/expired`` when the position is before `start` or the token is of
+    ///   an earlier generation (handed out before a state was merged into the zone),
+    ///   ``ChangeTokenError/Code/beyondEnd`` when it is after `end` or of a later generation (the
+    ///   server lost what the client saw).
+    public func validate(epoch zoneEpoch: UInt64, generation zoneGeneration: UInt64 = 0, start: UInt64, end: UInt64) throws(ChangeTokenError) {
         guard epoch == zoneEpoch else {
             throw ChangeTokenError(.zoneReset, "change token \(self) is of an earlier incarnation of the zone (it was deleted and recreated)")
+        }
+        guard generation <= zoneGeneration else {
+            throw ChangeTokenError(.beyondEnd, "change token \(self) is of the zone's generation \(generation), but the zone is at \(zoneGeneration): the server lost a state merged into it")
+        }
+        guard generation == zoneGeneration else {
+            throw ChangeTokenError(.expired, "change token \(self) was handed out before a device's state was merged into the zone (generation \(generation), now \(zoneGeneration)): adopt the zone's snapshot")
         }
         guard position >= start else {
             throw ChangeTokenError(.expired, "change token \(self) points at position \(position); the zone's history starts at \(start)")

@@ -36,16 +36,50 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
     public var grants: [String: ZoneGrant]
     /// The zone's epoch (see the type's discussion).
     public var epoch: UInt64
+    /// How many times a device's uploaded state was merged into the zone (a heal). Change tokens
+    /// carry it: a token of an earlier generation was handed out before a merge, so its holder has
+    /// not seen the merged state and must adopt the zone's snapshot (`410 tokenExpired`); a token
+    /// of a later one means the server lost a merge (restored from a backup: `410 zoneRewound`).
+    /// 0 (and absent from `zones.json`) for a zone never healed.
+    public var generation: UInt64
 
     /// The zone's identity: its owner and name.
     public var id: ZoneID { ZoneID(owner: owner, name: name) }
 
-    public init(name: String, owner: String, access: ZoneAccess = .private, grants: [String: ZoneGrant] = [:], epoch: UInt64) {
+    public init(name: String, owner: String, access: ZoneAccess = .private, grants: [String: ZoneGrant] = [:], epoch: UInt64, generation: UInt64 = 0) {
         self.name = name
         self.owner = owner
         self.access = access
         self.grants = grants
         self.epoch = epoch
+        self.generation = generation
+    }
+
+    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, generation }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        owner = try c.decode(String.self, forKey: .owner)
+        access = try c.decode(ZoneAccess.self, forKey: .access)
+        grants = try c.decode([String: ZoneGrant].self, forKey: .grants)
+        epoch = try c.decode(UInt64.self, forKey: .epoch)
+        generation = try c.decodeIfPresent(UInt64.self, forKey: .generation) ?? 0
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(owner, forKey: .owner)
+        try c.encode(access, forKey: .access)
+        try c.encode(grants, forKey: .grants)
+        try c.encode(epoch, forKey: .epoch)
+        if generation > 0 { try c.encode(generation, forKey: .generation) }
+    }
+
+    /// A change token of this zone at `position`.
+    public func token(at position: UInt64) -> ChangeToken {
+        ChangeToken(epoch: epoch, position: position, generation: generation)
     }
 
     /// The longest zone name accepted.

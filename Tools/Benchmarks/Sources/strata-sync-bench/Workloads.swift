@@ -50,6 +50,10 @@ struct WireCounts: Sendable {
     var pullBodyBytes = 0
     var pullNanos: UInt64 = 0
     var firstPullStart: UInt64 = 0
+    /// Snapshots downloaded and states uploaded (healing), in bytes.
+    var snapshotBytes = 0
+    var stateUploads = 0
+    var stateBytes = 0
     /// Failed requests by error code (the engine retries the transient ones).
     var failures: [String: Int] = [:]
 
@@ -107,7 +111,19 @@ final class CountingTransport: SyncTransport {
     }
 
     func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
-        do { return try await inner.snapshot(zone: zone) } catch { failed(error); throw error }
+        do {
+            let snapshot = try await inner.snapshot(zone: zone)
+            counts.withLock { $0.snapshotBytes += snapshot?.payload.count ?? 0 }
+            return snapshot
+        } catch { failed(error); throw error }
+    }
+
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+        do {
+            let result = try await inner.uploadState(zone: zone, state: state, replica: replica, after: token)
+            counts.withLock { $0.stateUploads += 1; $0.stateBytes += state.count }
+            return result
+        } catch { failed(error); throw error }
     }
 
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {

@@ -1,0 +1,66 @@
+public import Strata
+
+/// Where a pull starts, shared by the HTTP endpoint and in-process transports (simulations), so
+/// both answer the same tokens the same way.
+public enum PullStart {
+    /// The position a pull after `token` reads from.
+    ///
+    /// - A token is checked against the zone: another epoch is `410 zoneReset`; a position before
+    ///   the zone's history (compacted away) or an earlier generation (handed out before a state
+    ///   was merged) `410 tokenExpired`; a position past its end or a later generation
+    ///   `410 zoneRewound` (the server holds less than the client saw).
+    /// - Without a token, a zone that has a snapshot answers `410 tokenExpired`: the client
+    ///   starts from the snapshot (then pulls after its token), since the log may no longer hold
+    ///   what the snapshot does — compacted history, or a state a device uploaded. A zone without
+    ///   one starts at position 0.
+    public static func position(after token: String?, zone: ZoneInfo, storage: any ZoneStorage) async throws(ServerError) -> UInt64 {
+        let id = zone.id
+        do {
+            guard let token, !token.isEmpty else {
+                if let snapshot = try await storage.snapshotPosition(zone: id) {
+                    throw ServerError(.tokenExpired, "zone \(id) starts from its snapshot (at position \(snapshot)): fetch it, then pull after its token")
+                }
+                return try await storage.startPosition(zone: id)
+            }
+            let parsed: ChangeToken
+            do {
+                parsed = try ChangeToken(parsing: token)
+                let start = try await storage.startPosition(zone: id)
+                let end = try await storage.endPosition(zone: id)
+                try parsed.validate(epoch: zone.epoch, generation: zone.generation, start: start, end: end)
+            } catch let error as ChangeTokenError {
+                throw ServerError(error)
+            }
+            return parsed.position
+        } catch let error as ServerError {
+            throw error
+        } catch let error as ZoneStorageError {
+            throw ServerError(error)
+        } catch {
+            throw ServerError(.internalError, "zone \(id): \(error)")
+        }
+    }
+}
+
+/// The checks of an uploaded state that need no storage: it decodes as a projection snapshot, and
+/// none of its stamps is further ahead of the server's clock than a push may be (a stamp far ahead
+/// would win every later edit).
+public enum StateValidation {
+    /// The decoded state, or the error to answer (`badRequest`, `clockSkew`).
+    public static func validate(_ payload: [UInt8], now: UInt64, maxClockOffset: Duration) throws(ServerError) -> ProjectionBuilder {
+        let state: ProjectionBuilder
+        do {
+            state = try ProjectionBuilder(snapshot: payload)
+        } catch {
+            throw ServerError(.badRequest, "the uploaded state is not a projection snapshot: \(error)")
+        }
+        let maxOffset = UInt64(max(0, maxClockOffset / .milliseconds(1)))
+        let newest = state.newestTimestamp().milliseconds
+        if newest > now &+ maxOffset {
+            throw ServerError(.clockSkew,
+                              "the uploaded state holds a value stamped \(newest) ms since 1970, \(newest &- now) ms ahead of the server's clock (\(now)); at most \(maxOffset) ms are accepted — check the device's clock",
+                              serverTime: now, maxOffset: maxOffset)
+        }
+        return state
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Strata
+import StrataServer
+import StrataSync
+import StrataTestSupport
+import Testing
+
+/// Healing a zone from its devices: when the server holds less than a device has seen, the
+/// device's own events go back as events and everything else it holds as its state, which the
+/// server merges into the zone's snapshot.
+@Suite("Healing a zone from its devices, end to end")
+struct HealingTests {
+    func open(_ path: String) async throws -> Store {
+        var options = StoreOptions(durability: .groupCommit)
+        options.segmentSize = 4096
+        return try await Store.open(at: path, schema: deviceSchema, options: options)
+    }
+
+    func names(_ store: Store) -> Set<String> {
+        Set(store.fetch("Folder").compactMap { $0["name"].stringValue })
+    }
+
+    func commit(_ store: Store, _ prefix: String, count: Int) async throws {
+        for i in 0..<count {
+            try await store.transaction { tx in _ = try tx.insert("Folder", ["name": .string("\(prefix) \(i)")]) }
+        }
+    }
+
+    @Test("a server restored from an older copy gets back what no device can push as events (a lost device's edits, history compacted away) from a device's state, and every device converges")
+    func restoredServerHealsFromState() async throws {
+        let dir = TemporaryDirectory()
+        let server = dir.sub("server"), backup = dir.sub("backup")
+        let keeper = try await open(dir.sub("keeper"))
+        let lost = try await open(dir.sub("lost"))
+        let stale = try await open(dir.sub("stale"))
+        @Sendable func sync(_ url: URL, _ store: Store) async throws -> SyncReport {
+            try await SyncEngine(store: store, server: url, zone: "notes", credentials: "alice-secret").sync()
+        }
+        try await withServer(server) { url, _ in
+            try await commit(keeper, "keeper early", count: 3)
+            _ = try await sync(url, keeper)
+            _ = try await sync(url, stale)
+        }
+        try FileManager.default.copyItem(atPath: server, toPath: backup)
+        try await withServer(server) { url, _ in
+            try await commit(keeper, "keeper late", count: 40)
+            _ = try await sync(url, keeper)
+            try await commit(lost, "lost", count: 5)
+            _ = try await sync(url, lost)
+            _ = try await sync(url, keeper)
+        }
+        // The keeper compacts: its own pushed transactions leave its log (they were acknowledged).
+        try await keeper.compact()
+        #expect(keeper.segmentLog.startPosition > 0, "compaction retired nothing: the test does not test")
+        try await lost.close()  // that device is gone for good
+        #expect(names(keeper).count == 48)
+
+        // The server's disk is lost; the backup (3 transactions) comes back.
+        try FileManager.default.removeItem(atPath: server)
+        try FileManager.default.moveItem(atPath: backup, toPath: server)
+        try await withServer(server) { url, storage in
+            let zone = ZoneID(owner: "alice", name: "notes")
+            let healed = try await sync(url, keeper)
+            #expect(healed.rewinds == 1)
+            #expect(healed.stateUploads == 1)
+            #expect(healed.stateBytes > 0)
+            // The merge raised the zone's generation: every token handed out before expires.
+            #expect(try await storage.zone(zone)?.generation == 1)
+
+            // A device whose token the restored server still accepts (it synced before the backup)
+            // adopts the merged state instead of missing it.
+            let staleReport = try await sync(url, stale)
+            #expect(staleReport.bootstraps == 1)
+            #expect(names(stale) == names(keeper))
+            #expect(stale.digest() == keeper.digest())
+
+            // A new device gets everything, from the snapshot.
+            let fresh = try await open(dir.sub("fresh"))
+            let freshReport = try await sync(url, fresh)
+            #expect(freshReport.bootstraps == 1)
+            #expect(names(fresh).count == 48)
+            #expect(fresh.digest() == keeper.digest())
+
+            // The heal was done once: the next sync uploads nothing.
+            let again = try await sync(url, keeper)
+            #expect(again.stateUploads == 0)
+            #expect(again.rewinds == 0)
+            try await fresh.close()
+        }
+        try await keeper.close()
+        try await stale.close()
+    }
+
+    @Test("a device with no token joins a compacted zone through its snapshot: nothing compacted away is missed")
+    func freshDeviceOnCompactedZone() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), segmentSize: 4096) { url, storage in
+            let writer = try await open(dir.sub("writer"))
+            try await commit(writer, "folder with a long enough name to fill segments", count: 80)
+            var small = SyncOptions()
+            small.pushBatchSize = 4
+            try await SyncEngine(store: writer, server: url, zone: "notes", credentials: "alice-secret", options: small).sync()
+            try await storage.compact(zone: ZoneID(owner: "alice", name: "notes"), retaining: 2)
+            #expect(try await storage.startPosition(zone: ZoneID(owner: "alice", name: "notes")) > 0, "nothing retired: the test does not test")
+            let fresh = try await open(dir.sub("fresh"))
+            let report = try await SyncEngine(store: fresh, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(report.bootstraps == 1)
+            #expect(fresh.count("Folder") == 80)
+            #expect(fresh.digest() == writer.digest())
+            try await fresh.close()
+            try await writer.close()
+        }
+    }
+
+    @Test("a recreated zone is seeded with everything the recreating device holds, including history it compacted and other devices' edits")
+    func recreatedZoneHoldsCompactedHistory() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, storage in
+            let phone = try await open(dir.sub("phone"))
+            let laptop = try await open(dir.sub("laptop"))
+            let phoneEngine = try SyncEngine(store: phone, server: url, zone: "notes", credentials: "alice-secret")
+            let laptopEngine = try SyncEngine(store: laptop, server: url, zone: "notes", credentials: "alice-secret")
+            try await commit(phone, "phone", count: 40)
+            try await phoneEngine.sync()
+            try await commit(laptop, "laptop", count: 3)
+            try await laptopEngine.sync()
+            try await phoneEngine.sync()
+            try await phone.compact()
+            #expect(phone.segmentLog.startPosition > 0, "compaction retired nothing: the test does not test")
+
+            try await storage.deleteZone(ZoneID(owner: "alice", name: "notes"))
+            let recreated = try await phoneEngine.recreateZone()
+            #expect(recreated.stateUploads == 1)
+            let fresh = try await open(dir.sub("fresh"))
+            try await SyncEngine(store: fresh, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(fresh.count("Folder") == 43)
+            #expect(fresh.digest() == phone.digest())
+            // The laptop sees the new zone (zoneReset), pushes and uploads what it holds, converges.
+            try await laptopEngine.sync()
+            try await phoneEngine.sync()
+            #expect(laptop.digest() == phone.digest())
+            try await fresh.close()
+            try await phone.close()
+            try await laptop.close()
+        }
+    }
+
+    @Test("the server merges an uploaded state's values but not its claims of applied events, and refuses states it cannot read or stamped ahead of its clock")
+    func uploadedStateIsChecked() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let transport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            _ = try await transport.ensureZone(ZoneReference("notes"), create: true)
+            await #expect { _ = try await transport.uploadState(zone: ZoneReference("notes"), state: [1, 2, 3], replica: nil, after: nil) } throws: {
+                ($0 as? SyncError)?.code == .badRequest
+            }
+            // A state with a value stamped a day ahead.
+            let ahead = UInt64(Date().timeIntervalSince1970 * 1000) + 86_400_000
+            var options = StoreOptions(durability: .groupCommit)
+            options.clock = { ahead }
+            options.maxClockLead = 1 << 40
+            let skewed = try await Store.open(at: dir.sub("skewed"), schema: deviceSchema, options: options)
+            try await skewed.transaction { tx in _ = try tx.insert("Folder", ["name": "from the future"]) }
+            await #expect { _ = try await transport.uploadState(zone: ZoneReference("notes"), state: try skewed.statePayload(), replica: nil, after: nil) } throws: {
+                ($0 as? SyncError)?.code == .clockSkew
+            }
+            // A state whose author's events the zone never got: its values arrive, its events
+            // still apply when they really come (the claim "applied" was not believed).
+            let author = try await open(dir.sub("author"))
+            try await author.transaction { tx in _ = try tx.insert("Folder", ["name": "first"]) }
+            _ = try await transport.uploadState(zone: ZoneReference("notes"), state: try author.statePayload(), replica: nil, after: nil)
+            try await author.transaction { tx in _ = try tx.insert("Folder", ["name": "second"]) }
+            let reader = try await open(dir.sub("reader"))
+            try await SyncEngine(store: reader, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(names(reader) == ["first"])
+            try await SyncEngine(store: author, server: url, zone: "notes", credentials: "alice-secret").sync()
+            try await SyncEngine(store: reader, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(names(reader) == ["first", "second"])
+            #expect(reader.digest() == author.digest())
+            try await reader.close()
+            try await author.close()
+            try await skewed.close()
+        }
+    }
+}
