@@ -172,10 +172,13 @@ public struct HTTPSyncTransport: SyncTransport {
         return answer.replicas.map { ReplicaAuthor(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }
     }
 
-    public func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+    public func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
         var query: [(String, String)] = []
         if let token, !token.isEmpty { query.append(("after", token)) }
-        if let replica { query.append(("replica", replica.description)) }
+        if let replica {
+            query.append(("replica", replica.description))
+            query.append(("through", String(claim)))
+        }
         var request = HTTPClientRequest(url: url(zone, "/state", query: query))
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-strata-snapshot")

@@ -30,16 +30,28 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// longer push as events. Kept until the upload is acknowledged, so a process killed in
     /// between still heals the zone on its next sync. Absent in older cursors: `false`.
     public var healPending: Bool
+    /// With a pending heal: how far a server had acknowledged `replica` before the zone lost
+    /// history — what the upload claims (see `SyncTransport/uploadState`).
+    public var healClaim: UInt64
 
-    public init(token: String? = nil, acknowledged: UInt64 = 0, replica: ReplicaID? = nil, logID: String? = nil, healPending: Bool = false) {
+    public init(token: String? = nil, acknowledged: UInt64 = 0, replica: ReplicaID? = nil, logID: String? = nil,
+                healPending: Bool = false, healClaim: UInt64 = 0) {
         self.token = token
         self.acknowledged = acknowledged
         self.replica = replica
         self.logID = logID
         self.healPending = healPending
+        self.healClaim = healClaim
     }
 
-    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending }
+    /// Marks a heal pending, claiming what the server had acknowledged so far (kept across a
+    /// reset of `acknowledged`, and the larger of two claims).
+    mutating func needHeal(replica current: ReplicaID) {
+        if replica == current { healClaim = max(healClaim, acknowledged) }
+        healPending = true
+    }
+
+    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -48,6 +60,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         replica = try c.decodeIfPresent(ReplicaID.self, forKey: .replica)
         logID = try c.decodeIfPresent(String.self, forKey: .logID)
         healPending = try c.decodeIfPresent(Bool.self, forKey: .healPending) ?? false
+        healClaim = try c.decodeIfPresent(UInt64.self, forKey: .healClaim) ?? 0
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -56,7 +69,10 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         try c.encode(acknowledged, forKey: .acknowledged)
         try c.encodeIfPresent(replica, forKey: .replica)
         try c.encodeIfPresent(logID, forKey: .logID)
-        if healPending { try c.encode(true, forKey: .healPending) }
+        if healPending {
+            try c.encode(true, forKey: .healPending)
+            try c.encode(healClaim, forKey: .healClaim)
+        }
     }
 
     static func path(store: Store, zone: ZoneReference) -> String {
@@ -99,6 +115,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     mutating func bind(to replica: ReplicaID) {
         if self.replica != replica {
             acknowledged = 0
+            healClaim = 0
             self.replica = replica
         }
     }
@@ -131,7 +148,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// CRC-32C (hex) of the fields, in a fixed order.
     var checksum: String {
         // A pending heal joins the fields only when set, so cursors written before it keep their sum.
-        let fields = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""] + (healPending ? ["heal"] : [])
+        let fields = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""] + (healPending ? ["heal \(healClaim)"] : [])
         let text = fields.joined(separator: "\n")
         return String(CRC32C.checksum(Array(text.utf8)), radix: 16)
     }

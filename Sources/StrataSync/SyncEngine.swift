@@ -293,7 +293,10 @@ public actor SyncEngine {
         defer { recreating = false }
         // Everything this store holds goes back: its own transactions as events, and its whole
         // state (history compacted away here, other devices' edits) as an upload.
-        cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID, healPending: true)
+        var fresh = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
+        fresh.healClaim = cursor.replica == store.replicaID ? max(cursor.healClaim, cursor.acknowledged) : 0
+        fresh.healPending = true
+        cursor = fresh
         try cursor.save(store: store, zone: zoneReference)
         return try await sync()
     }
@@ -432,11 +435,15 @@ public actor SyncEngine {
         }
         let basis = cursor.token
         let replica = store.replicaID
+        cursor.bind(to: replica)
+        // Only what a server acknowledged to this store is claimed: a server acknowledges each
+        // (replica, sequence) to one copy of a store, so two copies never claim different events.
         let own = store.appliedSequences().first { $0.replica == replica }?.contiguous ?? 0
+        let claim = min(cursor.healClaim, own)
         let answer: StateUploadResult
         do {
             answer = try await retrying {
-                try await self.transport.uploadState(zone: self.zoneReference, state: state, replica: replica, after: basis)
+                try await self.transport.uploadState(zone: self.zoneReference, state: state, replica: replica, claim: claim, after: basis)
             }
         } catch let error as SyncError where error.code == .forbidden {
             canPush = false
@@ -446,10 +453,10 @@ public actor SyncEngine {
             "zone": "\(zoneReference)", "bytes": "\(state.count)", "upToDate": "\(answer.upToDate)",
         ])
         cursor.healPending = false
-        // The zone now holds this replica's history through what the state says it applied (as
-        // state where it lost the events): pushes go on after it.
-        cursor.bind(to: replica)
-        cursor.acknowledged = max(cursor.acknowledged, min(answer.acknowledged, own))
+        cursor.healClaim = 0
+        // The zone now holds this replica's history through the claim (as state where it lost
+        // the events): pushes go on after it.
+        cursor.acknowledged = max(cursor.acknowledged, min(answer.acknowledged, claim))
         // Up to date: this store holds the merged state. Otherwise its token is now before the
         // zone's history, so the next pull adopts the merged snapshot.
         if answer.upToDate { cursor.token = answer.token }
@@ -522,10 +529,10 @@ public actor SyncEngine {
                 // (it acknowledges what it still holds, byte for byte, and appends what it lost),
                 // and the zone is pulled from its start — the store skips what it has.
                 options.logger.notice("the zone was rewound; pulling it from the start", metadata: ["zone": "\(zoneReference)", "error": "\(error)"])
+                // What the zone lost but this store holds only as state goes back by upload.
+                cursor.needHeal(replica: store.replicaID)
                 cursor.token = nil
                 cursor.acknowledged = 0
-                // What the zone lost but this store holds only as state goes back by upload.
-                cursor.healPending = true
                 try cursor.save(store: store, zone: zoneReference)
                 report.rewinds += 1
                 try await healIfNeeded(&report)
@@ -560,7 +567,10 @@ public actor SyncEngine {
     private func bootstrap(after error: SyncError, _ report: inout SyncReport) async throws {
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         if error.code == .zoneReset {
-            cursor = SyncCursor(replica: store.replicaID, logID: store.identity.logID, healPending: true)
+            var fresh = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
+            fresh.healClaim = cursor.replica == store.replicaID ? max(cursor.healClaim, cursor.acknowledged) : 0
+            fresh.healPending = true
+            cursor = fresh
             try cursor.save(store: store, zone: zoneReference)
             canPush = try await existingZone().canPush
             try await healIfNeeded(&report)

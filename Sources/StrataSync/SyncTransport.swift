@@ -109,9 +109,10 @@ public protocol SyncTransport: Sendable {
     /// Who pushed each replica's events to the zone.
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor]
     /// Merges the store's whole state (a projection snapshot payload) into the zone, healing
-    /// history the zone lost; `replica` is the store's own (the server believes how far the state
-    /// says it goes), `after` the token the store had pulled through.
-    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult
+    /// history the zone lost; `replica` is the store's own and `claim` how far a server had
+    /// acknowledged it (the server believes that much), `after` the token the store had pulled
+    /// through.
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult
 }
 
 /// A zone's state as the server serves it to clients whose token has expired.

@@ -151,7 +151,7 @@ struct HealingTests {
         try await withServer(dir.sub("server")) { url, _ in
             let transport = HTTPSyncTransport(server: url, bearer: "alice-secret")
             _ = try await transport.ensureZone(ZoneReference("notes"), create: true)
-            await #expect { _ = try await transport.uploadState(zone: ZoneReference("notes"), state: [1, 2, 3], replica: nil, after: nil) } throws: {
+            await #expect { _ = try await transport.uploadState(zone: ZoneReference("notes"), state: [1, 2, 3], replica: nil, claim: 0, after: nil) } throws: {
                 ($0 as? SyncError)?.code == .badRequest
             }
             // A state with a value stamped a day ahead.
@@ -161,14 +161,14 @@ struct HealingTests {
             options.maxClockLead = 1 << 40
             let skewed = try await Store.open(at: dir.sub("skewed"), schema: deviceSchema, options: options)
             try await skewed.transaction { tx in _ = try tx.insert("Folder", ["name": "from the future"]) }
-            await #expect { _ = try await transport.uploadState(zone: ZoneReference("notes"), state: try skewed.statePayload(), replica: nil, after: nil) } throws: {
+            await #expect { _ = try await transport.uploadState(zone: ZoneReference("notes"), state: try skewed.statePayload(), replica: nil, claim: 0, after: nil) } throws: {
                 ($0 as? SyncError)?.code == .clockSkew
             }
             // A state whose author's events the zone never got: its values arrive, its events
             // still apply when they really come (the claim "applied" was not believed).
             let author = try await open(dir.sub("author"))
             try await author.transaction { tx in _ = try tx.insert("Folder", ["name": "first"]) }
-            _ = try await transport.uploadState(zone: ZoneReference("notes"), state: try author.statePayload(), replica: nil, after: nil)
+            _ = try await transport.uploadState(zone: ZoneReference("notes"), state: try author.statePayload(), replica: nil, claim: 0, after: nil)
             try await author.transaction { tx in _ = try tx.insert("Folder", ["name": "second"]) }
             let reader = try await open(dir.sub("reader"))
             try await SyncEngine(store: reader, server: url, zone: "notes", credentials: "alice-secret").sync()

@@ -66,7 +66,7 @@ final class InMemoryTransport: SyncTransport {
     }
 
     /// The in-memory log keeps no states: healing is tested against the real server.
-    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
         throw SyncError(.badRequest, "the in-memory transport does not merge states", status: 400)
     }
 }

@@ -33,7 +33,9 @@ final class SimulatedNetwork: Sendable {
     let options: EmbeddedZoneStorage.Options = {
         var log = LogOptions(durability: .buffered)
         log.segmentSize = 4096
-        return EmbeddedZoneStorage.Options(log: log, makeEpoch: { 42 })
+        // Deterministic epochs, new for each zone created (a recreated zone has another epoch).
+        let epochs = Atomic<UInt64>(41)
+        return EmbeddedZoneStorage.Options(log: log, makeEpoch: { epochs.add(1, ordering: .relaxed).newValue })
     }()
 
     init(directory: String, seed: UInt64) throws {
@@ -69,6 +71,48 @@ final class SimulatedNetwork: Sendable {
 
     func close() async throws {
         try await state.withLock({ $0.storage })?.close()
+    }
+
+    /// Where ``takeBackup()`` copies the server's data directory.
+    var backupDirectory: String { directory + ".backup" }
+
+    /// Copies the server's data directory (with the storage closed, as a backup tool would see it
+    /// at rest), then opens it again.
+    func takeBackup() async throws {
+        try await stop()
+        try? FileManager.default.removeItem(atPath: backupDirectory)
+        try FileManager.default.copyItem(atPath: directory, toPath: backupDirectory)
+        try await restart()
+    }
+
+    /// The server's disk is lost and its data directory restored from the last backup: whatever it
+    /// acknowledged since is gone, and the devices must heal the zone. Returns false when there
+    /// is no backup yet.
+    func rollBack() async throws -> Bool {
+        guard FileManager.default.fileExists(atPath: backupDirectory) else { return false }
+        try await stop()
+        try FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.copyItem(atPath: backupDirectory, toPath: directory)
+        try await restart()
+        return true
+    }
+
+    private func stop() async throws {
+        let old = state.withLock { s -> EmbeddedZoneStorage? in
+            defer { s.storage = nil }
+            return s.storage
+        }
+        try await old?.close()
+    }
+
+    /// The owner deletes the zone.
+    func deleteZone(_ zone: ZoneID) async throws {
+        try await storage().deleteZone(zone)
+    }
+
+    /// Whether the zone exists.
+    func zoneExists(_ zone: ZoneID) async throws -> Bool {
+        try await storage().zone(zone) != nil
     }
 
     /// The server's clock for the clock-skew check: the real one, since the devices' stores stamp
@@ -183,7 +227,7 @@ final class SimulatedNetwork: Sendable {
         return ZoneSnapshotPayload(payload: snapshot.payload, token: info.token(at: snapshot.position).description)
     }
 
-    func uploadState(zone: ZoneID, user: String, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+    func uploadState(zone: ZoneID, user: String, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
         if roll(10) { throw SyncError(.transport, "request dropped") }
         do {
             let storage = try storage()
@@ -191,7 +235,7 @@ final class SimulatedNetwork: Sendable {
             guard info.canPush(user) else { throw SyncError(.forbidden, "\(user) may not write to \(zone)", status: 403) }
             let basis = try? await PullStart.position(after: token, zone: info, storage: storage)
             _ = try StateValidation.validate(state, now: Self.serverTime, maxClockOffset: Self.maxClockOffset)
-            let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, payload: state, basis: token == nil ? nil : basis)
+            let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, claim: claim, payload: state, basis: token == nil ? nil : basis)
             if roll(10) { throw SyncError(.transport, "answer dropped") }
             return StateUploadResult(token: ChangeToken(epoch: outcome.epoch, position: outcome.position, generation: outcome.generation).description, upToDate: outcome.upToDate, acknowledged: outcome.acknowledged)
         } catch let error as ServerError {
@@ -236,7 +280,7 @@ struct SimulatedClient: SyncTransport {
     }
     func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { try await network.snapshot(zone: id(zone)) }
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { try await network.replicas(zone: id(zone)) }
-    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
-        try await network.uploadState(zone: id(zone), user: user, state: state, replica: replica, after: token)
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
+        try await network.uploadState(zone: id(zone), user: user, state: state, replica: replica, claim: claim, after: token)
     }
 }

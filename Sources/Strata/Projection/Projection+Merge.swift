@@ -6,19 +6,28 @@ extension Projection {
     /// too old to catch up event by event: nothing this store has (its unpushed edits) is lost,
     /// and nothing the snapshot has (remote deletes) is missed.
     ///
-    /// `believingApplied` names the replicas whose applied sequences are taken over (`nil`: all).
-    /// A server merging a state a client uploaded believes its values, but its claims of which
-    /// events are done only for the uploader's own replica — else a forged claim would make every
-    /// device skip another replica's events when they really arrive.
-    func merge(from other: Projection, believingApplied: Set<ReplicaID>? = nil) throws {
+    /// `believingApplied` names the replicas whose applied sequences are taken over, and up to
+    /// which sequence (`nil`: all, wholly). A server merging a state a client uploaded believes
+    /// its values, but its claims of which events are done only for the uploader's own replica and
+    /// only as far as the server had acknowledged them to it — else a forged claim would make
+    /// every device skip another replica's events when they really arrive, and a copy's claim
+    /// would hide that two copies wrote different events under the same sequences.
+    func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil) throws {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
         func map(_ ref: Ref) -> Ref {
             ref.isNone ? ref : Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
         }
-        for (index, set) in other.applied.enumerated() where !set.isEmpty && believingApplied.map({ $0.contains(other.replicas[index]) }) ?? true {
-            unionApplied(replicas[index], set)
+        for (index, set) in other.applied.enumerated() where !set.isEmpty {
+            if let believingApplied {
+                guard let through = believingApplied[other.replicas[index]] else { continue }
+                var capped = AppliedSet(contiguous: min(set.contiguous, through), above: set.above.filter { $0 <= through })
+                if capped.contiguous < set.contiguous { capped.above = [] }
+                unionApplied(replicas[index], capped)
+            } else {
+                unionApplied(replicas[index], set)
+            }
         }
         for (ref, schema) in other.schemaEvents {
             let mapped = map(ref)

@@ -47,10 +47,11 @@ public final class ProjectionBuilder {
 
     /// Merges another builder's whole state (a device's projection, say) into this one: the join
     /// of the two (see ``Store/adoptSnapshot(_:)``). Its values are all merged; its claims of
-    /// which events it has applied only for the replicas in `believingApplied` (`nil`: all). A
-    /// server merging a state a client uploaded believes those claims for the uploader's own
-    /// replica only, so that its applied sequences stay what its log holds for everyone else's.
-    public func merge(_ other: ProjectionBuilder, believingApplied: Set<ReplicaID>?) throws {
+    /// which events it has applied only for the replicas in `believingApplied`, up to the sequence
+    /// given (`nil`: all, wholly). A server merging a state a client uploaded believes those
+    /// claims for the uploader's own replica only, and only as far as it acknowledged them, so
+    /// that its applied sequences stay what its log holds for everyone else's.
+    public func merge(_ other: ProjectionBuilder, believingApplied: [ReplicaID: UInt64]?) throws {
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }
         try projection.merge(from: other.projection, believingApplied: believingApplied)

@@ -39,12 +39,12 @@ extension StrataServerApp {
                                    acknowledged: outcome.acknowledged))
     }
 
-    /// `POST /v1/zones/{zone}/state?after=&replica=`: merges a device's whole state (a projection
+    /// `POST /v1/zones/{zone}/state?after=&replica=&through=`: merges a device's whole state (a projection
     /// snapshot) into the zone, to heal history the zone lost (see
     /// ``ZoneStorage/mergeState(zone:user:replica:payload:basis:)``). `after` is the token the
     /// device had pulled through (the answer says whether that was the zone's end, so that it goes
     /// on from the new token without downloading the merged snapshot); `replica` the device's own
-    /// replica, whose claimed sequences count as held.
+    /// replica and `through` how far a server had acknowledged it: those sequences count as held.
     func uploadState(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
         let id = try zoneID(request, context, user: user)
@@ -63,10 +63,17 @@ extension StrataServerApp {
             }
             replica = parsed
         }
+        var claim: UInt64 = 0
+        if let text = request.uri.queryParameters.get("through"), !text.isEmpty {
+            guard let parsed = UInt64(String(text)) else {
+                throw ServerError(.badRequest, "through \"\(text.prefix(32))\" is not a sequence number")
+            }
+            claim = parsed
+        }
         let payload = try await readBody(request, limit: configuration.limits.maxStateBytes)
         _ = try StateValidation.validate(payload, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
-            try await storage.mergeState(zone: id, user: user, replica: replica, payload: payload, basis: basis)
+            try await storage.mergeState(zone: id, user: user, replica: replica, claim: claim, payload: payload, basis: basis)
         }
         notifier.notify(zone: id.description)
         logger.notice("state merged", metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])

@@ -330,7 +330,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     ///   zone's current generation); the outcome says whether that was the zone's end (then the
     ///   uploader holds the merged state already and goes on from the new token).
     /// - Throws: ``ZoneStorageError/Code/invalidArgument`` when the payload does not decode.
-    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let upload: ProjectionBuilder
         do {
             upload = try ProjectionBuilder(snapshot: payload)
@@ -339,7 +339,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
         let state = try await usableZone(id)
         // The uploader's claim of how far its own replica goes is believed (a false one can only
-        // hold back its own edits); the replica must be the uploader's, or new to the zone.
+        // hold back its own edits), as far as the state really holds it; the replica must be the
+        // uploader's, or new to the zone.
+        func believed(_ replica: ReplicaID) -> UInt64 { min(claim, upload.contiguousSequences()[replica] ?? 0) }
         var ledger: ReplicaLedger?
         if let replica {
             var own = state.ledgers[replica] ?? ReplicaLedger()
@@ -354,7 +356,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             }
             // Sequences up to the claim that the zone holds no digest of count as held: a push of
             // them is refused as a fork (another copy's), never silently taken as a retry.
-            own.acknowledged = max(own.acknowledged, upload.contiguousSequences()[replica] ?? 0)
+            own.acknowledged = max(own.acknowledged, believed(replica))
             ledger = own
         }
         // From here to the catalog write nothing suspends: no push of this zone interleaves, so
@@ -363,7 +365,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         let position = state.log.endPosition
         do {
             let builder = try Self.projection(of: state.log, through: position)
-            try builder.merge(upload, believingApplied: Set(replica.map { [$0] } ?? []))
+            try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:])
             try writeSnapshot(builder.snapshotPayload(), at: position, of: state)
         } catch let error as ZoneStorageError {
             throw error

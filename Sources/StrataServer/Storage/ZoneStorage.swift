@@ -84,11 +84,15 @@ public protocol ZoneStorage: Sendable {
     /// - Throws: ``ZoneStorageError/Code/invalidArgument`` when `payload` is not a projection
     ///   snapshot.
     ///
-    /// `replica` is the uploader's own replica: its claim of how far that replica goes is believed
-    /// (the sequences up to it count as held, and the zone's snapshot says they are applied), so
-    /// that a device whose own history was compacted away pushes on from what its log still
-    /// holds. It must be `user`'s or new to the zone, else ``ZoneStorageError/Code/replicaNotYours``.
-    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
+    /// `replica` is the uploader's own replica and `claim` how far a server acknowledged it to the
+    /// uploader before the zone lost history: that claim is believed (as far as the state holds
+    /// the replica's events: the sequences up to it count as held, and the zone's snapshot says
+    /// they are applied), so that a device whose own history was compacted away pushes on from
+    /// what its log still holds. Only acknowledged sequences are claimed, since a server
+    /// acknowledges each (replica, sequence) to one copy of a store only: two copies never claim
+    /// different events. The replica must be `user`'s or new to the zone, else
+    /// ``ZoneStorageError/Code/replicaNotYours``.
+    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
 
     /// The position of the zone's newest snapshot; `nil` when it has none (a pull without a token
     /// then starts at the log's first position, else at the snapshot).
