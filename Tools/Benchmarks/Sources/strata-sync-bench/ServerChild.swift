@@ -51,15 +51,16 @@ final class ServerProcess {
     }
 
     /// Writes the users file into `directory`, starts the child on a free port and returns once
-    /// it accepts connections (a few attempts if the port was taken in between).
-    static func start(data: String, directory: String) throws -> ServerProcess {
+    /// it accepts connections (a few attempts if the port was taken in between). With `port`, the
+    /// first attempt is on that port (a restart over the same data keeps the server's address).
+    static func start(data: String, directory: String, port preferred: Int? = nil) throws -> ServerProcess {
         let usersPath = directory + "/users.json"
         let users = #"{"users": [{"name": "\#(user)", "tokenSHA256": "\#(UserDirectory.digest(of: token))"}]}"#
         try Data(users.utf8).write(to: URL(fileURLWithPath: usersPath))
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         var problems: [String] = []
-        for _ in 0..<3 {
-            let port = try freePort()
+        for attempt in 0..<3 {
+            let port = try preferred.flatMap { attempt == 0 ? $0 : nil } ?? freePort()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Machine.executablePath)
             process.arguments = ["--serve", data, String(port), usersPath]

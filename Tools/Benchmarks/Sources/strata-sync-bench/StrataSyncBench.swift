@@ -1,8 +1,9 @@
 // strata-sync-bench: measures sync between a Strata store and the log server over loopback HTTP —
-// push throughput, catch-up of a fresh store, long-poll wake-up latency — in one run, and prints
-// a markdown table. The server runs in a child process (this executable re-run with `--serve`).
+// push throughput, catch-up of a fresh store, long-poll wake-up latency, healing a zone the server
+// lost — in one run, and prints a markdown table. The server runs in a child process (this
+// executable re-run with `--serve`).
 //
-//     swift run -c release --package-path Tools/Benchmarks strata-sync-bench [--quick] [--dir PATH] [--keep]
+//     swift run -c release --package-path Tools/Benchmarks strata-sync-bench [--quick] [--only LIST] [--dir PATH] [--keep]
 import BenchSupport
 import Foundation
 import Strata
@@ -16,6 +17,10 @@ struct Settings {
     var quick = false
     var parent: String?
     var keep = false
+    /// The workloads: `push` (rows 0–2: build, push, catch-up of the pushed zone), `wake-up`
+    /// (row 3), `heal` (rows 4a–4d and the healing table).
+    static let workloads: Set<String> = ["push", "wake-up", "heal"]
+    var only = Settings.workloads
 
     /// Events in the store that is pushed and then pulled by the fresh store.
     var events: Int { quick ? 100_000 : 1_000_000 }
@@ -28,16 +33,25 @@ struct Settings {
     var wakeUpWarmup: Int { quick ? 5 : 20 }
     var wakeUpSamples: Int { quick ? 50 : 200 }
     let pushInterval: Duration = .milliseconds(20)
+    /// Events the heal workload's device uploads, then heals the zone with.
+    var healEventsOverride: Int?
+    var healEvents: Int { healEventsOverride ?? (quick ? 100_000 : 1_000_000) }
+    let healPerTransaction = 100
     /// Refuse to start with less free space than this where the data goes.
     var requiredFreeBytes: Double { quick ? 512 * 1_048_576 : 3 * 1_073_741_824 }
 }
 
 let usage = """
-    usage: strata-sync-bench [--quick] [--dir PATH] [--keep]
+    usage: strata-sync-bench [--quick] [--only LIST] [--heal-events N] [--dir PATH] [--keep]
            strata-sync-bench --serve DATA PORT USERS
 
-      --quick         100k events instead of 1M and 50 wake-ups instead of 200, for a smoke run
-                      (numbers are not meaningful)
+      --quick         100k events instead of 1M (push, catch-up and heal) and 50 wake-ups instead
+                      of 200, for a smoke run (numbers are not meaningful)
+      --only LIST     run only some of push (rows 0-2: build, push, catch-up), wake-up (row 3) and
+                      heal (rows 4a-4d: first upload of a zone vs healing it after the server lost
+                      it, with and without compaction, and the healing table), comma-separated
+      --heal-events N the heal workload's events (default 1M, 100k with --quick), in transactions
+                      of 100 inserts
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
                       tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
       --keep          leave the data directory (stores, server data) in place
@@ -61,6 +75,8 @@ struct StrataSyncBench {
                 await ServeChild.run(data: data, port: port, users: users)
             case "--quick": settings.quick = true
             case "--keep": settings.keep = true
+            case "--only": settings.only = arguments.names(of: argument, from: Settings.workloads)
+            case "--heal-events": settings.healEventsOverride = arguments.number(of: argument, atLeast: 1)
             case "--dir": settings.parent = arguments.value(of: argument, "a path")
             case "-h", "--help":
                 print(usage)
@@ -69,30 +85,67 @@ struct StrataSyncBench {
             }
         }
         let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-sync-bench", requiredFreeBytes: settings.requiredFreeBytes)
-        let server: ServerProcess
-        do {
-            server = try ServerProcess.start(data: place.path("server"), directory: place.run)
-        } catch {
-            if !settings.keep { place.remove() }
-            fail("\(error)", status: 1)
+        // The heal workload runs its own server child (it stops and restores it); the others share one.
+        var server: ServerProcess?
+        if !settings.only.isDisjoint(with: ["push", "wake-up"]) {
+            do {
+                server = try ServerProcess.start(data: place.path("server"), directory: place.run)
+            } catch {
+                if !settings.keep { place.remove() }
+                fail("\(error)", status: 1)
+            }
+            note("server: pid \(server!.pid) on \(server!.url.absoluteString)")
         }
-        note("server: pid \(server.pid) on \(server.url.absoluteString)")
         do {
             try await run(settings, place, server, freeBytes: free)
         } catch {
-            server.stop()
+            server?.stop()
             if !settings.keep { place.remove() }
             fail("benchmark failed: \(error)", status: 1)
         }
-        let stopping = monotonicNanos()
-        server.stop()
-        note("server stopped in \(fixed(seconds(monotonicNanos() - stopping), 2)) s (status \(server.process.terminationStatus))")
+        if let server {
+            let stopping = monotonicNanos()
+            server.stop()
+            note("server stopped in \(fixed(seconds(monotonicNanos() - stopping), 2)) s (status \(server.process.terminationStatus))")
+        }
         if settings.keep { note("kept \(place.run)") } else { place.remove() }
     }
 
-    static func run(_ settings: Settings, _ place: DataPlace, _ server: ServerProcess, freeBytes: Double?) async throws {
+    static func run(_ settings: Settings, _ place: DataPlace, _ server: ServerProcess?, freeBytes: Double?) async throws {
         let started = Date()
         var report = Report()
+        if let server, settings.only.contains("push") {
+            try await pushAndCatchUp(settings, place, server, &report)
+        }
+        if let server, settings.only.contains("wake-up") {
+            try await wakeUp(settings, place, server, &report)
+        }
+        var heal: HealRun?
+        if settings.only.contains("heal") {
+            heal = try await healRun(in: place.path("heal"), events: settings.healEvents,
+                                     perTransaction: settings.healPerTransaction, keep: settings.keep)
+            heal!.addRows(to: &report)
+        }
+
+        report.machine = "**Machine:** \(Machine.cores) cores"
+            + (Machine.cpuModel.map { " (\($0))" } ?? "")
+            + ", " + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
+            + ", data on \(place.fileSystem)" + (freeBytes.map { " (\(bytes($0)) free)" } ?? "")
+            + ", server in a child process on loopback HTTP (group commit), \(timestamp(started))"
+            + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
+        print(report.render())
+        if let heal {
+            print(heal.table())
+            let problems = heal.problems
+            if !problems.isEmpty {
+                throw BenchError("the healed zone is wrong: " + problems.joined(separator: "; "))
+            }
+            note("heal check: OK (fresh devices have the healing device's digest)")
+        }
+    }
+
+    /// Rows 0–2: build the source store, push it to fresh zones, catch fresh stores up.
+    static func pushAndCatchUp(_ settings: Settings, _ place: DataPlace, _ server: ServerProcess, _ report: inout Report) async throws {
         let events = settings.events
 
         // 0. The store to push.
@@ -140,8 +193,10 @@ struct StrataSyncBench {
                        verdict(run.sample.eventsPerSecond / 300_000, goal: 1, unit: "× goal"))
             letter += 1
         }
+    }
 
-        // 3. Long-poll wake-up.
+    /// Row 3: long-poll wake-up.
+    static func wakeUp(_ settings: Settings, _ place: DataPlace, _ server: ServerProcess, _ report: inout Report) async throws {
         note("long-poll wake-up: \(settings.wakeUpWarmup) + \(settings.wakeUpSamples) pushes, one every \(settings.pushInterval)…")
         let wake = try await wakeUpRun(storePath: place.path("pusher"), server: server, zone: "longpoll",
                                        warmup: settings.wakeUpWarmup, samples: settings.wakeUpSamples,
@@ -155,13 +210,5 @@ struct StrataSyncBench {
                    "p50 \(signedLatency(p50)), p99 \(signedLatency(p99)), max \(signedLatency(wake.afterPushReturned.max() ?? 0)) (\(early) pulls came back before their push's answer); push sent → pull returned p50 \(signedLatency(signedPercentile(wake.afterPushSent, 50))), p99 \(signedLatency(signedPercentile(wake.afterPushSent, 99))); push round trip p50 \(latency(percentile(pushes, 50))), p99 \(latency(percentile(pushes, 99))); \(grouped(wake.pulls)) pulls, \(wake.emptyPulls) empty",
                    "p99 ≤ 50 ms",
                    "\(fixed(Double(max(0, p99)) / 50e6, 2))× the bound — " + (p99 <= 50_000_000 ? "PASS" : "**MISS**"))
-
-        report.machine = "**Machine:** \(Machine.cores) cores"
-            + (Machine.cpuModel.map { " (\($0))" } ?? "")
-            + ", " + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
-            + ", data on \(place.fileSystem)" + (freeBytes.map { " (\(bytes($0)) free)" } ?? "")
-            + ", server in a child process on loopback HTTP (group commit), \(timestamp(started))"
-            + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
-        print(report.render())
     }
 }

@@ -38,6 +38,8 @@ func openStore(_ path: String, _ durability: Durability) async throws -> Store {
 
 /// What a `CountingTransport` saw.
 struct WireCounts: Sendable {
+    /// Every request the engine made, answered or failed (each retry counts).
+    var requests = 0
     var pushes = 0
     var pushedTransactions = 0
     /// Request bodies as framed: varint length + transaction bytes per transaction.
@@ -50,12 +52,18 @@ struct WireCounts: Sendable {
     var pullBodyBytes = 0
     var pullNanos: UInt64 = 0
     var firstPullStart: UInt64 = 0
-    /// Snapshots downloaded and states uploaded (healing), in bytes.
+    /// Snapshots downloaded and states uploaded (healing), in bytes, and time spent in them.
+    var snapshots = 0
     var snapshotBytes = 0
+    var snapshotNanos: UInt64 = 0
     var stateUploads = 0
     var stateBytes = 0
+    var stateNanos: UInt64 = 0
     /// Failed requests by error code (the engine retries the transient ones).
     var failures: [String: Int] = [:]
+
+    /// Framed push and pull bodies, uploaded states and downloaded snapshots (no HTTP headers).
+    var wireBytes: Int { pushBodyBytes + pullBodyBytes + stateBytes + snapshotBytes }
 
     var failureText: String {
         failures.isEmpty ? "no failed requests"
@@ -86,11 +94,15 @@ final class CountingTransport: SyncTransport {
         counts.withLock { $0.failures[code, default: 0] += 1 }
     }
 
+    private func request() { counts.withLock { $0.requests += 1 } }
+
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
+        request()
         do { return try await inner.ensureZone(zone, create: create) } catch { failed(error); throw error }
     }
 
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+        request()
         let start = monotonicNanos()
         do {
             let result = try await inner.push(zone: zone, transactions: transactions)
@@ -111,26 +123,42 @@ final class CountingTransport: SyncTransport {
     }
 
     func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
+        request()
+        let start = monotonicNanos()
         do {
             let snapshot = try await inner.snapshot(zone: zone)
-            counts.withLock { $0.snapshotBytes += snapshot?.payload.count ?? 0 }
+            let end = monotonicNanos()
+            counts.withLock {
+                $0.snapshots += 1
+                $0.snapshotBytes += snapshot?.payload.count ?? 0
+                $0.snapshotNanos += end - start
+            }
             return snapshot
         } catch { failed(error); throw error }
     }
 
-    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, after token: String?) async throws -> StateUploadResult {
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
+        request()
+        let start = monotonicNanos()
         do {
-            let result = try await inner.uploadState(zone: zone, state: state, replica: replica, after: token)
-            counts.withLock { $0.stateUploads += 1; $0.stateBytes += state.count }
+            let result = try await inner.uploadState(zone: zone, state: state, replica: replica, claim: claim, after: token)
+            let end = monotonicNanos()
+            counts.withLock {
+                $0.stateUploads += 1
+                $0.stateBytes += state.count
+                $0.stateNanos += end - start
+            }
             return result
         } catch { failed(error); throw error }
     }
 
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {
+        request()
         do { return try await inner.replicas(zone: zone) } catch { failed(error); throw error }
     }
 
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        request()
         let start = monotonicNanos()
         counts.withLock { if $0.firstPullStart == 0 { $0.firstPullStart = start } }
         do {
@@ -159,8 +187,15 @@ func transport(_ server: ServerProcess) -> HTTPSyncTransport {
 
 /// `events` inserts, `perTransaction` to a transaction, buffered; timed through a `flush()` of the log.
 func buildStore(at path: String, events: Int, perTransaction: Int) async throws -> (store: Store, write: Sample) {
-    let values = itemValues(count: 4096, seed: 4)
     let store = try await openStore(path, .buffered)
+    let write = try await insertItems(into: store, events: events, perTransaction: perTransaction)
+    return (store, write)
+}
+
+/// Commits `events` inserts into `store`, `perTransaction` to a transaction; timed through a
+/// `flush()` of the log.
+func insertItems(into store: Store, events: Int, perTransaction: Int) async throws -> Sample {
+    let values = itemValues(count: 4096, seed: 4)
     var write = Sample()
     let start = monotonicNanos()
     var done = 0
@@ -181,7 +216,7 @@ func buildStore(at path: String, events: Int, perTransaction: Int) async throws 
     try await store.segmentLog.flush()
     write.nanos = monotonicNanos() - start
     write.events = events
-    return (store, write)
+    return write
 }
 
 // MARK: 1. push
