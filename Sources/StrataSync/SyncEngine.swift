@@ -284,6 +284,18 @@ public actor SyncEngine {
         }
     }
 
+    /// Syncs from scratch: forgets the change token, so the zone is pulled again from its start
+    /// (its snapshot, then its log — the store skips what it has), and pushes what the server does
+    /// not hold. Nothing local is dropped: unpushed edits stay and are pushed, and what the server
+    /// acknowledged stays acknowledged (its exactly-once check answers a repeat from what it
+    /// holds). For a device that suspects it missed something; `strata sync --from-scratch`.
+    @discardableResult
+    public func resync() async throws -> SyncReport {
+        cursor.token = nil
+        try cursor.save(store: store, zone: zoneReference)
+        return try await sync()
+    }
+
     /// Recreates the caller's own zone after it was deleted (``SyncError/Code/zoneDeleted``) and
     /// seeds it with everything this store authored that its log still holds: the cursor starts
     /// over, so every own transaction is pushed, and the zone's new history is pulled.
