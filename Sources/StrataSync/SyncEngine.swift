@@ -436,6 +436,10 @@ public actor SyncEngine {
     /// device that may only read the zone keeps the heal pending until it may write.
     private func healIfNeeded(_ report: inout SyncReport) async throws {
         guard cursor.healPending, canPush else { return }
+        // What the zone still holds comes first (cheap: it lost history), so that the upload
+        // names the zone's end and the server can say the merged state is this store's own —
+        // else the store would download the snapshot it has just sent.
+        if cursor.token == nil { try await pullAll(wait: nil, &report) }
         let state: [UInt8]
         do {
             state = try store.statePayload()
@@ -606,7 +610,8 @@ public actor SyncEngine {
         cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0), replica: store.replicaID,
                             logID: store.identity.logID)
         try cursor.save(store: store, zone: zoneReference)
-        try await pushOrHold(&report)
+        // A pending heal pushes after its upload (which says how far this replica goes).
+        if !cursor.healPending { try await pushOrHold(&report) }
     }
 
     // MARK: Retries
