@@ -20,12 +20,13 @@ let deviceSchema = Schema {
 /// Runs `body` against a real server on a real port (HummingbirdTesting `.live`), with storage in
 /// `directory` and the users alice and bob.
 func withServer(_ directory: String, segmentSize: Int = 64 << 20, users tokens: [String: String] = ["alice": "alice-secret", "bob": "bob-secret"],
+                limits: ServerConfiguration.Limits = ServerConfiguration.Limits(),
                 _ body: @Sendable (URL, EmbeddedZoneStorage) async throws -> Void) async throws {
     var log = LogOptions(durability: .groupCommit)
     log.segmentSize = segmentSize
     let storage = try EmbeddedZoneStorage(directory: directory, options: EmbeddedZoneStorage.Options(log: log))
     let users = try UserDirectory(tokens: tokens)
-    let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
+    let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0, limits: limits))
     try await app.buildApplication().test(.live) { client in
         let port = try #require(client.port)
         try await body(URL(string: "http://127.0.0.1:\(port)")!, storage)

@@ -7,8 +7,10 @@
 public struct ServerConfiguration: Sendable, Hashable {
     /// Limits on requests.
     public struct Limits: Sendable, Hashable {
-        /// The largest request body accepted; larger ones are answered `413 tooLarge`.
-        public var maxBodyBytes: Int = 16 << 20
+        /// The largest request body accepted; larger ones are answered `413 tooLarge`. Twice a
+        /// store's largest transaction (a log entry is at most 16 MiB), so that every transaction
+        /// a store accepts can be pushed, framed, on its own.
+        public var maxBodyBytes: Int = 32 << 20
         /// The largest state a client may upload to heal a zone (`POST …/state`): a device's whole
         /// projection, so larger than a push.
         public var maxStateBytes: Int = 512 << 20
