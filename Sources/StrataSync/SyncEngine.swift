@@ -43,6 +43,8 @@ public struct SyncReport: Sendable, Hashable {
     public var stateUploads = 0
     public var stateBytes = 0
     public var token: String?
+
+    public init() {}
 }
 
 /// Options of a ``SyncEngine``.
