@@ -119,4 +119,20 @@ struct ChangeTokenGenerationTests {
         #expect(code(ChangeToken(epoch: 7, position: 50, generation: 3)) == .beyondEnd)
         #expect(code(ChangeToken(epoch: 8, position: 50, generation: 2)) == .zoneReset)
     }
+
+    @Test("a token with a fingerprint is 33 bytes (version 3) and round-trips; a fingerprint that differs from the history before its position is beyond the end (the server was restored and grew past it), an unknown one is not checked")
+    func fingerprints() throws {
+        let token = ChangeToken(epoch: 7, position: 9, generation: 0, fingerprint: 0xABCDEF)
+        #expect(token.bytes.count == 33 && token.bytes[0] == 3)
+        #expect(try ChangeToken(parsing: token.description) == token)
+        #expect(throws: Never.self) { try token.validate(fingerprint: 0xABCDEF) }
+        #expect(throws: Never.self) { try token.validate(fingerprint: nil) }
+        #expect(throws: Never.self) { try ChangeToken(epoch: 7, position: 9).validate(fingerprint: 0x1234) }
+        do {
+            try token.validate(fingerprint: 0x1234)
+            Issue.record("a foreign history was accepted")
+        } catch {
+            #expect(error.code == .beyondEnd)
+        }
+    }
 }

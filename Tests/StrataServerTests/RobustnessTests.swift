@@ -97,5 +97,8 @@ struct RetiringStorage: ZoneStorage {
         try await base.mergeState(zone: zone, user: user, replica: replica, claim: claim, payload: payload, basis: basis)
     }
     func snapshotPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64? { try await base.snapshotPosition(zone: zone) }
+    func fingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
+        try await base.fingerprint(zone: zone, at: position)
+    }
     func close() async throws(ZoneStorageError) { try await base.close() }
 }

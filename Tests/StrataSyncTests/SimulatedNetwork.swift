@@ -172,7 +172,9 @@ final class SimulatedNetwork: Sendable {
         let outcome = try await append(zone: zone, user: user, replica: replica, pushed)
         if roll(10) { _ = try? await append(zone: zone, user: user, replica: replica, pushed) }  // duplicated on the way
         if roll(10) { throw SyncError(.transport, "answer dropped") }
-        return PushResult(token: ChangeToken(epoch: outcome.epoch, position: outcome.position).description, acknowledged: outcome.acknowledged)
+        guard let info = try await storage().zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
+        let token = try await PullStart.token(info, at: outcome.position, storage: try storage())
+        return PushResult(token: token.description, acknowledged: outcome.acknowledged)
     }
 
     private func append(zone: ZoneID, user: String, replica: ReplicaID, _ pushed: [PushedTransaction]) async throws -> AppendOutcome {
@@ -215,7 +217,7 @@ final class SimulatedNetwork: Sendable {
         }
         if roll(10) { throw SyncError(.transport, "answer dropped") }
         return PullResult(transactions: result.transactions.map(\.bytes),
-                          nextToken: zoneInfo.token(at: result.nextPosition).description,
+                          nextToken: try await PullStart.token(zoneInfo, at: result.nextPosition, storage: storage()).description,
                           moreComing: result.moreComing)
     }
 
@@ -224,7 +226,7 @@ final class SimulatedNetwork: Sendable {
         let storage = try storage()
         guard let info = try await storage.zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
         guard let snapshot = try await storage.snapshot(zone: zone) else { return nil }
-        return ZoneSnapshotPayload(payload: snapshot.payload, token: info.token(at: snapshot.position).description)
+        return ZoneSnapshotPayload(payload: snapshot.payload, token: try await PullStart.token(info, at: snapshot.position, storage: storage).description)
     }
 
     func uploadState(zone: ZoneID, user: String, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
@@ -237,7 +239,10 @@ final class SimulatedNetwork: Sendable {
             _ = try StateValidation.validate(state, now: Self.serverTime, maxClockOffset: Self.maxClockOffset)
             let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, claim: claim, payload: state, basis: token == nil ? nil : basis)
             if roll(10) { throw SyncError(.transport, "answer dropped") }
-            return StateUploadResult(token: ChangeToken(epoch: outcome.epoch, position: outcome.position, generation: outcome.generation).description, upToDate: outcome.upToDate, acknowledged: outcome.acknowledged)
+            var merged = info
+            merged.generation = outcome.generation
+            let token = try await PullStart.token(merged, at: outcome.position, storage: storage)
+            return StateUploadResult(token: token.description, upToDate: outcome.upToDate, acknowledged: outcome.acknowledged)
         } catch let error as ServerError {
             throw Self.syncError(error)
         } catch let error as ZoneStorageError {

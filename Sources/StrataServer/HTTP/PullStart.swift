@@ -3,6 +3,17 @@ public import Strata
 /// Where a pull starts, shared by the HTTP endpoint and in-process transports (simulations), so
 /// both answer the same tokens the same way.
 public enum PullStart {
+    /// The change token of `zone` at `position`, with the fingerprint of the history before it.
+    public static func token(_ zone: ZoneInfo, at position: UInt64, storage: any ZoneStorage) async throws(ServerError) -> ChangeToken {
+        do {
+            var token = zone.token(at: position)
+            token.fingerprint = try await storage.fingerprint(zone: zone.id, at: position) ?? 0
+            return token
+        } catch {
+            throw ServerError(error)
+        }
+    }
+
     /// The position a pull after `token` reads from.
     ///
     /// - A token is checked against the zone: another epoch is `410 zoneReset`; a position before
@@ -28,6 +39,7 @@ public enum PullStart {
                 let start = try await storage.startPosition(zone: id)
                 let end = try await storage.endPosition(zone: id)
                 try parsed.validate(epoch: zone.epoch, generation: zone.generation, start: start, end: end)
+                try parsed.validate(fingerprint: try await storage.fingerprint(zone: id, at: parsed.position))
             } catch let error as ChangeTokenError {
                 throw ServerError(error)
             }

@@ -35,7 +35,7 @@ extension StrataServerApp {
         } else {
             logger.debug("push already held", metadata: ["zone": "\(id)", "replica": "\(replica)", "acknowledged": "\(outcome.acknowledged)"])
         }
-        return try json(PushAnswer(token: zone.token(at: outcome.position).description,
+        return try json(PushAnswer(token: try await PullStart.token(zone, at: outcome.position, storage: storage).description,
                                    acknowledged: outcome.acknowledged))
     }
 
@@ -77,7 +77,9 @@ extension StrataServerApp {
         }
         notifier.notify(zone: id.description)
         logger.notice("state merged", metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])
-        return try json(StateAnswer(token: ChangeToken(epoch: outcome.epoch, position: outcome.position, generation: outcome.generation).description,
+        var merged = zone
+        merged.generation = outcome.generation
+        return try json(StateAnswer(token: try await PullStart.token(merged, at: outcome.position, storage: storage).description,
                                     upToDate: outcome.upToDate, acknowledged: outcome.acknowledged))
     }
 
@@ -134,7 +136,7 @@ extension StrataServerApp {
             TransactionFrames.append(transaction.bytes, to: &body)
         }
         var headers: HTTPFields = [.contentType: TransactionFrames.mediaType]
-        headers[Self.nextTokenHeader] = zone.token(at: result.nextPosition).description
+        headers[Self.nextTokenHeader] = try await PullStart.token(zone, at: result.nextPosition, storage: storage).description
         headers[Self.moreComingHeader] = result.moreComing ? "true" : "false"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
@@ -176,7 +178,7 @@ extension StrataServerApp {
         }
         var headers = HTTPFields()
         headers[.contentType] = "application/x-strata-snapshot"
-        headers[HTTPField.Name("Strata-Snapshot-Token")!] = zone.token(at: snapshot.position).description
+        headers[HTTPField.Name("Strata-Snapshot-Token")!] = try await PullStart.token(zone, at: snapshot.position, storage: storage).description
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: snapshot.payload)))
     }
 }

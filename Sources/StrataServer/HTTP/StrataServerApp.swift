@@ -156,7 +156,7 @@ public struct StrataServerApp: Sendable {
     /// The zone as answered to `user`, with the token of its log's end and whether they may push.
     func description(of zone: ZoneInfo, for user: String) async throws(ServerError) -> ZoneDescription {
         let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.id) }
-        return ZoneDescription(zone, token: zone.token(at: end), canPush: zone.canPush(user),
+        return ZoneDescription(zone, token: try await PullStart.token(zone, at: end, storage: storage), canPush: zone.canPush(user),
                                limits: ServerLimits(configuration.limits))
     }
 }

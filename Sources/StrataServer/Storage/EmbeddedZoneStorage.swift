@@ -439,6 +439,17 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
     }
 
+    /// The fingerprint of the zone's history before `position`: 64 bits of the digest of the
+    /// transaction at `position - 1` (see ``ZoneStorage/fingerprint(zone:at:)``).
+    public func fingerprint(zone id: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
+        guard position > 0 else { return nil }
+        let state = try await usableZone(id)
+        for ledger in state.ledgers.values {
+            if let held = ledger.held(atPosition: position - 1) { return held.digest.high }
+        }
+        return nil
+    }
+
     /// The highest sequence the zone holds for `replica` (0 when none).
     public func acknowledged(zone id: ZoneID, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
         try await usableZone(id).ledgers[replica]?.acknowledged ?? 0

@@ -69,6 +69,14 @@ struct ReplicaLedger: Sendable {
     }
 
     /// The transaction held that starts at `first`.
+    /// The held transaction at log position `position` (positions grow with sequences within a
+    /// replica, so the list is sorted by both).
+    func held(atPosition position: UInt64) -> HeldTransaction? {
+        let index = transactions.partitionIndex { $0.position >= position }
+        guard index < transactions.count, transactions[index].position == position else { return nil }
+        return transactions[index]
+    }
+
     func held(startingAt first: UInt64) -> HeldTransaction? {
         let index = transactions.partitionIndex { $0.first >= first }
         guard index < transactions.count, transactions[index].first == first else { return nil }

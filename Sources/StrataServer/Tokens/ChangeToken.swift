@@ -1,12 +1,17 @@
 /// A change token: where a client stands in a zone's log.
 ///
-/// Opaque to clients: the base64url encoding (no padding) of
+/// Opaque to clients: the base64url encoding (no padding) of one of
 /// - version 1, 17 bytes: the version `u8` = 1, the zone's epoch `u64` little-endian and the log
 ///   position `u64` little-endian (the number of transactions before this point);
-/// - version 2, 25 bytes: the version `u8` = 2, the epoch, the position, then the zone's
-///   generation `u64` little-endian (how many uploaded states were merged into it, see
-///   ``ZoneInfo/generation``). Written only for a zone whose generation is not 0, so that the
-///   tokens of zones never healed stay version 1; a version 1 token is of generation 0.
+/// - version 2, 25 bytes: version 2, the epoch, the position, then the zone's generation `u64`
+///   little-endian (how many uploaded states were merged into it, see ``ZoneInfo/generation``);
+/// - version 3, 33 bytes: version 3, the epoch, the position, the generation, then the
+///   *fingerprint* `u64` little-endian: 64 bits of the digest of the transaction before the
+///   position (see ``ZoneStorage/fingerprint(zone:at:)``).
+///
+/// The shortest layout that holds the fields is written: version 1 for generation 0 and no
+/// fingerprint (position 0), version 2 for a later generation without a fingerprint, else
+/// version 3. A token without a fingerprint is of fingerprint 0: not checked.
 ///
 /// Tokens are monotonic within an epoch and a generation.
 ///
@@ -17,30 +22,45 @@
 /// try back.validate(epoch: zone.epoch, start: 0, end: 100)
 /// ```
 public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
-    /// The version byte of tokens of generation 0.
+    /// The version byte of tokens of generation 0 without a fingerprint.
     public static let version: UInt8 = 1
     /// Bytes of an encoded version 1 token.
     public static let byteCount = 17
-    /// The version byte of tokens of a later generation, and their size.
+    /// The version byte of tokens of a later generation without a fingerprint, and their size.
     public static let generationVersion: UInt8 = 2
     public static let generationByteCount = 25
+    /// The version byte of tokens with a fingerprint, and their size.
+    public static let fingerprintVersion: UInt8 = 3
+    public static let fingerprintByteCount = 33
 
     public var epoch: UInt64
     public var position: UInt64
     public var generation: UInt64
+    /// 64 bits of the digest of the transaction before ``position``; 0 when not known.
+    public var fingerprint: UInt64
 
-    public init(epoch: UInt64, position: UInt64, generation: UInt64 = 0) {
+    public init(epoch: UInt64, position: UInt64, generation: UInt64 = 0, fingerprint: UInt64 = 0) {
         self.epoch = epoch
         self.position = position
         self.generation = generation
+        self.fingerprint = fingerprint
     }
 
-    /// The token's bytes (17, or 25 for a generation above 0).
+    /// The token's bytes (17, 25 or 33, see the type's discussion).
     public var bytes: [UInt8] {
-        var bytes = [generation == 0 ? ChangeToken.version : ChangeToken.generationVersion]
-        bytes.reserveCapacity(ChangeToken.generationByteCount)
         var fields = [epoch, position]
-        if generation > 0 { fields.append(generation) }
+        let version: UInt8
+        if fingerprint != 0 {
+            version = ChangeToken.fingerprintVersion
+            fields += [generation, fingerprint]
+        } else if generation != 0 {
+            version = ChangeToken.generationVersion
+            fields.append(generation)
+        } else {
+            version = ChangeToken.version
+        }
+        var bytes = [version]
+        bytes.reserveCapacity(1 + 8 * fields.count)
         for field in fields {
             for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: field >> UInt64(shift))) }
         }
@@ -65,8 +85,9 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         switch version {
         case ChangeToken.version: expected = ChangeToken.byteCount
         case ChangeToken.generationVersion: expected = ChangeToken.generationByteCount
+        case ChangeToken.fingerprintVersion: expected = ChangeToken.fingerprintByteCount
         default:
-            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" has version \(version); this server knows \(ChangeToken.version) and \(ChangeToken.generationVersion)")
+            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" has version \(version); this server knows 1, 2 and 3")
         }
         guard bytes.count == expected else {
             throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" holds \(bytes.count) bytes, not \(expected)")
@@ -76,7 +97,9 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
             for i in 0..<8 { value |= UInt64(bytes[1 + 8 * index + i]) << UInt64(8 * i) }
             return value
         }
-        self.init(epoch: field(0), position: field(1), generation: version == ChangeToken.generationVersion ? field(2) : 0)
+        self.init(epoch: field(0), position: field(1),
+                  generation: version == ChangeToken.version ? 0 : field(2),
+                  fingerprint: version == ChangeToken.fingerprintVersion ? field(3) : 0)
     }
 
     /// Checks the token against a zone whose epoch is `epoch`, generation `generation`, and whose
@@ -103,6 +126,17 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         guard position <= end else {
             throw ChangeTokenError(.beyondEnd, "change token \(self) points at position \(position), past the zone's end (\(end))")
         }
+    }
+
+    /// Checks the token's fingerprint against the zone's history before its position (`nil`: not
+    /// known there, not checked; a token without one is not checked either).
+    ///
+    /// - Throws: ``ChangeTokenError/Code/beyondEnd`` when they differ: the zone's history before
+    ///   the token is not the one the client saw (the server was restored from an older copy and
+    ///   has grown past the token since).
+    public func validate(fingerprint actual: UInt64?) throws(ChangeTokenError) {
+        guard fingerprint != 0, let actual, actual != fingerprint else { return }
+        throw ChangeTokenError(.beyondEnd, "change token \(self): the zone's history before position \(position) is not the one this client saw (the server was restored from an older copy and has grown since)")
     }
 }
 
