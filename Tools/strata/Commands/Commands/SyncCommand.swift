@@ -1,19 +1,48 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import ArgumentParser
 import Foundation
 import Strata
 import StrataSync
 
-/// `strata sync STORE --server URL --zone NAME [--owner USER] --token TOKEN [--watch]`: pushes the
-/// store's unpushed transactions and pulls the zone's changes, once or continuously.
+/// `strata sync STORE --server URL --zone NAME [--owner USER] --token TOKEN [--watch]
+/// [--from-scratch | --recreate-zone] [--json]`: pushes the store's unpushed transactions and
+/// pulls the zone's changes, once or continuously.
 ///
 /// The zone is the user's own (created when missing) unless `--owner` names another user whose
 /// zone is shared with them or public. A store that turns out to be a copy, or whose replica
 /// belongs to another user, forks (the output says so); edits the server refuses for the device's
-/// clock stay pending and the command exits 2 saying why.
+/// clock stay pending and the command exits 2 saying why. `--json` prints ``SyncReportJSON``.
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Push and pull a store against a log server."
+        abstract: "Push and pull a store against a log server.",
+        discussion: """
+        A failed sync exits 2 and says why (the server's code, e.g. zoneDeleted, unauthorized, clockSkew).
+
+        --from-scratch: a forced full resync. The change token is forgotten and the zone is pulled \
+        again from its start (its snapshot, then its log; the store skips what it already holds), \
+        for a device that suspects it missed something. Nothing local is dropped: unpushed edits stay \
+        and are pushed. It cannot be combined with --recreate-zone, which already starts the zone \
+        over from this store (a usage error, exit 2).
+
+        --json prints one JSON object instead of the text lines, with sorted, stable keys: \
+        zone; owner (absent for your own zone); mode ("sync", "fromScratch" or "recreateZone"); ok; \
+        pushedTransactions; pulledTransactions; appliedEvents; bootstraps; rewinds; unpushable; \
+        stateUploads; stateBytes; forks, each {reason, oldReplica, newReplica, keptThrough, \
+        reauthored}; token (the change token the store holds, absent before its first pull); \
+        pending (local transactions the server has not acknowledged); and on failure only error, \
+        {code, message, status (the HTTP status, when the server answered)}.
+
+        On failure ok is false and the exit code is 2 (the message also goes to stderr); \
+        pushedTransactions and pulledTransactions count what went through before the error, and \
+        appliedEvents, bootstraps, rewinds, unpushable, stateUploads, stateBytes and forks are \
+        absent. With --watch the output is JSON Lines: that object on one line, then one {phase, \
+        pending, pushed, pulled, blocked, lastError} per status change.
+        """
     )
 
     @Argument(help: "The store directory.")
@@ -37,35 +66,115 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Recreate your zone when it was deleted on the server, and seed it with everything this store authored.")
     var recreateZone = false
 
+    @Flag(help: "Pull the zone again from its start (a forced full resync); unpushed edits are kept and pushed. Not with --recreate-zone.")
+    var fromScratch = false
+
+    @Flag(help: "Print one JSON object instead of text (its keys are listed in the overview above).")
+    var json = false
+
+    /// What the sync does: `mode` in the JSON.
+    var mode: String { recreateZone ? "recreateZone" : fromScratch ? "fromScratch" : "sync" }
+
     func validate() throws {
         guard URL(string: server)?.scheme?.hasPrefix("http") == true else {
             throw ValidationError("--server must be an http(s) URL, got \(server)")
         }
+        if fromScratch && recreateZone {
+            throw ValidationError("--from-scratch and --recreate-zone do not go together: --recreate-zone already starts the zone over from this store (its whole history and state are sent again, and the zone pulled from its start)")
+        }
     }
 
     func run() async throws {
-        let opened = try openStore(store)
-        guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
-        let engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: token)
+        let reference = ZoneReference(zone, owner: owner)
+        let opened: Store
+        let engine: SyncEngine
         do {
-            let report = try await (recreateZone ? engine.recreateZone() : engine.sync())
-            for fork in report.forks {
-                print("forked: replica \(fork.replica) → \(fork.successor) (\(fork.reason.rawValue)); kept sequences 1...\(fork.keptThrough), re-authored \(fork.reauthored) event(s)")
+            opened = try openStore(store)
+            guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
+            do {
+                engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: token)
+            } catch {
+                try? await opened.close()
+                throw CLIError("cannot sync the store \(store): \(error)")
             }
-            if report.unpushable > 0 {
-                print("read-only: \(report.unpushable) local transaction(s) wait until you may push to the zone")
+        } catch let error as CLIError {
+            // Nothing was sent: the store could not be opened, or its sync state not read.
+            if json {
+                emit(try JSONOutput.string(SyncReportJSON(zone: reference, mode: mode, error: .init(code: SyncError.Code.store.name, message: error.message),
+                                                          pushed: 0, pulled: 0, token: nil, pending: nil), pretty: !watch))
             }
-            print("pushed \(report.pushedTransactions) transaction(s), pulled \(report.pulledTransactions) (\(report.appliedEvents) new event(s)); token \(report.token ?? "-")")
-        } catch let error as SyncError {
+            throw error
+        }
+        do {
+            let report: SyncReport
+            if recreateZone {
+                report = try await engine.recreateZone()
+            } else if fromScratch {
+                report = try await engine.resync()
+            } else {
+                report = try await engine.sync()
+            }
+            if json {
+                let pending = await pendingCount(opened, engine)
+                emit(try JSONOutput.string(SyncReportJSON(zone: reference, mode: mode, report: report, pending: pending), pretty: !watch))
+            } else {
+                for fork in report.forks {
+                    emit("forked: replica \(fork.replica) → \(fork.successor) (\(fork.reason.rawValue)); kept sequences 1...\(fork.keptThrough), re-authored \(fork.reauthored) event(s)")
+                }
+                if report.unpushable > 0 {
+                    emit("read-only: \(report.unpushable) local transaction(s) wait until you may push to the zone")
+                }
+                emit("pushed \(report.pushedTransactions) transaction(s), pulled \(report.pulledTransactions) (\(report.appliedEvents) new event(s)); token \(report.token ?? "-")")
+            }
+        } catch {
+            // A SyncError carries the server's code; anything else (the cursor could not be
+            // written, say) is the store's trouble. Either way the exit code is 2, not a finding.
+            let failure = (error as? SyncError).map(SyncReportJSON.ErrorJSON.init)
+                ?? SyncReportJSON.ErrorJSON(code: SyncError.Code.store.name, message: "\(error)")
+            if json {
+                let status = await currentStatus(engine)
+                let pending = await pendingCount(opened, engine)
+                let cursorToken = await engine.currentCursor.token
+                emit(try JSONOutput.string(SyncReportJSON(zone: reference, mode: mode, error: failure, pushed: status?.pushed ?? 0,
+                                                          pulled: status?.pulled ?? 0, token: cursorToken, pending: pending), pretty: !watch))
+            }
             try? await opened.close()
             throw CLIError("sync with \(server) failed: \(error)")
         }
         if watch {
             await engine.start()
             for await status in await engine.statusUpdates() {
-                print("\(status.phase.rawValue): pending \(status.pending), pushed \(status.pushed), pulled \(status.pulled)" + (status.lastError.map { ", last error: \($0)" } ?? ""))
+                if json {
+                    emit(try JSONOutput.string(SyncStatusJSON(status), pretty: false))
+                } else {
+                    emit("\(status.phase.rawValue): pending \(status.pending), pushed \(status.pushed), pulled \(status.pulled)" + (status.lastError.map { ", last error: \($0)" } ?? ""))
+                }
             }
         }
         try await opened.close()
+    }
+
+    /// A line of output, flushed at once: `--watch` runs until interrupted, and whoever reads
+    /// its output through a pipe sees each line as it happens.
+    private func emit(_ line: String) {
+        print(line)
+        fflush(nil)  // every output stream: naming `stdout` is not concurrency-safe in Swift 6
+    }
+
+    /// The engine's status as it is now (the first value of its updates).
+    private func currentStatus(_ engine: SyncEngine) async -> SyncStatus? {
+        for await status in await engine.statusUpdates() { return status }
+        return nil
+    }
+
+    /// The store's own transactions the server has not acknowledged (what the engine pushes
+    /// next), counted from the log and the engine's cursor; `nil` when the log cannot be read.
+    private func pendingCount(_ store: Store, _ engine: SyncEngine) async -> Int? {
+        let cursor = await engine.currentCursor
+        let replica = store.replicaID
+        // A cursor of another replica (the store forked since) counts none of this one's.
+        let acknowledged = cursor.replica == replica ? cursor.acknowledged : 0
+        guard let transactions = try? store.transactions() else { return nil }
+        return transactions.count { $0.transaction.replica == replica && ($0.transaction.sequences?.upperBound ?? 0) > acknowledged }
     }
 }
