@@ -609,8 +609,10 @@ public actor SyncEngine {
         // What of ours the snapshot holds; anything later is pushed again (the server skips what
         // it already has).
         let held = (try? ProjectionBuilder(snapshot: snapshot.payload).contiguousSequences()[store.replicaID]) ?? nil
+        // A pending heal (and what it claims) survives the bootstrap: the upload still has to go.
         cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0), replica: store.replicaID,
-                            logID: store.identity.logID)
+                            logID: store.identity.logID, healPending: cursor.healPending,
+                            healClaim: cursor.replica == store.replicaID ? cursor.healClaim : 0)
         try cursor.save(store: store, zone: zoneReference)
         // A pending heal pushes after its upload (which says how far this replica goes).
         if !cursor.healPending { try await pushOrHold(&report) }

@@ -67,8 +67,8 @@ struct HealingTests {
             // It pulled what the zone still held first, so it does not download the merged state
             // it has just uploaded.
             #expect(healed.bootstraps == 0)
-            // The merge raised the zone's generation: every token handed out before expires.
-            #expect(try await storage.zone(zone)?.generation == 1)
+            // The merge is recorded: every token handed out before expires.
+            #expect(try await storage.zone(zone)?.merges.count == 1)
 
             // A device whose token the restored server still accepts (it synced before the backup)
             // adopts the merged state instead of missing it.

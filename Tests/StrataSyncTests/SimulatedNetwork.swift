@@ -240,7 +240,7 @@ final class SimulatedNetwork: Sendable {
             let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, claim: claim, payload: state, basis: token == nil ? nil : basis)
             if roll(10) { throw SyncError(.transport, "answer dropped") }
             var merged = info
-            merged.generation = outcome.generation
+            if merged.generation != outcome.generation { merged.merges.append(outcome.generation) }
             let token = try await PullStart.token(merged, at: outcome.position, storage: storage)
             return StateUploadResult(token: token.description, upToDate: outcome.upToDate, acknowledged: outcome.acknowledged)
         } catch let error as ServerError {

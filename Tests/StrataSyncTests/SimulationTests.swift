@@ -6,11 +6,11 @@ import StrataSync
 import StrataTestSupport
 import Testing
 
-/// Seeds: `STRATA_SIM_SEEDS` (default 500) from a random base, or `STRATA_SIM_SEED` for one.
-func simulationSeeds() -> [UInt64] {
+/// Seeds: `STRATA_SIM_SEEDS` (default `count`) from a random base, or `STRATA_SIM_SEED` for one.
+func simulationSeeds(default count: Int = 500) -> [UInt64] {
     let environment = ProcessInfo.processInfo.environment
     if let seed = environment["STRATA_SIM_SEED"].flatMap(UInt64.init) { return [seed] }
-    let count = environment["STRATA_SIM_SEEDS"].flatMap(Int.init) ?? 500
+    let count = environment["STRATA_SIM_SEEDS"].flatMap(Int.init) ?? count
     let base = UInt64.random(in: 1...UInt64.max / 2)
     return (0..<count).map { base + UInt64($0) }
 }
@@ -24,8 +24,20 @@ struct SimulationTally {
     var spoofsRefused = 0
     var skewsRefused = 0
     var grantChanges = 0
+    var rollbacks = 0
+    var heals = 0
+    var zoneDeletions = 0
+    var deviceCompactions = 0
+
+    var summary: String {
+        "\(bootstraps) bootstraps from an expired token, \(clones) clones, \(forks) forks, \(spoofsRefused) spoofed pushes and \(skewsRefused) far-future pushes refused, \(grantChanges) grant changes, \(rollbacks) server rollbacks to a backup, \(zoneDeletions) zone deletions, \(heals) state uploads, \(deviceCompactions) device compactions"
+    }
 
     mutating func add(_ other: SimulationTally) {
+        rollbacks += other.rollbacks
+        heals += other.heals
+        zoneDeletions += other.zoneDeletions
+        deviceCompactions += other.deviceCompactions
         grantChanges += other.grantChanges
         bootstraps += other.bootstraps
         forks += other.forks
@@ -37,18 +49,34 @@ struct SimulationTally {
 
 @Suite("Deterministic sync simulation")
 struct SimulationTests {
-    @Test("Honest devices (some cloned mid-run, some losing and regaining write access) and a hostile grantee over a lossy, duplicating, reordering network with server restarts: honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone")
+    @Test("Honest devices (some cloned mid-run, some losing and regaining write access, some compacting with unpushed edits) and a hostile grantee over a lossy, duplicating, reordering network with server restarts: honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone")
     func simulation() async throws {
         let seeds = simulationSeeds()
         var tally = SimulationTally()
         for seed in seeds {
-            tally.add(try await run(seed: seed))
+            tally.add(try await run(seed: seed, lifecycle: false))
         }
-        print("sync simulation: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.bootstraps) bootstraps from an expired token, \(tally.clones) clones, \(tally.forks) forks, \(tally.spoofsRefused) spoofed pushes and \(tally.skewsRefused) far-future pushes refused, \(tally.grantChanges) grant changes")
+        print("sync simulation: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
         if seeds.count >= 50 {
             #expect(tally.bootstraps > 0, "no client ever fell behind the server's retention: the simulation is too gentle")
             #expect(tally.forks > 0, "no clone ever forked: the simulation is too gentle")
             #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
+            #expect(tally.deviceCompactions > 0, "no device compacted: the simulation is too gentle")
+        }
+    }
+
+    @Test("A zone's whole life (grants changed, the zone deleted and recreated, the server's storage rolled back to an earlier copy, devices compacting with pending edits) under the same network and hostile grantee: after quiescence every acknowledged edit is in the zone, the devices converge, and no zone reappears without being asked")
+    func lifecycleSimulation() async throws {
+        let seeds = simulationSeeds(default: 1000)
+        var tally = SimulationTally()
+        for seed in seeds {
+            tally.add(try await run(seed: seed, lifecycle: true))
+        }
+        print("lifecycle simulation: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
+        if seeds.count >= 50 {
+            #expect(tally.rollbacks > 0 && tally.heals > 0, "the server was never rolled back and healed: the simulation is too gentle")
+            #expect(tally.zoneDeletions > 0 && tally.deviceCompactions > 0, "no zone deletion or device compaction: the simulation is too gentle")
+            #expect(tally.grantChanges > 0 && tally.spoofsRefused > 0, "no grant change or refused spoof: the simulation is too gentle")
         }
     }
 
@@ -64,8 +92,12 @@ struct SimulationTests {
         var path: String
     }
 
-    /// One run; returns what happened.
-    func run(seed: UInt64) async throws -> SimulationTally {
+    /// One run; returns what happened. `lifecycle` runs take server backups and roll the server
+    /// back to them, and delete and recreate the zone; the others clone devices instead. (Clones
+    /// and rollbacks together are not handled yet: a clone and its original can each have had the
+    /// same sequences acknowledged, by the server before and after it lost them, and a copy that
+    /// compacted them cannot fork away from them.)
+    func run(seed: UInt64, lifecycle: Bool) async throws -> SimulationTally {
         var tally = SimulationTally()
         let dir = TemporaryDirectory()
         var rng = SeededGenerator(seed: seed)
@@ -77,7 +109,9 @@ struct SimulationTests {
         options.maxBackoff = .microseconds(100)
         options.pushBatchSize = 3
         options.pullLimit = 5
-        options.logger.logLevel = .warning
+        // With STRATA_SIM_DEBUG and one seed, the engines' notices trace what happened.
+        let tracing = ProcessInfo.processInfo.environment["STRATA_SIM_DEBUG"] != nil && ProcessInfo.processInfo.environment["STRATA_SIM_SEED"] != nil
+        options.logger.logLevel = tracing ? .notice : .warning
         func engine(_ store: Store, _ user: String) throws -> SyncEngine {
             try SyncEngine(store: store, transport: network.client(user), zone: Self.zone.name,
                            owner: user == Self.zone.owner ? nil : Self.zone.owner, options: options)
@@ -100,9 +134,27 @@ struct SimulationTests {
         var acknowledged: [ReplicaID: UInt64] = [:]
 
         var notes: [ObjectID] = []
+        /// After a deletion the zone is gone until an owner's device asks for it again.
+        var zoneDeleted = false
+        func noteSync(_ report: SyncReport) {
+            tally.bootstraps += report.bootstraps
+            tally.forks += report.forks.count
+            tally.heals += report.stateUploads
+        }
+        /// The owner's device `c` recreates the zone (the network may fail it), and grants again.
+        func recreate(_ c: Int) async throws {
+            if let report = try? await devices[c].engine.recreateZone() { noteSync(report) }
+            if try await network.zoneExists(Self.zone) {
+                zoneDeleted = false
+                try await network.grant(Self.zone, user: "friend", .readWrite)
+                try await network.grant(Self.zone, user: "mallory", .readWrite)
+            }
+        }
         for _ in 0..<50 {
             let c = Int(rng.next() % UInt64(devices.count))
-            switch rng.next() % 14 {
+            let step = rng.next() % 18
+            if tracing { print("step \(step) device c\(c)") }
+            switch step {
             case 0..<4:
                 let pick = notes.isEmpty ? nil : notes[Int(rng.next() % UInt64(notes.count))]
                 let action = rng.next() % 3
@@ -118,10 +170,29 @@ struct SimulationTests {
                 }
                 notes += created ?? []
             case 4..<7:
-                // May fail: the network is bad.
-                if let report = try? await devices[c].engine.sync() {
-                    tally.bootstraps += report.bootstraps
-                    tally.forks += report.forks.count
+                // May fail: the network is bad. A device of the owner that never synced (no
+                // cursor) creates the zone: it cannot know it was deleted.
+                let creates = devices[c].user == Self.zone.owner
+                    && !FileManager.default.fileExists(atPath: devices[c].path + "/sync-\(Self.zone.name).json")
+                do {
+                    let report = try await devices[c].engine.sync()
+                    if tracing { print("  synced: pushed \(report.pushedTransactions) pulled \(report.pulledTransactions) bootstraps \(report.bootstraps) rewinds \(report.rewinds) uploads \(report.stateUploads) token \(report.token ?? "-")") }
+                    noteSync(report)
+                } catch let error as SyncError where error.code == .zoneDeleted {
+                    if tracing { print("  zoneDeleted") }
+                    // Nothing recreates a deleted zone unasked.
+                    #expect(zoneDeleted, "seed \(seed): zoneDeleted while the zone exists")
+                } catch {
+                    if tracing { print("  failed: \(error)".prefix(200)) }
+                }
+                let exists = try await network.zoneExists(Self.zone)
+                if zoneDeleted && creates && exists {
+                    zoneDeleted = false
+                    try await network.grant(Self.zone, user: "friend", .readWrite)
+                    try await network.grant(Self.zone, user: "mallory", .readWrite)
+                }
+                if zoneDeleted {
+                    #expect(try await !network.zoneExists(Self.zone), "seed \(seed): a deleted zone came back without being asked for")
                 }
                 let cursor = await devices[c].engine.currentCursor
                 if let replica = cursor.replica {
@@ -132,7 +203,7 @@ struct SimulationTests {
             case 8:
                 // The server compacts, leaving clients that have not synced behind its retention.
                 try await network.compact(retaining: rng.next() % 3)
-            case 9 where devices.count < 5:
+            case 9 where devices.count < 5 && !lifecycle:
                 // A device is cloned (a restored backup, a migrated phone): same replica ID, same
                 // cursor, and from now on its own edits.
                 let original = devices[c]
@@ -158,6 +229,27 @@ struct SimulationTests {
                 } catch {
                     // Dropped by the network, or a gap: refused either way, or the replica was not
                     // pushed yet (then it is mallory's now, and the device forks away from it).
+                }
+            case 14 where lifecycle:
+                // A backup of the server's data directory; later the server may be rolled back to it.
+                try await network.takeBackup()
+            case 15 where lifecycle:
+                if try await network.rollBack() {
+                    tally.rollbacks += 1
+                    zoneDeleted = try await !network.zoneExists(Self.zone)
+                }
+            case 16:
+                // A device compacts with edits it has not pushed.
+                try await devices[c].store.compact()
+                tally.deviceCompactions += 1
+            case 17 where lifecycle:
+                // The owner deletes the zone; later one of its devices asks for it again.
+                if !zoneDeleted {
+                    try await network.deleteZone(Self.zone)
+                    zoneDeleted = true
+                    tally.zoneDeletions += 1
+                } else if let owner = devices.indices.first(where: { devices[$0].user == Self.zone.owner && rng.next() % 2 == 0 }) {
+                    try await recreate(owner)
                 }
             case 12:
                 // The owner changes friend's grant between read and read-write: friend's devices
@@ -185,14 +277,19 @@ struct SimulationTests {
         }
         // Quiescence: write access back, a healthy network, every late message delivered,
         // everyone syncs twice.
-        try await network.grant(Self.zone, user: "friend", .readWrite)
         network.heal()
+        if zoneDeleted {
+            let owner = try #require(devices.indices.first { devices[$0].user == Self.zone.owner })
+            try await recreate(owner)
+            #expect(!zoneDeleted, "seed \(seed): the zone could not be recreated")
+        }
+        try await network.grant(Self.zone, user: "friend", .readWrite)
         await network.deliverLate()
         for _ in 0..<2 {
-            for device in devices {
+            for (c, device) in devices.enumerated() {
                 let report = try await device.engine.sync()
-                tally.bootstraps += report.bootstraps
-                tally.forks += report.forks.count
+                if tracing { print("quiescence c\(c): pushed \(report.pushedTransactions) pulled \(report.pulledTransactions) bootstraps \(report.bootstraps) rewinds \(report.rewinds) uploads \(report.stateUploads) token \(report.token ?? "-")") }
+                noteSync(report)
             }
         }
         for device in devices {

@@ -38,7 +38,7 @@ public enum PullStart {
                 parsed = try ChangeToken(parsing: token)
                 let start = try await storage.startPosition(zone: id)
                 let end = try await storage.endPosition(zone: id)
-                try parsed.validate(epoch: zone.epoch, generation: zone.generation, start: start, end: end)
+                try parsed.validate(epoch: zone.epoch, merges: zone.merges, start: start, end: end)
                 try parsed.validate(fingerprint: try await storage.fingerprint(zone: id, at: parsed.position))
             } catch let error as ChangeTokenError {
                 throw ServerError(error)

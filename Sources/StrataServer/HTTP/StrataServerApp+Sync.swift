@@ -78,7 +78,7 @@ extension StrataServerApp {
         notifier.notify(zone: id.description)
         logger.notice("state merged", metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])
         var merged = zone
-        merged.generation = outcome.generation
+        if merged.generation != outcome.generation { merged.merges.append(outcome.generation) }
         return try json(StateAnswer(token: try await PullStart.token(merged, at: outcome.position, storage: storage).description,
                                     upToDate: outcome.upToDate, acknowledged: outcome.acknowledged))
     }

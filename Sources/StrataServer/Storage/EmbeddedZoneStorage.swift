@@ -316,8 +316,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     }
 
     /// Merges a state a client uploaded (a projection snapshot payload) into the zone: the zone's
-    /// state through its end, joined with the upload, becomes its snapshot, and the zone's
-    /// generation goes up, so that every change token handed out before expires and every client
+    /// state through its end, joined with the upload, becomes its snapshot, and the merge gets a
+    /// new random ID (``ZoneInfo/merges``), so that every change token handed out before expires and every client
     /// adopts the merged state (merging it into its own, nothing lost) before it pulls on. How a
     /// zone that lost history (a server restored from a backup, a zone recreated) gets back what
     /// its devices hold but no longer have as events.
@@ -327,7 +327,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// log holds, and events that really arrive later still apply.
     ///
     /// - Parameter basis: the position the uploader had pulled through (from a token of the
-    ///   zone's current generation); the outcome says whether that was the zone's end (then the
+    ///   zone's newest merge); the outcome says whether that was the zone's end (then the
     ///   uploader holds the merged state already and goes on from the new token).
     /// - Throws: ``ZoneStorageError/Code/invalidArgument`` when the payload does not decode.
     public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
@@ -360,7 +360,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             ledger = own
         }
         // From here to the catalog write nothing suspends: no push of this zone interleaves, so
-        // the merged snapshot is exactly the state at `position`, and tokens of the new generation
+        // the merged snapshot is exactly the state at `position`, and tokens of the new merge
         // are handed out only for positions from it on.
         let position = state.log.endPosition
         do {
@@ -374,7 +374,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
         if let replica, let ledger { zoneStates[id]?.ledgers[replica] = ledger }
         var info = state.info
-        info.generation += 1
+        var merge = UInt64.random(in: 1 ... .max)
+        while info.merges.contains(merge) { merge = UInt64.random(in: 1 ... .max) }
+        info.merges.append(merge)
         zoneStates[id]?.info = info
         do {
             try writeCatalog()

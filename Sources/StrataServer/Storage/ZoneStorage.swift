@@ -76,8 +76,8 @@ public protocol ZoneStorage: Sendable {
     func close() async throws(ZoneStorageError)
 
     /// Merges a state a client uploaded into the zone (healing history the zone lost): the zone's
-    /// snapshot becomes the join of its state and the upload, and its generation goes up, so that
-    /// the tokens handed out before expire (see ``ZoneInfo/generation``). The
+    /// snapshot becomes the join of its state and the upload, and the merge gets a new ID, so that
+    /// the tokens handed out before expire (see ``ZoneInfo/merges``). The
     /// upload's values are merged, never its claims of which events it applied. `basis` is the
     /// position the uploader had pulled through.
     ///
@@ -130,7 +130,7 @@ public struct ReplicaInfo: Sendable, Hashable, Codable {
 /// The result of ``ZoneStorage/mergeState(zone:payload:basis:)``.
 public struct StateMergeOutcome: Sendable, Hashable {
     public var epoch: UInt64
-    /// The zone's generation after the merge (see ``ZoneInfo/generation``).
+    /// The ID of this merge, the zone's generation now (see ``ZoneInfo/merges``).
     public var generation: UInt64
     /// The position of the merged snapshot.
     public var position: UInt64

@@ -4,7 +4,7 @@
 /// - version 1, 17 bytes: the version `u8` = 1, the zone's epoch `u64` little-endian and the log
 ///   position `u64` little-endian (the number of transactions before this point);
 /// - version 2, 25 bytes: version 2, the epoch, the position, then the zone's generation `u64`
-///   little-endian (how many uploaded states were merged into it, see ``ZoneInfo/generation``);
+///   little-endian (the ID of the newest device state merged into it, see ``ZoneInfo/merges``);
 /// - version 3, 33 bytes: version 3, the epoch, the position, the generation, then the
 ///   *fingerprint* `u64` little-endian: 64 bits of the digest of the transaction before the
 ///   position (see ``ZoneStorage/fingerprint(zone:at:)``).
@@ -102,23 +102,24 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
                   fingerprint: version == ChangeToken.fingerprintVersion ? field(3) : 0)
     }
 
-    /// Checks the token against a zone whose epoch is `epoch`, generation `generation`, and whose
-    /// log holds `start..<end`.
+    /// Checks the token against a zone whose epoch is `epoch`, whose merged states are `merges`
+    /// (oldest first), and whose log holds `start..<end`.
     ///
     /// - Throws: ``ChangeTokenError/Code/zoneReset`` when the epochs differ,
     ///   ``ChangeTokenError/Code/expired`` when the position is before `start` or the token is of
-    ///   an earlier generation (handed out before a state was merged into the zone),
-    ///   ``ChangeTokenError/Code/beyondEnd`` when it is after `end` or of a later generation (the
-    ///   server lost what the client saw).
-    public func validate(epoch zoneEpoch: UInt64, generation zoneGeneration: UInt64 = 0, start: UInt64, end: UInt64) throws(ChangeTokenError) {
+    ///   an earlier merge, or of none (handed out before a state was merged into the zone),
+    ///   ``ChangeTokenError/Code/beyondEnd`` when it is after `end` or of a merge the zone does not
+    ///   know (the server lost what the client saw).
+    public func validate(epoch zoneEpoch: UInt64, merges: [UInt64] = [], start: UInt64, end: UInt64) throws(ChangeTokenError) {
         guard epoch == zoneEpoch else {
             throw ChangeTokenError(.zoneReset, "change token \(self) is of an earlier incarnation of the zone (it was deleted and recreated)")
         }
-        guard generation <= zoneGeneration else {
-            throw ChangeTokenError(.beyondEnd, "change token \(self) is of the zone's generation \(generation), but the zone is at \(zoneGeneration): the server lost a state merged into it")
-        }
-        guard generation == zoneGeneration else {
-            throw ChangeTokenError(.expired, "change token \(self) was handed out before a device's state was merged into the zone (generation \(generation), now \(zoneGeneration)): adopt the zone's snapshot")
+        let newest = merges.last ?? 0
+        if generation != newest {
+            guard generation == 0 || merges.contains(generation) else {
+                throw ChangeTokenError(.beyondEnd, "change token \(self) is of a merged state the zone does not hold: the server lost a state merged into it")
+            }
+            throw ChangeTokenError(.expired, "change token \(self) was handed out before a device's state was merged into the zone: adopt the zone's snapshot")
         }
         guard position >= start else {
             throw ChangeTokenError(.expired, "change token \(self) points at position \(position); the zone's history starts at \(start)")

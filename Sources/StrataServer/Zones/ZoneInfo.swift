@@ -36,26 +36,31 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
     public var grants: [String: ZoneGrant]
     /// The zone's epoch (see the type's discussion).
     public var epoch: UInt64
-    /// How many times a device's uploaded state was merged into the zone (a heal). Change tokens
-    /// carry it: a token of an earlier generation was handed out before a merge, so its holder has
-    /// not seen the merged state and must adopt the zone's snapshot (`410 tokenExpired`); a token
-    /// of a later one means the server lost a merge (restored from a backup: `410 zoneRewound`).
-    /// 0 (and absent from `zones.json`) for a zone never healed.
-    public var generation: UInt64
+    /// The IDs of the device states merged into the zone (heals), oldest first: random, never 0.
+    /// Change tokens carry the newest (``generation``): a token of an earlier one (or of none)
+    /// was handed out before a merge, so its holder has not seen the merged state and must adopt
+    /// the zone's snapshot (`410 tokenExpired`); a token of an ID the zone does not know means the
+    /// server lost a merge the client saw (restored from a backup: `410 zoneRewound`). IDs rather
+    /// than a count, because a server restored from a backup and healed again would count the
+    /// same number for another merge. Empty (and absent from `zones.json`) for a zone never healed.
+    public var merges: [UInt64]
+
+    /// The ID of the newest merged state, 0 when none: what change tokens carry.
+    public var generation: UInt64 { merges.last ?? 0 }
 
     /// The zone's identity: its owner and name.
     public var id: ZoneID { ZoneID(owner: owner, name: name) }
 
-    public init(name: String, owner: String, access: ZoneAccess = .private, grants: [String: ZoneGrant] = [:], epoch: UInt64, generation: UInt64 = 0) {
+    public init(name: String, owner: String, access: ZoneAccess = .private, grants: [String: ZoneGrant] = [:], epoch: UInt64, merges: [UInt64] = []) {
         self.name = name
         self.owner = owner
         self.access = access
         self.grants = grants
         self.epoch = epoch
-        self.generation = generation
+        self.merges = merges
     }
 
-    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, generation }
+    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, merges }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -64,7 +69,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         access = try c.decode(ZoneAccess.self, forKey: .access)
         grants = try c.decode([String: ZoneGrant].self, forKey: .grants)
         epoch = try c.decode(UInt64.self, forKey: .epoch)
-        generation = try c.decodeIfPresent(UInt64.self, forKey: .generation) ?? 0
+        merges = try c.decodeIfPresent([UInt64].self, forKey: .merges) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -74,7 +79,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         try c.encode(access, forKey: .access)
         try c.encode(grants, forKey: .grants)
         try c.encode(epoch, forKey: .epoch)
-        if generation > 0 { try c.encode(generation, forKey: .generation) }
+        if !merges.isEmpty { try c.encode(merges, forKey: .merges) }
     }
 
     /// A change token of this zone at `position`.
