@@ -133,6 +133,11 @@ extension Store {
             core.failure = failure
             throw failure
         }
+        // The log past the newest snapshot grew: perhaps enough for a compaction (which runs in
+        // the background; this commit does not wait for it).
+        core.autoCompaction.events += entries.reduce(0) { $0 + Int((try? TransactionHeader(decoding: $1))?.eventCount ?? 0) }
+        core.autoCompaction.bytes += entries.reduce(0) { $0 + $1.count }
+        startAutoCompactionIfDue(core: core)
         return waiter
     }
 }

@@ -19,6 +19,8 @@ extension Store {
         guard problems.isEmpty else { throw StoreError(.invalidSchema, problems.joined(separator: "; ")) }
         let store = try openWithoutSchemaCheck(at: directory, options: options)
         try await store.adopt(schema)
+        // A long replay now should not be repeated on the next open (see `AutoCompaction`).
+        store.startAutoCompactionIfDue()
         return store
     }
 
@@ -27,7 +29,9 @@ extension Store {
         guard FileManager.default.fileExists(atPath: directory + "/" + manifestName) else {
             throw StoreError(.invalidArgument, "\(directory) is not a Strata store (no \(manifestName))")
         }
-        return try openWithoutSchemaCheck(at: directory, options: options)
+        let store = try openWithoutSchemaCheck(at: directory, options: options)
+        store.startAutoCompactionIfDue()
+        return store
     }
 
     /// The replica ID recorded in a store's `store.json`, read without opening the store (for tools
@@ -92,6 +96,7 @@ extension Store {
         core.projection.schema = projection.recordedSchema
         core.syncPins = SyncPins.load(in: directory, replica: identity.replicaID)
         core.retainsUnpushed = options.retainsUnpushed
+        core.autoCompaction = AutoCompactionState(policy: options.autoCompaction, events: report.replayedEvents, bytes: report.replayedBytes)
         let store = Store(directory: directory, log: log, core: core, logger: options.logger, report: report)
         try store.finishInterruptedFork()
         return store
@@ -194,6 +199,7 @@ extension Store {
                     try projection.apply(transaction)
                     report.replayedTransactions += 1
                     report.replayedEvents += transaction.events.count
+                    report.replayedBytes += entry.payload.count
                 }
                 projection.commitBatch(report: false)
             }

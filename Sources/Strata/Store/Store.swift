@@ -29,6 +29,8 @@ public final class Store: Sendable {
     let observers = Mutex<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
     let nextObserver = Atomic<UInt64>(0)
     let logger: Logger
+    /// Held by a compaction while it runs: one at a time, automatic or not.
+    let compactionGate = AsyncGate()
     /// What open did: snapshot used, events replayed, warnings.
     public let openReport: OpenReport
 
@@ -95,9 +97,16 @@ public final class Store: Sendable {
         core.withLock { $0.projection.allObjectIDs() }
     }
 
-    /// Finishes pending commits, makes them durable and releases the store.
+    /// Finishes pending commits, makes them durable and releases the store. A compaction that
+    /// is running (automatic, or ``compact()``) is finished first; none starts afterwards.
     public func close() async throws {
-        core.withLock { $0.closed = true }
+        let compacting = core.withLock { core -> Task<Void, Never>? in
+            core.closed = true
+            return core.autoCompaction.task
+        }
+        await compacting?.value
+        await compactionGate.enter()
+        defer { compactionGate.leave() }
         // Observers end after the last in-flight commit has been delivered to them.
         defer { for continuation in observers.withLock({ Array($0.values) }) { continuation.finish() } }
         do {
@@ -115,6 +124,43 @@ public struct OpenReport: Sendable, Hashable {
     /// Log entries (transactions) replayed after it.
     public var replayedTransactions = 0
     public var replayedEvents = 0
+    /// The encoded (uncompressed) bytes of the transactions replayed.
+    public var replayedBytes = 0
     /// Damaged snapshots skipped (newest first), with why.
     public var skippedSnapshots: [String] = []
+}
+
+/// An asynchronous lock: ``enter()`` suspends (never blocks a thread) until the holder calls
+/// ``leave()``; waiters enter in arrival order.
+final class AsyncGate: Sendable {
+    private struct State {
+        var busy = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func enter() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let entered = state.withLock { s -> Bool in
+                if !s.busy {
+                    s.busy = true
+                    return true
+                }
+                s.waiters.append(continuation)
+                return false
+            }
+            if entered { continuation.resume() }
+        }
+    }
+
+    func leave() {
+        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard !s.waiters.isEmpty else {
+                s.busy = false
+                return nil
+            }
+            return s.waiters.removeFirst()
+        }
+        next?.resume()
+    }
 }

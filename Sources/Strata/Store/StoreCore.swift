@@ -19,6 +19,8 @@ final class StoreCore {
     /// whether compaction keeps what is above it.
     var syncPins = SyncPins()
     var retainsUnpushed = true
+    /// The log past the newest snapshot and the background compaction (see `AutoCompaction`).
+    var autoCompaction = AutoCompactionState(policy: .disabled)
 
     init(identity: StoreIdentity, projection: Projection, clock: HybridClock, nextSequence: UInt64) {
         self.identity = identity
@@ -26,6 +28,37 @@ final class StoreCore {
         self.projection = projection
         self.clock = clock
         self.nextSequence = nextSequence
+    }
+}
+
+/// What the automatic compaction policy looks at, kept under the store's lock: the history past
+/// the newest snapshot (what an open replays), and the background compaction, if one runs.
+struct AutoCompactionState {
+    var policy: AutoCompaction
+    /// Events and encoded bytes of the transactions submitted at or after the newest snapshot's
+    /// position (replayed on open, counted on every submit, reduced by what a snapshot covers).
+    var events = 0
+    var bytes = 0
+    /// After a failed compaction: the counts it failed at. The next attempt waits until as much
+    /// history again has accumulated (not on every commit).
+    var failedAt: (events: Int, bytes: Int)?
+    /// The background compaction, while one runs.
+    var task: Task<Void, Never>?
+
+    /// Whether the history past the snapshot calls for a compaction (running or not).
+    func isDue(closed: Bool, failed: Bool) -> Bool {
+        guard !closed, !failed, policy.isEnabled else { return false }
+        if let failedAt {
+            return policy.isExceeded(events: events - failedAt.events, bytes: bytes - failedAt.bytes)
+        }
+        return policy.isExceeded(events: events, bytes: bytes)
+    }
+
+    /// A snapshot now covers the first `events` and `bytes` of what was counted.
+    mutating func covered(events: Int, bytes: Int) {
+        self.events = max(0, self.events - events)
+        self.bytes = max(0, self.bytes - bytes)
+        failedAt = nil
     }
 }
 

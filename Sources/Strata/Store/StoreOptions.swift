@@ -27,10 +27,86 @@ public struct StoreOptions: Sendable {
     /// a sync engine (a store that never synced has no pin and compacts as before).
     public var retainsUnpushed = true
 
+    /// When the store compacts on its own (see ``AutoCompaction``): by default once more than
+    /// 100,000 events or 64 MiB of encoded transactions lie in the log past the newest snapshot.
+    /// ``AutoCompaction/disabled`` leaves compaction to explicit ``Store/compact()`` calls.
+    public var autoCompaction = AutoCompaction.default
+
     /// One hour, in milliseconds.
     public static let defaultMaxClockLead: UInt64 = 3_600_000
 
     public init(durability: Durability = .groupCommit) {
         self.durability = durability
+    }
+}
+
+/// When a store compacts on its own.
+///
+/// Opening a store loads its newest snapshot and replays the log past it, so the open takes time
+/// in proportion to the history written since the last compaction. Apps do not call
+/// ``Store/compact()``, so without a policy that history — and the open — would grow without
+/// bound. After each commit (local, remote apply, fork) and after each open, the store compares
+/// the log past its newest snapshot with these thresholds; once either is exceeded it compacts in
+/// the background:
+///
+/// - one compaction at a time, never concurrently with itself or with ``Store/compact()``;
+/// - the commit that crossed the threshold does not wait for it (later commits wait only while
+///   the projection is encoded, as with ``Store/compact()``);
+/// - it keeps, as ``Store/compact()`` does, the transactions a sync engine has not pushed yet
+///   (``StoreOptions/retainsUnpushed``); and, unlike an explicit ``Store/compact()``, it also
+///   keeps this store's own transactions while no sync engine has pinned any (a store that has
+///   never synced may still sync later, and the push reads them from the log). It always writes
+///   the snapshot, so the open stays bounded either way; only disk space waits for the push.
+///   A store that never syncs and should reclaim that space sets
+///   ``StoreOptions/retainsUnpushed`` to `false`;
+/// - a failure is logged (error level, on ``StoreOptions/logger``), never thrown at a caller: the
+///   store tries again once as much history again has accumulated, or at the next open;
+/// - a closed store does not start one; ``Store/close()`` waits for one that is running.
+///
+/// What is counted is what the next open replays: the transactions at or after the newest
+/// snapshot's position, their events and their encoded (uncompressed) bytes — the log stores them
+/// LZ4-compressed, usually smaller. Transactions this store kept for sync below the snapshot are
+/// not replayed on open and do not count.
+///
+/// The defaults keep the replay on open to a fraction of a second (a full replay runs at about
+/// half a million events per second; see the Benchmarks article) while compacting rarely: each
+/// compaction writes the whole projection, in time proportional to the number of objects, so a
+/// threshold far below the store's size would spend more on snapshots than it saves on opens.
+/// The byte threshold catches histories of few but large events (long texts, blobs), whose
+/// replay is bounded by bytes rather than by events. Stores with very large object graphs and
+/// heavy write rates may raise both thresholds; tests use small ones.
+///
+/// ``Store/waitForAutoCompaction()`` waits for a background compaction (for tests and tools).
+public struct AutoCompaction: Sendable, Hashable {
+    /// Compact once more than this many events lie in the log past the newest snapshot (`nil`:
+    /// no limit on events).
+    public var eventsSinceSnapshot: Int?
+    /// Compact once the transactions past the newest snapshot encode to more than this many bytes
+    /// (`nil`: no limit on bytes).
+    public var bytesSinceSnapshot: Int?
+
+    public init(eventsSinceSnapshot: Int? = AutoCompaction.defaultEventsSinceSnapshot,
+                bytesSinceSnapshot: Int? = AutoCompaction.defaultBytesSinceSnapshot) {
+        self.eventsSinceSnapshot = eventsSinceSnapshot
+        self.bytesSinceSnapshot = bytesSinceSnapshot
+    }
+
+    /// 100,000 events.
+    public static let defaultEventsSinceSnapshot = 100_000
+    /// 64 MiB.
+    public static let defaultBytesSinceSnapshot = 64 << 20
+    /// Compact past 100,000 events or 64 MiB since the newest snapshot.
+    public static let `default` = AutoCompaction()
+    /// Never compact on its own: only ``Store/compact()`` does.
+    public static let disabled = AutoCompaction(eventsSinceSnapshot: nil, bytesSinceSnapshot: nil)
+
+    /// Whether any threshold is set.
+    public var isEnabled: Bool { eventsSinceSnapshot != nil || bytesSinceSnapshot != nil }
+
+    /// Whether `events` events or `bytes` bytes exceed a threshold.
+    func isExceeded(events: Int, bytes: Int) -> Bool {
+        if let limit = eventsSinceSnapshot, events > limit { return true }
+        if let limit = bytesSinceSnapshot, bytes > limit { return true }
+        return false
     }
 }

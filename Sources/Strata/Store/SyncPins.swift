@@ -60,11 +60,20 @@ extension Store {
 
     /// The first log position holding a transaction of the current replica that some sync engine
     /// has not had acknowledged (`nil` when there is none): compaction retires nothing from
-    /// there on.
-    func firstUnpushedPosition() throws -> UInt64? {
+    /// there on. Without a pin, nothing is kept — unless `keepingUnpinned` (automatic
+    /// compaction): then every own transaction counts as unpushed, since a store that has not
+    /// synced yet may still.
+    func firstUnpushedPosition(keepingUnpinned: Bool = false) throws -> UInt64? {
         let (replica, pins, retains, identity) = core.withLock { ($0.replica, $0.syncPins, $0.retainsUnpushed, $0.identity) }
-        guard retains, pins.replica == replica, !pins.pins.isEmpty else { return nil }
-        let acknowledged = pins.acknowledgedByAll
+        guard retains else { return nil }
+        let acknowledged: UInt64
+        if pins.replica == replica, !pins.pins.isEmpty {
+            acknowledged = pins.acknowledgedByAll
+        } else if keepingUnpinned {
+            acknowledged = 0
+        } else {
+            return nil
+        }
         do {
             var cursor = try log.records(from: log.startPosition)
             while let record = try cursor.next() {
