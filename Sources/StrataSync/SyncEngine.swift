@@ -454,10 +454,19 @@ public actor SyncEngine {
         let basis = cursor.token
         let replica = store.replicaID
         cursor.bind(to: replica)
-        // Only what a server acknowledged to this store is claimed: a server acknowledges each
-        // (replica, sequence) to one copy of a store, so two copies never claim different events.
+        // Only what a server acknowledged to this store is claimed, and only what its log no
+        // longer holds as events (compacted away): whatever it still holds is pushed, so that the
+        // server checks it against what another copy of the store may have pushed under the same
+        // sequences meanwhile — and the copy that differs forks, rather than both claiming.
         let own = store.appliedSequences().first { $0.replica == replica }?.contiguous ?? 0
-        let claim = min(cursor.healClaim, own)
+        let firstInLog: UInt64?
+        do {
+            firstInLog = try store.transactions(forSync: true).lazy.map(\.transaction)
+                .first { $0.replica == replica && $0.sequences != nil }?.sequences?.lowerBound
+        } catch {
+            throw SyncError(.store, "cannot read the store's log to heal zone \(zoneReference): \(error)")
+        }
+        let claim = min(cursor.healClaim, own, firstInLog.map { $0 - 1 } ?? .max)
         let answer: StateUploadResult
         do {
             answer = try await retrying {

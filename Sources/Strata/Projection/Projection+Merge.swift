@@ -12,12 +12,21 @@ extension Projection {
     /// only as far as the server had acknowledged them to it — else a forged claim would make
     /// every device skip another replica's events when they really arrive, and a copy's claim
     /// would hide that two copies wrote different events under the same sequences.
-    func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil) throws {
+    ///
+    /// `withholding` names a replica whose effects above a sequence are not merged: the uploader's
+    /// own events past its claim, which it pushes as events instead — where the server checks
+    /// them against what another copy of the store pushed under the same sequences (one of the
+    /// copies then forks), rather than taking both copies' values under one event's name.
+    func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
+               withholding: (replica: ReplicaID, above: UInt64)? = nil) throws {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
+        let withheld = withholding.flatMap { held in other.replicas.firstIndex(of: held.replica).map { (UInt32($0), held.above) } }
         func map(_ ref: Ref) -> Ref {
-            ref.isNone ? ref : Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
+            if ref.isNone { return ref }
+            if let withheld, ref.replica == withheld.0, ref.sequence > withheld.1 { return .none }
+            return Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
         }
         for (index, set) in other.applied.enumerated() where !set.isEmpty {
             if let believingApplied {
@@ -31,6 +40,7 @@ extension Projection {
         }
         for (ref, schema) in other.schemaEvents {
             let mapped = map(ref)
+            if mapped.isNone { continue }
             if !schemaEvents.contains(where: { $0.ref == mapped }) { insertSchemaEvent(schema, ref: mapped) }
         }
         for (id, record) in other.records {
@@ -44,11 +54,13 @@ extension Projection {
                 let deleted = map(record.deleted)
                 if !deleted.isNone, mine.deleted.isNone || self.isNewer(deleted, than: mine.deleted) { mine.deleted = deleted }
                 for slot in record.fields {
-                    self.mergeField(&mine, object: id, key: names[Int(slot.key)], value: slot.value, ref: map(slot.ref))
+                    let ref = map(slot.ref)
+                    if ref.isNone { continue }
+                    self.mergeField(&mine, object: id, key: names[Int(slot.key)], value: slot.value, ref: ref)
                 }
                 for member in record.sets {
                     self.mergeMember(&mine, object: id, key: names[Int(member.key)], target: member.target,
-                                     adds: member.adds.map(map),
+                                     adds: member.adds.map(map).filter { !$0.isNone },
                                      removed: member.removedAdds.map { AddKey(replica: replicas[Int($0.replica)], sequence: $0.sequence) })
                 }
             }

@@ -51,10 +51,14 @@ public final class ProjectionBuilder {
     /// given (`nil`: all, wholly). A server merging a state a client uploaded believes those
     /// claims for the uploader's own replica only, and only as far as it acknowledged them, so
     /// that its applied sequences stay what its log holds for everyone else's.
-    public func merge(_ other: ProjectionBuilder, believingApplied: [ReplicaID: UInt64]?) throws {
+    ///
+    /// `withholding` leaves out the effects of one replica's events above a sequence (an
+    /// uploader's own events past its claim, which it pushes as events, checked).
+    public func merge(_ other: ProjectionBuilder, believingApplied: [ReplicaID: UInt64]?,
+                      withholding: (replica: ReplicaID, above: UInt64)? = nil) throws {
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }
-        try projection.merge(from: other.projection, believingApplied: believingApplied)
+        try projection.merge(from: other.projection, believingApplied: believingApplied, withholding: withholding)
     }
 
     /// The newest timestamp of any event the state holds, found by looking at every stamp (not

@@ -365,7 +365,10 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         let position = state.log.endPosition
         do {
             let builder = try Self.projection(of: state.log, through: position)
-            try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:])
+            // The uploader's own events past its claim are left out: it pushes them as events,
+            // which the server checks against another copy's under the same sequences.
+            try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
+                              withholding: replica.map { ($0, believed($0)) })
             try writeSnapshot(builder.snapshotPayload(), at: position, of: state)
         } catch let error as ZoneStorageError {
             throw error
