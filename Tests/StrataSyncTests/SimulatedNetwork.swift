@@ -148,14 +148,22 @@ final class SimulatedNetwork: Sendable {
         let storage = try storage()
         if let info = try await storage.zone(zone) {
             guard info.canRead(user) else { throw SyncError(.forbidden, "\(user) may not read \(zone)", status: 403) }
-            return ZoneAccessInfo(canPush: info.canPush(user))
+            return ZoneAccessInfo(canPush: info.canPush(user), maxPushBytes: Self.maxPushBytes)
         }
         guard zone.owner == user, create else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
         _ = try await storage.createZone(zone, access: .shared, grants: [:])
-        return ZoneAccessInfo(canPush: true)
+        return ZoneAccessInfo(canPush: true, maxPushBytes: Self.maxPushBytes)
     }
 
+    /// The push body limit the simulated server advertises and enforces: small, so that the
+    /// simulation's large transactions come near it and the engine's batches must be cut by bytes.
+    static let maxPushBytes = 24 << 10
+
     func push(zone: ZoneID, user: String, transactions: [[UInt8]]) async throws -> PushResult {
+        let body = TransactionFrames.encode(transactions).count
+        if body > Self.maxPushBytes {
+            throw SyncError(.tooLarge, "the body has \(body) bytes; this server accepts at most \(Self.maxPushBytes)", status: 413)
+        }
         if roll(10) { throw SyncError(.transport, "request dropped") }
         let replica: ReplicaID
         let pushed: [PushedTransaction]

@@ -28,9 +28,10 @@ struct SimulationTally {
     var heals = 0
     var zoneDeletions = 0
     var deviceCompactions = 0
+    var largeTransactions = 0
 
     var summary: String {
-        "\(bootstraps) bootstraps from an expired token, \(clones) clones, \(forks) forks, \(spoofsRefused) spoofed pushes and \(skewsRefused) far-future pushes refused, \(grantChanges) grant changes, \(rollbacks) server rollbacks to a backup, \(zoneDeletions) zone deletions, \(heals) state uploads, \(deviceCompactions) device compactions"
+        "\(bootstraps) bootstraps from an expired token, \(clones) clones, \(forks) forks, \(spoofsRefused) spoofed pushes and \(skewsRefused) far-future pushes refused, \(grantChanges) grant changes, \(rollbacks) server rollbacks to a backup, \(zoneDeletions) zone deletions, \(heals) state uploads, \(deviceCompactions) device compactions, \(largeTransactions) transactions near the push limit"
     }
 
     mutating func add(_ other: SimulationTally) {
@@ -38,6 +39,7 @@ struct SimulationTally {
         heals += other.heals
         zoneDeletions += other.zoneDeletions
         deviceCompactions += other.deviceCompactions
+        largeTransactions += other.largeTransactions
         grantChanges += other.grantChanges
         bootstraps += other.bootstraps
         forks += other.forks
@@ -65,7 +67,7 @@ struct SimulationTests {
         }
     }
 
-    @Test("A zone's whole life (grants changed, the zone deleted and recreated, the server's storage rolled back to an earlier copy, devices compacting with pending edits) under the same network and hostile grantee: after quiescence every acknowledged edit is in the zone, the devices converge, and no zone reappears without being asked")
+    @Test("A zone's whole life (grants changed, the zone deleted and recreated, the server's storage rolled back to an earlier copy, devices compacting with pending edits, transactions near the push limit) under the same network and hostile grantee: after quiescence every acknowledged edit is in the zone, the devices converge, and no zone reappears without being asked")
     func lifecycleSimulation() async throws {
         let seeds = simulationSeeds(default: 1000)
         var tally = SimulationTally()
@@ -77,6 +79,7 @@ struct SimulationTests {
             #expect(tally.rollbacks > 0 && tally.heals > 0, "the server was never rolled back and healed: the simulation is too gentle")
             #expect(tally.zoneDeletions > 0 && tally.deviceCompactions > 0, "no zone deletion or device compaction: the simulation is too gentle")
             #expect(tally.grantChanges > 0 && tally.spoofsRefused > 0, "no grant change or refused spoof: the simulation is too gentle")
+            #expect(tally.largeTransactions > 0, "no transaction came near the push limit: the simulation is too gentle")
         }
     }
 
@@ -160,7 +163,14 @@ struct SimulationTests {
                 let action = rng.next() % 3
                 // Varied titles, several notes at a time: enough bytes for the server's small
                 // segments to fill, so that compaction retires history.
-                let titles = (0..<(2 + rng.next() % 5)).map { _ in "t\(rng.next())-\(String(rng.next(), radix: 36))" }
+                var titles = (0..<(2 + rng.next() % 5)).map { _ in "t\(rng.next())-\(String(rng.next(), radix: 36))" }
+                if rng.next() % 8 == 0 {
+                    // A large transaction, up to about three quarters of the push limit: pushes
+                    // must be cut by bytes, one such transaction at a time.
+                    let filler = String(repeating: "x", count: 900)
+                    titles = (0..<(5 + rng.next() % 15)).map { _ in "big\(rng.next())-\(filler)" }
+                    tally.largeTransactions += 1
+                }
                 let created = try? await devices[c].store.transaction { tx -> [ObjectID] in
                     if let pick, tx.exists(pick) {
                         if action == 0 { try tx.delete(pick) } else { try tx.update(pick, ["title": .string(titles[0])]) }
