@@ -160,15 +160,25 @@ public actor SyncEngine {
             // still runs, and the sync then reports why they wait.
             var deferred: SyncError?
             // A heal goes first: it tells the server how far this store's own replica goes, so
-            // the push then starts from what the store's log still holds.
-            try await healIfNeeded(&report)
+            // the push then starts from what the store's log still holds. A state stamped ahead of
+            // the server's clock waits for the push, which re-stamps this store's edits once the
+            // device's clock is right; the heal is tried again after the pull.
+            do {
+                try await healIfNeeded(&report)
+            } catch let error as SyncError where error.code == .clockSkew {
+                deferred = error
+            }
             do {
                 try await pushOrHold(&report)
             } catch let error as SyncError where error.code == .clockSkew {
                 deferred = error
             }
             try await pullAll(wait: nil, &report)
-            try await healIfNeeded(&report)
+            do {
+                try await healIfNeeded(&report)
+            } catch let error as SyncError where error.code == .clockSkew {
+                deferred = error
+            }
             await refreshAuthors(report)
             if let deferred { throw deferred }
             update { $0.phase = .idle; $0.lastError = nil }
@@ -467,7 +477,7 @@ public actor SyncEngine {
             throw SyncError(.store, "cannot read the store's log to heal zone \(zoneReference): \(error)")
         }
         let claim = min(cursor.healClaim, own, firstInLog.map { $0 - 1 } ?? .max)
-        let answer: StateUploadResult
+        var answer: StateUploadResult
         do {
             answer = try await retrying {
                 try await self.transport.uploadState(zone: self.zoneReference, state: state, replica: replica, claim: claim, after: basis)
@@ -475,6 +485,14 @@ public actor SyncEngine {
         } catch let error as SyncError where error.code == .forbidden {
             canPush = false
             return
+        } catch let error as SyncError where error.code == .replicaNotYours {
+            // The replica is another user's in this zone: the state goes without a claim, and the
+            // push that follows forks the store away from the replica (as any push of it would).
+            options.logger.notice("the replica is another user's; uploading the state without a claim", metadata: ["zone": "\(zoneReference)", "error": "\(error)"])
+            answer = try await retrying {
+                try await self.transport.uploadState(zone: self.zoneReference, state: state, replica: nil, claim: 0, after: basis)
+            }
+            answer.acknowledged = 0
         }
         options.logger.notice("state uploaded to heal the zone", metadata: [
             "zone": "\(zoneReference)", "bytes": "\(state.count)", "upToDate": "\(answer.upToDate)",

@@ -128,6 +128,47 @@ struct HealingTests {
         try await other.close()
     }
 
+    @Test("a heal whose replica another user took on the restored server (a spoofed push) uploads its state without a claim, forks away from the replica, and loses nothing")
+    func healAfterReplicaTaken() async throws {
+        let dir = TemporaryDirectory()
+        let server = dir.sub("server"), backup = dir.sub("backup")
+        let device = try await open(dir.sub("device"))
+        @Sendable func sync(_ url: URL) async throws -> SyncReport {
+            try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync()
+        }
+        try await withServer(server) { url, _ in
+            _ = try await HTTPSyncTransport(server: url, bearer: "alice-secret").ensureZone(ZoneReference("notes"), create: true)
+            try await HTTPSyncTransport(server: url, bearer: "alice-secret").share("notes", with: "bob", .readWrite)
+        }
+        try FileManager.default.copyItem(atPath: server, toPath: backup)
+        try await withServer(server) { url, _ in
+            try await commit(device, "mine", count: 3)
+            _ = try await sync(url)
+        }
+        try FileManager.default.removeItem(atPath: server)
+        try FileManager.default.moveItem(atPath: backup, toPath: server)
+        try await withServer(server) { url, _ in
+            // On the restored server bob pushes first under the device's replica.
+            let replica = device.replicaID
+            let forged = TransactionRecord(replica: replica, events: [Event(
+                id: EventID(replica: replica, sequence: 1), hlc: HLC(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0),
+                change: .insert(entity: "Folder", object: ObjectID(), fields: ["name": "forged"]))])
+            _ = try await HTTPSyncTransport(server: url, bearer: "bob-secret").push(zone: ZoneReference("notes", owner: "alice"), transactions: [forged.encoded()])
+
+            let report = try await sync(url)
+            #expect(report.rewinds == 1)
+            #expect(report.stateUploads == 1)
+            #expect(report.forks.count == 1)
+            #expect(device.replicaID != replica)
+            let fresh = try await open(dir.sub("fresh"))
+            _ = try await SyncEngine(store: fresh, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(names(fresh).isSuperset(of: ["mine 0", "mine 1", "mine 2"]))
+            #expect(fresh.digest() == device.digest())
+            try await fresh.close()
+        }
+        try await device.close()
+    }
+
     @Test("a device with no token joins a compacted zone through its snapshot: nothing compacted away is missed")
     func freshDeviceOnCompactedZone() async throws {
         let dir = TemporaryDirectory()
