@@ -232,8 +232,15 @@ public actor SyncEngine {
             do {
                 dirty = false
                 var report = SyncReport()
-                try await pushOrHold(&report)
+                // The caller's rights and the server's limits: on the first round and after a
+                // failure (a grant may have changed, the server may have been replaced).
+                if limits == nil || failures > 0 {
+                    let access = try await existingZone()
+                    canPush = access.canPush
+                    limits = access
+                }
                 try await healIfNeeded(&report)
+                try await pushOrHold(&report)
                 update { $0.phase = .waiting }
                 let waiting = Task { var r = SyncReport(); try await self.pullAll(wait: dirty ? nil : self.options.longPoll, &r) }
                 poll = waiting
