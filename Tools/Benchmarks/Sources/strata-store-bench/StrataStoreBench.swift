@@ -1,6 +1,7 @@
 // strata-store-bench: measures the Strata store — commit throughput, cold open by full replay,
-// cold open from a snapshot, resident memory per object — in one run, and prints a markdown
-// table. Opens are measured in fresh processes (this executable re-run with `--open-only`).
+// cold open from a snapshot, resident memory per object, and what automatic compaction costs a
+// committer and buys the next open — in one run, and prints a markdown table. Opens are measured
+// in fresh processes (this executable re-run with `--open-only`).
 //
 //     swift run -c release --package-path Tools/Benchmarks strata-store-bench [--quick] [--dir PATH] …
 import BenchSupport
@@ -16,7 +17,7 @@ struct Settings {
     var parent: String?
     var keep = false
     var only: Set<String> = Settings.optional
-    static let optional: Set<String> = ["commit", "replay", "snapshot"]
+    static let optional: Set<String> = ["commit", "replay", "snapshot", "autocompact"]
 
     // 1. commit throughput: every combination of these, each on a fresh store.
     let transactionSizes = [1, 256]
@@ -37,21 +38,30 @@ struct Settings {
     /// Fresh-process opens per store (`--open-runs`); the median counts.
     var openRuns: Int? = nil
     var effectiveOpenRuns: Int { openRuns ?? (quick ? 1 : 3) }
+    // 5. automatic compaction: single-insert commits into fresh stores with the default policy and
+    // with `.disabled`, in rounds of one store per side (ABBA order with 2 rounds), one writer.
+    var autoCompactionCommits: Int? = nil
+    var effectiveAutoCompactionCommits: Int { autoCompactionCommits ?? (quick ? 150_000 : 300_000) }
+    var autoCompactionRounds: Int { quick ? 1 : 2 }
     /// Refuse to start with less free space than this where the data goes.
     var requiredFreeBytes: Double { quick ? 512 * 1_048_576 : 3 * 1_073_741_824 }
 }
 
 let usage = """
     usage: strata-store-bench [--quick] [--dir PATH] [--keep] [--only LIST] [--writers N] [--open-runs N]
+                              [--auto-commits N]
            strata-store-bench --open-only STORE
 
       --quick         small counts and short rounds, for a smoke run (numbers are not meaningful)
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
                       tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
       --keep          leave the data directory (and the stores in it) in place
-      --only LIST     comma-separated subset of commit,replay,snapshot
+      --only LIST     comma-separated subset of commit,replay,snapshot,autocompact
       --writers N     concurrent writer tasks in the multi-writer commit rows (default 16)
       --open-runs N   fresh-process opens per store; the median counts (default 3, 1 with --quick)
+      --auto-commits N
+                      single-insert commits per store in the automatic-compaction rows 5a-5c
+                      (default 300,000; 150,000 with --quick)
       --open-only STORE
                       open STORE in this process, run count("Item"), print the measurements as one
                       line of JSON and exit (what the benchmark runs in its child processes; also
@@ -72,6 +82,7 @@ struct StrataStoreBench {
             case "--only": settings.only = arguments.names(of: argument, from: Settings.optional)
             case "--writers": settings.writers = arguments.number(of: argument)
             case "--open-runs": settings.openRuns = arguments.number(of: argument)
+            case "--auto-commits": settings.autoCompactionCommits = arguments.number(of: argument)
             case "-h", "--help":
                 print(usage)
                 return
@@ -207,6 +218,11 @@ struct StrataStoreBench {
                        verdictAtMost(perObject, goal: 400))
         }
 
+        // 5. Automatic compaction: the default policy against `.disabled`, side by side.
+        if settings.only.contains("autocompact") {
+            try await autoCompactionRows(settings, place, into: &report)
+        }
+
         report.machine = "**Machine:** \(Machine.cores) cores"
             + (Machine.cpuModel.map { " (\($0))" } ?? "")
             + ", " + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
@@ -215,6 +231,89 @@ struct StrataStoreBench {
             + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
         print(report.render())
     }
+
+    /// Rows 5a-5c: single-insert commits into fresh stores, one with the default automatic
+    /// compaction and one with `.disabled`, then fresh-process opens of both.
+    static func autoCompactionRows(_ settings: Settings, _ place: DataPlace, into report: inout Report) async throws {
+        let commits = settings.effectiveAutoCompactionCommits
+        let values = itemValues(count: 4096, seed: 5)
+        var automatic = AutoCompactionSide(policy: .default)
+        var disabled = AutoCompactionSide(policy: .disabled)
+        // ABBA: drift over the run hits both sides alike. Each side waits for its own compaction
+        // before the other starts, so the two never share the CPU.
+        var order: [Bool] = []  // true: the default policy
+        for round in 0..<settings.autoCompactionRounds { order += round % 2 == 0 ? [true, false] : [false, true] }
+        for (index, isDefault) in order.enumerated() {
+            let round = index / 2 + 1
+            let name = isDefault ? "autocompact-default-\(round)" : "autocompact-disabled-\(round)"
+            note("auto-compaction: \(grouped(commits)) single-insert commits, buffered, 1 writer, \(isDefault ? "default policy" : ".disabled") (round \(round))…")
+            if isDefault {
+                try await autoCompactionRound(&automatic, path: place.path(name), commits: commits, values: values)
+            } else {
+                try await autoCompactionRound(&disabled, path: place.path(name), commits: commits, values: values)
+            }
+            let side = isDefault ? automatic : disabled
+            note("  \(rate(side.sample.operationsPerSecond)) commits/s so far; \(side.compactions) automatic compaction(s), drain \(fixed(seconds(side.drainNanos), 2)) s, \(grouped(side.eventsPastSnapshot.last ?? 0)) events past the snapshot")
+        }
+
+        // The first round's stores in fresh processes, interleaved.
+        let automaticPath = automatic.paths[0]
+        let disabledPath = disabled.paths[0]
+        var automaticProbes = ProbeSet()
+        var disabledProbes = ProbeSet()
+        note("auto-compaction: cold opens of the resulting stores, \(settings.effectiveOpenRuns) round(s)…")
+        for round in 0..<settings.effectiveOpenRuns {
+            automaticProbes.runs.append(try OpenChild.probe(automaticPath))
+            disabledProbes.runs.append(try OpenChild.probe(disabledPath))
+            note("  round \(round + 1): auto-compacted \(fixed(automaticProbes.runs.last!.openSeconds, 3)) s, not compacted \(fixed(disabledProbes.runs.last!.openSeconds, 3)) s")
+        }
+        if !settings.keep {
+            for path in automatic.paths + disabled.paths { try? FileManager.default.removeItem(atPath: path) }
+        }
+
+        func describe(_ side: AutoCompactionSide) -> (text: String, sorted: [UInt64]) {
+            let sorted = side.sample.sortedLatencies()
+            // The stalls the percentiles do not show: a commit that waited for a compaction
+            // encoding the projection under the store's lock.
+            let slow = sorted.filter { $0 >= 10_000_000 }
+            let text = "\(rate(side.sample.operationsPerSecond)) commits/s (\(grouped(side.sample.operations)) in \(fixed(side.sample.seconds, 2)) s); "
+                + "latency p50 \(latency(percentile(sorted, 50))), p99 \(latency(percentile(sorted, 99))), p99.9 \(latency(percentile(sorted, 99.9))), max \(latency(sorted.last ?? 0)); "
+                + "\(slow.count) commit\(slow.count == 1 ? "" : "s") of ≥ 10 ms, \(fixed(seconds(slow.reduce(0, +)), 2)) s together"
+            return (text, sorted)
+        }
+        let perStore = "\(grouped(commits)) single-insert commits per store, buffered, 1 writer, \(settings.autoCompactionRounds == 1 ? "1 store" : "\(settings.autoCompactionRounds) stores (ABBA order)")"
+        let (automaticText, automaticSorted) = describe(automatic)
+        let (disabledText, disabledSorted) = describe(disabled)
+        let pastSnapshot = automatic.eventsPastSnapshot.map(grouped).joined(separator: ", ")
+        let policy = AutoCompaction.default
+        report.add("5a. automatic compaction, default policy (compact past \(grouped(policy.eventsSinceSnapshot ?? 0)) events or \(bytes(Double(policy.bytesSinceSnapshot ?? 0))) since the newest snapshot): \(perStore)",
+                   automaticText + "; \(automatic.compactionsDuringCommits) automatic compaction(s) finished during the commits, \(automatic.compactionsAfterCommits) after them (waited \(fixed(seconds(automatic.drainNanos), 2)) s); events past the newest snapshot at the end: \(pastSnapshot)",
+                   "— (informational)",
+                   "÷ 5b: throughput \(fixed(automatic.sample.operationsPerSecond / disabled.sample.operationsPerSecond, 2))×, "
+                   + "p50 \(fixed(ratio(percentile(automaticSorted, 50), percentile(disabledSorted, 50)), 2))×, "
+                   + "p99 \(fixed(ratio(percentile(automaticSorted, 99), percentile(disabledSorted, 99)), 2))×, "
+                   + "max \(fixed(ratio(automaticSorted.last ?? 0, disabledSorted.last ?? 0), 1))×")
+        report.add("5b. automatic compaction `.disabled`: \(perStore)",
+                   disabledText + "; \(disabled.compactions) compactions",
+                   "— (baseline for 5a)", "—")
+
+        let a = automaticProbes.median
+        let d = disabledProbes.median
+        guard a.count == commits, d.count == commits, d.snapshotPosition == nil,
+              (a.snapshotPosition != nil) == (automatic.compactions > 0) else {
+            throw BenchError("row 5's stores opened with \(a.count) and \(d.count) objects (expected \(commits)), snapshots \(String(describing: a.snapshotPosition)) and \(String(describing: d.snapshotPosition)) (expected one only after \(automatic.compactions) automatic compaction(s))")
+        }
+        func opened(_ probe: OpenProbe) -> String {
+            (probe.snapshotPosition.map { "snapshot at position \(grouped(Int($0))) + \(grouped(probe.replayedEvents)) events replayed" } ?? "full replay of \(grouped(probe.replayedEvents)) events")
+        }
+        report.add("5c. cold open of 5a's and 5b's first store (fresh process)",
+                   "auto-compacted: open \(fixed(a.openSeconds, 3)) s (median of \(automaticProbes.openTimes)), \(opened(a)), RSS after open \(bytes(Double(a.rssAfterOpen))), peak \(bytes(Double(a.peakRSS))), \(bytes(Double(automatic.diskBytes))) on disk; "
+                   + "not compacted: open \(fixed(d.openSeconds, 3)) s (median of \(disabledProbes.openTimes)), \(opened(d)), RSS after open \(bytes(Double(d.rssAfterOpen))), peak \(bytes(Double(d.peakRSS))), \(bytes(Double(disabled.diskBytes))) on disk",
+                   "— (informational)",
+                   "auto-compacted ÷ not: open \(fixed(a.openSeconds / d.openSeconds, 2))×, on disk \(fixed(Double(automatic.diskBytes) / Double(max(1, disabled.diskBytes)), 2))×")
+    }
+
+    static func ratio(_ a: UInt64, _ b: UInt64) -> Double { b == 0 ? 0 : Double(a) / Double(b) }
 
     /// For goals that are upper bounds: shows the value against the bound.
     static func verdictAtMost(_ value: Double, goal: Double) -> String {

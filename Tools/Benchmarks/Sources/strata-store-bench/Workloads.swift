@@ -39,8 +39,15 @@ func updateValue(_ n: Int, _ rng: inout SplitMix64) -> [String: Value] {
     }
 }
 
-func openStore(_ path: String, _ durability: Durability) async throws -> Store {
-    try await Store.open(at: path, schema: benchSchema, options: StoreOptions(durability: durability))
+/// Rows 1-4 open their stores with `.disabled`: they measure the commit path and the open by full
+/// replay or from the one snapshot an explicit `compact()` wrote, and the replay store must reach
+/// its open with no snapshot at all. Only row 5 (`autoCompactionRound`) opens one with the default,
+/// to measure what the default costs and buys.
+func openStore(_ path: String, _ durability: Durability,
+               autoCompaction: AutoCompaction = .disabled) async throws -> Store {
+    var options = StoreOptions(durability: durability)
+    options.autoCompaction = autoCompaction
+    return try await Store.open(at: path, schema: benchSchema, options: options)
 }
 
 // MARK: 1. commit throughput
@@ -208,4 +215,75 @@ func buildSnapshotStore(at path: String, objects: Int, tailUpdates: Int, perTran
 func buildEmptyStore(at path: String) async throws {
     let store = try await openStore(path, .buffered)
     try await store.close()
+}
+
+// MARK: 5. automatic compaction: what it costs a committer and what it buys the next open
+
+/// One store's share of row 5: single-insert commits from one writer, with one policy.
+struct AutoCompactionSide {
+    var policy: AutoCompaction
+    /// The stores this side committed into, in order (one per round).
+    var paths: [String] = []
+    /// Every commit, timed from the call until `transaction` returned; `nanos` runs from the first
+    /// commit's call to the last one's return.
+    var sample = Sample()
+    /// Automatic compactions that finished while the commits ran (the history past the newest
+    /// snapshot went down between two commits), and those that finished after the last commit.
+    var compactionsDuringCommits = 0
+    var compactionsAfterCommits = 0
+    /// `waitForAutoCompaction()` after the last commit: what was still running.
+    var drainNanos: UInt64 = 0
+    /// `historySinceSnapshot.events` once nothing runs: what the next open replays.
+    var eventsPastSnapshot: [Int] = []
+    /// The first round's store on disk after `close()`.
+    var diskBytes = 0
+
+    var compactions: Int { compactionsDuringCommits + compactionsAfterCommits }
+}
+
+/// `commits` single-insert commits into a fresh store at `path` with `side.policy`, one writer,
+/// buffered; then waits for a compaction still running (timed apart) and closes the store, so
+/// that the next side never shares the CPU with this one's compaction.
+func autoCompactionRound(_ side: inout AutoCompactionSide, path: String, commits: Int,
+                         values: [[String: Value]]) async throws {
+    let store = try await openStore(path, .buffered, autoCompaction: side.policy)
+    var latencies: [UInt64] = []
+    latencies.reserveCapacity(commits)
+    var pastSnapshot = store.historySinceSnapshot.events
+    var compactions = 0
+    var nextNote = commits / 4
+    let start = monotonicNanos()
+    for i in 0..<commits {
+        let t0 = monotonicNanos()
+        // Whether a compaction finished since the last commit. This reads under the store's lock,
+        // which a compaction holds while it encodes the projection, so it runs inside the timed
+        // region: a wait for that lock is charged to this commit, which would otherwise have met
+        // it (timed after the commit instead, the wait fell outside every latency).
+        let now = store.historySinceSnapshot.events
+        if now < pastSnapshot { compactions += 1 }
+        pastSnapshot = now
+        try await store.transaction { tx in _ = try tx.insert("Item", values[i % values.count]) }
+        latencies.append(monotonicNanos() - t0)
+        if i + 1 >= nextNote && i + 1 < commits {
+            note("    \(grouped(i + 1)) of \(grouped(commits)) commits, \(compactions) automatic compaction(s) so far")
+            nextNote += commits / 4
+        }
+    }
+    let end = monotonicNanos()
+    // Where the long commits fell (progress output only): next to the compactions, or not.
+    let stalls = latencies.enumerated().filter { $0.element >= 10_000_000 }
+    if !stalls.isEmpty {
+        note("    commits of ≥ 10 ms: " + stalls.prefix(12).map { "#\(grouped($0.offset + 1)) \(latency($0.element))" }.joined(separator: ", ")
+             + (stalls.count > 12 ? ", …" : ""))
+    }
+    await store.waitForAutoCompaction()
+    side.drainNanos += monotonicNanos() - end
+    let after = store.historySinceSnapshot.events
+    if after < pastSnapshot { side.compactionsAfterCommits += 1 }
+    side.eventsPastSnapshot.append(after)
+    side.compactionsDuringCommits += compactions
+    try await store.close()
+    if side.paths.isEmpty { side.diskBytes = Machine.directorySize(path) }
+    side.paths.append(path)
+    side.sample.add(Sample(operations: commits, events: commits, nanos: end - start, latencies: latencies))
 }

@@ -22,7 +22,13 @@ final class StrataAppender: Appender {
     init(directory: String, durability: Durability, corpus: Corpus) async throws {
         self.directory = directory
         self.corpus = corpus
-        store = try await Store.open(at: directory, schema: entrySchema, options: StoreOptions(durability: durability))
+        // No automatic compaction: W1 measures the commit path against SQLite's and the raw log's.
+        // A 256- or 4,096-event row writes several hundred thousand events, so the default would
+        // snapshot the growing projection in the background, on the same 2 cores, during the
+        // rounds (strata-store-bench's row 5 measures what that costs).
+        var options = StoreOptions(durability: durability)
+        options.autoCompaction = .disabled
+        store = try await Store.open(at: directory, schema: entrySchema, options: options)
     }
 
     func commit(first: Int, count: Int) async throws {

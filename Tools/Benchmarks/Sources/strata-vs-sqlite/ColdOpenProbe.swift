@@ -39,8 +39,13 @@ struct LoadedObject: Sendable {
 enum ColdOpenChild {
     static func strata(_ path: String) async -> Never {
         do {
+            // No automatic compaction: an open that replayed past the threshold would compact
+            // afterwards, so the replay store would open from a snapshot from the second run on
+            // (and close() would wait for that compaction).
+            var options = StoreOptions(durability: .buffered)
+            options.autoCompaction = .disabled
             let start = monotonicNanos()
-            let store = try await Store.open(at: path, schema: entrySchema, options: StoreOptions(durability: .buffered))
+            let store = try await Store.open(at: path, schema: entrySchema, options: options)
             let opened = monotonicNanos()
             let objects = store.count("Entry")
             let errors = store.fetch("Entry", where: { isError($0["body"].stringValue ?? "") }).count
