@@ -45,6 +45,12 @@ extension Projection {
         }
         for (id, record) in other.records {
             let entity = names[Int(record.entity)]
+            // An object that only withheld events named brings nothing: no empty record for it.
+            if withheld != nil, map(record.inserted).isNone, map(record.deleted).isNone,
+               record.fields.allSatisfy({ map($0.ref).isNone }),
+               record.sets.allSatisfy({ $0.removedAdds.isEmpty && $0.adds.allSatisfy { map($0).isNone } }) {
+                continue
+            }
             mergeRecord(id, entity: entity) { mine in
                 let inserted = map(record.inserted)
                 if !inserted.isNone, mine.inserted.isNone || self.isNewer(inserted, than: mine.inserted) {
