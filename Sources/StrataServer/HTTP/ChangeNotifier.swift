@@ -16,6 +16,9 @@ import Synchronization
 ///
 /// The notifier is in-process: a storage shared by several server processes would have to signal
 /// it from its own change notifications.
+///
+/// When the server shuts down, ``shutDown()`` wakes every waiter at once and every later
+/// ``wait(_:timeout:)`` returns immediately, so that no long poll holds the process up.
 public final class ChangeNotifier: Sendable {
     /// A registered waiter.
     public struct Waiter: Sendable, Hashable {
@@ -34,6 +37,7 @@ public final class ChangeNotifier: Sendable {
     private struct State {
         var nextID: UInt64 = 0
         var zones: [String: [UInt64: Slot]] = [:]
+        var shutDown = false
     }
 
     private let state = Mutex(State())
@@ -44,7 +48,7 @@ public final class ChangeNotifier: Sendable {
     public func register(zone: String) -> Waiter {
         state.withLock { s in
             s.nextID += 1
-            s.zones[zone, default: [:]][s.nextID] = .armed
+            s.zones[zone, default: [:]][s.nextID] = s.shutDown ? .fired : .armed
             return Waiter(zone: zone, id: s.nextID)
         }
     }
@@ -64,8 +68,31 @@ public final class ChangeNotifier: Sendable {
         for continuation in continuations { continuation.resume() }
     }
 
-    /// Waits until `waiter`'s zone is notified (since it registered), `timeout` passes, or the task
-    /// is cancelled.
+    /// Wakes every waiter of every zone, now and from now on: after this, waits return at once.
+    /// Called when the server begins to shut down. Idempotent.
+    public func shutDown() {
+        let continuations = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.shutDown = true
+            var woken: [CheckedContinuation<Void, Never>] = []
+            for (zone, var slots) in s.zones {
+                for (id, slot) in slots {
+                    if case .waiting(let continuation) = slot { woken.append(continuation) }
+                    slots[id] = .fired
+                }
+                s.zones[zone] = slots
+            }
+            return woken
+        }
+        for continuation in continuations { continuation.resume() }
+    }
+
+    /// Whether ``shutDown()`` was called.
+    public var isShutDown: Bool {
+        state.withLock { $0.shutDown }
+    }
+
+    /// Waits until `waiter`'s zone is notified (since it registered), `timeout` passes, the task
+    /// is cancelled or the notifier is shut down.
     public func wait(_ waiter: Waiter, timeout: Duration) async {
         let timer = Task { [weak self] in
             do { try await Task.sleep(for: timeout) } catch { return }  // cancelled: woken already

@@ -108,7 +108,8 @@ extension StrataServerApp {
         if result.transactions.isEmpty && wait > .zero {
             let clock = ContinuousClock()
             let deadline = clock.now + wait
-            while result.transactions.isEmpty && !Task.isCancelled {
+            // A shutdown ends the wait at once: the poll is answered empty, with the same token.
+            while result.transactions.isEmpty && !Task.isCancelled && !notifier.isShutDown {
                 let remaining = deadline - clock.now
                 guard remaining > .zero else { break }
                 // Registered before looking, so that an append landing in between wakes us.

@@ -45,10 +45,13 @@ public struct StrataServerApp: Sendable {
         self.wallClock = wallClock ?? { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
     }
 
-    /// The router with every endpoint of the protocol behind the authentication middleware.
+    /// The router with every endpoint of the protocol behind the authentication middleware, and
+    /// the unauthenticated operations endpoints `/health` and `/ready`.
     public func buildRouter() -> Router<StrataRequestContext> {
         let router = Router(context: StrataRequestContext.self)
         router.add(middleware: GatekeeperMiddleware(users: users, rateLimiter: rateLimiter, logger: logger))
+        router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
+        router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get("/v1/zones") { request, context in try await self.listZones(request, context) }
         router.put("/v1/zones/:zone") { request, context in try await self.putZone(request, context) }
         router.get("/v1/zones/:zone") { request, context in try await self.getZone(request, context) }
@@ -78,6 +81,39 @@ public struct StrataServerApp: Sendable {
     /// demo, tests); it installs no signal handlers.
     public func run(onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {
         try await buildApplication(onRunning: onRunning).runService(gracefulShutdownSignals: [])
+    }
+
+    // MARK: Shutdown and operations endpoints
+
+    /// Liveness: `GET /health` answers `200 {"status": "ok"}` while the process serves.
+    static let healthPath = "/health"
+    /// Readiness: `GET /ready` answers `200 {"status": "ready"}` while the storage is open and the
+    /// server is not shutting down, `503` otherwise.
+    static let readyPath = "/ready"
+
+    /// Begins the server's shutdown: every long poll is answered at once (an empty page with the
+    /// same token, `Strata-More-Coming: false`, so that clients simply poll again), later pulls no
+    /// longer wait, and `/ready` answers `503 {"status": "shuttingDown"}`. Pushes are still
+    /// served until the HTTP server stops. Idempotent.
+    public func beginShutdown() {
+        if !notifier.isShutDown { logger.info("shutting down: long polls end now") }
+        notifier.shutDown()
+    }
+
+    /// Whether ``beginShutdown()`` was called.
+    public var isShuttingDown: Bool { notifier.isShutDown }
+
+    func ready() async throws -> Response {
+        if isShuttingDown {
+            return try json(OperationsStatus(status: "shuttingDown"), status: .serviceUnavailable)
+        }
+        // Any call checks that the storage is open; a zone nobody can name is the cheapest.
+        do {
+            _ = try await storage.zone(ZoneID(owner: "", name: ""))
+        } catch {
+            return try json(OperationsStatus(status: "storageUnavailable"), status: .serviceUnavailable)
+        }
+        return try json(OperationsStatus(status: "ready"))
     }
 
     // MARK: Shared steps
@@ -173,6 +209,16 @@ struct GatekeeperMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
+        // The operations endpoints answer without a token and outside the rate limit.
+        if request.method == .get,
+           request.uri.path == StrataServerApp.healthPath || request.uri.path == StrataServerApp.readyPath {
+            do {
+                return try await next(request, context)
+            } catch {
+                logger.error("unexpected error", metadata: metadata(request, context, status: .internalServerError).merging(["error": "\(error)"]) { $1 })
+                return ServerError(.internalError, "the server failed to answer \(request.method) \(request.uri.path)").response
+            }
+        }
         do {
             guard let user = authenticate(request) else {
                 throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
@@ -228,4 +274,9 @@ struct GatekeeperMiddleware: RouterMiddleware {
     private func metadata(_ request: Request, _ context: Context, status: HTTPResponse.Status) -> Logger.Metadata {
         ["method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(status.code)", "user": "\(context.user ?? "-")"]
     }
+}
+
+/// The body of `/health` and `/ready`.
+struct OperationsStatus: Codable, Sendable, Hashable {
+    var status: String
 }

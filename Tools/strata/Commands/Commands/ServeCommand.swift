@@ -1,7 +1,12 @@
 import ArgumentParser
+import Foundation
 import StrataServer
 
 /// `strata serve --data DIR [--port N] [--users FILE]`: the log server with embedded storage.
+///
+/// Once it listens it prints `listening on http://HOST:PORT` (the port picked when `--port 0`).
+/// SIGTERM or SIGINT shut it down promptly: long polls are answered at once (an empty page, so
+/// clients poll again), requests in flight finish, the storage is closed, and it exits 0.
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
@@ -33,7 +38,11 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         do {
             let retention = retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) }
-            try await runServer(dataDirectory: data, port: port, usersFile: users, host: host, retention: retention)
+            let host = self.host
+            try await StrataServerApp.serve(dataDirectory: data, port: port, usersFile: users, host: host, retention: retention) { port in
+                // Unbuffered, so that a script or test reading the output sees it at once.
+                FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+            }
         } catch {
             throw CLIError("the server stopped: \(error)")
         }

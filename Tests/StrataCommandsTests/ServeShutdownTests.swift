@@ -1,0 +1,206 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import StrataServer
+import StrataTestSupport
+import Testing
+
+/// `strata serve` as an operator runs it: the built executable on a free port, stopped with
+/// SIGTERM while a long poll waits.
+@Suite("strata serve: prompt shutdown on SIGTERM, nothing acknowledged lost")
+struct ServeShutdownTests {
+    static let schema = """
+    {"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string", "default": ""}]}]}
+    """
+
+    /// A running `strata serve` child process and the URL it listens on.
+    final class Server: @unchecked Sendable {
+        let process: Process
+        let url: URL
+        let stderrPath: String
+
+        /// Starts `strata serve --port 0` on `data` and waits (at most 30 s) for its
+        /// `listening on` line; fails loudly, with its stderr, when it does not come.
+        init(data: String, users: String, scratch: String) throws {
+            let out = scratch + "/serve-\(UUID().uuidString).out"
+            stderrPath = scratch + "/serve-\(UUID().uuidString).err"
+            FileManager.default.createFile(atPath: out, contents: nil)
+            FileManager.default.createFile(atPath: stderrPath, contents: nil)
+            process = Process()
+            process.executableURL = try ChildProcess.executable("strata")
+            process.arguments = ["serve", "--data", data, "--port", "0", "--users", users]
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle(forWritingAtPath: out)
+            process.standardError = FileHandle(forWritingAtPath: stderrPath)
+            try process.run()
+            let deadline = Date().addingTimeInterval(30)
+            var found: URL?
+            while found == nil && Date() < deadline && process.isRunning {
+                let text = String(decoding: FileManager.default.contents(atPath: out) ?? Data(), as: UTF8.self)
+                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
+                    found = URL(string: String(line.dropFirst("listening on ".count)))
+                } else {
+                    usleep(20_000)
+                }
+            }
+            guard let found else {
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                process.waitUntilExit()
+                let stderr = String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self)
+                throw ServeError("strata serve did not start within 30 s (status \(process.terminationStatus)): \(stderr)")
+            }
+            url = found
+        }
+
+        var stderr: String { String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self) }
+
+        /// Sends `signal` and waits for the exit (at most `limit`, then SIGKILL): the exit status
+        /// and how long it took, or `nil` when it had to be killed.
+        func stop(_ signal: Int32 = SIGTERM, limit: TimeInterval = 60) async -> (status: Int32, seconds: TimeInterval)? {
+            let started = Date()
+            kill(process.processIdentifier, signal)
+            while process.isRunning && Date().timeIntervalSince(started) < limit {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            let seconds = Date().timeIntervalSince(started)
+            guard !process.isRunning else {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return nil
+            }
+            process.waitUntilExit()
+            return (process.terminationStatus, seconds)
+        }
+
+        /// Kills the process if it still runs (a failed test never leaves a server behind).
+        func kill9() {
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+        }
+    }
+
+    struct ServeError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Runs the `strata` executable to its end on a thread of its own.
+    func strata(_ arguments: [String], input: String? = nil) async throws -> ChildProcess.Result {
+        let executable = try ChildProcess.executable("strata")
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Swift.Result { try ChildProcess.run(executable, arguments, input: input) })
+            }
+        }
+    }
+
+    /// `strata sync STORE --json` against `url` as alice: the parsed object.
+    func sync(_ store: String, _ url: URL) async throws -> [String: Any] {
+        let result = try await strata(["sync", store, "--server", url.absoluteString, "--zone", "notes", "--token", "alice-secret", "--json"])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+                            "not one JSON object: \(result.stdout) (stderr: \(result.stderr))")
+    }
+
+    func makeStore(_ dir: TemporaryDirectory, _ name: String) async throws -> String {
+        let schemaFile = dir.sub("schema.json")
+        if !FileManager.default.fileExists(atPath: schemaFile) {
+            try Data(Self.schema.utf8).write(to: URL(fileURLWithPath: schemaFile))
+        }
+        let store = dir.sub(name)
+        let created = try await strata(["init", store, "--schema", schemaFile])
+        #expect(created.status == 0, "\(created.stderr)")
+        return store
+    }
+
+    func titles(_ store: String) async throws -> Set<String> {
+        let exported = try await strata(["export", store])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(exported.stdout.utf8)) as? [String: Any])
+        let objects = try #require(json["objects"] as? [[String: Any]])
+        return Set(objects.compactMap { ($0["values"] as? [String: Any])?["title"] as? String })
+    }
+
+    /// An HTTP answer: its status, body and the pull headers.
+    struct Answer: Sendable {
+        var status: Int
+        var body: Data
+        var nextToken: String?
+        var moreComing: String?
+    }
+
+    /// A GET as alice (or without a token), with a timeout long enough for a 60 s long poll.
+    func get(_ url: URL, _ path: String, token: String? = "alice-secret") async throws -> Answer {
+        var request = URLRequest(url: try #require(URL(string: url.absoluteString + path)))
+        request.timeoutInterval = 120
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        return Answer(status: http.statusCode, body: data, nextToken: http.value(forHTTPHeaderField: "Strata-Next-Token"),
+                      moreComing: http.value(forHTTPHeaderField: "Strata-More-Coming"))
+    }
+
+    @Test("SIGTERM with a 60 s long poll in flight: the poll is answered empty at once, the process exits 0 within seconds, and the pushed transaction survives a restart")
+    func sigtermWithLongPoll() async throws {
+        let dir = TemporaryDirectory()
+        let users = dir.sub("users.json")
+        let entry = UserDirectory.User(name: "alice", tokenSHA256: UserDirectory.digest(of: "alice-secret"))
+        try JSONEncoder().encode(["users": [entry]]).write(to: URL(fileURLWithPath: users))
+        let data = dir.sub("server-data")
+
+        let server = try Server(data: data, users: users, scratch: dir.path)
+        defer { server.kill9() }
+
+        let health = try await get(server.url, "/health", token: nil)
+        #expect(health.status == 200)
+        #expect(String(decoding: health.body, as: UTF8.self).contains("\"ok\""))
+        #expect(try await get(server.url, "/ready", token: nil).status == 200)
+
+        // A device pushes (and is acknowledged), then a long poll waits past the zone's end.
+        let phone = try await makeStore(dir, "phone")
+        let applied = try await strata(["apply", phone, "-"], input: #"{"op": "insert", "entity": "Note", "values": {"title": "milk"}}"#)
+        #expect(applied.status == 0, "\(applied.stderr)")
+        let synced = try await sync(phone, server.url)
+        #expect(synced["ok"] as? Bool == true)
+        #expect((synced["pushedTransactions"] as? NSNumber)?.intValue == 2)
+        #expect((synced["pending"] as? NSNumber)?.intValue == 0)
+        let token = try #require(synced["token"] as? String)
+
+        let url = server.url
+        let poll = Task { () throws -> (answer: Answer, at: Date) in
+            (try await get(url, "/v1/zones/notes/changes?after=\(token)&wait=60"), Date())
+        }
+        // Let the poll reach the server and start waiting.
+        try await Task.sleep(for: .milliseconds(700))
+
+        let signalled = Date()
+        let stopped = await server.stop(SIGTERM, limit: 60)
+        let exit = try #require(stopped, "strata serve did not exit within 60 s of SIGTERM: \(server.stderr)")
+        #expect(exit.status == 0, "\(server.stderr)")
+        // The old behaviour waited out the 60 s poll; a generous bound that only that fails.
+        #expect(exit.seconds < 10, "exit took \(exit.seconds) s")
+
+        let (polled, answeredAt) = try await poll.value
+        #expect(polled.status == 200)
+        #expect(polled.body.isEmpty)
+        #expect(polled.nextToken == token)
+        #expect(polled.moreComing == "false")
+        #expect(answeredAt.timeIntervalSince(signalled) < 10)
+
+        // Restarted on the same directory: the zone ends where it did, and a new device pulls the note.
+        let restarted = try Server(data: data, users: users, scratch: dir.path)
+        defer { restarted.kill9() }
+        let zone = try await get(restarted.url, "/v1/zones/notes")
+        #expect(zone.status == 200)
+        let description = try #require(try JSONSerialization.jsonObject(with: zone.body) as? [String: Any])
+        #expect(description["token"] as? String == token)
+        let laptop = try await makeStore(dir, "laptop")
+        #expect(try await sync(laptop, restarted.url)["ok"] as? Bool == true)
+        #expect(try await titles(laptop) == ["milk"])
+        let second = await restarted.stop(SIGINT, limit: 60)
+        #expect(second?.status == 0, "\(restarted.stderr)")
+    }
+}
