@@ -22,27 +22,10 @@ public func runServer(dataDirectory: String, port: Int, usersFile: String, host:
                       limits: ServerConfiguration.Limits = ServerConfiguration.Limits(),
                       retention: Retention? = nil,
                       logger: Logger = Logger(label: "strata.server")) async throws {
-    let users = try UserDirectory.load(from: usersFile)
-    let storage = try EmbeddedZoneStorage(directory: dataDirectory, logger: logger)
-    let server = StrataServerApp(storage: storage, users: users,
-                                 configuration: ServerConfiguration(host: host, port: port, limits: limits), logger: logger)
-    logger.info("strata server starting", metadata: [
-        "host": "\(host)", "port": "\(port)", "dataDirectory": "\(dataDirectory)", "users": "\(users.names.count)",
-    ])
-    let compactor = retention.map { retention in
-        Task { await compactPeriodically(storage, retention: retention, logger: logger) }
-    }
-    defer { compactor?.cancel() }
-    do {
-        try await server.buildApplication().runService()
-    } catch {
-        compactor?.cancel()
-        try? await storage.close()
-        throw error
-    }
-    compactor?.cancel()
-    try await storage.close()
-    logger.info("strata server stopped")
+    // One way to run a server: SIGTERM/SIGINT answer held long polls at once and close the
+    // storage after the compactor stops (see `StrataServerApp.serve`).
+    try await StrataServerApp.serve(dataDirectory: dataDirectory, port: port, usersFile: usersFile, host: host,
+                                    limits: limits, retention: retention, logger: logger)
 }
 
 /// How much history the server keeps: every `interval`, each zone is snapshotted and the log
