@@ -93,8 +93,8 @@ struct RetiringStorage: ZoneStorage {
         max(retiredBefore, try await base.startPosition(zone: zone))
     }
     func replicas(zone: ZoneID) async throws(ZoneStorageError) -> [ReplicaInfo] { try await base.replicas(zone: zone) }
-    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
-        try await base.mergeState(zone: zone, user: user, replica: replica, claim: claim, payload: payload, basis: basis)
+    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+        try await base.mergeState(zone: zone, user: user, replica: replica, claim: claim, state: state, basis: basis)
     }
     func snapshotPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64? { try await base.snapshotPosition(zone: zone) }
     func fingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {

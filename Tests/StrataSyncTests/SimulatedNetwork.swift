@@ -244,8 +244,8 @@ final class SimulatedNetwork: Sendable {
             guard let info = try await storage.zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
             guard info.canPush(user) else { throw SyncError(.forbidden, "\(user) may not write to \(zone)", status: 403) }
             let basis = try? await PullStart.position(after: token, zone: info, storage: storage)
-            _ = try StateValidation.validate(state, now: Self.serverTime, maxClockOffset: Self.maxClockOffset)
-            let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, claim: claim, payload: state, basis: token == nil ? nil : basis)
+            let decoded = try StateValidation.validate(state, now: Self.serverTime, maxClockOffset: Self.maxClockOffset)
+            let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, claim: claim, state: decoded, basis: token == nil ? nil : basis)
             if roll(10) { throw SyncError(.transport, "answer dropped") }
             var merged = info
             if merged.generation != outcome.generation { merged.merges.append(outcome.generation) }

@@ -9,12 +9,8 @@ extension StrataServerApp {
     /// The replica must be the caller's (or new), its retried transactions the same bytes, and no
     /// event stamped too far ahead of the server's clock.
     func push(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let user = try context.requireUser()
-        let id = try zoneID(request, context, user: user)
-        let zone = try await existingZone(id)
-        guard zone.canPush(user) else {
-            throw ServerError(.forbidden, "user \(user) may not push to zone \(id)")
-        }
+        let (user, zone) = try await writableZone(request, context)
+        let id = zone.id
         let body = try await readBody(request)
         let frames: [[UInt8]]
         do {
@@ -41,17 +37,13 @@ extension StrataServerApp {
 
     /// `POST /v1/zones/{zone}/state?after=&replica=&through=`: merges a device's whole state (a projection
     /// snapshot) into the zone, to heal history the zone lost (see
-    /// ``ZoneStorage/mergeState(zone:user:replica:payload:basis:)``). `after` is the token the
+    /// ``ZoneStorage/mergeState(zone:user:replica:claim:state:basis:)``). `after` is the token the
     /// device had pulled through (the answer says whether that was the zone's end, so that it goes
     /// on from the new token without downloading the merged snapshot); `replica` the device's own
     /// replica and `through` how far a server had acknowledged it: those sequences count as held.
     func uploadState(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let user = try context.requireUser()
-        let id = try zoneID(request, context, user: user)
-        let zone = try await existingZone(id)
-        guard zone.canPush(user) else {
-            throw ServerError(.forbidden, "user \(user) may not write to zone \(id)")
-        }
+        let (user, zone) = try await writableZone(request, context)
+        let id = zone.id
         let basis: UInt64? = await {
             guard let after = request.uri.queryParameters.get("after"), !after.isEmpty else { return nil }
             return try? await PullStart.position(after: String(after), zone: zone, storage: storage)
@@ -71,9 +63,14 @@ extension StrataServerApp {
             claim = parsed
         }
         let payload = try await readBody(request, limit: configuration.limits.maxStateBytes)
-        _ = try StateValidation.validate(payload, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
-        let outcome = try await storageCall { () async throws(ZoneStorageError) in
-            try await storage.mergeState(zone: id, user: user, replica: replica, claim: claim, payload: payload, basis: basis)
+        let state = try StateValidation.validate(payload, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
+        // Called directly, not through `storageCall`: the decoded state is handed over to the
+        // storage, which a closure capturing it could not do.
+        let outcome: StateMergeOutcome
+        do {
+            outcome = try await storage.mergeState(zone: id, user: user, replica: replica, claim: claim, state: state, basis: basis)
+        } catch {
+            throw answer(error)
         }
         notifier.notify(zone: id.description)
         logger.notice("state merged", metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])

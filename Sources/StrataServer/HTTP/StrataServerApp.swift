@@ -151,16 +151,33 @@ public struct StrataServerApp: Sendable {
         return (user, zone)
     }
 
+    /// The zone the request names, when the caller may push to it (its owner, or a `readWrite`
+    /// grant), else `403 forbidden`.
+    func writableZone(_ request: Request, _ context: StrataRequestContext) async throws(ServerError) -> (user: String, zone: ZoneInfo) {
+        let user = try context.requireUser()
+        let id = try zoneID(request, context, user: user)
+        let zone = try await existingZone(id)
+        guard zone.canPush(user) else {
+            throw ServerError(.forbidden, "user \(user) may not push to zone \(id)")
+        }
+        return (user, zone)
+    }
+
     /// Runs a storage call, answering its errors as the protocol says.
     func storageCall<T>(_ body: () async throws(ZoneStorageError) -> T) async throws(ServerError) -> T {
         do {
             return try await body()
         } catch {
-            if error.code == .storageFailure || ServerError(error).code == .internalError {
-                logger.error("storage failed", metadata: ["error": "\(error)"])
-            }
-            throw ServerError(error)
+            throw answer(error)
         }
+    }
+
+    /// A storage error as the protocol answers it (logged when the storage itself failed).
+    func answer(_ error: ZoneStorageError) -> ServerError {
+        if error.code == .storageFailure || ServerError(error).code == .internalError {
+            logger.error("storage failed", metadata: ["error": "\(error)"])
+        }
+        return ServerError(error)
     }
 
     /// The request's body, refused with `413 tooLarge` past the configured limit (before reading

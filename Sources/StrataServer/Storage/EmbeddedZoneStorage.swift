@@ -329,14 +329,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// - Parameter basis: the position the uploader had pulled through (from a token of the
     ///   zone's newest merge); the outcome says whether that was the zone's end (then the
     ///   uploader holds the merged state already and goes on from the new token).
-    /// - Throws: ``ZoneStorageError/Code/invalidArgument`` when the payload does not decode.
-    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
-        let upload: ProjectionBuilder
-        do {
-            upload = try ProjectionBuilder(snapshot: payload)
-        } catch {
-            throw ZoneStorageError(.invalidArgument, "zone \(id): the uploaded state does not decode: \(error)", zone: id.description)
-        }
+    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let state = try await usableZone(id)
         // The uploader's claim of how far its own replica goes is believed (a false one can only
         // hold back its own edits), as far as the state really holds it; the replica must be the
@@ -388,7 +381,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             throw error
         }
         logger.notice("uploaded state merged", metadata: [
-            "zone": "\(id)", "user": "\(user)", "position": "\(position)", "generation": "\(info.generation)", "bytes": "\(payload.count)",
+            "zone": "\(id)", "user": "\(user)", "position": "\(position)", "generation": "\(info.generation)",
         ])
         return StateMergeOutcome(epoch: info.epoch, generation: info.generation, position: position, upToDate: basis == position,
                                  acknowledged: ledger?.acknowledged ?? 0)

@@ -81,8 +81,8 @@ public protocol ZoneStorage: Sendable {
     /// upload's values are merged, never its claims of which events it applied. `basis` is the
     /// position the uploader had pulled through.
     ///
-    /// - Throws: ``ZoneStorageError/Code/invalidArgument`` when `payload` is not a projection
-    ///   snapshot.
+    /// `state` is the upload as decoded and checked by ``StateValidation`` (as a push's transactions
+    /// are by ``PushValidation``): it is decoded once, whatever its size.
     ///
     /// `replica` is the uploader's own replica and `claim` how far a server acknowledged it to the
     /// uploader before the zone lost history: that claim is believed (as far as the state holds
@@ -92,7 +92,7 @@ public protocol ZoneStorage: Sendable {
     /// acknowledges each (replica, sequence) to one copy of a store only: two copies never claim
     /// different events. The replica must be `user`'s or new to the zone, else
     /// ``ZoneStorageError/Code/replicaNotYours``.
-    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, payload: [UInt8], basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
+    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
 
     /// A fingerprint of the zone's history before `position`: 64 bits of the digest of the
     /// transaction at `position - 1`, or `nil` when there is none to take (position 0, history
