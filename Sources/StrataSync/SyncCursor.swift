@@ -51,6 +51,16 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         healPending = true
     }
 
+    /// A cursor that starts over against a zone that lost what this store synced with it (deleted
+    /// and recreated): no token, nothing acknowledged, and a heal pending that still claims what a
+    /// server had acknowledged to `current` before.
+    func startingOver(replica current: ReplicaID, logID: String?) -> SyncCursor {
+        var fresh = self
+        fresh.needHeal(replica: current)
+        return SyncCursor(replica: current, logID: logID, healPending: true,
+                          healClaim: replica == current ? fresh.healClaim : 0)
+    }
+
     enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim }
 
     public init(from decoder: any Decoder) throws {

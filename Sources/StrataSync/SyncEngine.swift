@@ -162,23 +162,16 @@ public actor SyncEngine {
             // A heal goes first: it tells the server how far this store's own replica goes, so
             // the push then starts from what the store's log still holds. A state stamped ahead of
             // the server's clock waits for the push, which re-stamps this store's edits once the
-            // device's clock is right; the heal is tried again after the pull.
-            do {
-                try await healIfNeeded(&report)
-            } catch let error as SyncError where error.code == .clockSkew {
-                deferred = error
-            }
+            // device's clock is right; the heal is tried again after the pull, and only its last
+            // refusal counts.
+            try await healDeferringClockSkew(&report)
             do {
                 try await pushOrHold(&report)
             } catch let error as SyncError where error.code == .clockSkew {
                 deferred = error
             }
             try await pullAll(wait: nil, &report)
-            do {
-                try await healIfNeeded(&report)
-            } catch let error as SyncError where error.code == .clockSkew {
-                deferred = error
-            }
+            if let refused = try await healDeferringClockSkew(&report) { deferred = deferred ?? refused }
             await refreshAuthors(report)
             if let deferred { throw deferred }
             update { $0.phase = .idle; $0.lastError = nil }
@@ -239,7 +232,7 @@ public actor SyncEngine {
                     canPush = access.canPush
                     limits = access
                 }
-                try await healIfNeeded(&report)
+                try await healDeferringClockSkew(&report)
                 try await pushOrHold(&report)
                 update { $0.phase = .waiting }
                 let waiting = Task { var r = SyncReport(); try await self.pullAll(wait: dirty ? nil : self.options.longPoll, &r) }
@@ -324,10 +317,7 @@ public actor SyncEngine {
         defer { recreating = false }
         // Everything this store holds goes back: its own transactions as events, and its whole
         // state (history compacted away here, other devices' edits) as an upload.
-        var fresh = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
-        fresh.healClaim = cursor.replica == store.replicaID ? max(cursor.healClaim, cursor.acknowledged) : 0
-        fresh.healPending = true
-        cursor = fresh
+        cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
         try cursor.save(store: store, zone: zoneReference)
         return try await sync()
     }
@@ -518,6 +508,17 @@ public actor SyncEngine {
         if !answer.upToDate { try await pullAll(wait: nil, &report) }
     }
 
+    /// ``healIfNeeded(_:)``, returning (not throwing) a refusal for the device's clock.
+    @discardableResult
+    private func healDeferringClockSkew(_ report: inout SyncReport) async throws -> SyncError? {
+        do {
+            try await healIfNeeded(&report)
+            return nil
+        } catch let error as SyncError where error.code == .clockSkew {
+            return error
+        }
+    }
+
     /// Forks the store (see ``Store/fork(keepingThrough:reason:restamp:)``), starts counting the
     /// new replica's acknowledged sequences from 0, and pulls the zone again from its start.
     private func fork(keepingThrough kept: UInt64, reason: ReplicaFork.Reason, restamp: Bool, after refusal: SyncError) async throws -> ReplicaFork {
@@ -587,7 +588,7 @@ public actor SyncEngine {
                 cursor.acknowledged = 0
                 try cursor.save(store: store, zone: zoneReference)
                 report.rewinds += 1
-                try await healIfNeeded(&report)
+                try await healDeferringClockSkew(&report)
                 try await pushOrHold(&report)
                 continue
             }
@@ -619,13 +620,10 @@ public actor SyncEngine {
     private func bootstrap(after error: SyncError, _ report: inout SyncReport) async throws {
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         if error.code == .zoneReset {
-            var fresh = SyncCursor(replica: store.replicaID, logID: store.identity.logID)
-            fresh.healClaim = cursor.replica == store.replicaID ? max(cursor.healClaim, cursor.acknowledged) : 0
-            fresh.healPending = true
-            cursor = fresh
+            cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
             try cursor.save(store: store, zone: zoneReference)
             canPush = try await existingZone().canPush
-            try await healIfNeeded(&report)
+            try await healDeferringClockSkew(&report)
             try await pushOrHold(&report)
             return
         }

@@ -3,6 +3,7 @@ import Strata
 import StrataServer
 import StrataSync
 import StrataTestSupport
+import Synchronization
 import Testing
 
 /// Healing a zone from its devices: when the server holds less than a device has seen, the
@@ -169,6 +170,79 @@ struct HealingTests {
         try await device.close()
     }
 
+    @Test("a heal the server cannot take yet stays pending in the cursor: a new engine (an app restart) uploads it once the server takes it")
+    func pendingHealSurvivesRestart() async throws {
+        let dir = TemporaryDirectory()
+        let server = dir.sub("server"), backup = dir.sub("backup")
+        let device = try await open(dir.sub("device"))
+        try await withServer(server) { url, _ in
+            _ = try await HTTPSyncTransport(server: url, bearer: "alice-secret").ensureZone(ZoneReference("notes"), create: true)
+        }
+        try FileManager.default.copyItem(atPath: server, toPath: backup)
+        try await withServer(server) { url, _ in
+            try await commit(device, "mine", count: 3)
+            try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync()
+        }
+        try FileManager.default.removeItem(atPath: server)
+        try FileManager.default.moveItem(atPath: backup, toPath: server)
+        // The restored server takes no state this large: the heal fails, typed, and stays pending.
+        var tiny = ServerConfiguration.Limits()
+        tiny.maxStateBytes = 64
+        try await withServer(server, limits: tiny) { url, _ in
+            await #expect { try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync() } throws: {
+                ($0 as? SyncError)?.code == .tooLarge
+            }
+        }
+        try await withServer(server) { url, _ in
+            let report = try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(report.stateUploads == 1)
+            let fresh = try await open(dir.sub("fresh"))
+            try await SyncEngine(store: fresh, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(names(fresh) == ["mine 0", "mine 1", "mine 2"])
+            #expect(fresh.digest() == device.digest())
+            try await fresh.close()
+        }
+        try await device.close()
+    }
+
+    @Test("a heal whose state is stamped ahead of the server's clock waits for the push to re-stamp the device's edits, then goes through in the same sync")
+    func healWaitsForRestamp() async throws {
+        let dir = TemporaryDirectory()
+        let server = dir.sub("server"), backup = dir.sub("backup")
+        // The device's clock runs a day ahead, until it is set right.
+        let clock = SkewedClock(aheadBy: 86_400_000)
+        var options = StoreOptions(durability: .groupCommit)
+        options.clock = { clock.now() }
+        options.maxClockLead = 1 << 40
+        let device = try await Store.open(at: dir.sub("device"), schema: deviceSchema, options: options)
+        try await withServer(server) { url, _ in
+            _ = try await HTTPSyncTransport(server: url, bearer: "alice-secret").ensureZone(ZoneReference("notes"), create: true)
+        }
+        try FileManager.default.copyItem(atPath: server, toPath: backup)
+        // A server that accepted the skewed stamps (two days of offset) took the edits ...
+        var lenient = ServerConfiguration.Limits()
+        lenient.maxClockOffset = .seconds(2 * 86_400)
+        try await withServer(server, limits: lenient) { url, _ in
+            try await commit(device, "ahead", count: 2)
+            try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync()
+        }
+        // ... and was lost; the backup is served with the default offset. The clock is right now.
+        clock.setRight()
+        try FileManager.default.removeItem(atPath: server)
+        try FileManager.default.moveItem(atPath: backup, toPath: server)
+        try await withServer(server) { url, _ in
+            let report = try await SyncEngine(store: device, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(report.rewinds == 1)
+            #expect(report.forks.contains { $0.reason == .clockRestamp })
+            #expect(report.stateUploads == 1)
+            let fresh = try await open(dir.sub("fresh"))
+            try await SyncEngine(store: fresh, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(names(fresh) == ["ahead 0", "ahead 1"])
+            try await fresh.close()
+        }
+        try await device.close()
+    }
+
     @Test("a device with no token joins a compacted zone through its snapshot: nothing compacted away is missed")
     func freshDeviceOnCompactedZone() async throws {
         let dir = TemporaryDirectory()
@@ -261,4 +335,14 @@ struct HealingTests {
             try await skewed.close()
         }
     }
+}
+
+/// A device clock that runs ahead until it is set right.
+final class SkewedClock: Sendable {
+    private let ahead: Mutex<UInt64>
+
+    init(aheadBy milliseconds: UInt64) { ahead = Mutex(milliseconds) }
+
+    func now() -> UInt64 { UInt64(Date().timeIntervalSince1970 * 1000) + ahead.withLock { $0 } }
+    func setRight() { ahead.withLock { $0 = 0 } }
 }
