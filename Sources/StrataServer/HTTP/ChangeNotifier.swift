@@ -26,12 +26,24 @@ public final class ChangeNotifier: Sendable {
         let id: UInt64
     }
 
+    /// Why a ``wait(_:timeout:)`` returned.
+    public enum Wake: Sendable, Hashable {
+        /// The zone was notified (or the waiter removed).
+        case notified
+        /// The timeout passed.
+        case timedOut
+        /// The waiting task was cancelled.
+        case cancelled
+        /// The notifier was shut down.
+        case shutDown
+    }
+
     private enum Slot {
         /// Registered, not waiting yet.
         case armed
         /// Woken before it waited.
-        case fired
-        case waiting(CheckedContinuation<Void, Never>)
+        case fired(Wake)
+        case waiting(CheckedContinuation<Wake, Never>)
     }
 
     private struct State {
@@ -48,42 +60,50 @@ public final class ChangeNotifier: Sendable {
     public func register(zone: String) -> Waiter {
         state.withLock { s in
             s.nextID += 1
-            s.zones[zone, default: [:]][s.nextID] = s.shutDown ? .fired : .armed
+            s.zones[zone, default: [:]][s.nextID] = s.shutDown ? .fired(.shutDown) : .armed
             return Waiter(zone: zone, id: s.nextID)
         }
     }
 
     /// Wakes every waiter of `zone`.
     public func notify(zone: String) {
-        let continuations = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+        let continuations = state.withLock { s -> [CheckedContinuation<Wake, Never>] in
             guard var slots = s.zones[zone] else { return [] }
-            var woken: [CheckedContinuation<Void, Never>] = []
+            var woken: [CheckedContinuation<Wake, Never>] = []
             for (id, slot) in slots {
-                if case .waiting(let continuation) = slot { woken.append(continuation) }
-                slots[id] = .fired
+                switch slot {
+                case .waiting(let continuation): woken.append(continuation)
+                case .fired: continue  // keeps the first reason
+                case .armed: break
+                }
+                slots[id] = .fired(.notified)
             }
             s.zones[zone] = slots
             return woken
         }
-        for continuation in continuations { continuation.resume() }
+        for continuation in continuations { continuation.resume(returning: .notified) }
     }
 
     /// Wakes every waiter of every zone, now and from now on: after this, waits return at once.
     /// Called when the server begins to shut down. Idempotent.
     public func shutDown() {
-        let continuations = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+        let continuations = state.withLock { s -> [CheckedContinuation<Wake, Never>] in
             s.shutDown = true
-            var woken: [CheckedContinuation<Void, Never>] = []
+            var woken: [CheckedContinuation<Wake, Never>] = []
             for (zone, var slots) in s.zones {
                 for (id, slot) in slots {
-                    if case .waiting(let continuation) = slot { woken.append(continuation) }
-                    slots[id] = .fired
+                    switch slot {
+                    case .waiting(let continuation): woken.append(continuation)
+                    case .fired: continue
+                    case .armed: break
+                    }
+                    slots[id] = .fired(.shutDown)
                 }
                 s.zones[zone] = slots
             }
             return woken
         }
-        for continuation in continuations { continuation.resume() }
+        for continuation in continuations { continuation.resume(returning: .shutDown) }
     }
 
     /// Whether ``shutDown()`` was called.
@@ -92,36 +112,41 @@ public final class ChangeNotifier: Sendable {
     }
 
     /// Waits until `waiter`'s zone is notified (since it registered), `timeout` passes, the task
-    /// is cancelled or the notifier is shut down.
-    public func wait(_ waiter: Waiter, timeout: Duration) async {
+    /// is cancelled or the notifier is shut down, and says which came first.
+    @discardableResult
+    public func wait(_ waiter: Waiter, timeout: Duration) async -> Wake {
         let timer = Task { [weak self] in
             do { try await Task.sleep(for: timeout) } catch { return }  // cancelled: woken already
-            self?.fire(waiter)
+            self?.fire(waiter, .timedOut)
         }
         defer { timer.cancel() }
-        await withTaskCancellationHandler {
+        return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let resumeNow = state.withLock { s -> Bool in
-                    guard case .armed = s.zones[waiter.zone]?[waiter.id] else { return true }
-                    s.zones[waiter.zone]?[waiter.id] = .waiting(continuation)
-                    return false
+                let resumeNow = state.withLock { s -> Wake? in
+                    switch s.zones[waiter.zone]?[waiter.id] {
+                    case .armed:
+                        s.zones[waiter.zone]?[waiter.id] = .waiting(continuation)
+                        return nil
+                    case .fired(let reason): return reason
+                    case .waiting, nil: return .notified  // removed (or waited twice): nothing to wait for
+                    }
                 }
-                if resumeNow { continuation.resume() }
+                if let resumeNow { continuation.resume(returning: resumeNow) }
             }
         } onCancel: {
-            fire(waiter)
+            fire(waiter, .cancelled)
         }
     }
 
     /// Forgets `waiter` (waking it if it still waits).
     public func remove(_ waiter: Waiter) {
-        let continuation = state.withLock { s -> CheckedContinuation<Void, Never>? in
+        let continuation = state.withLock { s -> CheckedContinuation<Wake, Never>? in
             let slot = s.zones[waiter.zone]?.removeValue(forKey: waiter.id)
             if s.zones[waiter.zone]?.isEmpty == true { s.zones[waiter.zone] = nil }
             if case .waiting(let continuation) = slot { return continuation }
             return nil
         }
-        continuation?.resume()
+        continuation?.resume(returning: .notified)
     }
 
     /// How many waiters are registered for `zone` (for tests and metrics).
@@ -129,13 +154,19 @@ public final class ChangeNotifier: Sendable {
         state.withLock { $0.zones[zone]?.count ?? 0 }
     }
 
-    private func fire(_ waiter: Waiter) {
-        let continuation = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard let slot = s.zones[waiter.zone]?[waiter.id] else { return nil }
-            s.zones[waiter.zone]?[waiter.id] = .fired
-            if case .waiting(let continuation) = slot { return continuation }
-            return nil
+    private func fire(_ waiter: Waiter, _ reason: Wake) {
+        let continuation = state.withLock { s -> CheckedContinuation<Wake, Never>? in
+            switch s.zones[waiter.zone]?[waiter.id] {
+            case .armed:
+                s.zones[waiter.zone]?[waiter.id] = .fired(reason)
+                return nil
+            case .waiting(let continuation):
+                s.zones[waiter.zone]?[waiter.id] = .fired(reason)
+                return continuation
+            case .fired, nil:
+                return nil  // the first reason stands
+            }
         }
-        continuation?.resume()
+        continuation?.resume(returning: reason)
     }
 }

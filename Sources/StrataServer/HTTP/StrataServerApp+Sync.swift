@@ -136,6 +136,9 @@ extension StrataServerApp {
         var headers: HTTPFields = [.contentType: TransactionFrames.mediaType]
         headers[Self.nextTokenHeader] = try await PullStart.token(zone, at: result.nextPosition, storage: storage).description
         headers[Self.moreComingHeader] = result.moreComing ? "true" : "false"
+        // Tells a long-polling client that the answer came early because the server is going away
+        // (it may back off, or try another server), not because the zone changed or the wait ended.
+        if notifier.isShutDown { headers[Self.shuttingDownHeader] = "true" }
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
@@ -165,6 +168,7 @@ extension StrataServerApp {
 
     static let nextTokenHeader = HTTPField.Name(StrataHeader.nextToken)!
     static let moreComingHeader = HTTPField.Name(StrataHeader.moreComing)!
+    static let shuttingDownHeader = HTTPField.Name(StrataHeader.shuttingDown)!
 
     /// `GET /v1/zones/{zone}/snapshot`: the zone's state as a projection snapshot (for clients whose
     /// token has expired), with the change token it corresponds to in `Strata-Snapshot-Token`.

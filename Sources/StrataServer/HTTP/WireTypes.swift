@@ -114,4 +114,6 @@ public enum StrataHeader {
     public static let nextToken = "Strata-Next-Token"
     /// `true` when the zone held more transactions than the pull returned.
     public static let moreComing = "Strata-More-Coming"
+    /// `true` on a pull answered while the server shuts down (absent otherwise).
+    public static let shuttingDown = "Strata-Shutting-Down"
 }
