@@ -1,0 +1,113 @@
+public import CoreMetrics
+public import Prometheus
+
+/// The server's metrics, answered in Prometheus text format at `GET /metrics`.
+///
+/// Every ``StrataServerApp`` has one (``StrataServerApp/metrics``); each instance owns its own
+/// `PrometheusCollectorRegistry`, so that several servers in one process (tests) never share
+/// counts and nothing calls `MetricsSystem.bootstrap` (which a process may do only once).
+///
+/// For the other parts of the server — **helpers "bounds" and "users": count your refusals here**:
+///
+/// ```swift
+/// metrics.quotaRefusals.increment()      // 403 quotaExceeded
+/// metrics.serverBusy.increment()         // 503 serverBusy (memory budget, connection cap)
+/// metrics.authFailures.increment()       // a request without a known token (401)
+/// metrics.rateLimited.increment()        // 429 rateLimited (per user or per address)
+/// metrics.storageFull.increment()        // 507 storageFull
+/// ```
+///
+/// The request counters and durations, push and pull volumes and long-poll waiters are counted by
+/// the server itself. Code that prefers the swift-metrics API records into the same registry
+/// through ``factory`` (`Counter(label: "…", factory: metrics.factory)`).
+public final class ServerMetrics: Sendable {
+    /// The registry `/metrics` renders.
+    public let registry: PrometheusCollectorRegistry
+    /// A swift-metrics factory over ``registry``.
+    public let factory: PrometheusMetricsFactory
+
+    /// `strata_push_transactions_total`: transactions accepted by pushes.
+    public let pushTransactions: Prometheus.Counter
+    /// `strata_push_bytes_total`: bytes of push bodies accepted.
+    public let pushBytes: Prometheus.Counter
+    /// `strata_pull_transactions_total`: transactions answered by pulls.
+    public let pullTransactions: Prometheus.Counter
+    /// `strata_pull_bytes_total`: bytes of pull answers.
+    public let pullBytes: Prometheus.Counter
+    /// `strata_long_poll_waiters`: pulls waiting for a change right now (set at each scrape).
+    public let longPollWaiters: Prometheus.Gauge
+    /// `strata_compaction_runs_total{outcome="ok"}`: compaction passes that finished.
+    public let compactionRuns: Prometheus.Counter
+    /// `strata_compaction_runs_total{outcome="failed"}`: compaction passes that failed.
+    public let compactionFailures: Prometheus.Counter
+    /// `strata_rate_limited_total`: requests answered `429 rateLimited`.
+    public let rateLimited: Prometheus.Counter
+    /// `strata_quota_refusals_total`: requests answered `403 quotaExceeded`.
+    public let quotaRefusals: Prometheus.Counter
+    /// `strata_auth_failures_total`: requests refused for a missing or unknown token (`401`).
+    public let authFailures: Prometheus.Counter
+    /// `strata_server_busy_total`: requests answered `503 serverBusy`.
+    public let serverBusy: Prometheus.Counter
+    /// `strata_storage_full_total`: requests answered `507 storageFull`.
+    public let storageFull: Prometheus.Counter
+    /// `strata_group_commit_transactions`: log entries made durable by one fsync (group commit).
+    public let groupCommitSize: Prometheus.ValueHistogram
+    /// `strata_fsync_duration_seconds`: how long each log fsync took.
+    public let fsyncDuration: Prometheus.DurationHistogram
+
+    /// Buckets of request durations: long polls last up to a minute.
+    static let durationBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+        .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
+        .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+    ]
+    static let fsyncBuckets: [Duration] = [
+        .microseconds(100), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+        .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1),
+    ]
+
+    /// - Parameter registry: where the metrics live (a new one by default).
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        self.factory = PrometheusMetricsFactory(registry: registry)
+        func counter(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Prometheus.Counter {
+            registry.makeCounter(name: name, labels: labels, help: help)
+        }
+        pushTransactions = counter("strata_push_transactions_total", "Transactions accepted by pushes.")
+        pushBytes = counter("strata_push_bytes_total", "Bytes of push bodies accepted.")
+        pullTransactions = counter("strata_pull_transactions_total", "Transactions answered by pulls.")
+        pullBytes = counter("strata_pull_bytes_total", "Bytes of transactions answered by pulls.")
+        longPollWaiters = registry.makeGauge(name: "strata_long_poll_waiters", labels: [],
+                                             help: "Pulls waiting for a change (long polls).")
+        let compactionHelp = "Compaction passes, by outcome."
+        compactionRuns = counter("strata_compaction_runs_total", compactionHelp, [("outcome", "ok")])
+        compactionFailures = counter("strata_compaction_runs_total", compactionHelp, [("outcome", "failed")])
+        rateLimited = counter("strata_rate_limited_total", "Requests answered 429 rateLimited.")
+        quotaRefusals = counter("strata_quota_refusals_total", "Requests answered 403 quotaExceeded.")
+        authFailures = counter("strata_auth_failures_total", "Requests refused for a missing or unknown bearer token.")
+        serverBusy = counter("strata_server_busy_total", "Requests answered 503 serverBusy.")
+        storageFull = counter("strata_storage_full_total", "Requests answered 507 storageFull.")
+        groupCommitSize = registry.makeValueHistogram(name: "strata_group_commit_transactions", labels: [],
+                                                      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+                                                      help: "Log entries made durable by one fsync.")
+        fsyncDuration = registry.makeDurationHistogram(name: "strata_fsync_duration_seconds", labels: [],
+                                                       buckets: Self.fsyncBuckets, help: "Duration of each log fsync.")
+    }
+
+    /// Counts one answered request: `strata_http_requests_total{route, method, status}` and
+    /// `strata_http_request_duration_seconds{route, method}`. `route` is the router's pattern
+    /// (`/v1/zones/:zone/push`), never the raw path, so that zone names do not multiply series.
+    func recordRequest(route: String, method: String, status: Int, duration: Duration) {
+        registry.makeCounter(name: "strata_http_requests_total",
+                             labels: [("route", route), ("method", method), ("status", String(status))],
+                             help: "HTTP requests answered, by route, method and status.").increment()
+        registry.makeDurationHistogram(name: "strata_http_request_duration_seconds",
+                                       labels: [("route", route), ("method", method)], buckets: Self.durationBuckets,
+                                       help: "Time to answer an HTTP request, by route and method.").record(duration)
+    }
+
+    /// The Prometheus text exposition of every metric.
+    public func exposition() -> [UInt8] {
+        registry.emitToBuffer()
+    }
+}
