@@ -45,12 +45,15 @@ extension StrataServerApp {
                              retention: Retention? = nil,
                              logger: Logger = Logger(label: "strata.server"),
                              onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {
-        let users = try UserDirectory.load(from: usersFile)
+        let users = try UserRegistry(loading: usersFile)
+        // SIGHUP reloads the users file (a bad one is logged and the users loaded before stay).
+        let hangup = users.reloadingOnHangup(logger: logger)
+        defer { hangup.cancel() }
         let storage = try EmbeddedZoneStorage(directory: dataDirectory, logger: logger)
         let server = StrataServerApp(storage: storage, users: users,
                                      configuration: ServerConfiguration(host: host, port: port, limits: limits), logger: logger)
         logger.info("strata server starting", metadata: [
-            "host": "\(host)", "port": "\(port)", "dataDirectory": "\(dataDirectory)", "users": "\(users.names.count)",
+            "host": "\(host)", "port": "\(port)", "dataDirectory": "\(dataDirectory)", "users": "\(users.current.users.count)",
         ])
         let compactor = retention.map { retention in
             Task { await compactPeriodically(storage, retention: retention, logger: logger) }

@@ -20,7 +20,10 @@ public import Logging
 /// stops the server.
 public struct StrataServerApp: Sendable {
     public let storage: any ZoneStorage
-    public let users: UserDirectory
+    /// The users requests authenticate against, reloadable while serving (SIGHUP).
+    public let userRegistry: UserRegistry
+    /// The users as of now.
+    public var users: UserDirectory { userRegistry.current }
     public let configuration: ServerConfiguration
     public let logger: Logger
     /// Wakes long polls when a push lands.
@@ -36,8 +39,15 @@ public struct StrataServerApp: Sendable {
     public init(storage: any ZoneStorage, users: UserDirectory, configuration: ServerConfiguration = ServerConfiguration(),
                 logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil,
                 wallClock: (@Sendable () -> UInt64)? = nil) {
+        self.init(storage: storage, users: UserRegistry(users), configuration: configuration, logger: logger, now: now, wallClock: wallClock)
+    }
+
+    /// A server whose users can be replaced while it serves (see ``UserRegistry``).
+    public init(storage: any ZoneStorage, users: UserRegistry, configuration: ServerConfiguration = ServerConfiguration(),
+                logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil,
+                wallClock: (@Sendable () -> UInt64)? = nil) {
         self.storage = storage
-        self.users = users
+        self.userRegistry = users
         self.configuration = configuration
         self.logger = logger
         self.notifier = ChangeNotifier()
@@ -49,7 +59,7 @@ public struct StrataServerApp: Sendable {
     /// the unauthenticated operations endpoints `/health` and `/ready`.
     public func buildRouter() -> Router<StrataRequestContext> {
         let router = Router(context: StrataRequestContext.self)
-        router.add(middleware: GatekeeperMiddleware(users: users, rateLimiter: rateLimiter, logger: logger))
+        router.add(middleware: GatekeeperMiddleware(users: userRegistry, rateLimiter: rateLimiter, logger: logger))
         router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get("/v1/zones") { request, context in try await self.listZones(request, context) }
@@ -220,7 +230,7 @@ public struct StrataServerApp: Sendable {
 struct GatekeeperMiddleware: RouterMiddleware {
     typealias Context = StrataRequestContext
 
-    let users: UserDirectory
+    let users: UserRegistry
     let rateLimiter: RateLimiter
     let logger: Logger
 
@@ -274,7 +284,7 @@ struct GatekeeperMiddleware: RouterMiddleware {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
         let token = parts[1].trimmingCharacters(in: .whitespaces)
         guard !token.isEmpty else { return nil }
-        return users.authenticate(bearer: token)
+        return users.current.authenticate(bearer: token)
     }
 
     private func log(_ error: ServerError, _ request: Request, _ context: Context) {
