@@ -12,10 +12,13 @@ public import Prometheus
 /// ```swift
 /// metrics.quotaRefusals.increment()      // 403 quotaExceeded
 /// metrics.serverBusy.increment()         // 503 serverBusy (memory budget, connection cap)
-/// metrics.authFailures.increment()       // a request without a known token (401)
-/// metrics.rateLimited.increment()        // 429 rateLimited (per user or per address)
 /// metrics.storageFull.increment()        // 507 storageFull
 /// ```
+///
+/// ``authFailures`` (401) and ``rateLimited`` (429, whatever the reason) are counted by the
+/// server's observability middleware from the status of every answer that passes through the
+/// router — do not increment them for such answers; only for refusals answered outside the router
+/// (before a request reaches it), if any.
 ///
 /// The request counters and durations, push and pull volumes and long-poll waiters are counted by
 /// the server itself. Code that prefers the swift-metrics API records into the same registry
