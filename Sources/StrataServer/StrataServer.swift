@@ -41,8 +41,9 @@ public struct Retention: Sendable, Hashable {
     }
 }
 
-/// Compacts every zone once per `retention.interval` until cancelled.
-func compactPeriodically(_ storage: EmbeddedZoneStorage, retention: Retention, logger: Logger) async {
+/// Compacts every zone once per `retention.interval` until cancelled (counting each pass in
+/// `metrics`, when given).
+func compactPeriodically(_ storage: EmbeddedZoneStorage, retention: Retention, logger: Logger, metrics: ServerMetrics? = nil) async {
     while !Task.isCancelled {
         do {
             try await Task.sleep(for: retention.interval)
@@ -56,7 +57,9 @@ func compactPeriodically(_ storage: EmbeddedZoneStorage, retention: Retention, l
                 guard end - start > retention.transactions else { continue }
                 try await storage.compact(zone: zone.id, retaining: retention.transactions)
             }
+            metrics?.compactionRuns.increment()
         } catch {
+            metrics?.compactionFailures.increment()
             logger.error("compaction failed", metadata: ["error": "\(error)"])
         }
     }

@@ -154,6 +154,11 @@ public final class ChangeNotifier: Sendable {
         state.withLock { $0.zones[zone]?.count ?? 0 }
     }
 
+    /// How many waiters are registered across all zones (the long polls in progress, for metrics).
+    public var totalWaiterCount: Int {
+        state.withLock { $0.zones.values.reduce(0) { $0 + $1.count } }
+    }
+
     private func fire(_ waiter: Waiter, _ reason: Wake) {
         let continuation = state.withLock { s -> CheckedContinuation<Wake, Never>? in
             switch s.zones[waiter.zone]?[waiter.id] {

@@ -1,81 +1,105 @@
-import Dispatch
 import Foundation
 import Hummingbird
 public import Logging
+import NIOSSL
+import ServiceLifecycle
+import UnixSignals
+
+/// What `strata serve` serves: the storage, users, listening address and limits, history
+/// retention and TLS.
+public struct ServeOptions: Sendable {
+    /// Where the zones live (an ``EmbeddedZoneStorage``).
+    public var dataDirectory: String
+    /// The users file (see ``UserDirectory``), reloaded on SIGHUP.
+    public var usersFile: String
+    /// The address, port and limits.
+    public var configuration: ServerConfiguration
+    /// How much history to keep (`nil`: everything, no compactor).
+    public var retention: Retention?
+    /// HTTPS with these files (`nil`: plain HTTP).
+    public var tls: TLSFiles?
+
+    public init(dataDirectory: String, usersFile: String, configuration: ServerConfiguration = ServerConfiguration(),
+                retention: Retention? = nil, tls: TLSFiles? = nil) {
+        self.dataDirectory = dataDirectory
+        self.usersFile = usersFile
+        self.configuration = configuration
+        self.retention = retention
+        self.tls = tls
+    }
+}
 
 extension StrataServerApp {
-    /// Serves until SIGTERM or SIGINT, then shuts down promptly — for `strata serve`.
-    ///
-    /// On the signal, ``beginShutdown()`` answers every long poll at once (an empty page with the
-    /// same token) and `/ready` turns `503`, while Hummingbird's graceful shutdown (through
-    /// swift-service-lifecycle) stops accepting connections and lets the requests in flight —
-    /// pushes included — finish before this returns. The caller closes the storage afterwards.
-    ///
-    /// - Parameter onRunning: called with the port listened on once the server accepts connections.
-    public func runUntilSignalled(onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {
-        // Hummingbird's service group listens for the same two signals (and ignores their default
-        // action); Dispatch delivers each signal to every source that watches it.
-        let sources = [SIGTERM, SIGINT].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [self] in
-                logger.notice("signal received: shutting down", metadata: ["signal": "\(number == SIGTERM ? "SIGTERM" : "SIGINT")"])
-                beginShutdown()
-            }
-            source.resume()
-            return source
-        }
-        defer { for source in sources { source.cancel() } }
-        do {
-            try await buildApplication(onRunning: onRunning).runService()
-        } catch {
-            beginShutdown()
-            throw error
-        }
-        beginShutdown()
-    }
-
     /// `strata serve`: the server over an ``EmbeddedZoneStorage`` in `dataDirectory`, with the
-    /// compactor when `retention` says so, until SIGTERM or SIGINT (see
-    /// ``runUntilSignalled(onRunning:)``). On the signal, long polls are answered at once, the
-    /// requests in flight finish, the compactor stops, and the storage is closed — every
-    /// acknowledged push is durable when this returns.
+    /// compactor when `retention` says so, until SIGTERM or SIGINT. See
+    /// ``serve(_:logger:metrics:onRunning:)``.
     public static func serve(dataDirectory: String, port: Int, usersFile: String, host: String = "127.0.0.1",
                              limits: ServerConfiguration.Limits = ServerConfiguration.Limits(),
                              retention: Retention? = nil,
                              logger: Logger = Logger(label: "strata.server"),
                              onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {
-        let users = try UserRegistry(loading: usersFile)
+        try await serve(ServeOptions(dataDirectory: dataDirectory, usersFile: usersFile,
+                                     configuration: ServerConfiguration(host: host, port: port, limits: limits), retention: retention),
+                        logger: logger, onRunning: onRunning)
+    }
+
+    /// `strata serve`: runs the server as a swift-service-lifecycle `ServiceGroup` until SIGTERM or
+    /// SIGINT, then shuts down gracefully, one service after the other in this order:
+    ///
+    /// 1. long polls are answered at once (an empty page with the same token and
+    ///    `Strata-Shutting-Down: true`) and `/ready` answers `503` (``beginShutdown()``);
+    /// 2. the HTTP server stops accepting connections and lets the requests in flight — pushes
+    ///    included — finish;
+    /// 3. the compactor stops (a compaction under way finishes);
+    /// 4. the storage closes: every acknowledged push is durable when this returns.
+    ///
+    /// A service that fails (the port taken, the storage failing to close) shuts the others down
+    /// in the same order, and its error is thrown. SIGHUP reloads the users file.
+    ///
+    /// - Parameter onRunning: called with the port listened on once the server accepts connections.
+    public static func serve(_ options: ServeOptions, logger: Logger = Logger(label: "strata.server"),
+                             metrics: ServerMetrics = ServerMetrics(),
+                             onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {
+        let users = try UserRegistry(loading: options.usersFile)
         // SIGHUP reloads the users file (a bad one is logged and the users loaded before stay).
         let hangup = users.reloadingOnHangup(logger: logger)
         defer { hangup.cancel() }
-        let storage = try EmbeddedZoneStorage(directory: dataDirectory, logger: logger)
-        let server = StrataServerApp(storage: storage, users: users,
-                                     configuration: ServerConfiguration(host: host, port: port, limits: limits), logger: logger)
-        logger.info("strata server starting", metadata: [
-            "host": "\(host)", "port": "\(port)", "dataDirectory": "\(dataDirectory)", "users": "\(users.current.users.count)",
-        ])
-        let compactor = retention.map { retention in
-            Task { await compactPeriodically(storage, retention: retention, logger: logger) }
-        }
-        let outcome = await Result(catching: { try await server.runUntilSignalled(onRunning: onRunning) })
-        // A compaction under way finishes before the storage closes.
-        compactor?.cancel()
-        await compactor?.value
+        // Checked before the storage opens, so that a bad certificate stops nothing half-started.
+        let tls = try options.tls?.serverConfiguration()
+        let storage = try EmbeddedZoneStorage(directory: options.dataDirectory, logger: logger)
+        let server = StrataServerApp(storage: storage, users: users, configuration: options.configuration, logger: logger, metrics: metrics)
+        let application: Application<RouterResponder<StrataRequestContext>>
         do {
-            try await storage.close()
+            application = try server.buildApplication(tls: tls, onRunning: onRunning)
         } catch {
-            logger.error("closing the storage failed", metadata: ["error": "\(error)"])
-            try outcome.get()
+            try? await storage.close()
             throw error
         }
-        try outcome.get()
+        logger.info("strata server starting", metadata: [
+            "host": "\(options.configuration.host)", "port": "\(options.configuration.port)", "dataDirectory": "\(options.dataDirectory)",
+            "users": "\(users.current.users.count)", "tls": "\(options.tls != nil)",
+        ])
+        // The group shuts its services down in the reverse of this order.
+        var services: [any Service] = [StorageService(storage: storage, logger: logger)]
+        if let retention = options.retention {
+            services.append(CompactorService(storage: storage, retention: retention, logger: logger, metrics: metrics))
+        }
+        services.append(application)
+        services.append(ShutdownAnnouncer(server: server))
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: services.map {
+                // Any service ending, by success or failure, takes the others down in order.
+                .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)
+            },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        do {
+            try await group.run()
+        } catch {
+            server.beginShutdown()
+            throw error
+        }
         logger.info("strata server stopped")
-    }
-}
-
-extension Result where Failure == any Error {
-    fileprivate init(catching body: () async throws -> Success) async {
-        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }

@@ -22,6 +22,8 @@ extension StrataServerApp {
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
             try await storage.append(zone: id, user: user, replica: replica, transactions: transactions)
         }
+        metrics.pushTransactions.increment(by: Int64(outcome.appended))
+        metrics.pushBytes.increment(by: Int64(body.count))
         if outcome.appended > 0 {
             notifier.notify(zone: id.description)
             logger.info("push appended", metadata: [
@@ -123,6 +125,7 @@ extension StrataServerApp {
         }
 
         var body: [UInt8] = []
+        var answered = 0
         body.reserveCapacity(min(configuration.limits.maxPullBytes, result.transactions.reduce(0) { $0 + $1.bytes.count + 3 }))
         for (index, transaction) in result.transactions.enumerated() {
             // A page of large transactions ends early (never before its first one).
@@ -132,7 +135,10 @@ extension StrataServerApp {
                 break
             }
             TransactionFrames.append(transaction.bytes, to: &body)
+            answered += 1
         }
+        metrics.pullTransactions.increment(by: Int64(answered))
+        metrics.pullBytes.increment(by: Int64(body.count))
         var headers: HTTPFields = [.contentType: TransactionFrames.mediaType]
         headers[Self.nextTokenHeader] = try await PullStart.token(zone, at: result.nextPosition, storage: storage).description
         headers[Self.moreComingHeader] = result.moreComing ? "true" : "false"

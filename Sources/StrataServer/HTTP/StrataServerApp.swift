@@ -28,6 +28,8 @@ public struct StrataServerApp: Sendable {
     public let logger: Logger
     /// Wakes long polls when a push lands.
     public let notifier: ChangeNotifier
+    /// The counters `GET /metrics` answers (see ``ServerMetrics``).
+    public let metrics: ServerMetrics
     let rateLimiter: RateLimiter
     /// Wall-clock time in milliseconds since 1970, which pushed timestamps are checked against.
     let wallClock: @Sendable () -> UInt64
@@ -36,32 +38,38 @@ public struct StrataServerApp: Sendable {
     ///   - now: monotonic time for the rate limiter (by default the continuous clock's).
     ///   - wallClock: the server's time in milliseconds since 1970 (by default the system's), for
     ///     the clock-skew check of pushes.
+    ///   - metrics: where the server counts (a registry of its own by default).
     public init(storage: any ZoneStorage, users: UserDirectory, configuration: ServerConfiguration = ServerConfiguration(),
                 logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil,
-                wallClock: (@Sendable () -> UInt64)? = nil) {
-        self.init(storage: storage, users: UserRegistry(users), configuration: configuration, logger: logger, now: now, wallClock: wallClock)
+                wallClock: (@Sendable () -> UInt64)? = nil, metrics: ServerMetrics = ServerMetrics()) {
+        self.init(storage: storage, users: UserRegistry(users), configuration: configuration, logger: logger, now: now, wallClock: wallClock,
+                  metrics: metrics)
     }
 
     /// A server whose users can be replaced while it serves (see ``UserRegistry``).
     public init(storage: any ZoneStorage, users: UserRegistry, configuration: ServerConfiguration = ServerConfiguration(),
                 logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil,
-                wallClock: (@Sendable () -> UInt64)? = nil) {
+                wallClock: (@Sendable () -> UInt64)? = nil, metrics: ServerMetrics = ServerMetrics()) {
         self.storage = storage
         self.userRegistry = users
         self.configuration = configuration
         self.logger = logger
         self.notifier = ChangeNotifier()
+        self.metrics = metrics
         self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, now: now)
         self.wallClock = wallClock ?? { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
     }
 
     /// The router with every endpoint of the protocol behind the authentication middleware, and
-    /// the unauthenticated operations endpoints `/health` and `/ready`.
+    /// the unauthenticated operations endpoints `/health`, `/ready` and `/metrics`.
     public func buildRouter() -> Router<StrataRequestContext> {
         let router = Router(context: StrataRequestContext.self)
+        // Outermost: every answer gets a request ID, is counted and timed (see ObservabilityMiddleware).
+        router.add(middleware: ObservabilityMiddleware(metrics: metrics, logger: logger))
         router.add(middleware: GatekeeperMiddleware(users: userRegistry, rateLimiter: rateLimiter, logger: logger))
         router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
+        router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
         router.get("/v1/zones") { request, context in try await self.listZones(request, context) }
         router.put("/v1/zones/:zone") { request, context in try await self.putZone(request, context) }
         router.get("/v1/zones/:zone") { request, context in try await self.getZone(request, context) }
@@ -238,7 +246,8 @@ struct GatekeeperMiddleware: RouterMiddleware {
         var context = context
         // The operations endpoints answer without a token and outside the rate limit.
         if request.method == .get,
-           request.uri.path == StrataServerApp.healthPath || request.uri.path == StrataServerApp.readyPath {
+           request.uri.path == StrataServerApp.healthPath || request.uri.path == StrataServerApp.readyPath
+            || request.uri.path == StrataServerApp.metricsPath {
             do {
                 return try await next(request, context)
             } catch {

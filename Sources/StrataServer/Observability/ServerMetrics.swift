@@ -1,4 +1,3 @@
-public import CoreMetrics
 public import Prometheus
 
 /// The server's metrics, answered in Prometheus text format at `GET /metrics`.
@@ -30,33 +29,33 @@ public final class ServerMetrics: Sendable {
     public let factory: PrometheusMetricsFactory
 
     /// `strata_push_transactions_total`: transactions accepted by pushes.
-    public let pushTransactions: Prometheus.Counter
+    public let pushTransactions: CounterMetric
     /// `strata_push_bytes_total`: bytes of push bodies accepted.
-    public let pushBytes: Prometheus.Counter
+    public let pushBytes: CounterMetric
     /// `strata_pull_transactions_total`: transactions answered by pulls.
-    public let pullTransactions: Prometheus.Counter
+    public let pullTransactions: CounterMetric
     /// `strata_pull_bytes_total`: bytes of pull answers.
-    public let pullBytes: Prometheus.Counter
+    public let pullBytes: CounterMetric
     /// `strata_long_poll_waiters`: pulls waiting for a change right now (set at each scrape).
-    public let longPollWaiters: Prometheus.Gauge
+    let longPollWaiters: Prometheus.Gauge
     /// `strata_compaction_runs_total{outcome="ok"}`: compaction passes that finished.
-    public let compactionRuns: Prometheus.Counter
+    public let compactionRuns: CounterMetric
     /// `strata_compaction_runs_total{outcome="failed"}`: compaction passes that failed.
-    public let compactionFailures: Prometheus.Counter
+    public let compactionFailures: CounterMetric
     /// `strata_rate_limited_total`: requests answered `429 rateLimited`.
-    public let rateLimited: Prometheus.Counter
+    public let rateLimited: CounterMetric
     /// `strata_quota_refusals_total`: requests answered `403 quotaExceeded`.
-    public let quotaRefusals: Prometheus.Counter
+    public let quotaRefusals: CounterMetric
     /// `strata_auth_failures_total`: requests refused for a missing or unknown token (`401`).
-    public let authFailures: Prometheus.Counter
+    public let authFailures: CounterMetric
     /// `strata_server_busy_total`: requests answered `503 serverBusy`.
-    public let serverBusy: Prometheus.Counter
+    public let serverBusy: CounterMetric
     /// `strata_storage_full_total`: requests answered `507 storageFull`.
-    public let storageFull: Prometheus.Counter
+    public let storageFull: CounterMetric
     /// `strata_group_commit_transactions`: log entries made durable by one fsync (group commit).
-    public let groupCommitSize: Prometheus.ValueHistogram
+    let groupCommitSize: Prometheus.ValueHistogram
     /// `strata_fsync_duration_seconds`: how long each log fsync took.
-    public let fsyncDuration: Prometheus.DurationHistogram
+    let fsyncDuration: Prometheus.DurationHistogram
 
     /// Buckets of request durations: long polls last up to a minute.
     static let durationBuckets: [Duration] = [
@@ -73,8 +72,8 @@ public final class ServerMetrics: Sendable {
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         self.factory = PrometheusMetricsFactory(registry: registry)
-        func counter(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Prometheus.Counter {
-            registry.makeCounter(name: name, labels: labels, help: help)
+        func counter(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> CounterMetric {
+            CounterMetric(registry.makeCounter(name: name, labels: labels, help: help))
         }
         pushTransactions = counter("strata_push_transactions_total", "Transactions accepted by pushes.")
         pushBytes = counter("strata_push_bytes_total", "Bytes of push bodies accepted.")
@@ -113,4 +112,21 @@ public final class ServerMetrics: Sendable {
     public func exposition() -> [UInt8] {
         registry.emitToBuffer()
     }
+}
+
+/// A counter of ``ServerMetrics``: callers need not import Prometheus to count.
+public struct CounterMetric: Sendable {
+    let base: Prometheus.Counter
+
+    init(_ base: Prometheus.Counter) { self.base = base }
+
+    /// Adds `amount` (1 by default; never negative).
+    public func increment(by amount: Int64 = 1) {
+        base.increment(by: amount)
+    }
+}
+
+extension ServerMetrics {
+    /// Sets `strata_long_poll_waiters`.
+    func setLongPollWaiters(_ count: Int) { longPollWaiters.set(Int64(count)) }
 }

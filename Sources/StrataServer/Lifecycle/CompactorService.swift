@@ -1,0 +1,21 @@
+import Logging
+import ServiceLifecycle
+
+/// The compactor of `strata serve` as a service: compacts every zone once per
+/// `retention.interval` until the shutdown reaches it. The group stops it after the HTTP server
+/// (no more pushes) and before the storage closes; a compaction under way finishes first.
+struct CompactorService: Service {
+    let storage: EmbeddedZoneStorage
+    let retention: Retention
+    let logger: Logger
+    let metrics: ServerMetrics?
+
+    func run() async throws {
+        // Graceful shutdown cancels the loop; its sleep ends at once, a compaction under way
+        // finishes (the storage's calls are not cut short by cancellation).
+        await cancelWhenGracefulShutdown {
+            await compactPeriodically(storage, retention: retention, logger: logger, metrics: metrics)
+        }
+        logger.debug("compactor stopped")
+    }
+}
