@@ -32,6 +32,19 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// less than a clock set to the wrong day or year.
         public var maxClockOffset: Duration = .seconds(600)
 
+        // Per-user quotas (see <doc:SyncProtocol#Quotas>): past one, a request is answered
+        // `403 quotaExceeded` naming the quota, its limit and the current use, and changes nothing.
+        // 0 means unlimited.
+
+        /// The most zones one user may own (creating one more is refused). 1,000 by default.
+        public var maxZonesPerUser: Int = 1000
+        /// The most grants one zone may have (a `PUT` asking for more is refused). 1,000 by default.
+        public var maxGrantsPerZone: Int = 1000
+        /// The most bytes one user's zones may occupy on disk — their logs and snapshots, whoever
+        /// pushed to them. A push that would go past it (counting its transactions uncompressed)
+        /// is refused whole. 10 GiB by default.
+        public var maxStoredBytesPerUser: Int64 = 10 << 30
+
         public init() {}
     }
 

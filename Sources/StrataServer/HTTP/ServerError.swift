@@ -55,6 +55,13 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
         public static let tooLarge = Code("tooLarge", status: .contentTooLarge)
         /// 429: over the per-user rate.
         public static let rateLimited = Code("rateLimited", status: .tooManyRequests)
+        /// 403: the request would take the user over a quota (zones per user, grants per zone,
+        /// stored bytes per user); nothing was changed. The message names the quota, its limit and
+        /// the current use.
+        public static let quotaExceeded = Code("quotaExceeded", status: .forbidden)
+        /// 507: the server's disk is full; nothing of the request was kept. Retry later: the
+        /// server recovers by itself once space returns.
+        public static let storageFull = Code("storageFull", status: HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"))
         /// 500: the server failed; nothing the client did.
         public static let internalError = Code("internalError", status: .internalServerError)
     }
@@ -135,6 +142,8 @@ extension ServerError {
         case .positionBeyondEnd: self.init(.zoneRewound, error.message)
         case .tooLarge: self.init(.tooLarge, error.message)
         case .invalidArgument: self.init(.badRequest, error.message)
+        case .quotaExceeded: self.init(.quotaExceeded, error.message)
+        case .storageFull: self.init(.storageFull, "the server's storage is full; nothing of this request was kept; try again later")
         default: self.init(.internalError, "the server's storage failed; try again later")
         }
     }

@@ -1,4 +1,5 @@
 public import Hummingbird
+import NIOCore
 
 /// The request context of the server's router: Hummingbird's core context and the user the
 /// request authenticated as (set by the server's authentication middleware).
@@ -6,10 +7,14 @@ public struct StrataRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The authenticated user; `nil` only before authentication.
     public var user: String?
+    /// The IP address of the connection's peer (`nil` when it has none): what failed
+    /// authentications are counted against (see ``ServerConfiguration/Limits/failedAuthLimit``).
+    public var clientAddress: String?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.user = nil
+        self.clientAddress = source.channel.remoteAddress?.ipAddress
     }
 
     /// The authenticated user.

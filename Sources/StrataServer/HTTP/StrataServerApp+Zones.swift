@@ -32,6 +32,7 @@ extension StrataServerApp {
         }
         let body = try await readBody(request)
         let settings = try Self.settings(from: body)
+        try await checkQuotas(name, settings)
         // Two attempts: a create can lose a race with another create of the same name, which then
         // makes this request an update.
         for _ in 0..<2 {

@@ -192,7 +192,7 @@ public struct StrataServerApp: Sendable {
 
     /// A storage error as the protocol answers it (logged when the storage itself failed).
     func answer(_ error: ZoneStorageError) -> ServerError {
-        if error.code == .storageFailure || ServerError(error).code == .internalError {
+        if error.code == .storageFailure || error.code == .storageFull || ServerError(error).code == .internalError {
             logger.error("storage failed", metadata: ["error": "\(error)"])
         }
         return ServerError(error)

@@ -1,0 +1,205 @@
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// The three connection timeouts of ``ServerConfiguration/Limits``, as the channel handlers use them.
+struct ConnectionTimeouts: Sendable, Hashable {
+    /// No request on the connection (none being read, none being answered).
+    var idle: TimeAmount
+    /// The first byte of a request head arrived, the whole head has not.
+    var header: TimeAmount
+    /// A request body is being read and no byte arrived.
+    var body: TimeAmount
+
+    init(_ limits: ServerConfiguration.Limits) {
+        idle = Self.amount(limits.idleTimeout)
+        header = Self.amount(limits.headerTimeout)
+        body = Self.amount(limits.bodyTimeout)
+    }
+
+    /// A duration as NIO's time amount, at least a millisecond (a zero timeout would close every
+    /// connection before its first byte).
+    static func amount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !nanoseconds.overflow else { return .nanoseconds(Int64.max / 2) }
+        return .nanoseconds(max(1_000_000, nanoseconds.partialValue.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue))
+    }
+}
+
+/// Sent down the pipeline by ``InboundBytesMarker`` before the bytes it marks, so that
+/// ``RequestTimeoutHandler`` — which sees only decoded request parts — knows when a request head
+/// has begun to arrive.
+struct InboundBytesArrived: Sendable {}
+
+/// The first handler of a connection's pipeline: raw bytes pass through untouched, each read
+/// preceded by an ``InboundBytesArrived`` event. The HTTP decoder forwards the event before the
+/// parts it decodes from those bytes.
+final class InboundBytesMarker: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireUserInboundEventTriggered(InboundBytesArrived())
+        context.fireChannelRead(data)
+    }
+}
+
+/// Closes a connection that holds the server without using it: idle with no request in flight
+/// for ``ConnectionTimeouts/idle``, a request head still incomplete ``ConnectionTimeouts/header``
+/// after its first byte, or a request body with no byte for ``ConnectionTimeouts/body`` while the
+/// server waits for one. A request whose head and body have arrived and that is being answered — a
+/// long poll — is never timed out here.
+///
+/// Sits after the HTTP decoder (it sees request and response parts) and needs
+/// ``InboundBytesMarker`` at the front of the pipeline to see a head begin.
+final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// Which timeout closed a connection.
+    enum Reason: String {
+        case idle, header, body
+    }
+
+    private let timeouts: ConnectionTimeouts
+    private let logger: Logger
+    /// Requests whose head arrived and whose answer has not been written to its end.
+    private var inFlight = 0
+    /// When the first byte of a head not yet decoded arrived.
+    private var headStarted: NIODeadline?
+    /// While a body is being read: when its last byte arrived or the server last asked for more.
+    private var bodyProgress: NIODeadline?
+    /// Whether the server has asked for bytes that have not come yet. A body stalls only then:
+    /// while the server does not read (its handler is busy, or waits for upload budget), the
+    /// client cannot send, and that is not the client's doing.
+    private var readPending = false
+    /// When the connection last had nothing in flight.
+    private var idleSince: NIODeadline = .now()
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: NIODeadline?
+
+    init(timeouts: ConnectionTimeouts, logger: Logger) {
+        self.timeouts = timeouts
+        self.logger = logger
+    }
+
+    /// The time the connection is closed at unless something happens first, and why.
+    private var deadline: (at: NIODeadline, reason: Reason)? {
+        if let headStarted { return (headStarted + timeouts.header, .header) }
+        if let bodyProgress { return readPending ? (bodyProgress + timeouts.body, .body) : nil }
+        if inFlight > 0 { return nil }
+        return (idleSince + timeouts.idle, .idle)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        idleSince = .now()
+        arm(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        cancelTimer()
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        idleSince = .now()
+        arm(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        cancelTimer()
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is InboundBytesArrived {
+            readPending = false
+            if bodyProgress != nil {
+                bodyProgress = .now()
+                arm(context)
+            } else if headStarted == nil {
+                // Bytes outside a body begin a head (a pipelined request's, too).
+                headStarted = .now()
+                arm(context)
+            }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            headStarted = nil
+            bodyProgress = .now()
+            inFlight += 1
+        case .body:
+            bodyProgress = .now()
+        case .end:
+            bodyProgress = nil
+        }
+        arm(context)
+        context.fireChannelRead(data)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        // The server asks for more: a body's stall counts from now, so that time the server spent
+        // not reading (waiting for upload budget, say) is never blamed on the client.
+        readPending = true
+        if bodyProgress != nil {
+            bodyProgress = .now()
+            arm(context)
+        }
+        context.read()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            inFlight = max(0, inFlight - 1)
+            if inFlight == 0 { idleSince = .now() }
+            arm(context)
+        }
+        context.write(data, promise: promise)
+    }
+
+    /// Schedules the timer for the current deadline when none is set or the deadline moved
+    /// earlier; a later deadline is picked up when the earlier timer fires.
+    private func arm(_ context: ChannelHandlerContext) {
+        guard let (at, _) = deadline else {
+            cancelTimer()
+            return
+        }
+        if let timerDeadline, timerDeadline <= at { return }
+        cancelTimer()
+        timerDeadline = at
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: at) {
+            let (handler, context) = loopBound.value
+            handler.timerFired(context)
+        }
+    }
+
+    private func timerFired(_ context: ChannelHandlerContext) {
+        timer = nil
+        timerDeadline = nil
+        guard let (at, reason) = deadline else { return }
+        if at <= .now() {
+            logger.debug("connection closed: \(reason.rawValue) timeout", metadata: [
+                "remote": "\(context.channel.remoteAddress?.description ?? "-")", "timeout": "\(reason.rawValue)",
+            ])
+            context.close(promise: nil)
+        } else {
+            arm(context)
+        }
+    }
+
+    private func cancelTimer() {
+        timer?.cancel()
+        timer = nil
+        timerDeadline = nil
+    }
+}

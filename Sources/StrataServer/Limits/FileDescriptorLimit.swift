@@ -1,0 +1,52 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+
+/// The process's open-files limit (`RLIMIT_NOFILE`, `ulimit -n`) against the connection cap:
+/// every connection holds a descriptor, and the storage holds more (segment files, the
+/// listening socket), so a cap above the limit would end in failed `accept`s rather than clean
+/// `503 serverBusy` answers.
+enum FileDescriptorLimit {
+    /// Descriptors kept for the storage and the process besides connections.
+    static let reserve: UInt64 = 256
+
+    /// Raises the soft limit to fit `room` connections when the hard limit allows, and warns
+    /// when it cannot. Returns the soft limit in force afterwards (`nil` if it could not be read).
+    @discardableResult
+    static func ensure(room connections: Int, logger: Logger) -> UInt64? {
+        var limit = rlimit()
+        guard getrlimit(resourceNumber, &limit) == 0 else {
+            logger.warning("could not read the open-files limit (getrlimit)", metadata: ["errno": "\(errno)"])
+            return nil
+        }
+        let needed = UInt64(max(0, connections)) + reserve
+        let soft = UInt64(limit.rlim_cur)
+        let hard = UInt64(limit.rlim_max)
+        guard soft < needed else { return soft }
+        if hard >= needed {
+            var raised = limit
+            raised.rlim_cur = rlim_t(needed)
+            if setrlimit(resourceNumber, &raised) == 0 {
+                logger.info("raised the open-files limit for the connection cap", metadata: [
+                    "from": "\(soft)", "to": "\(needed)", "maxConnections": "\(connections)",
+                ])
+                return needed
+            }
+        }
+        logger.warning("the open-files limit is below the connection cap: connections past it fail instead of being answered 503 serverBusy; raise `ulimit -n` or lower maxConnections", metadata: [
+            "openFilesLimit": "\(soft)", "hardLimit": "\(hard)", "maxConnections": "\(connections)", "needed": "\(needed)",
+        ])
+        return soft
+    }
+
+    #if canImport(Glibc)
+    private static let resourceNumber = __rlimit_resource_t(UInt32(RLIMIT_NOFILE.rawValue))
+    #else
+    private static let resourceNumber = RLIMIT_NOFILE
+    #endif
+}
