@@ -20,7 +20,8 @@ extension StrataServerApp {
         }
         let (replica, transactions) = try PushValidation.validate(frames, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
-            try await storage.append(zone: id, user: user, replica: replica, transactions: transactions)
+            try await storage.append(zone: id, user: user, replica: replica, transactions: transactions,
+                                     storedBytesLimit: configuration.limits.maxStoredBytesPerUser)
         }
         metrics.pushTransactions.increment(by: Int64(outcome.appended))
         metrics.pushBytes.increment(by: Int64(body.count))

@@ -123,7 +123,13 @@ enum DurableFile {
 
     static func failure(_ call: String, _ path: String) -> ZoneStorageError {
         let code = errno
-        return ZoneStorageError(.storageFailure, "\(call) failed for \(path): \(String(cString: strerror(code))) (errno \(code))")
+        return ZoneStorageError(isDiskFull(code) ? .storageFull : .storageFailure,
+                                "\(call) failed for \(path): \(String(cString: strerror(code))) (errno \(code))")
+    }
+
+    /// Whether `code` says the disk (or the user's file-system quota) is full.
+    static func isDiskFull(_ code: Int32?) -> Bool {
+        code == ENOSPC || code == EDQUOT
     }
 }
 

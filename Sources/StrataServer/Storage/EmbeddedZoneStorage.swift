@@ -2,6 +2,11 @@ import Foundation
 public import Logging
 public import Strata
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A ``ZoneStorage`` in a local data directory: one ``SegmentLog`` per zone, the zones' metadata in
 /// one JSON file.
@@ -52,6 +57,11 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     private var zoneStates: [ZoneID: ZoneState]
     /// Recoveries of zones whose log failed.
     private var recoveries: [ZoneID: Task<Void, Never>] = [:]
+    /// Why the last reopen of a failed zone log failed (a full disk answers `storageFull`).
+    private var recoveryFailures: [ZoneID: ZoneStorageError] = [:]
+    /// Bytes on disk per zone owner (their zones' logs and snapshots), for the stored-bytes quota:
+    /// measured on open, kept up to date by every change.
+    private var usage: [String: Int64] = [:]
     private var closed = false
 
     private struct ZoneState {
@@ -61,6 +71,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         var ledgers: [ReplicaID: ReplicaLedger]
         /// Set when an append or sync failed: the log refuses appends until it is reopened.
         var broken = false
+        /// Bytes of the zone's log segments and snapshots (appends counted as they land).
+        var storedBytes: Int64 = 0
     }
 
     private struct Catalog: Codable {
@@ -94,7 +106,11 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             lock.release()
             throw error
         }
+        for id in Array(states.keys) {
+            if let state = states[id] { states[id]?.storedBytes = Self.measure(state.log) }
+        }
         self.zoneStates = states
+        self.usage = states.values.reduce(into: [:]) { $0[$1.info.owner, default: 0] += $1.storedBytes }
     }
 
     deinit {
@@ -124,9 +140,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             logOptions.create = true
             log = try SegmentLog.open(at: path, options: logOptions)
         } catch {
-            throw ZoneStorageError(.storageFailure, "cannot create the log of zone \(id) at \(path): \(error)", zone: id.description)
+            throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "cannot create the log of zone \(id) at \(path): \(error)", zone: id.description)
         }
-        zoneStates[id] = ZoneState(info: info, log: log, ledgers: [:])
+        zoneStates[id] = ZoneState(info: info, log: log, ledgers: [:], storedBytes: Self.measure(log))
         do {
             try writeCatalog()
         } catch {
@@ -135,6 +151,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             try? DurableFile.removeTree(path)
             throw error
         }
+        usage[id.owner, default: 0] += zoneStates[id]?.storedBytes ?? 0
         logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return info
     }
@@ -176,6 +193,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             zoneStates[id] = state
             throw error
         }
+        usage[id.owner, default: 0] -= state.storedBytes
         // The zone is gone from the catalog: whatever happens below, it is deleted (a directory
         // left behind is removed on the next open).
         try? await state.log.close()
@@ -192,12 +210,32 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     // MARK: Push and pull
 
     public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome {
+        try await append(zone: id, user: user, replica: replica, transactions: transactions, storedBytesLimit: nil)
+    }
+
+    /// The bytes the zones of `owner` occupy: a counter, measured on open and kept by every change.
+    public func storedBytes(owner: String) async throws(ZoneStorageError) -> Int64 {
+        try checkOpen()
+        return usage[owner] ?? 0
+    }
+
+    public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction],
+                       storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
         let state = try await usableZone(id)
         guard !transactions.isEmpty else {
             throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: id.description)
         }
         var ledger = state.ledgers[replica] ?? ReplicaLedger()
         let fresh = try ledger.check(transactions, user: user, replica: replica, zone: id)
+        // The quota counts the owner's bytes with every append still in flight (reserved below at
+        // their uncompressed size), so that concurrent pushes cannot pass it together.
+        let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
+        if let limit = storedBytesLimit, limit > 0, adding > 0 {
+            let used = usage[id.owner] ?? 0
+            if used + adding > limit {
+                throw ZoneStorageError.storedBytesQuota(owner: id.owner, limit: limit, used: used, adding: adding, zone: id)
+            }
+        }
         let log = state.log
         let epoch = state.info.epoch
         if ledger.owner == nil {
@@ -216,7 +254,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
                 try await log.flush()
             } catch {
                 markBroken(id, epoch: epoch, error: error)
-                throw ZoneStorageError(.storageFailure, "zone \(id): the log failed: \(error)", zone: id.description)
+                throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the log failed: \(error)", zone: id.description)
             }
             return AppendOutcome(epoch: epoch, position: log.endPosition, acknowledged: ledger.acknowledged, appended: 0)
         }
@@ -232,19 +270,23 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             throw ZoneStorageError(.tooLarge, "zone \(id): \(error.message)", zone: id.description)
         } catch {
             markBroken(id, epoch: epoch, error: error)
-            throw ZoneStorageError(.storageFailure, "zone \(id): the log refused the append: \(error)", zone: id.description)
+            throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the log refused the append: \(error)", zone: id.description)
         }
+        addUsage(id, adding)
         for (offset, transaction) in fresh.enumerated() {
             ledger.hold(HeldTransaction(first: transaction.firstSequence, last: transaction.lastSequence,
                                         position: positions.lowerBound + UInt64(offset), digest: transaction.digest))
         }
         zoneStates[id]?.ledgers[replica] = ledger
         switch await durable.wait() {
-        case .success:
+        case .success(let result):
+            // The reservation becomes the record's size on disk (compressed, framed).
+            if zoneStates[id]?.info.epoch == epoch { addUsage(id, Int64(result.storedSize) - adding) }
             return AppendOutcome(epoch: epoch, position: positions.upperBound, acknowledged: ledger.acknowledged, appended: fresh.count)
         case .failure(let error):
+            // The zone's bytes are measured again when its log is reopened.
             markBroken(id, epoch: epoch, error: error)
-            throw ZoneStorageError(.storageFailure, "zone \(id): the append failed: \(error)", zone: id.description)
+            throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the append failed: \(error)", zone: id.description)
         }
     }
 
@@ -306,12 +348,13 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         do {
             let payload = try Self.projection(of: state.log, through: cutoff).snapshotPayload()
             try writeSnapshot(payload, at: cutoff, of: state)
+            remeasure(id)
             logger.info("zone compacted", metadata: ["zone": "\(id)", "position": "\(cutoff)", "start": "\(state.log.startPosition)"])
             return ZoneSnapshot(epoch: state.info.epoch, position: cutoff, payload: payload)
         } catch let error as ZoneStorageError {
             throw error
         } catch {
-            throw ZoneStorageError(.storageFailure, "zone \(id): compaction failed: \(error)", zone: id.description)
+            throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): compaction failed: \(error)", zone: id.description)
         }
     }
 
@@ -366,8 +409,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         } catch let error as ZoneStorageError {
             throw error
         } catch {
-            throw ZoneStorageError(.storageFailure, "zone \(id): merging the uploaded state failed: \(error)", zone: id.description)
+            throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): merging the uploaded state failed: \(error)", zone: id.description)
         }
+        remeasure(id)
         if let replica, let ledger { zoneStates[id]?.ledgers[replica] = ledger }
         var info = state.info
         var merge = UInt64.random(in: 1 ... .max)
@@ -554,6 +598,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         try checkOpen()
         guard let recovered = zoneStates[name] else { throw Self.notFound(name) }
         guard !recovered.broken else {
+            if let failure = recoveryFailures[name], failure.code == .storageFull { throw failure }
             throw ZoneStorageError(.storageFailure, "zone \(name): its log failed and could not be reopened (see the server log)", zone: name.description)
         }
         return recovered
@@ -577,11 +622,46 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             let path = Self.logDirectory(in: directory, for: current.info)
             let log = try SegmentLog.open(at: path, options: logOptions)
             let ledgers = try Self.scanLedgers(log, directory: path, zone: name)
-            zoneStates[name] = ZoneState(info: current.info, log: log, ledgers: ledgers)
+            let bytes = Self.measure(log)
+            usage[name.owner, default: 0] += bytes - current.storedBytes
+            zoneStates[name] = ZoneState(info: current.info, log: log, ledgers: ledgers, storedBytes: bytes)
+            recoveryFailures[name] = nil
             logger.info("zone log reopened", metadata: ["zone": "\(name)", "end": "\(log.endPosition)"])
         } catch {
+            recoveryFailures[name] = ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure,
+                                                      "zone \(name): its log failed and could not be reopened: \(error)", zone: name.description)
             logger.error("zone log could not be reopened", metadata: ["zone": "\(name)", "error": "\(error)"])
         }
+    }
+
+    /// Adds `bytes` (which may be negative) to the zone's and its owner's stored bytes.
+    private func addUsage(_ id: ZoneID, _ bytes: Int64) {
+        guard zoneStates[id] != nil else { return }
+        zoneStates[id]?.storedBytes += bytes
+        usage[id.owner, default: 0] += bytes
+    }
+
+    /// Measures the zone's bytes again (after a compaction or a merge changed its files).
+    private func remeasure(_ id: ZoneID) {
+        guard let state = zoneStates[id] else { return }
+        addUsage(id, Self.measure(state.log) - state.storedBytes)
+    }
+
+    /// The bytes of a zone's log segments (held in memory by the log) and snapshot files.
+    private static func measure(_ log: SegmentLog) -> Int64 {
+        var bytes = log.segments().reduce(Int64(0)) { $0 + $1.byteSize }
+        for snapshot in (try? log.snapshots()) ?? [] {
+            var info = stat()
+            if stat(snapshot.path, &info) == 0 { bytes += Int64(info.st_size) }
+        }
+        return bytes
+    }
+
+    /// Whether `error` (a log's or the storage's) says the disk or the file-system quota is full.
+    static func diskFull(_ error: any Error) -> Bool {
+        if let error = error as? LogError { return DurableFile.isDiskFull(error.errno) }
+        if let error = error as? ZoneStorageError { return error.code == .storageFull }
+        return false
     }
 
     private func writeCatalog() throws(ZoneStorageError) {

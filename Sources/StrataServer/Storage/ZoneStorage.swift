@@ -52,6 +52,17 @@ public protocol ZoneStorage: Sendable {
     ///   everything was held) and the highest sequence now held for the replica.
     func append(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome
 
+    /// ``append(zone:user:replica:transactions:)`` refused whole, with
+    /// ``ZoneStorageError/Code/quotaExceeded``, when the transactions it would append (counted
+    /// uncompressed) would take the bytes stored for the zone's owner (``storedBytes(owner:)``)
+    /// past `storedBytesLimit`; checked atomically with the append. `nil` or `0`: no limit.
+    func append(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction],
+                storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome
+
+    /// The bytes the zones `owner` owns occupy on disk: their logs and snapshots. Kept as a
+    /// counter (rebuilt when the storage opens), so asking costs no file-system walk.
+    func storedBytes(owner: String) async throws(ZoneStorageError) -> Int64
+
     /// At most `limit` transactions from position `position` on.
     ///
     /// - Parameters:
@@ -168,6 +179,21 @@ extension ZoneStorage {
     /// Creates a zone in `owner`'s namespace.
     public func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try await createZone(ZoneID(owner: owner, name: name), access: access, grants: grants)
+    }
+
+    /// A storage that does not count bytes: nothing is stored, as far as quotas go.
+    public func storedBytes(owner: String) async throws(ZoneStorageError) -> Int64 { 0 }
+
+    /// Checks the quota, then appends (not atomically: storages that count bytes implement this
+    /// themselves).
+    public func append(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction],
+                       storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
+        if let limit = storedBytesLimit, limit > 0 {
+            let used = try await storedBytes(owner: zone.owner)
+            let adding = transactions.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
+            if used + adding > limit { throw ZoneStorageError.storedBytesQuota(owner: zone.owner, limit: limit, used: used, adding: adding, zone: zone) }
+        }
+        return try await append(zone: zone, user: user, replica: replica, transactions: transactions)
     }
 
     /// At most `limit` transactions from position `position` on, whatever the zone's epoch.

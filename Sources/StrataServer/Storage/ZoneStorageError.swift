@@ -36,6 +36,12 @@ public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertib
         public static let invalidArgument = Code("invalidArgument")
         /// The storage itself failed (disk, damaged files, closed); the message says what and where.
         public static let storageFailure = Code("storageFailure")
+        /// The disk is full (`ENOSPC`, or `EDQUOT`: the file system's quota): nothing of the call
+        /// was acknowledged, and the same call succeeds once space returns.
+        public static let storageFull = Code("storageFull")
+        /// A per-user quota would be exceeded; nothing was changed. The message names the quota,
+        /// its limit and the current use.
+        public static let quotaExceeded = Code("quotaExceeded")
     }
 
     public var code: Code

@@ -8,7 +8,7 @@ import Foundation
 import Strata
 import StrataSync
 
-/// `strata sync STORE --server URL --zone NAME [--owner USER] --token TOKEN [--watch]
+/// `strata sync STORE --server URL --zone NAME [--owner USER] [--token-file PATH | --token TOKEN] [--watch]
 /// [--from-scratch | --recreate-zone] [--json]`: pushes the store's unpushed transactions and
 /// pulls the zone's changes, once or continuously.
 ///
@@ -57,8 +57,11 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: "The zone's owner, when it is another user's zone (shared with you, or public). Without it the zone is your own.")
     var owner: String?
 
-    @Option(help: "The bearer token of the user.")
-    var token: String
+    @Option(help: "The bearer token of the user. Visible to every user of the machine in `ps`: prefer --token-file or STRATA_TOKEN.")
+    var token: String?
+
+    @Option(help: "A file holding the bearer token (its first line), readable only by you (chmod 600). Without --token or --token-file, the token is read from STRATA_TOKEN.")
+    var tokenFile: String?
 
     @Flag(help: "Keep syncing with long polls until interrupted.")
     var watch = false
@@ -89,10 +92,12 @@ struct SyncCommand: AsyncParsableCommand {
         let opened: Store
         let engine: SyncEngine
         do {
+            // The token first: a missing or exposed one stops the sync before the store is opened.
+            let credentials = try SyncToken.resolve(option: token, file: tokenFile)
             opened = try openStore(store)
             guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
             do {
-                engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: token)
+                engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: credentials)
             } catch {
                 try? await opened.close()
                 throw CLIError("cannot sync the store \(store): \(error)")
