@@ -33,15 +33,21 @@ extension StrataServerApp {
         let body = try await readBody(request)
         let settings = try Self.settings(from: body)
         try await checkQuotas(name, settings)
-        // Two attempts: a create can lose a race with another create of the same name, which then
-        // makes this request an update.
-        for _ in 0..<2 {
+        // Three attempts: a create can lose a race with another create of the same name, which then
+        // makes this request an update, and an update one with a delete, which makes it a create.
+        for _ in 0..<3 {
             if let existing = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(name) }) {
                 guard existing.canAdminister(user) else {
                     throw ServerError(.forbidden, "only the owner (\(existing.owner)) may change zone \(name)")
                 }
-                let updated = try await storageCall { () async throws(ZoneStorageError) in
-                    try await storage.updateZone(name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
+                let updated: ZoneInfo
+                do {
+                    updated = try await storage.updateZone(name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
+                } catch {
+                    // Deleted since it was looked up (a concurrent DELETE): the next attempt
+                    // creates it, as if this PUT had come after the delete — not a 404.
+                    if error.code == .zoneNotFound { continue }
+                    throw answer(error)
                 }
                 return try json(try await description(of: updated, for: user))
             }
