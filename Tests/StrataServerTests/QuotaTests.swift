@@ -39,6 +39,7 @@ struct QuotaTests {
             #expect(error.code == "quotaExceeded")
             #expect(error.message.contains("zonesPerUser") && error.message.contains("2 zones") && error.message.contains("owns 2"), "\(error.message)")
             #expect(try await client.execute(uri: "/v1/zones/three", method: .get, headers: auth(Token.alice)).status == .notFound)
+            #expect(String(decoding: server.app.metrics.exposition(), as: UTF8.self).contains("strata_quota_refusals_total 1"))
             // Changing a zone one already has is no new zone; bob has a quota of his own.
             #expect(try await client.execute(uri: "/v1/zones/one", method: .put, headers: auth(Token.alice), body: ByteBuffer(string: #"{"access": "public"}"#)).status == .ok)
             try await client.createZone("three", as: Token.bob)

@@ -109,6 +109,7 @@ struct StorageFullTests {
             #expect(try await pulledIDs(client) == acknowledged)
             let stillFull = try await client.push("notes", [record])
             #expect(stillFull.status.code == 507, "\(String(buffer: stillFull.body))")
+            #expect(String(decoding: app.metrics.exposition(), as: UTF8.self).contains("strata_storage_full_total 2"))
 
             // Space returns: the same push (the client's retry) and a new one go through, no restart.
             try FileManager.default.removeItem(atPath: filler)

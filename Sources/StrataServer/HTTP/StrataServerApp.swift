@@ -195,6 +195,8 @@ public struct StrataServerApp: Sendable {
         if error.code == .storageFailure || error.code == .storageFull || ServerError(error).code == .internalError {
             logger.error("storage failed", metadata: ["error": "\(error)"])
         }
+        if error.code == .storageFull { metrics.storageFull.increment() }
+        if error.code == .quotaExceeded { metrics.quotaRefusals.increment() }
         return ServerError(error)
     }
 

@@ -6,12 +6,14 @@ extension StrataServerApp {
         let limits = configuration.limits
         let existing = try await storageCall { () async throws(ZoneStorageError) in try await storage.zone(id) }
         if let grants = settings.grants, limits.maxGrantsPerZone > 0, grants.count > limits.maxGrantsPerZone {
+            metrics.quotaRefusals.increment()
             throw ServerError.grantsQuota(zone: id, limit: limits.maxGrantsPerZone, current: existing?.grants.count ?? 0, requested: grants.count)
         }
         if existing == nil, limits.maxZonesPerUser > 0 {
             let owned = try await storageCall { () async throws(ZoneStorageError) in try await storage.zones() }
                 .reduce(0) { $0 + ($1.owner == id.owner ? 1 : 0) }
             if owned >= limits.maxZonesPerUser {
+                metrics.quotaRefusals.increment()
                 throw ServerError.zonesQuota(user: id.owner, limit: limits.maxZonesPerUser, used: owned)
             }
         }
