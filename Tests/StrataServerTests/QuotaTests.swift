@@ -113,6 +113,15 @@ struct QuotaTests {
             #expect(elsewhere.status == .forbidden)
             #expect(try await server.storage.endPosition(zone: "more") == 0)
 
+            // A state upload (healing) that would cross the limit is refused too, before it is merged.
+            let builder = ProjectionBuilder()
+            _ = try builder.apply(encoded: bulky(tablet, 1, bytes: 20_000).encoded())
+            let upload = try await client.execute(uri: "/v1/zones/notes/state", method: .post, headers: auth(Token.alice),
+                                                  body: ByteBuffer(bytes: builder.snapshotPayload()))
+            #expect(upload.status == .forbidden)
+            #expect(try errorBody(upload).message.contains("state upload"))
+            #expect(try await server.storage.snapshotPosition(zone: "notes") == nil)
+
             // Bob's own zones have their own quota; a small push of alice's still fits.
             try await client.createZone("mine", as: Token.bob)
             #expect(try await client.push("mine", [bulky(tablet, 1, bytes: 20_000)], as: Token.bob).status == .ok)

@@ -66,6 +66,7 @@ extension StrataServerApp {
             claim = parsed
         }
         let payload = try await readBody(request, limit: configuration.limits.maxStateBytes)
+        try await checkStoredBytes(id, adding: payload.count)
         let state = try StateValidation.validate(payload, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
         // Called directly, not through `storageCall`: the decoded state is handed over to the
         // storage, which a closure capturing it could not do.

@@ -1,8 +1,8 @@
 extension ZoneStorageError {
     /// The refusal of a push that would take `owner` past their stored-bytes quota.
-    static func storedBytesQuota(owner: String, limit: Int64, used: Int64, adding: Int64, zone: ZoneID) -> ZoneStorageError {
+    static func storedBytesQuota(owner: String, limit: Int64, used: Int64, adding: Int64, zone: ZoneID, what: String = "push") -> ZoneStorageError {
         ZoneStorageError(.quotaExceeded,
-                         "quota storedBytesPerUser exceeded: user \(owner) may store \(limit) bytes, stores \(used), and this push adds \(adding) (uncompressed); nothing was appended",
+                         "quota storedBytesPerUser exceeded: user \(owner) may store \(limit) bytes, stores \(used), and this \(what) adds \(adding) (uncompressed); nothing was \(what == "push" ? "appended" : "merged")",
                          zone: zone.description)
     }
 }

@@ -18,4 +18,18 @@ extension StrataServerApp {
             }
         }
     }
+
+    /// The stored-bytes quota of a state upload (healing): refused with `403 quotaExceeded` when
+    /// the upload (its bytes as sent, about what its merged snapshot adds) would take the zone's
+    /// owner past the quota. Unlike a push's, this check is not atomic with the write: a state
+    /// upload is rare, and a snapshot replaces the zone's older ones.
+    func checkStoredBytes(_ zone: ZoneID, adding bytes: Int) async throws(ServerError) {
+        let limit = configuration.limits.maxStoredBytesPerUser
+        guard limit > 0 else { return }
+        let used = try await storageCall { () async throws(ZoneStorageError) in try await storage.storedBytes(owner: zone.owner) }
+        if used + Int64(bytes) > limit {
+            metrics.quotaRefusals.increment()
+            throw ServerError(ZoneStorageError.storedBytesQuota(owner: zone.owner, limit: limit, used: used, adding: Int64(bytes), zone: zone, what: "state upload"))
+        }
+    }
 }
