@@ -12,23 +12,46 @@ import Testing
 /// (Tools/openapi/openapi.yaml), found by its schemathesis run: a `PUT` never answers `404`.
 @Suite("zone requests racing a delete")
 struct ZoneRaceTests {
-    /// The real storage, with one interleaving forced: the zone is deleted (as by a concurrent
-    /// `DELETE`) right after `PUT` looked it up and before it updates it.
-    final class DeletedBeforeUpdateStorage: ZoneStorage {
+    /// Where a concurrent `DELETE` lands in a `PUT`.
+    enum Interleaving: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// After the PUT looked the zone up, before it updates it.
+        case beforeUpdate
+        /// After the PUT updated the zone, before it describes it in the answer.
+        case afterUpdate
+        /// After the PUT created the zone, before it describes it in the answer.
+        case afterCreate
+
+        var testDescription: String { rawValue }
+    }
+
+    /// The real storage, with one interleaving forced: the zone is deleted once, as by a
+    /// concurrent `DELETE`, at the given point of a `PUT`.
+    final class RacingDeleteStorage: ZoneStorage {
         let base: EmbeddedZoneStorage
+        let interleaving: Interleaving
         let deletions = Mutex(0)
 
-        init(base: EmbeddedZoneStorage) { self.base = base }
+        init(base: EmbeddedZoneStorage, interleaving: Interleaving) {
+            self.base = base
+            self.interleaving = interleaving
+        }
+
+        private func deleteOnce(_ id: ZoneID, at point: Interleaving) async throws(ZoneStorageError) {
+            guard point == interleaving, deletions.withLock({ count in defer { count += 1 }; return count == 0 }) else { return }
+            try await base.deleteZone(id)
+        }
 
         func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
-            if deletions.withLock({ count in defer { count += 1 }; return count == 0 }) {
-                try await base.deleteZone(id)
-            }
-            return try await base.updateZone(id, access: access, grants: grants)
+            try await deleteOnce(id, at: .beforeUpdate)
+            let updated = try await base.updateZone(id, access: access, grants: grants)
+            try await deleteOnce(id, at: .afterUpdate)
+            return updated
         }
 
         func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
-            try await base.createZone(id, access: access, grants: grants)
+            let created = try await base.createZone(id, access: access, grants: grants)
+            try await deleteOnce(id, at: .afterCreate)
+            return created
         }
         func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo? { try await base.zone(id) }
         func zones() async throws(ZoneStorageError) -> [ZoneInfo] { try await base.zones() }
@@ -53,27 +76,30 @@ struct ZoneRaceTests {
         func close() async throws(ZoneStorageError) { try await base.close() }
     }
 
-    @Test("a PUT whose zone is deleted before its update creates the zone anew: 201 with the asked settings, not 404")
-    func putAfterConcurrentDelete() async throws {
-        let directory = TemporaryDirectory(#function)
+    @Test("a PUT racing a DELETE of its zone creates the zone anew: 201 with the asked settings, never 404",
+          arguments: Interleaving.allCases)
+    func putRacingDelete(_ interleaving: Interleaving) async throws {
+        let directory = TemporaryDirectory("\(#function)-\(interleaving)")
         let base = try EmbeddedZoneStorage(directory: directory.sub("data"))
-        let before = try await base.createZone("notes", access: .private, grants: [:])
-        let storage = DeletedBeforeUpdateStorage(base: base)
+        // The zone exists before the PUT, except when the PUT is to create it.
+        let before = interleaving == .afterCreate ? nil : try await base.createZone("notes", access: .private, grants: [:])
+        let storage = RacingDeleteStorage(base: base, interleaving: interleaving)
         let users = try UserDirectory(tokens: ["alice": Token.alice])
         let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
         do {
-            try await app.buildApplication().test(.router) { client in
+            let epoch = try await app.buildApplication().test(.router) { client in
                 let response = try await client.execute(uri: "/v1/zones/notes", method: .put, headers: auth(Token.alice),
                                                         body: ByteBuffer(string: #"{"access": "public"}"#))
                 #expect(response.status == .created, "\(String(buffer: response.body))")
                 let zone = try JSONDecoder().decode(ZoneDescription.self, from: response.body.data)
                 #expect(zone.access == .public)
-                #expect(zone.epoch != before.epoch, "a zone created anew has a new epoch")
+                return zone.epoch
             }
             #expect(storage.deletions.withLock { $0 } >= 1, "the delete was interleaved")
-            let after = try #require(try await base.zone("notes"))
+            let after = try #require(try await base.zone("notes"), "the zone exists after the PUT")
             #expect(after.access == .public)
-            #expect(after.epoch != before.epoch)
+            #expect(after.epoch == epoch, "the answer describes the zone that exists")
+            if let before { #expect(after.epoch != before.epoch, "a zone created anew has a new epoch") }
             try await base.close()
         } catch {
             try? await base.close()

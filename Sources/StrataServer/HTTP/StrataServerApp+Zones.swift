@@ -33,9 +33,11 @@ extension StrataServerApp {
         let body = try await readBody(request)
         let settings = try Self.settings(from: body)
         try await checkQuotas(name, settings)
-        // Three attempts: a create can lose a race with another create of the same name, which then
-        // makes this request an update, and an update one with a delete, which makes it a create.
-        for _ in 0..<3 {
+        // Each attempt ends unless a concurrent request changed the zone meanwhile: a create can
+        // lose a race with another create of the same name, which makes this request an update;
+        // an update, or the description of the zone written, one with a DELETE, which makes it a
+        // create again — as if this PUT had come after the delete, never a 404.
+        for _ in 0..<5 {
             if let existing = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(name) }) {
                 guard existing.canAdminister(user) else {
                     throw ServerError(.forbidden, "only the owner (\(existing.owner)) may change zone \(name)")
@@ -44,16 +46,16 @@ extension StrataServerApp {
                 do {
                     updated = try await storage.updateZone(name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
                 } catch {
-                    // Deleted since it was looked up (a concurrent DELETE): the next attempt
-                    // creates it, as if this PUT had come after the delete — not a 404.
                     if error.code == .zoneNotFound { continue }
                     throw answer(error)
                 }
-                return try json(try await description(of: updated, for: user))
+                guard let described = try await descriptionIfPresent(updated, for: user) else { continue }
+                return try json(described)
             }
             if let created = try await create(name, settings) {
                 logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
-                return try json(try await description(of: created, for: user), status: .created)
+                guard let described = try await descriptionIfPresent(created, for: user) else { continue }
+                return try json(described, status: .created)
             }
         }
         throw ServerError(.internalError, "zone \(name) changed while it was being created; try again")
