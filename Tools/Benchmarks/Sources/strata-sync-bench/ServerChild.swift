@@ -24,8 +24,12 @@ enum ServeChild {
         var logger = Logger(label: "strata.server")
         // "push appended" is logged at info for every push; that is not what we measure.
         logger.logLevel = .warning
+        // The server's defaults, except the per-user rate limit: every workload runs as one user,
+        // and the abuse rows pull as fast as the server answers (thousands per second).
+        var limits = ServerConfiguration.Limits()
+        limits.rateLimit = .unlimited
         do {
-            try await runServer(dataDirectory: data, port: port, usersFile: users, logger: logger)
+            try await runServer(dataDirectory: data, port: port, usersFile: users, limits: limits, logger: logger)
             exit(0)
         } catch {
             fail("serve \(data) on port \(port): \(error)", status: 1)

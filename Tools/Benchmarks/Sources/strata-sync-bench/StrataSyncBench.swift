@@ -18,8 +18,10 @@ struct Settings {
     var parent: String?
     var keep = false
     /// The workloads: `push` (rows 0–2: build, push, catch-up of the pushed zone), `wake-up`
-    /// (row 3), `heal` (rows 4a–4d and the healing table).
-    static let workloads: Set<String> = ["push", "wake-up", "heal"]
+    /// (row 3), `heal` (rows 4a–4d and the healing table), `abuse` (rows 5a–5b: pulls with and
+    /// without idle long polls and slow clients connected).
+    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse"]
+    var abuse = AbuseSettings()
     var only = Settings.workloads
 
     /// Events in the store that is pushed and then pulled by the fresh store.
@@ -47,9 +49,11 @@ let usage = """
 
       --quick         100k events instead of 1M (push, catch-up and heal) and 50 wake-ups instead
                       of 200, for a smoke run (numbers are not meaningful)
-      --only LIST     run only some of push (rows 0-2: build, push, catch-up), wake-up (row 3) and
+      --only LIST     run only some of push (rows 0-2: build, push, catch-up), wake-up (row 3),
                       heal (rows 4a-4d: first upload of a zone vs healing it after the server lost
-                      it, with and without compaction, and the healing table), comma-separated
+                      it, with and without compaction, and the healing table) and abuse (rows
+                      5a-5b: pulls of a small page with and without 1,000 long polls and 100 slow
+                      clients connected), comma-separated
       --heal-events N the heal workload's events (default 1M, 100k with --quick), in transactions
                       of 100 inserts
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
@@ -87,7 +91,7 @@ struct StrataSyncBench {
         let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-sync-bench", requiredFreeBytes: settings.requiredFreeBytes)
         // The heal workload runs its own server child (it stops and restores it); the others share one.
         var server: ServerProcess?
-        if !settings.only.isDisjoint(with: ["push", "wake-up"]) {
+        if !settings.only.isDisjoint(with: ["push", "wake-up", "abuse"]) {
             do {
                 server = try ServerProcess.start(data: place.path("server"), directory: place.run)
             } catch {
@@ -119,6 +123,9 @@ struct StrataSyncBench {
         }
         if let server, settings.only.contains("wake-up") {
             try await wakeUp(settings, place, server, &report)
+        }
+        if let server, settings.only.contains("abuse") {
+            try await abuse(settings, server, &report)
         }
         var heal: HealRun?
         if settings.only.contains("heal") {
@@ -193,6 +200,32 @@ struct StrataSyncBench {
                        verdict(run.sample.eventsPerSecond / 300_000, goal: 1, unit: "× goal"))
             letter += 1
         }
+    }
+
+    /// Rows 5a–5b: pulls of a small page, quiet and with abusers connected, alternating.
+    static func abuse(_ settings: Settings, _ server: ServerProcess, _ report: inout Report) async throws {
+        var abuse = settings.abuse
+        if settings.quick {
+            abuse.rounds = 1
+            abuse.phaseSeconds = 1
+        }
+        note("abuse: \(abuse.rounds) rounds of \(fixed(abuse.phaseSeconds, 1)) s quiet, then \(fixed(abuse.phaseSeconds, 1)) s with \(grouped(abuse.longPolls)) long polls and \(abuse.slowClients) slow clients, \(abuse.pullers) pulling connections…")
+        let run = try await abuseRun(server: server, settings: abuse)
+        let quietRate = AbuseRun.rate(run.quiet)
+        let loadedRate = AbuseRun.rate(run.loaded)
+        let quietP99 = AbuseRun.p99(run.quiet)
+        let loadedP99 = AbuseRun.p99(run.loaded)
+        let quietFailures = run.quiet.reduce(0) { $0 + $1.failures }
+        let loadedFailures = run.loaded.reduce(0) { $0 + $1.failures }
+        let perRound = { (phases: [AbuseRun.Phase]) in phases.map { rate(Double($0.requests) / $0.seconds) }.joined(separator: ", ") }
+        note("  quiet \(rate(quietRate)) req/s p99 \(latency(quietP99)); loaded \(rate(loadedRate)) req/s p99 \(latency(loadedP99))")
+        report.add("5a. pulls of a \(abuse.transactions)-tx page on \(abuse.pullers) keep-alive connections, nobody else connected",
+                   "\(rate(quietRate)) req/s (rounds: \(perRound(run.quiet))), p50 \(latency(percentile(run.quiet.flatMap(\.latencies).sorted(), 50))), p99 \(latency(quietP99)); \(quietFailures) failed",
+                   "baseline", "—")
+        report.add("5b. the same with \(grouped(abuse.longPolls)) long polls waiting and \(abuse.slowClients) slow clients (half dripping a head, half a push body) connected",
+                   "\(rate(loadedRate)) req/s (rounds: \(perRound(run.loaded))), p50 \(latency(percentile(run.loaded.flatMap(\.latencies).sorted(), 50))), p99 \(latency(loadedP99)); \(loadedFailures) failed; long polls still held at each round's end: \(run.longPollsHeld.map(String.init).joined(separator: ", ")); slow clients closed by the server (header timeout) and reconnected: \(run.slowClosed)",
+                   "informational",
+                   "\(fixed(loadedRate / max(1e-9, quietRate), 2))× the req/s, \(fixed(Double(loadedP99) / Double(max(1, quietP99)), 2))× the p99")
     }
 
     /// Row 3: long-poll wake-up.
