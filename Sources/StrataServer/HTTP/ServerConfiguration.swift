@@ -32,6 +32,47 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// less than a clock set to the wrong day or year.
         public var maxClockOffset: Duration = .seconds(600)
 
+        // Resource bounds: what one client, or many, may hold of the server (see
+        // <doc:SyncProtocol#Limits>). Each refusal says what was refused and when to come back.
+
+        /// How long a connection may stay open with no request on it (none being read, none
+        /// being answered) before the server closes it. A long poll is a request being answered,
+        /// so it never counts as idle however long it waits.
+        public var idleTimeout: Duration = .seconds(60)
+        /// How long a request's head (request line and headers) may take to arrive once its first
+        /// byte has; a slower one (a "slowloris" client) has its connection closed.
+        public var headerTimeout: Duration = .seconds(10)
+        /// How long a request body may stall — no byte arriving while the server waits for
+        /// one — before the connection is closed.
+        public var bodyTimeout: Duration = .seconds(30)
+        /// The most connections open at once. One more is answered `503 serverBusy` (with
+        /// `Retry-After`) and closed. Each connection holds a file descriptor: the server warns at
+        /// start when the process's open-files limit (`ulimit -n`) is lower.
+        public var maxConnections: Int = 10_000
+        /// The most connections open at once from one client address; one more is answered
+        /// `503 serverBusy` and closed.
+        public var maxConnectionsPerAddress: Int = 256
+        /// The bytes of request bodies (pushes, state uploads, zone settings) held in memory at
+        /// once, across all requests: a body's bytes are reserved before it is read (its
+        /// `Content-Length`, or as it arrives when it has none) and given back when its request is
+        /// answered. A single body larger than the whole budget waits for all of it.
+        public var uploadMemoryBudget: Int = 256 << 20
+        /// How long a body waits for room in ``uploadMemoryBudget`` before the request is answered
+        /// `503 serverBusy` with `Retry-After`.
+        public var uploadBudgetWait: Duration = .seconds(5)
+        /// Failed authentications (a missing or unknown bearer token) allowed per client address:
+        /// a token bucket of `burst` failures refilled at `requestsPerSecond`. Once it is empty,
+        /// every request from that address — even with a valid token — is answered
+        /// `429 rateLimited` with `Retry-After` until a failure's worth has refilled. 20 per
+        /// minute by default.
+        public var failedAuthLimit = RateLimit(requestsPerSecond: 20.0 / 60.0, burst: 20)
+        /// Addresses of reverse proxies whose `X-Forwarded-For` header is believed: for a
+        /// connection from one of them, the client address (for ``failedAuthLimit``) is the last
+        /// address in that header that is not itself a trusted proxy, and its connections count
+        /// only towards ``maxConnections`` (not ``maxConnectionsPerAddress``). Empty by default:
+        /// the header is ignored and the connection's peer is the client.
+        public var trustedProxies: [String] = []
+
         // Per-user quotas (see <doc:SyncProtocol#Quotas>): past one, a request is answered
         // `403 quotaExceeded` naming the quota, its limit and the current use, and changes nothing.
         // 0 means unlimited.

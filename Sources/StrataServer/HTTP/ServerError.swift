@@ -4,7 +4,8 @@ public import Hummingbird
 
 /// An error answered to a client: an HTTP status and the JSON body of the sync protocol,
 /// `{"error": {"code": "<code>", "message": "<what and where>"}}` with extra fields where useful
-/// (`expected` for ``Code/sequenceGap``). ``Code/rateLimited`` also sets `Retry-After`.
+/// (`expected` for ``Code/sequenceGap``). ``Code/rateLimited`` and ``Code/serverBusy`` also set
+/// `Retry-After`.
 ///
 /// ```swift
 /// throw ServerError(.zoneNotFound, "no zone named notes")
@@ -53,8 +54,12 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
         public static let zoneReset = Code("zoneReset", status: .gone)
         /// 413: the body exceeds the server's limit.
         public static let tooLarge = Code("tooLarge", status: .contentTooLarge)
-        /// 429: over the per-user rate.
+        /// 429: over the per-user rate, or too many failed authentications from the client's
+        /// address (`Retry-After` says when to come back).
         public static let rateLimited = Code("rateLimited", status: .tooManyRequests)
+        /// 503: the server is at a resource limit — its upload memory budget or its connection
+        /// cap — and did not take the request; nothing changed. `Retry-After` says when to try again.
+        public static let serverBusy = Code("serverBusy", status: .serviceUnavailable)
         /// 403: the request would take the user over a quota (zones per user, grants per zone,
         /// stored bytes per user); nothing was changed. The message names the quota, its limit and
         /// the current use.
@@ -70,7 +75,7 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     public var message: String
     /// For ``Code/sequenceGap``: the sequence the server expects next.
     public var expected: UInt64?
-    /// For ``Code/rateLimited``: whole seconds until the client may come back.
+    /// For ``Code/rateLimited`` and ``Code/serverBusy``: whole seconds until the client may come back.
     public var retryAfter: Int?
     /// For ``Code/replicaForked``: the first sequence whose transaction differs.
     public var sequence: UInt64?

@@ -31,11 +31,14 @@ public struct StrataServerApp: Sendable {
     /// The counters `GET /metrics` answers (see ``ServerMetrics``).
     public let metrics: ServerMetrics
     let rateLimiter: RateLimiter
+    /// The upload memory budget and the failed-authentication limit (see ``ServerConfiguration/Limits``).
+    let bounds: ServerBounds
     /// Wall-clock time in milliseconds since 1970, which pushed timestamps are checked against.
     let wallClock: @Sendable () -> UInt64
 
     /// - Parameters:
-    ///   - now: monotonic time for the rate limiter (by default the continuous clock's).
+    ///   - now: monotonic time for the rate limiter and the failed-authentication limit (by
+    ///     default the continuous clock's).
     ///   - wallClock: the server's time in milliseconds since 1970 (by default the system's), for
     ///     the clock-skew check of pushes.
     ///   - metrics: where the server counts (a registry of its own by default).
@@ -57,6 +60,7 @@ public struct StrataServerApp: Sendable {
         self.notifier = ChangeNotifier()
         self.metrics = metrics
         self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, now: now)
+        self.bounds = ServerBounds(limits: configuration.limits, now: now)
         self.wallClock = wallClock ?? { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
     }
 
@@ -66,6 +70,7 @@ public struct StrataServerApp: Sendable {
         let router = Router(context: StrataRequestContext.self)
         // Outermost: every answer gets a request ID, is counted and timed (see ObservabilityMiddleware).
         router.add(middleware: ObservabilityMiddleware(metrics: metrics, logger: logger))
+        router.add(middleware: RequestBoundsMiddleware(bounds: bounds, metrics: metrics, logger: logger))
         router.add(middleware: GatekeeperMiddleware(users: userRegistry, rateLimiter: rateLimiter, logger: logger))
         router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
@@ -87,8 +92,11 @@ public struct StrataServerApp: Sendable {
     /// - Parameter onRunning: called with the port listened on once the server accepts
     ///   connections (the free port picked when the configuration says port 0).
     public func buildApplication(onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) -> Application<RouterResponder<StrataRequestContext>> {
-        Application(
+        FileDescriptorLimit.ensure(room: configuration.limits.maxConnections, logger: logger)
+        return Application(
             router: buildRouter(),
+            // The connection caps and timeouts (see BoundedHTTP1Channel).
+            server: BoundedHTTP1Channel.builder(limits: configuration.limits, metrics: metrics, logger: logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "strata"),
             onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? 0) },
             logger: logger
@@ -202,20 +210,57 @@ public struct StrataServerApp: Sendable {
 
     /// The request's body, refused with `413 tooLarge` past the configured limit (before reading
     /// when `Content-Length` already says so).
+    ///
+    /// The bytes are admitted under the upload memory budget
+    /// (``ServerConfiguration/Limits/uploadMemoryBudget``) before they are read: the declared
+    /// `Content-Length` at once, or step by step as a body without one arrives. With no room
+    /// within ``ServerConfiguration/Limits/uploadBudgetWait`` the request is answered
+    /// `503 serverBusy` with `Retry-After`. The reservation belongs to the request
+    /// (``UploadReservation/current``, scoped by ``RequestBoundsMiddleware``) and is given back
+    /// when it is answered, so that the bytes stay counted while the handler decodes and stores
+    /// them; outside such a scope it is given back when this returns.
     func readBody(_ request: Request, limit: Int? = nil) async throws -> [UInt8] {
         let limit = limit ?? configuration.limits.maxBodyBytes
-        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+        let declared = request.headers[.contentLength].flatMap { Int($0) }
+        if let declared, declared > limit {
             throw ServerError(.tooLarge, "the body has \(declared) bytes; this server accepts at most \(limit)")
         }
+        let scoped = UploadReservation.current
+        let reservation = scoped ?? UploadReservation(budget: bounds.uploadBudget)
+        defer { if scoped == nil { reservation.release() } }
+        var reserved = 0
+        if let declared {
+            try await reservation.reserve(declared)
+            reserved = declared
+        }
         var bytes: [UInt8] = []
-        for try await buffer in request.body {
-            guard bytes.count + buffer.readableBytes <= limit else {
-                throw ServerError(.tooLarge, "the body exceeds \(limit) bytes, the most this server accepts")
+        bytes.reserveCapacity(declared ?? 0)
+        do {
+            for try await buffer in request.body {
+                guard bytes.count + buffer.readableBytes <= limit else {
+                    throw ServerError(.tooLarge, "the body exceeds \(limit) bytes, the most this server accepts")
+                }
+                let needed = bytes.count + buffer.readableBytes
+                if needed > reserved {
+                    // No (or a wrong) length: reserve ahead in steps, not for every chunk.
+                    let step = min(limit, max(needed, reserved + Self.uploadReservationStep)) - reserved
+                    try await reservation.reserve(step)
+                    reserved += step
+                }
+                bytes.append(contentsOf: buffer.readableBytesView)
             }
-            bytes.append(contentsOf: buffer.readableBytesView)
+        } catch let error as ServerError {
+            throw error
+        } catch {
+            // The connection ended mid-body (the client went away, or stalled past the body
+            // timeout): nothing the server did wrong, and nobody left to answer.
+            throw ServerError(.badRequest, "the body ended after \(bytes.count) bytes, before its end: \(error)")
         }
         return bytes
     }
+
+    /// How far ahead a body without `Content-Length` reserves upload budget.
+    static let uploadReservationStep = 1 << 20
 
     /// A JSON answer.
     func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
