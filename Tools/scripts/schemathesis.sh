@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Checks Tools/openapi/openapi.yaml against a live `strata serve`: schemathesis generates requests
+# for every operation of the document (valid and invalid ones) and checks that every answer is
+# allowed by it — no 5xx, a documented status, media type, headers and body.
+#
+#   bash Tools/scripts/schemathesis.sh            # after `swift build` (uses .build/debug/strata)
+#   STRATA_SCHEMATHESIS_EXAMPLES=200 STRATA_SCHEMATHESIS_SEED=1 STRATA_SCHEMATHESIS_REPORT_DIR=/tmp/st \
+#       bash Tools/scripts/schemathesis.sh
+#
+# Installs schemathesis from PyPI when it is missing. Starts the server on a free port of
+# 127.0.0.1 with a temporary data directory and users file, seeds it (zones of two users, real
+# transactions, a compacted snapshot) so that generated requests reach real zones, runs
+# schemathesis with alice's token, stops the server with SIGTERM and prints the run's figures.
+# Exits non-zero on any failure (a failed check, a server that does not start or does not stop
+# cleanly).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+
+SCHEMATHESIS_VERSION=4.32.5
+# Generated test cases per operation (besides the coverage phase's and the stateful phase's).
+EXAMPLES=${STRATA_SCHEMATHESIS_EXAMPLES:-150}
+SEED=${STRATA_SCHEMATHESIS_SEED:-}
+PYTHON=${PYTHON:-python3}
+# Where the run's NDJSON event log goes (kept when set; a temporary directory otherwise).
+REPORT_DIR=${STRATA_SCHEMATHESIS_REPORT_DIR:-}
+STRATA=${STRATA:-$ROOT/.build/debug/strata}
+
+say() { printf 'schemathesis.sh: %s\n' "$*" >&2; }
+
+if ! "$PYTHON" -m schemathesis.cli --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
+    say "installing schemathesis $SCHEMATHESIS_VERSION"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+if [ ! -x "$STRATA" ]; then
+    say "building strata"
+    swift build --product strata
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-schemathesis.XXXXXX")
+SERVER_PID=""
+cleanup() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+REPORT_DIR=${REPORT_DIR:-$WORK}
+mkdir -p "$REPORT_DIR"
+
+# Users: tokens are random per run; the users file holds their SHA-256 (hex).
+ALICE_TOKEN="alice-$("$PYTHON" -c 'import secrets; print(secrets.token_hex(16))')"
+BOB_TOKEN="bob-$("$PYTHON" -c 'import secrets; print(secrets.token_hex(16))')"
+digest() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+cat > "$WORK/users.json" <<EOF
+{"users": [{"name": "alice", "tokenSHA256": "$(digest "$ALICE_TOKEN")"},
+           {"name": "bob", "tokenSHA256": "$(digest "$BOB_TOKEN")"}]}
+EOF
+
+# The server: defaults, except long polls capped at 1 s (a generated `wait` of 60 would hold each
+# pull a minute) and compaction every second keeping 2 transactions (so that zones have snapshots).
+"$STRATA" serve --data "$WORK/data" --port 0 --users "$WORK/users.json" --retain 2 --compact-every 1 \
+    --limit maxWait=1 > "$WORK/serve.out" 2> "$WORK/serve.err" &
+SERVER_PID=$!
+URL=""
+for _ in $(seq 1 300); do
+    URL=$(sed -n 's/^listening on //p' "$WORK/serve.out" | head -n 1)
+    [ -n "$URL" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$URL" ]; then
+    say "strata serve did not start:"
+    cat "$WORK/serve.err" >&2
+    exit 1
+fi
+say "strata serve at $URL (data in $WORK/data)"
+
+api() { # METHOD PATH TOKEN [curl arguments…]: the status; fails on a transport error
+    local method=$1 path=$2 token=$3
+    shift 3
+    curl --silent --show-error --output "$WORK/last.body" --write-out '%{http_code}' -X "$method" \
+        -H "Authorization: Bearer $token" "$@" "$URL$path"
+}
+expect() { # STATUS WHAT COMMAND…
+    local want=$1 what=$2
+    shift 2
+    local got
+    got=$("$@")
+    if [ "$got" != "$want" ]; then
+        say "seeding failed: $what answered $got, expected $want: $(cat "$WORK/last.body")"
+        exit 1
+    fi
+}
+
+# Seed: alice's `notes` (shared, bob may push) with real transactions and a snapshot; bob's public
+# `board`, which alice may read but not change.
+expect 201 "PUT notes" api PUT /v1/zones/notes "$ALICE_TOKEN" -H 'Content-Type: application/json' \
+    --data '{"access": "shared", "grants": {"bob": "readWrite"}}'
+expect 201 "PUT board" api PUT /v1/zones/board "$BOB_TOKEN" -H 'Content-Type: application/json' --data '{"access": "public"}'
+cat > "$WORK/schema.json" <<'EOF'
+{"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string", "default": ""}]}]}
+EOF
+"$STRATA" init "$WORK/store" --schema "$WORK/schema.json" > /dev/null
+for title in Milk Eggs Bread Butter; do
+    printf '{"op": "insert", "entity": "Note", "values": {"title": "%s"}}\n' "$title" > "$WORK/change.jsonl"
+    "$STRATA" apply "$WORK/store" "$WORK/change.jsonl" > /dev/null
+done
+STRATA_TOKEN=$ALICE_TOKEN "$STRATA" sync "$WORK/store" --server "$URL" --zone notes > /dev/null
+STRATA_TOKEN=$BOB_TOKEN "$STRATA" sync "$WORK/store" --server "$URL" --zone board > "$WORK/sync.out" 2>&1 || true
+# Samples for the generated bodies: the zone's transactions as a pull answers them, and its
+# snapshot once the compactor has written one.
+SNAPSHOT_TOKEN=""
+for _ in $(seq 1 100); do
+    if [ "$(api GET /v1/zones/notes/snapshot "$ALICE_TOKEN" --dump-header "$WORK/snapshot.headers")" = 200 ]; then
+        cp "$WORK/last.body" "$WORK/sample.snapshot"
+        SNAPSHOT_TOKEN=$(sed -n 's/^[Ss]trata-[Ss]napshot-[Tt]oken: *\([^[:space:]]*\).*/\1/p' "$WORK/snapshot.headers")
+        break
+    fi
+    sleep 0.1
+done
+if [ -z "$SNAPSHOT_TOKEN" ]; then
+    say "seeding failed: zone notes got no snapshot"
+    exit 1
+fi
+expect 200 "GET changes" api GET "/v1/zones/notes/changes?after=$SNAPSHOT_TOKEN" "$ALICE_TOKEN" --dump-header "$WORK/changes.headers"
+NEXT_TOKEN=$(sed -n 's/^[Ss]trata-[Nn]ext-[Tt]oken: *\([^[:space:]]*\).*/\1/p' "$WORK/changes.headers")
+cp "$WORK/last.body" "$WORK/sample.frames"
+say "seeded: zones notes (alice) and board (bob), $(wc -c < "$WORK/sample.frames") bytes of frames, $(wc -c < "$WORK/sample.snapshot") bytes of snapshot"
+
+# The run. Checks: every answer is documented (status, media type, headers, body) and none is a 5xx.
+SEED_ARGS=()
+[ -n "$SEED" ] && SEED_ARGS=(--seed "$SEED")
+set +e
+# (From the temporary directory: schemathesis keeps a .schemathesis folder where it runs.)
+cd "$WORK"
+STRATA_SAMPLE_FRAMES="$WORK/sample.frames" STRATA_SAMPLE_SNAPSHOT="$WORK/sample.snapshot" \
+STRATA_SAMPLE_ZONES=notes,board STRATA_SAMPLE_OWNERS=alice,bob STRATA_SAMPLE_TOKENS="$SNAPSHOT_TOKEN,$NEXT_TOKEN" \
+SCHEMATHESIS_HOOKS="$ROOT/Tools/openapi/schemathesis_hooks.py" \
+    "$PYTHON" -m schemathesis.cli run "$ROOT/Tools/openapi/openapi.yaml" \
+    --url "$URL" \
+    -H "Authorization: Bearer $ALICE_TOKEN" \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
+    --max-examples "$EXAMPLES" \
+    --generation-with-security-parameters false \
+    --request-timeout 30 \
+    --workers 2 \
+    --no-color \
+    --report ndjson --report-ndjson-path "$REPORT_DIR/events.ndjson" \
+    "${SEED_ARGS[@]}" 2>&1 | tee "$WORK/schemathesis.out"
+STATUS=${PIPESTATUS[0]}
+cd "$ROOT"
+set -e
+
+# The server must still be up (nothing crashed it) and stop cleanly on SIGTERM.
+SERVER_STATUS=0
+if kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID"
+    wait "$SERVER_PID" || SERVER_STATUS=$?
+else
+    wait "$SERVER_PID" || SERVER_STATUS=$?
+    say "strata serve died during the run (status $SERVER_STATUS):"
+    tail -n 20 "$WORK/serve.err" >&2
+    SERVER_STATUS=${SERVER_STATUS:-1}
+    [ "$SERVER_STATUS" = 0 ] && SERVER_STATUS=1
+fi
+SERVER_PID=""
+
+"$PYTHON" "$ROOT/Tools/openapi/schemathesis_figures.py" "$REPORT_DIR/events.ndjson" "$WORK/schemathesis.out" || true
+if [ "$SERVER_STATUS" != 0 ]; then
+    say "strata serve exited with status $SERVER_STATUS after SIGTERM"
+    exit 1
+fi
+if [ "$STATUS" != 0 ]; then
+    say "FAILED: schemathesis found answers the document does not allow (exit $STATUS)"
+    exit "$STATUS"
+fi
+say "passed"
