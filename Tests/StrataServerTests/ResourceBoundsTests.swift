@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import Strata
 @testable import StrataServer
 import StrataTestSupport
@@ -172,6 +173,69 @@ struct ResourceBoundsTests {
             let elsewhere = try RawConnection(port: port, from: "127.0.0.2")
             #expect(await elsewhere.exchange("GET", "/v1/zones", token: Token.bob)?.status == 200)
             for connection in open { #expect(await connection.exchange("GET", "/health")?.status == 200) }
+        }
+    }
+
+    // MARK: Over TLS
+
+    /// A self-signed certificate for localhost, made by the `openssl` tool (the test fails if it
+    /// is missing).
+    func selfSignedCertificate(in directory: TemporaryDirectory) throws -> TLSFiles {
+        let files = TLSFiles(certificateChain: directory.sub("cert.pem"), privateKey: directory.sub("key.pem"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", files.privateKey,
+                             "-out", files.certificateChain, "-days", "1", "-subj", "/CN=localhost"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0, "openssl could not make a test certificate")
+        return files
+    }
+
+    /// Runs the server over HTTPS for the duration of `body`.
+    func withTLSServer(_ server: TestServer, _ body: @Sendable (_ port: Int) async throws -> Void) async throws {
+        let tls = try selfSignedCertificate(in: server.directory).serverConfiguration()
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let application = try server.app.buildApplication(tls: tls, onRunning: { port in continuation.yield(port) })
+        let running = Task {
+            defer { continuation.finish() }
+            try await application.runService(gracefulShutdownSignals: [])
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else {
+            let outcome = await running.result
+            try? await server.storage.close()
+            throw RawConnection.Failure(description: "the HTTPS test server did not start: \(outcome)")
+        }
+        do {
+            try await body(port)
+        } catch {
+            running.cancel()
+            _ = await running.result
+            try? await server.storage.close()
+            throw error
+        }
+        running.cancel()
+        _ = await running.result
+        try await server.storage.close()
+    }
+
+    @Test("over HTTPS the bounds hold too: a connection that never handshakes is closed by the idle timeout, and one over the connection cap is closed")
+    func overTLS() async throws {
+        try await withTLSServer(try TestServer(limits: limits { $0.idleTimeout = .seconds(1) })) { port in
+            let silent = try RawConnection(port: port)
+            #expect(await silent.readUntilClosed().closed, "an HTTPS connection that never handshook was left open")
+        }
+        try await withTLSServer(try TestServer(limits: limits { $0.maxConnections = 1 })) { port in
+            let admitted = try RawConnection(port: port)
+            // The admitted one is counted once the server has set it up; the refused one then has
+            // no handshake, so no answer can reach it, and is closed anyway.
+            try await Task.sleep(for: .milliseconds(200))
+            let refused = try RawConnection(port: port)
+            #expect(await refused.readUntilClosed().closed, "an HTTPS connection over the cap was left open")
+            admitted.close()
         }
     }
 

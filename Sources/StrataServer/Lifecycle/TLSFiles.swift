@@ -56,9 +56,11 @@ extension StrataServerApp {
     public func buildApplication(tls: TLSConfiguration?,
                                  onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) throws -> Application<RouterResponder<StrataRequestContext>> {
         guard let tls else { return buildApplication(onRunning: onRunning) }
+        FileDescriptorLimit.ensure(room: configuration.limits.maxConnections, logger: logger)
         return Application(
             router: buildRouter(),
-            server: try .tls(.http1(), tlsConfiguration: tls),
+            // TLS around the bounded HTTP/1 channel: the connection caps and timeouts hold over HTTPS.
+            server: try BoundedHTTP1Channel.builder(limits: configuration.limits, tls: tls, metrics: metrics, logger: logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "strata"),
             onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? 0) },
             logger: logger

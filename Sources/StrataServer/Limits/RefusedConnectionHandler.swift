@@ -44,5 +44,14 @@ final class RefusedConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
             loopBound.value.close(promise: nil)
         }
+        // Over TLS the answer waits for the client's handshake; a client that never makes one
+        // must not keep an uncounted connection open.
+        let channel = context.channel
+        context.eventLoop.scheduleTask(in: Self.handshakeAllowance) {
+            channel.close(promise: nil)
+        }
     }
+
+    /// How long a refused connection stays open for its answer to get through (a TLS handshake).
+    static let handshakeAllowance: TimeAmount = .seconds(2)
 }
