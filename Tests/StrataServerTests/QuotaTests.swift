@@ -49,6 +49,28 @@ struct QuotaTests {
         }
     }
 
+    @Test("concurrent creates cannot pass the zones quota together: of 8 at once under a quota of 3, exactly 3 are created")
+    func concurrentCreates() async throws {
+        var limits = ServerConfiguration.Limits()
+        limits.maxZonesPerUser = 3
+        let server = try TestServer(limits: limits)
+        try await server.test(.live) { client in
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        try await client.execute(uri: "/v1/zones/z\(index)", method: .put, headers: auth(Token.alice)).status.code
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 201 }.count == 3, "\(statuses)")
+            #expect(statuses.filter { $0 == 403 }.count == 5, "\(statuses)")
+        }
+        let reopened = try EmbeddedZoneStorage(directory: server.directory.sub("data"))
+        #expect(try await reopened.zones().count == 3)
+        try await reopened.close()
+    }
+
     @Test("grants past the per-zone quota are refused 403 quotaExceeded, on create and on update, and the zone keeps its grants")
     func grantsPerZone() async throws {
         var limits = ServerConfiguration.Limits()

@@ -78,10 +78,11 @@ extension StrataServerApp {
     /// Creates a zone; `nil` when one of that name appeared meanwhile.
     private func create(_ id: ZoneID, _ settings: ZoneSettings) async throws(ServerError) -> ZoneInfo? {
         do {
-            return try await storage.createZone(id, access: settings.access ?? .private, grants: settings.grants ?? [:])
+            return try await storage.createZone(id, access: settings.access ?? .private, grants: settings.grants ?? [:],
+                                                maxZonesPerOwner: configuration.limits.maxZonesPerUser)
         } catch {
             if error.code == .zoneExists { return nil }
-            throw ServerError(error)
+            throw answer(error)
         }
     }
 

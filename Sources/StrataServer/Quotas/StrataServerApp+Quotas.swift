@@ -1,22 +1,13 @@
 extension StrataServerApp {
-    /// The quotas of a `PUT /v1/zones/{zone}`, checked before anything changes: a zone past the
-    /// grants quota, and a new zone past its owner's zones quota, are refused with
-    /// `403 quotaExceeded`. Counting zones walks the catalog in memory; zones are created rarely.
+    /// The grants quota of a `PUT /v1/zones/{zone}`, checked before anything changes: a zone past
+    /// it is refused with `403 quotaExceeded`. (The zones quota is checked by the storage, atomically
+    /// with the create: ``ZoneStorage/createZone(_:access:grants:maxZonesPerOwner:)``.)
     func checkQuotas(_ id: ZoneID, _ settings: ZoneSettings) async throws(ServerError) {
-        let limits = configuration.limits
+        let limit = configuration.limits.maxGrantsPerZone
+        guard let grants = settings.grants, limit > 0, grants.count > limit else { return }
         let existing = try await storageCall { () async throws(ZoneStorageError) in try await storage.zone(id) }
-        if let grants = settings.grants, limits.maxGrantsPerZone > 0, grants.count > limits.maxGrantsPerZone {
-            metrics.quotaRefusals.increment()
-            throw ServerError.grantsQuota(zone: id, limit: limits.maxGrantsPerZone, current: existing?.grants.count ?? 0, requested: grants.count)
-        }
-        if existing == nil, limits.maxZonesPerUser > 0 {
-            let owned = try await storageCall { () async throws(ZoneStorageError) in try await storage.zones() }
-                .reduce(0) { $0 + ($1.owner == id.owner ? 1 : 0) }
-            if owned >= limits.maxZonesPerUser {
-                metrics.quotaRefusals.increment()
-                throw ServerError.zonesQuota(user: id.owner, limit: limits.maxZonesPerUser, used: owned)
-            }
-        }
+        metrics.quotaRefusals.increment()
+        throw ServerError.grantsQuota(zone: id, limit: limit, current: existing?.grants.count ?? 0, requested: grants.count)
     }
 
     /// The stored-bytes quota of a state upload (healing): refused with `403 quotaExceeded` when

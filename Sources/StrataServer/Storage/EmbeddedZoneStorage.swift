@@ -120,6 +120,11 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     // MARK: Zones
 
     public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        try await createZone(id, access: access, grants: grants, maxZonesPerOwner: nil)
+    }
+
+    public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
+                           maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
         try checkOpen()
         guard ZoneInfo.isValidName(id.name) else {
             throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(id.name)\": 1–64 of [A-Za-z0-9._-]")
@@ -127,6 +132,12 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         guard !id.owner.isEmpty else { throw ZoneStorageError(.invalidArgument, "a zone needs an owner") }
         guard zoneStates[id] == nil else {
             throw ZoneStorageError(.zoneExists, "zone \(id) already exists", zone: id.description)
+        }
+        // Counted and claimed without a suspension in between: concurrent creates cannot pass the
+        // quota together.
+        if let limit = maxZonesPerOwner, limit > 0 {
+            let owned = zoneStates.keys.reduce(0) { $0 + ($1.owner == id.owner ? 1 : 0) }
+            if owned >= limit { throw ZoneStorageError.zonesQuota(owner: id.owner, limit: limit, owned: owned, zone: id) }
         }
         // Zones of different owners may share a name: the epoch keeps their directories apart.
         let taken = Set(zoneStates.values.map { Self.logDirectoryName(for: $0.info) })

@@ -19,6 +19,11 @@ public protocol ZoneStorage: Sendable {
     ///   name, ``ZoneStorageError/Code/invalidArgument`` for an invalid name.
     func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo
 
+    /// ``createZone(_:access:grants:)`` refused with ``ZoneStorageError/Code/quotaExceeded`` when
+    /// the owner already has `maxZonesPerOwner` zones, checked atomically with the create. `nil`
+    /// or `0`: no limit.
+    func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant], maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo
+
     /// The zone `id`, or `nil` when there is none.
     func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo?
 
@@ -179,6 +184,17 @@ extension ZoneStorage {
     /// Creates a zone in `owner`'s namespace.
     public func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try await createZone(ZoneID(owner: owner, name: name), access: access, grants: grants)
+    }
+
+    /// Counts the owner's zones, then creates (not atomically: storages implement this themselves
+    /// to close the race between two creates).
+    public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
+                           maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
+        if let limit = maxZonesPerOwner, limit > 0 {
+            let owned = try await zones().reduce(0) { $0 + ($1.owner == id.owner ? 1 : 0) }
+            if owned >= limit { throw ZoneStorageError.zonesQuota(owner: id.owner, limit: limit, owned: owned, zone: id) }
+        }
+        return try await createZone(id, access: access, grants: grants)
     }
 
     /// A storage that does not count bytes: nothing is stored, as far as quotas go.
