@@ -55,7 +55,10 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// The bytes of request bodies (pushes, state uploads, zone settings) held in memory at
         /// once, across all requests: a body's bytes are reserved before it is read (its
         /// `Content-Length`, or as it arrives when it has none) and given back when its request is
-        /// answered. A single body larger than the whole budget waits for all of it.
+        /// answered. A single body larger than the whole budget waits for all of it. The process's
+        /// memory for uploads peaks at about three times the budget (a body's bytes, its decoded
+        /// transactions and their encoding for the log are alive together): size it at a third of
+        /// the memory uploads may take.
         public var uploadMemoryBudget: Int = 256 << 20
         /// How long a body waits for room in ``uploadMemoryBudget`` before the request is answered
         /// `503 serverBusy` with `Retry-After`.
