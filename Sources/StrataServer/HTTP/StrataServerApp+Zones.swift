@@ -30,6 +30,11 @@ extension StrataServerApp {
         guard name.owner == user else {
             throw ServerError(.forbidden, "user \(user) may not create or change zones of user \(name.owner): zones are created in their creator's namespace")
         }
+        // HTTP clients remove `.` and `..` segments from a URL's path (RFC 3986, 5.2.4), so that
+        // nobody could reach such a zone again.
+        guard name.name != ".", name.name != ".." else {
+            throw ServerError(.badRequest, "invalid zone name \"\(name.name)\": . and .. are path segments that HTTP clients remove from URLs")
+        }
         let body = try await readBody(request)
         let settings = try Self.settings(from: body)
         try await checkQuotas(name, settings)
