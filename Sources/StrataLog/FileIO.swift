@@ -65,6 +65,10 @@ final class FileHandle: @unchecked Sendable {
 
     /// Writes all of `bytes` at `offset`.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        if let injected = FaultInjection.writeFailure(for: path) {
+            errno = injected
+            throw FileHandle.ioError("pwrite", path, offset: offset)
+        }
         var done = 0
         while done < bytes.count {
             let n = retryingEINTR {
@@ -170,22 +174,56 @@ public final class DirectoryLock: Sendable {
     deinit { release() }
 }
 
-/// Lets tests make syncs of files under a directory fail, to check what the log does when the
-/// disk reports an error (which cannot be provoked on demand on a healthy machine).
+/// Lets tests make writes or syncs of files under a directory fail, to check what the log (and the
+/// server above it) does when the disk reports an error — a failed fsync, a full disk — which
+/// cannot be provoked on demand on a healthy machine. Disarmed, it costs one atomic load per call.
 enum FaultInjection {
-    private static let failing = Mutex<[String: Int32]>([:])
+    private struct Failure {
+        var errno: Int32
+        var writes: Bool
+    }
 
+    private static let armed = Atomic<Int>(0)
+    private static let failing = Mutex<[String: Failure]>([:])
+
+    /// Makes every sync of a file under `directory` fail with `errno`.
     static func failSyncs(under directory: String, errno: Int32) {
-        failing.withLock { $0[directory] = errno }
+        set(directory, Failure(errno: errno, writes: false))
+    }
+
+    /// Makes every write and sync of a file under `directory` fail with `errno` (`ENOSPC`: the
+    /// disk is full).
+    static func failWrites(under directory: String, errno: Int32) {
+        set(directory, Failure(errno: errno, writes: true))
     }
 
     static func clear(_ directory: String) {
-        failing.withLock { _ = $0.removeValue(forKey: directory) }
+        failing.withLock { table in
+            _ = table.removeValue(forKey: directory)
+            armed.store(table.count, ordering: .releasing)
+        }
     }
 
     static func syncFailure(for path: String) -> Int32? {
+        failure(for: path)?.errno
+    }
+
+    static func writeFailure(for path: String) -> Int32? {
+        guard let failure = failure(for: path), failure.writes else { return nil }
+        return failure.errno
+    }
+
+    private static func set(_ directory: String, _ failure: Failure) {
         failing.withLock { table in
-            table.isEmpty ? nil : table.first { path.hasPrefix($0.key + "/") }?.value
+            table[directory] = failure
+            armed.store(table.count, ordering: .releasing)
+        }
+    }
+
+    private static func failure(for path: String) -> Failure? {
+        guard armed.load(ordering: .acquiring) > 0 else { return nil }
+        return failing.withLock { table in
+            table.first { path.hasPrefix($0.key + "/") }?.value
         }
     }
 }

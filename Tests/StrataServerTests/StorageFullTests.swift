@@ -3,14 +3,17 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Strata
+@testable import StrataLog
 @testable import StrataServer
 import StrataTestSupport
 import Testing
 
-/// A full disk: the data directory on a small tmpfs the test mounts (root only; the test is off
-/// where mounting is not permitted). Pushes are acknowledged, the disk fills, the next push is
-/// answered `507 storageFull`, space returns, and pushes succeed again without a restart — every
-/// acknowledged transaction pulled back exactly once, before and after a restart.
+/// A full disk, two ways: the data directory on a small tmpfs the test mounts and fills with a
+/// file (where this process may mount one: root with CAP_SYS_ADMIN), and the log's writes failing
+/// with an injected `ENOSPC` (everywhere; where tmpfs cannot be mounted the tmpfs case says so and
+/// runs injected too, so neither case is ever skipped). Pushes are acknowledged, the disk fills,
+/// the next push is answered `507 storageFull`, space returns, and pushes succeed again without a
+/// restart — every acknowledged transaction pulled back exactly once, before and after a restart.
 @Suite("Disk full: 507 storageFull, nothing acknowledged lost, recovery without a restart")
 struct StorageFullTests {
     /// Whether this process may mount a tmpfs (tried once on a scratch directory).
@@ -43,6 +46,59 @@ struct StorageFullTests {
 
     struct MountError: Error {}
 
+    /// How the test fills the disk and frees it again.
+    enum Filling: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case tmpfs
+        case injected
+
+        var testDescription: String { rawValue }
+    }
+
+    /// A data directory whose disk the test can fill.
+    final class Disk: Sendable {
+        let data: String
+        let filling: Filling
+        private let mountPoint: String?
+        private let filler: String
+
+        init(_ dir: TemporaryDirectory, _ wanted: Filling) throws {
+            let root = dir.sub("disk")
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            if wanted == .tmpfs, StorageFullTests.canMount {
+                try StorageFullTests.mount(root, bytes: 4 << 20)
+                mountPoint = root
+                filling = .tmpfs
+            } else {
+                if wanted == .tmpfs {
+                    print("StorageFullTests: this process may not mount a tmpfs (uid \(geteuid())); the tmpfs case runs with injected ENOSPC")
+                }
+                mountPoint = nil
+                filling = .injected
+            }
+            data = root + "/data"
+            filler = root + "/filler"
+        }
+
+        deinit {
+            FaultInjection.clear(data)
+            if let mountPoint { StorageFullTests.unmount(mountPoint) }
+        }
+
+        func fill() throws {
+            switch filling {
+            case .tmpfs: #expect(try StorageFullTests.fill(filler) > 0)
+            case .injected: FaultInjection.failWrites(under: data, errno: ENOSPC)
+            }
+        }
+
+        func free() throws {
+            switch filling {
+            case .tmpfs: try FileManager.default.removeItem(atPath: filler)
+            case .injected: FaultInjection.clear(data)
+            }
+        }
+    }
+
     /// A note whose title is `bytes` random letters (compression cannot shrink it much).
     func bulky(_ replica: ReplicaID, _ sequence: UInt64, bytes: Int) -> TransactionRecord {
         let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -50,7 +106,7 @@ struct StorageFullTests {
     }
 
     /// Writes a file until the file system refuses more (ENOSPC): the disk is full.
-    func fill(_ path: String) throws -> Int {
+    static func fill(_ path: String) throws -> Int {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         try #require(fd >= 0)
         defer { close(fd) }
@@ -75,15 +131,11 @@ struct StorageFullTests {
     }
 
     @Test("pushes acknowledged, disk fills, push answered 507, space returns, the retried push and a new one succeed; every acknowledged transaction pulled exactly once, also after a restart",
-          .enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
-    func diskFullAndRecovery() async throws {
+          arguments: Filling.allCases)
+    func diskFullAndRecovery(_ filling: Filling) async throws {
         let dir = TemporaryDirectory()
-        let mountPoint = dir.sub("disk")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        try Self.mount(mountPoint, bytes: 4 << 20)
-        defer { Self.unmount(mountPoint) }
-        let data = mountPoint + "/data"
-        let filler = mountPoint + "/filler"
+        let disk = try Disk(dir, filling)
+        let data = disk.data
 
         let users = try UserDirectory(tokens: ["alice": Token.alice])
         let replica = ReplicaID.random()
@@ -100,8 +152,7 @@ struct StorageFullTests {
             }
 
             // The disk fills up: the next push is answered 507, not 500, and nothing of it is kept.
-            let filled = try fill(filler)
-            #expect(filled > 0)
+            try disk.fill()
             let refused = try await client.push("notes", [record])
             #expect(refused.status.code == 507, "\(String(buffer: refused.body))")
             #expect(try errorBody(refused).code == "storageFull")
@@ -112,7 +163,7 @@ struct StorageFullTests {
             #expect(String(decoding: app.metrics.exposition(), as: UTF8.self).contains("strata_storage_full_total 2"))
 
             // Space returns: the same push (the client's retry) and a new one go through, no restart.
-            try FileManager.default.removeItem(atPath: filler)
+            try disk.free()
             let retried = try await client.push("notes", [record])
             #expect(retried.status == .ok, "\(String(buffer: retried.body))")
             acknowledged.append("\(replica):5")
@@ -134,5 +185,6 @@ struct StorageFullTests {
             #expect(pulled.count >= 5 && pulled[4].encoded() == record.encoded())
         }
         try await reopened.close()
+        withExtendedLifetime(disk) {}  // unmounted only now
     }
 }
