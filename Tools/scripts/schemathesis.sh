@@ -181,6 +181,14 @@ set -e
 SERVER_STATUS=0
 if kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID"
+    for _ in $(seq 1 300); do
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$SERVER_PID" 2>/dev/null; then
+        say "strata serve did not exit within 30 s of SIGTERM"
+        kill -KILL "$SERVER_PID"
+    fi
     wait "$SERVER_PID" || SERVER_STATUS=$?
 else
     wait "$SERVER_PID" || SERVER_STATUS=$?
