@@ -23,7 +23,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0"),
     ],
     targets: [
         // The system liblz4 (no vendored C source). Only LZ4Codec.swift imports it.
@@ -89,7 +88,6 @@ let package = Package(
                 "StrataServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Configuration", package: "swift-configuration"),
             ],
             path: "Tools/strata/Commands"
         ),

@@ -80,16 +80,17 @@ extension StrataServerApp {
             "users": "\(users.current.users.count)", "tls": "\(options.tls != nil)",
         ])
         // The group shuts its services down in the reverse of this order.
-        var services: [any Service] = [StorageService(storage: storage, logger: logger)]
+        var services: [(name: String, service: any Service)] = [("storage", StorageService(storage: storage, logger: logger))]
         if let retention = options.retention {
-            services.append(CompactorService(storage: storage, retention: retention, logger: logger, metrics: metrics))
+            services.append(("compactor", CompactorService(storage: storage, retention: retention, logger: logger, metrics: metrics)))
         }
-        services.append(application)
-        services.append(ShutdownAnnouncer(server: server))
+        services.append(("http", application))
+        services.append(("shutdown", ShutdownAnnouncer(server: server)))
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: services.map {
                 // Any service ending, by success or failure, takes the others down in order.
-                .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)
+                .init(service: $0.service, successTerminationBehavior: .gracefullyShutdownGroup,
+                      failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: $0.name)
             },
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger

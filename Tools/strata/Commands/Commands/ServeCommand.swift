@@ -1,47 +1,115 @@
 import ArgumentParser
 import Foundation
+import Logging
 import StrataServer
 
-/// `strata serve --data DIR [--port N] [--users FILE]`: the log server with embedded storage.
+/// `strata serve [--config FILE] [--data DIR] [--port N] [--users FILE] …`: the log server with
+/// embedded storage.
 ///
-/// Once it listens it prints `listening on http://HOST:PORT` (the port picked when `--port 0`).
+/// Every setting comes from a flag, else a `STRATA_*` environment variable, else the JSON
+/// configuration file (`--config` or `STRATA_CONFIG`), else its default (see
+/// ``ServeConfiguration``); the effective configuration is logged at start-up. Once it listens it
+/// prints `listening on http://HOST:PORT` (`https://` with TLS; the port picked when `--port 0`).
 /// SIGTERM or SIGINT shut it down promptly: long polls are answered at once (an empty page, so
-/// clients poll again), requests in flight finish, the storage is closed, and it exits 0.
+/// clients poll again), requests in flight finish, the storage is closed, and it exits 0. SIGHUP
+/// reloads the users file.
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the log server (zones, push, pull) with embedded storage."
+        abstract: "Run the log server (zones, push, pull) with embedded storage.",
+        discussion: """
+        Settings come from flags, else STRATA_* environment variables, else the JSON file given by --config \
+        (or STRATA_CONFIG), else defaults. Limits: --limit NAME=VALUE (repeatable), STRATA_LIMITS_NAME, or \
+        "limits": {NAME: VALUE} in the file; durations in seconds, sizes in bytes. Names: \
+        \(ServeConfiguration.limitNames.joined(separator: ", ")).
+        """
     )
 
+    @Option(help: "A JSON configuration file (flags and STRATA_* variables override it).")
+    var config: String?
+
     @Option(help: "Where the zones live.")
-    var data: String
+    var data: String?
 
-    @Option(help: "The port to listen on (0 picks a free one).")
-    var port: Int = 8080
+    @Option(help: "The port to listen on (0 picks a free one; default 8080).")
+    var port: Int?
 
-    @Option(help: "The address to listen on.")
-    var host: String = "127.0.0.1"
+    @Option(help: "The address to listen on (default 127.0.0.1).")
+    var host: String?
 
-    @Option(help: "The users file: {\"users\": [{\"name\": …, \"tokenSHA256\": …}]}.")
-    var users: String = "users.json"
+    @Option(help: "The users file (default users.json; see `strata users`).")
+    var users: String?
 
     @Option(help: "Keep this many transactions of each zone's history; older ones are compacted into a snapshot (default: keep everything).")
     var retain: UInt64?
 
-    @Option(help: "Seconds between compactions (with --retain).")
-    var compactEvery: Int = 600
+    @Option(help: "Seconds between compactions (with --retain; default 600).")
+    var compactEvery: Int?
+
+    @Option(help: "Log format: text or json (one JSON object per line on standard error).")
+    var logFormat: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error or critical (default info).")
+    var logLevel: String?
+
+    @Option(help: "Serve HTTPS with this PEM certificate chain (with --tls-key).")
+    var tlsCert: String?
+
+    @Option(help: "The PEM private key of --tls-cert.")
+    var tlsKey: String?
+
+    @Option(help: ArgumentHelp("A limit, NAME=VALUE (repeatable); see the discussion for the names.", valueName: "NAME=VALUE"))
+    var limit: [String] = []
 
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535, got \(port)") }
+        if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535, got \(port)") }
+        _ = try flagValues()
+    }
+
+    /// The flags given, by configuration key.
+    func flagValues() throws -> [String: String] {
+        var values: [String: String] = [:]
+        values["data"] = data
+        values["port"] = port.map { "\($0)" }
+        values["host"] = host
+        values["users"] = users
+        values["retain"] = retain.map { "\($0)" }
+        values["compactEvery"] = compactEvery.map { "\($0)" }
+        values["logFormat"] = logFormat
+        values["logLevel"] = logLevel
+        values["tls.cert"] = tlsCert
+        values["tls.key"] = tlsKey
+        let names = Set(ServeConfiguration.limitNames)
+        for assignment in limit {
+            guard let equals = assignment.firstIndex(of: "=") else {
+                throw ValidationError("--limit takes NAME=VALUE, got \"\(assignment)\"")
+            }
+            let name = String(assignment[..<equals])
+            guard names.contains(name) else {
+                throw ValidationError("--limit: unknown limit \"\(name)\" (one of \(names.sorted().joined(separator: ", ")))")
+            }
+            values["limits." + name] = String(assignment[assignment.index(after: equals)...])
+        }
+        return values
     }
 
     func run() async throws {
+        let resolved: ServeConfiguration
         do {
-            let retention = retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) }
-            let host = self.host
-            try await StrataServerApp.serve(dataDirectory: data, port: port, usersFile: users, host: host, retention: retention) { port in
+            resolved = try ServeConfiguration.resolve(flags: try flagValues(), environment: ProcessInfo.processInfo.environment,
+                                                      configFile: config)
+        } catch let problem as ServeConfiguration.Problem {
+            throw CLIError("bad configuration: \(problem)")
+        }
+        let logger = Logger.strataServer(format: resolved.logFormat, level: resolved.logLevel)
+        logger.info("effective configuration", metadata: resolved.effectiveMetadata)
+        let options = resolved.serveOptions
+        let scheme = options.tls == nil ? "http" : "https"
+        let host = options.configuration.host
+        do {
+            try await StrataServerApp.serve(options, logger: logger) { port in
                 // Unbuffered, so that a script or test reading the output sees it at once.
-                FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+                FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
             }
         } catch {
             throw CLIError("the server stopped: \(error)")

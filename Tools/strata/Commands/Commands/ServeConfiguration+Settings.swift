@@ -1,0 +1,162 @@
+import Foundation
+import Logging
+import StrataServer
+
+/// One key of `strata serve`'s configuration: its name in the file (dotted: `limits.maxBodyBytes`),
+/// its environment variable (`STRATA_LIMITS_MAX_BODY_BYTES`), its flag, how a value is parsed and
+/// applied, and how the resolved value prints.
+struct ServeSetting: Sendable {
+    let key: String
+    let flag: String
+    let secret: Bool
+    let apply: @Sendable (inout ServeConfiguration, String) throws(ValueError) -> Void
+    let current: @Sendable (ServeConfiguration) -> String
+
+    /// `STRATA_` and the key in upper snake case: `limits.rateLimit.burst` → `STRATA_LIMITS_RATE_LIMIT_BURST`.
+    var environmentName: String {
+        var name = "STRATA_"
+        for character in key {
+            if character == "." {
+                name += "_"
+            } else if character.isUppercase {
+                name += "_" + String(character)
+            } else {
+                name += character.uppercased()
+            }
+        }
+        return name
+    }
+}
+
+extension ServeConfiguration {
+    /// Every key. A limit's flag is `--limit NAME=VALUE` (NAME without `limits.`); durations are in
+    /// seconds (fractions allowed); sizes in bytes.
+    static let settings: [ServeSetting] = [
+        text("data", flag: "--data", \.data),
+        text("users", flag: "--users", \.users),
+        text("host", flag: "--host", \.host),
+        ServeSetting(key: "port", flag: "--port", secret: false, apply: { c, v throws(ValueError) in c.port = try integer(v, 0...65535) },
+                     current: { "\($0.port)" }),
+        ServeSetting(key: "retain", flag: "--retain", secret: false,
+                     apply: { c, v throws(ValueError) in c.retain = UInt64(try integer(v, 1...Int.max)) },
+                     current: { $0.retain.map { "\($0)" } ?? "everything" }),
+        ServeSetting(key: "compactEvery", flag: "--compact-every", secret: false,
+                     apply: { c, v throws(ValueError) in c.compactEvery = try integer(v, 1...Int(Int32.max)) },
+                     current: { "\($0.compactEvery)" }),
+        ServeSetting(key: "logFormat", flag: "--log-format", secret: false, apply: { c, v throws(ValueError) in
+            guard let format = LogFormat(rawValue: v) else { throw ValueError("is not a log format (text, json)") }
+            c.logFormat = format
+        }, current: { $0.logFormat.rawValue }),
+        ServeSetting(key: "logLevel", flag: "--log-level", secret: false, apply: { c, v throws(ValueError) in
+            guard let level = Logger.Level(rawValue: v) else {
+                throw ValueError("is not a log level (\(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            c.logLevel = level
+        }, current: { $0.logLevel.rawValue }),
+        text("tls.cert", flag: "--tls-cert", \.tlsCert),
+        text("tls.key", flag: "--tls-key", \.tlsKey),
+
+        limitBytes("maxBodyBytes", \.maxBodyBytes),
+        limitBytes("maxStateBytes", \.maxStateBytes),
+        limitCount("defaultPullLimit", \.defaultPullLimit, minimum: 1),
+        limitCount("maxPullLimit", \.maxPullLimit, minimum: 1),
+        limitBytes("maxPullBytes", \.maxPullBytes),
+        limitDuration("maxWait", \.maxWait),
+        limitRate("rateLimit.requestsPerSecond", \.rateLimit.requestsPerSecond),
+        limitRate("rateLimit.burst", \.rateLimit.burst),
+        limitDuration("maxClockOffset", \.maxClockOffset),
+        limitDuration("idleTimeout", \.idleTimeout, positive: true),
+        limitDuration("headerTimeout", \.headerTimeout, positive: true),
+        limitDuration("bodyTimeout", \.bodyTimeout, positive: true),
+        limitCount("maxConnections", \.maxConnections, minimum: 1),
+        limitCount("maxConnectionsPerAddress", \.maxConnectionsPerAddress, minimum: 1),
+        limitBytes("uploadMemoryBudget", \.uploadMemoryBudget),
+        limitDuration("uploadBudgetWait", \.uploadBudgetWait),
+        limitRate("failedAuthLimit.requestsPerSecond", \.failedAuthLimit.requestsPerSecond),
+        limitRate("failedAuthLimit.burst", \.failedAuthLimit.burst),
+        ServeSetting(key: "limits.trustedProxies", flag: "--limit trustedProxies=", secret: false, apply: { c, v throws(ValueError) in
+            c.limits.trustedProxies = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }, current: { $0.limits.trustedProxies.isEmpty ? "none" : $0.limits.trustedProxies.joined(separator: ",") }),
+        limitCount("maxZonesPerUser", \.maxZonesPerUser, minimum: 0),
+        limitCount("maxGrantsPerZone", \.maxGrantsPerZone, minimum: 0),
+        ServeSetting(key: "limits.maxStoredBytesPerUser", flag: "--limit maxStoredBytesPerUser=", secret: false,
+                     apply: { c, v throws(ValueError) in c.limits.maxStoredBytesPerUser = Int64(try integer(v, 0...Int.max)) },
+                     current: { "\($0.limits.maxStoredBytesPerUser)" }),
+    ]
+
+    /// The names `--limit NAME=VALUE` takes.
+    static var limitNames: [String] {
+        settings.map(\.key).filter { $0.hasPrefix("limits.") }.map { String($0.dropFirst("limits.".count)) }
+    }
+
+    // MARK: Kinds of values
+
+    private static func text(_ key: String, flag: String, _ path: WritableKeyPath<ServeConfiguration, String> & Sendable) -> ServeSetting {
+        ServeSetting(key: key, flag: flag, secret: false, apply: { c, v throws(ValueError) in
+            guard !v.isEmpty else { throw ValueError("is empty") }
+            c[keyPath: path] = v
+        }, current: { $0[keyPath: path] })
+    }
+
+    private static func text(_ key: String, flag: String, _ path: WritableKeyPath<ServeConfiguration, String?> & Sendable) -> ServeSetting {
+        ServeSetting(key: key, flag: flag, secret: false, apply: { c, v throws(ValueError) in
+            guard !v.isEmpty else { throw ValueError("is empty") }
+            c[keyPath: path] = v
+        }, current: { $0[keyPath: path] ?? "none" })
+    }
+
+    private static func limitBytes(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Int> & Sendable) -> ServeSetting {
+        limitCount(name, path, minimum: 1)
+    }
+
+    private static func limitCount(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Int> & Sendable,
+                                   minimum: Int) -> ServeSetting {
+        ServeSetting(key: "limits." + name, flag: "--limit \(name)=", secret: false, apply: { c, v throws(ValueError) in
+            c.limits[keyPath: path] = try integer(v, minimum...Int.max)
+        }, current: { "\($0.limits[keyPath: path])" })
+    }
+
+    private static func limitDuration(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Duration> & Sendable,
+                                      positive: Bool = false) -> ServeSetting {
+        ServeSetting(key: "limits." + name, flag: "--limit \(name)=", secret: false, apply: { c, v throws(ValueError) in
+            c.limits[keyPath: path] = try seconds(v, positive: positive)
+        }, current: { c in
+            let duration = c.limits[keyPath: path]
+            return "\(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)s"
+        })
+    }
+
+    private static func limitRate(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Double> & Sendable) -> ServeSetting {
+        ServeSetting(key: "limits." + name, flag: "--limit \(name)=", secret: false, apply: { c, v throws(ValueError) in
+            if v == "unlimited" {
+                c.limits[keyPath: path] = .infinity
+                return
+            }
+            guard let value = Double(v), value.isFinite, value > 0 else { throw ValueError("is not a positive number (or \"unlimited\")") }
+            c.limits[keyPath: path] = value
+        }, current: { c in
+            let value = c.limits[keyPath: path]
+            return value.isInfinite ? "unlimited" : "\(value)"
+        })
+    }
+
+    // MARK: Parsing
+
+    static func integer(_ text: String, _ range: ClosedRange<Int>) throws(ValueError) -> Int {
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else { throw ValueError("is not a whole number") }
+        guard range.contains(value) else {
+            throw ValueError(range.upperBound == Int.max ? "must be at least \(range.lowerBound)" : "must be \(range.lowerBound)…\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// Seconds, fractions allowed, at most a day — a timeout or wait longer than that is a typo.
+    static func seconds(_ text: String, positive: Bool) throws(ValueError) -> Duration {
+        guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite else {
+            throw ValueError("is not a number of seconds")
+        }
+        guard positive ? value > 0 : value >= 0 else { throw ValueError(positive ? "must be more than 0 seconds" : "must not be negative") }
+        guard value <= 86_400 else { throw ValueError("is more than a day (86400 seconds)") }
+        return .nanoseconds(Int64((value * 1e9).rounded()))
+    }
+}
