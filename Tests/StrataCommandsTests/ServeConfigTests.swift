@@ -1,0 +1,86 @@
+import Foundation
+@testable import StrataCommands
+import StrataServer
+import StrataTestSupport
+import Testing
+
+/// `strata serve`'s configuration: flags > STRATA_* environment > config file > defaults.
+@Suite("strata serve configuration: precedence, every limit, bad values")
+struct ServeConfigTests {
+    func file(_ json: String, _ directory: TemporaryDirectory) throws -> String {
+        let path = directory.sub("config.json")
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("A flag beats the environment, which beats the file, which beats the default")
+    func precedence() throws {
+        let directory = TemporaryDirectory(#function)
+        let path = try file(#"{"data": "/from/file", "port": 7001, "host": "10.0.0.1", "users": "file-users.json", "limits": {"maxBodyBytes": 1000, "maxWait": 2.5, "trustedProxies": ["10.0.0.2"]}}"#, directory)
+        let resolved = try ServeConfiguration.resolve(
+            flags: ["port": "7003"],
+            environment: ["STRATA_PORT": "7002", "STRATA_HOST": "10.0.0.9", "STRATA_LIMITS_MAX_BODY_BYTES": "2000", "STRATA_TOKEN": "not ours"],
+            configFile: path)
+        #expect(resolved.port == 7003)
+        #expect(resolved.host == "10.0.0.9")
+        #expect(resolved.data == "/from/file" && resolved.users == "file-users.json")
+        #expect(resolved.limits.maxBodyBytes == 2000)
+        #expect(resolved.limits.maxWait == .milliseconds(2500))
+        #expect(resolved.limits.trustedProxies == ["10.0.0.2"])
+        #expect(resolved.limits.maxPullLimit == ServerConfiguration.Limits().maxPullLimit)
+        let sources = Dictionary(uniqueKeysWithValues: resolved.effective.map { ($0.key, $0.source) })
+        #expect(sources["port"] == .flag("--port"))
+        #expect(sources["host"] == .environment("STRATA_HOST"))
+        #expect(sources["data"] == .file(path))
+        #expect(sources["limits.maxPullLimit"] == .defaultValue)
+    }
+
+    @Test("STRATA_CONFIG names the file when --config does not")
+    func configFromEnvironment() throws {
+        let directory = TemporaryDirectory(#function)
+        let path = try file(#"{"data": "/d", "logFormat": "json", "logLevel": "debug"}"#, directory)
+        let resolved = try ServeConfiguration.resolve(flags: [:], environment: ["STRATA_CONFIG": path], configFile: nil)
+        #expect(resolved.logFormat == .json && "\(resolved.logLevel)" == "debug" && resolved.data == "/d")
+    }
+
+    @Test("A bad value is refused naming the key and its source")
+    func badValues() throws {
+        let directory = TemporaryDirectory(#function)
+        func problem(_ flags: [String: String], _ environment: [String: String], _ path: String? = nil) -> String {
+            do {
+                _ = try ServeConfiguration.resolve(flags: ["data": "/d"].merging(flags) { $1 }, environment: environment, configFile: path)
+                return "accepted"
+            } catch {
+                return error.description
+            }
+        }
+        #expect(problem([:], ["STRATA_LIMITS_MAX_BODY_BYTES": "lots"])
+            == #"limits.maxBodyBytes from environment variable STRATA_LIMITS_MAX_BODY_BYTES: "lots" is not a whole number"#)
+        #expect(problem(["port": "70000"], [:]) == #"port from flag --port: "70000" must be 0…65535"#)
+        #expect(problem(["logLevel": "loud"], [:]).hasPrefix(#"logLevel from flag --log-level: "loud" is not a log level"#))
+        let typo = try file(#"{"limits": {"maxBodyByte": 5}}"#, directory)
+        #expect(problem([:], [:], typo) == "config file \(typo): unknown key \"limits.maxBodyByte\" (the keys are listed in the Operating guide)")
+        let negative = try file(#"{"limits": {"idleTimeout": -1}}"#, directory)
+        #expect(problem([:], [:], negative) == "limits.idleTimeout from config file \(negative): \"-1\" must be more than 0 seconds")
+        #expect(problem(["tls.cert": "c.pem"], [:]).contains("TLS needs both tls.cert and tls.key"))
+        #expect(problem([:], [:], directory.sub("missing.json")).hasPrefix("cannot read the config file"))
+    }
+
+    @Test("Every field of ServerConfiguration.Limits has a configuration key")
+    func everyLimitConfigurable() {
+        let keys = Set(ServeConfiguration.settings.map(\.key))
+        for child in Mirror(reflecting: ServerConfiguration.Limits()).children {
+            guard let name = child.label else { continue }
+            let covered = keys.contains("limits." + name) || keys.contains { $0.hasPrefix("limits.\(name).") }
+            #expect(covered, "limits.\(name) has no configuration key")
+        }
+    }
+
+    @Test("The environment variable of a key is STRATA_ and the key in upper snake case")
+    func environmentNames() {
+        let names = Dictionary(uniqueKeysWithValues: ServeConfiguration.settings.map { ($0.key, $0.environmentName) })
+        #expect(names["limits.rateLimit.requestsPerSecond"] == "STRATA_LIMITS_RATE_LIMIT_REQUESTS_PER_SECOND")
+        #expect(names["tls.cert"] == "STRATA_TLS_CERT")
+        #expect(names["compactEvery"] == "STRATA_COMPACT_EVERY")
+    }
+}
