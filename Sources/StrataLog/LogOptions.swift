@@ -65,6 +65,8 @@ public struct LogOptions: Sendable, Hashable {
     /// Stamps new segment headers and snapshot files with this time instead of the clock's. Set
     /// only to make reproducible fixtures.
     public var fixedTimestamp: LogTimestamp? = nil
+    /// Told of every group commit (entries per fsync, the fsync's duration); none by default.
+    public var commitObserver: CommitObserver? = nil
 
     /// The time to write into a new segment header or snapshot file.
     var fileTimestamp: LogTimestamp { fixedTimestamp ?? currentLogTimestamp() }

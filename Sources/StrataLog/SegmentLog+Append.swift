@@ -188,6 +188,7 @@ extension SegmentLog {
             lastGroup = batch.count
             switch outcome {
             case .success:
+                options.commitObserver?.committed(entries: batch.reduce(0) { $0 + $1.positions.count }, sync: lastSync)
                 for append in batch {
                     append.completion(.success(AppendResult(positions: append.positions, storedSize: append.bytes.count)))
                 }

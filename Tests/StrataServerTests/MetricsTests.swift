@@ -56,6 +56,11 @@ struct MetricsTests {
             #expect(after[#"strata_http_requests_total{route="/v1/zones",method="GET",status="401"}"#] == 1)
             #expect(after[#"strata_http_request_duration_seconds_count{route="/v1/zones/{zone}/push",method="POST"}"#] == 1)
             #expect(after["strata_long_poll_waiters"] == 0)
+            // The push was one log record of two transactions, made durable by one fsync.
+            let commits = (after["strata_group_commit_transactions_count"] ?? 0) - (first["strata_group_commit_transactions_count"] ?? 0)
+            let committed = (after["strata_group_commit_transactions_sum"] ?? 0) - (first["strata_group_commit_transactions_sum"] ?? 0)
+            let syncs = (after["strata_fsync_duration_seconds_count"] ?? 0) - (first["strata_fsync_duration_seconds_count"] ?? 0)
+            #expect(commits == 1 && committed == 2 && syncs == 1, "commits \(commits), transactions \(committed), fsyncs \(syncs)")
         }
     }
 

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import Strata
 @testable public import StrataServer
+import StrataLog
 import StrataTestSupport
 import Testing
 
@@ -60,10 +61,14 @@ struct TestServer {
     init(limits: ServerConfiguration.Limits = ServerConfiguration.Limits(), now: (@Sendable () -> Duration)? = nil,
          wallClock: (@Sendable () -> UInt64)? = nil, label: String = #function) throws {
         directory = TemporaryDirectory(label)
-        storage = try EmbeddedZoneStorage(directory: directory.sub("data"))
+        // Wired as `strata serve` wires them: the zone logs report their group commits to /metrics.
+        let metrics = ServerMetrics()
+        var options = EmbeddedZoneStorage.Options()
+        options.log.commitObserver = metrics.commitObserver
+        storage = try EmbeddedZoneStorage(directory: directory.sub("data"), options: options)
         let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
         app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0, limits: limits), now: now,
-                              wallClock: wallClock)
+                              wallClock: wallClock, metrics: metrics)
     }
 
     /// Runs `body` against the router (or a live server), then closes the storage.

@@ -3,6 +3,7 @@ import Hummingbird
 public import Logging
 import NIOSSL
 import ServiceLifecycle
+import StrataLog
 import UnixSignals
 
 /// What `strata serve` serves: the storage, users, listening address and limits, history
@@ -66,7 +67,9 @@ extension StrataServerApp {
         defer { hangup.cancel() }
         // Checked before the storage opens, so that a bad certificate stops nothing half-started.
         let tls = try options.tls?.serverConfiguration()
-        let storage = try EmbeddedZoneStorage(directory: options.dataDirectory, logger: logger)
+        var storageOptions = EmbeddedZoneStorage.Options()
+        storageOptions.log.commitObserver = metrics.commitObserver
+        let storage = try EmbeddedZoneStorage(directory: options.dataDirectory, options: storageOptions, logger: logger)
         let server = StrataServerApp(storage: storage, users: users, configuration: options.configuration, logger: logger, metrics: metrics)
         let application: Application<RouterResponder<StrataRequestContext>>
         do {

@@ -1,4 +1,5 @@
 public import Prometheus
+public import StrataLog
 
 /// The server's metrics, answered in Prometheus text format at `GET /metrics`.
 ///
@@ -6,7 +7,7 @@ public import Prometheus
 /// `PrometheusCollectorRegistry`, so that several servers in one process (tests) never share
 /// counts and nothing calls `MetricsSystem.bootstrap` (which a process may do only once).
 ///
-/// For the other parts of the server — **helpers "bounds" and "users": count your refusals here**:
+/// The parts of the server that refuse requests count their refusals here:
 ///
 /// ```swift
 /// metrics.quotaRefusals.increment()      // 403 quotaExceeded
@@ -52,10 +53,20 @@ public final class ServerMetrics: Sendable {
     public let serverBusy: CounterMetric
     /// `strata_storage_full_total`: requests answered `507 storageFull`.
     public let storageFull: CounterMetric
-    /// `strata_group_commit_transactions`: log entries made durable by one fsync (group commit).
+    /// `strata_group_commit_transactions`: log entries (transactions) made durable by one fsync
+    /// of a zone's log (group commit).
     let groupCommitSize: Prometheus.ValueHistogram
-    /// `strata_fsync_duration_seconds`: how long each log fsync took.
+    /// `strata_fsync_duration_seconds`: how long each such fsync took.
     let fsyncDuration: Prometheus.DurationHistogram
+
+    /// Feeds ``groupCommitSize`` and ``fsyncDuration``: give it to every zone log's options
+    /// (``EmbeddedZoneStorage/Options/log``), as `strata serve` does.
+    public var commitObserver: CommitObserver {
+        CommitObserver { [groupCommitSize, fsyncDuration] entries, sync in
+            groupCommitSize.record(Double(entries))
+            fsyncDuration.record(sync)
+        }
+    }
 
     /// Buckets of request durations: long polls last up to a minute.
     static let durationBuckets: [Duration] = [
