@@ -11,71 +11,7 @@ import Testing
 /// resident memory bounded, and every push it acknowledged is stored.
 @Suite("strata serve: resident memory bounded under concurrent maximum-size uploads")
 struct ServeBoundsTests {
-    /// A running `strata serve` child with extra arguments (the pattern of ServeShutdownTests).
-    final class Server: @unchecked Sendable {
-        let process: Process
-        let url: URL
-        let stderrPath: String
-
-        /// Starts `strata serve --port 0 ARGUMENTS…` and waits (at most 30 s) for its
-        /// `listening on` line; fails loudly, with its stderr, when it does not come.
-        init(data: String, users: String, scratch: String, arguments: [String]) throws {
-            let out = scratch + "/serve-\(UUID().uuidString).out"
-            stderrPath = scratch + "/serve-\(UUID().uuidString).err"
-            _ = FileManager.default.createFile(atPath: out, contents: nil)
-            _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-            process = Process()
-            process.executableURL = try ChildProcess.executable("strata")
-            process.arguments = ["serve", "--data", data, "--port", "0", "--users", users] + arguments
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = FileHandle(forWritingAtPath: out)
-            process.standardError = FileHandle(forWritingAtPath: stderrPath)
-            try process.run()
-            let deadline = Date().addingTimeInterval(30)
-            var found: URL?
-            while found == nil && Date() < deadline && process.isRunning {
-                let text = String(decoding: FileManager.default.contents(atPath: out) ?? Data(), as: UTF8.self)
-                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
-                    found = URL(string: String(line.dropFirst("listening on ".count)))
-                } else {
-                    usleep(20_000)
-                }
-            }
-            guard let found else {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-                process.waitUntilExit()
-                let stderr = String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self)
-                throw ServeError("strata serve did not start within 30 s (status \(process.terminationStatus)): \(stderr)")
-            }
-            url = found
-        }
-
-        var stderr: String { String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self) }
-
-        /// A field of the child's `/proc/PID/status` in bytes (`VmHWM`: peak resident memory,
-        /// `VmRSS`: resident now).
-        func memory(_ field: String) throws -> Int {
-            let status = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
-            guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
-                  let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else {
-                throw ServeError("no \(field) in /proc/\(process.processIdentifier)/status")
-            }
-            return kilobytes * 1024
-        }
-
-        /// Kills the process if it still runs (a failed test never leaves a server behind).
-        func kill9() {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-        }
-    }
-
-    struct ServeError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
-    }
+    typealias Server = ServeChild
 
     /// A push body: `count` transactions of `replica` (sequences 1…count), each one event holding
     /// a title of `titleBytes` bytes.

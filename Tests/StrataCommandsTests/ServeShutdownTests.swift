@@ -14,78 +14,7 @@ struct ServeShutdownTests {
     {"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string", "default": ""}]}]}
     """
 
-    /// A running `strata serve` child process and the URL it listens on.
-    final class Server: @unchecked Sendable {
-        let process: Process
-        let url: URL
-        let stderrPath: String
-
-        /// Starts `strata serve --port 0` on `data` and waits (at most 30 s) for its
-        /// `listening on` line; fails loudly, with its stderr, when it does not come.
-        init(data: String, users: String, scratch: String) throws {
-            let out = scratch + "/serve-\(UUID().uuidString).out"
-            stderrPath = scratch + "/serve-\(UUID().uuidString).err"
-            FileManager.default.createFile(atPath: out, contents: nil)
-            FileManager.default.createFile(atPath: stderrPath, contents: nil)
-            process = Process()
-            process.executableURL = try ChildProcess.executable("strata")
-            process.arguments = ["serve", "--data", data, "--port", "0", "--users", users]
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = FileHandle(forWritingAtPath: out)
-            process.standardError = FileHandle(forWritingAtPath: stderrPath)
-            try process.run()
-            let deadline = Date().addingTimeInterval(30)
-            var found: URL?
-            while found == nil && Date() < deadline && process.isRunning {
-                let text = String(decoding: FileManager.default.contents(atPath: out) ?? Data(), as: UTF8.self)
-                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
-                    found = URL(string: String(line.dropFirst("listening on ".count)))
-                } else {
-                    usleep(20_000)
-                }
-            }
-            guard let found else {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-                process.waitUntilExit()
-                let stderr = String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self)
-                throw ServeError("strata serve did not start within 30 s (status \(process.terminationStatus)): \(stderr)")
-            }
-            url = found
-        }
-
-        var stderr: String { String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self) }
-
-        /// Sends `signal` and waits for the exit (at most `limit`, then SIGKILL): the exit status
-        /// and how long it took, or `nil` when it had to be killed.
-        func stop(_ signal: Int32 = SIGTERM, limit: TimeInterval = 60) async -> (status: Int32, seconds: TimeInterval)? {
-            let started = Date()
-            kill(process.processIdentifier, signal)
-            while process.isRunning && Date().timeIntervalSince(started) < limit {
-                try? await Task.sleep(for: .milliseconds(10))
-            }
-            let seconds = Date().timeIntervalSince(started)
-            guard !process.isRunning else {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                return nil
-            }
-            process.waitUntilExit()
-            return (process.terminationStatus, seconds)
-        }
-
-        /// Kills the process if it still runs (a failed test never leaves a server behind).
-        func kill9() {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-        }
-    }
-
-    struct ServeError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
-    }
+    typealias Server = ServeChild
 
     /// Runs the `strata` executable to its end on a thread of its own.
     func strata(_ arguments: [String], input: String? = nil) async throws -> ChildProcess.Result {

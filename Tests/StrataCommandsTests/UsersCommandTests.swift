@@ -155,62 +155,7 @@ struct UsersCommandTests {
 
     // MARK: SIGHUP reload against a real `strata serve`
 
-    /// A running `strata serve` child on a free port (as in ServeShutdownTests).
-    final class Server: @unchecked Sendable {
-        let process: Process
-        let url: URL
-        let stderrPath: String
-        let stdoutPath: String
-
-        init(data: String, users: String, scratch: String) throws {
-            let out = scratch + "/serve-\(UUID().uuidString).out"
-            stdoutPath = out
-            stderrPath = scratch + "/serve-\(UUID().uuidString).err"
-            FileManager.default.createFile(atPath: out, contents: nil)
-            FileManager.default.createFile(atPath: stderrPath, contents: nil)
-            process = Process()
-            process.executableURL = try ChildProcess.executable("strata")
-            process.arguments = ["serve", "--data", data, "--port", "0", "--users", users]
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = FileHandle(forWritingAtPath: out)
-            process.standardError = FileHandle(forWritingAtPath: stderrPath)
-            try process.run()
-            let deadline = Date().addingTimeInterval(60)
-            var found: URL?
-            while found == nil && Date() < deadline && process.isRunning {
-                let text = String(decoding: FileManager.default.contents(atPath: out) ?? Data(), as: UTF8.self)
-                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
-                    found = URL(string: String(line.dropFirst("listening on ".count)))
-                } else {
-                    usleep(20_000)
-                }
-            }
-            guard let found else {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-                process.waitUntilExit()
-                let stderr = String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self)
-                throw ServeError("strata serve did not start (status \(process.terminationStatus)): \(stderr)")
-            }
-            url = found
-        }
-
-        /// Everything the server logged (to its stdout and stderr).
-        var log: String {
-            String(decoding: (FileManager.default.contents(atPath: stdoutPath) ?? Data()) + (FileManager.default.contents(atPath: stderrPath) ?? Data()), as: UTF8.self)
-        }
-
-        func kill9() {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-        }
-    }
-
-    struct ServeError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
-    }
+    typealias Server = ServeChild
 
     /// The status of `GET /v1/zones` with `token`.
     func status(_ url: URL, token: String) async throws -> Int {
