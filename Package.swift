@@ -54,6 +54,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                // To tell a failed TLS handshake (not retried) from a network failure.
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -87,6 +89,9 @@ let package = Package(
                 "StrataSync",
                 "StrataServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // `strata sync --ca-file`: a client trusting a private CA.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/strata/Commands"
@@ -123,9 +128,11 @@ let package = Package(
         .testTarget(
             name: "StrataCommandsTests",
             dependencies: [
-                "StrataCommands", "DivergentStores", "StrataTestSupport", "strata",
+                "StrataCommands", "StrataSync", "StrataServer", "DivergentStores", "StrataTestSupport", "strata",
                 // The TLS tests sync over HTTPS with a client trusting a test CA.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),

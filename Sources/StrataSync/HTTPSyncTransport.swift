@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 public import Foundation
 import NIOCore
 import NIOHTTP1
+public import NIOSSL
 public import Strata
 
 /// The protocol over HTTP with AsyncHTTPClient.
@@ -15,12 +16,34 @@ public struct HTTPSyncTransport: SyncTransport {
     /// - Parameters:
     ///   - server: the server's base URL (`http://host:port`).
     ///   - bearer: the user's token.
-    ///   - client: the HTTP client to use (shared; the caller shuts it down).
-    public init(server: URL, bearer: String, client: HTTPClient = .shared) {
+    ///   - client: the HTTP client to use (the caller shuts it down); by default
+    ///     ``defaultClient``. A client of your own should not retry connection attempts either
+    ///     (``configuration(trusting:)``).
+    public init(server: URL, bearer: String, client: HTTPClient = HTTPSyncTransport.defaultClient) {
         self.server = server
         self.bearer = bearer
         self.client = client
     }
+
+    /// AsyncHTTPClient's shared configuration, except that a failed connection attempt fails
+    /// the request at once instead of being retried inside it until the request times out: the
+    /// engine's own backoff decides when to try again, and a failed TLS handshake
+    /// (``SyncError/Code/untrustedServer``) is reported at once, not after the timeout. With
+    /// `trustRoots`, only those certificates are trusted (a private CA, a self-signed server).
+    public static func configuration(trusting trustRoots: NIOSSLTrustRoots? = nil) -> HTTPClient.Configuration {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        if let trustRoots {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = trustRoots
+            configuration.tlsConfiguration = tls
+        }
+        return configuration
+    }
+
+    /// The client transports use unless given one, with ``configuration(trusting:)``; never shut
+    /// down (it lives as long as the process).
+    public static let defaultClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration())
 
     /// The URL of a zone's endpoint (`suffix` after `v1/zones/{name}`), naming the owner when the
     /// zone is another user's.
@@ -48,9 +71,17 @@ public struct HTTPSyncTransport: SyncTransport {
             return (response, bytes)
         } catch let error as SyncError {
             throw error
+        } catch where Self.isTLSFailure(error) {
+            throw SyncError(.untrustedServer, "\(request.method) \(request.url): the TLS handshake failed (\(error)); is the server's certificate trusted by this client, current, and for this host?")
         } catch {
             throw SyncError(.transport, "\(request.method) \(request.url): \(error)")
         }
+    }
+
+    /// Whether `error` is a failed TLS handshake or certificate check (which no retry can fix),
+    /// rather than the network failing.
+    static func isTLSFailure(_ error: any Error) -> Bool {
+        error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError
     }
 
     /// The server's JSON error, or a transport error when the body is not one.

@@ -34,6 +34,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         // The client's own.
         /// The server could not be reached or answered with something unexpected.
         public static let transport = Code("transport")
+        /// The TLS handshake failed: the server's certificate is not trusted (self-signed, an
+        /// unknown CA), has expired, or names another host. Not transient: retrying cannot fix
+        /// it, and the client sends nothing — its token included — to a server it cannot verify.
+        public static let untrustedServer = Code("untrustedServer")
         /// The server answered with bytes that do not decode.
         public static let malformedResponse = Code("malformedResponse")
         /// The store refused what the server sent (see the message).

@@ -4,7 +4,9 @@ import Glibc
 import Darwin
 #endif
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
+import NIOSSL
 import Strata
 import StrataSync
 
@@ -63,6 +65,9 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: "A file holding the bearer token (its first line), readable only by you (chmod 600). Without --token or --token-file, the token is read from STRATA_TOKEN.")
     var tokenFile: String?
 
+    @Option(help: "Trust the server's certificate through this PEM file (a private CA, or a self-signed server's own certificate) instead of the system's roots.")
+    var caFile: String?
+
     @Flag(help: "Keep syncing with long polls until interrupted.")
     var watch = false
 
@@ -88,6 +93,31 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        guard let caFile else { return try await sync(client: HTTPSyncTransport.defaultClient) }
+        let client = try Self.client(trusting: caFile)
+        do {
+            try await sync(client: client)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+
+    /// An HTTP client that trusts only the certificates in `caFile` — checked here, so that a
+    /// missing or damaged file is refused by name before anything is sent.
+    static func client(trusting caFile: String) throws -> HTTPClient {
+        let certificates: [NIOSSLCertificate]
+        do {
+            certificates = try NIOSSLCertificate.fromPEMFile(caFile)
+        } catch {
+            throw CLIError("--ca-file \(caFile): not a readable PEM certificate file (\(error))")
+        }
+        guard !certificates.isEmpty else { throw CLIError("--ca-file \(caFile): holds no certificate") }
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPSyncTransport.configuration(trusting: .certificates(certificates)))
+    }
+
+    private func sync(client: HTTPClient) async throws {
         let reference = ZoneReference(zone, owner: owner)
         let opened: Store
         let engine: SyncEngine
@@ -97,7 +127,8 @@ struct SyncCommand: AsyncParsableCommand {
             opened = try openStore(store)
             guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
             do {
-                engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: credentials)
+                engine = try SyncEngine(store: opened, transport: HTTPSyncTransport(server: url, bearer: credentials, client: client),
+                                        zone: zone, owner: owner)
             } catch {
                 try? await opened.close()
                 throw CLIError("cannot sync the store \(store): \(error)")
