@@ -123,6 +123,40 @@ struct ResourceBoundsTests {
         }
     }
 
+    @Test("an answer the client reads nothing of is cut off after the write timeout; a client reading the same answer gets all of it")
+    func writeTimeout() async throws {
+        let server = try TestServer(limits: limits { $0.writeTimeout = .seconds(1) })
+        try await withLiveServer(server) { port in
+            #expect(try await exchange(port, "PUT", "/v1/zones/notes").status == 201)
+            // 28 MiB of history: more than loopback's socket buffers hold for a client that reads nothing.
+            let replica = ReplicaID.random()
+            let big = String(repeating: "a", count: 4 << 20)
+            for sequence in 1...7 as ClosedRange<UInt64> {
+                let pushed = try await exchange(port, "POST", "/v1/zones/notes/push", body: pushBytes(replica, sequences: sequence...sequence, title: big))
+                #expect(pushed.status == 200)
+            }
+
+            let stalled = try RawConnection(port: port)
+            #expect(stalled.send("GET /v1/zones/notes/changes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Token.alice)\r\n\r\n"))
+            // Another client reads the same answer to its end meanwhile.
+            let reader = try await exchange(port, "GET", "/v1/zones/notes/changes")
+            #expect(reader.status == 200)
+            #expect(try TransactionFrames.decode(reader.body).count == 7)
+
+            // Waits for the cause (the server counting a write timeout), not for a time.
+            let counted = #"strata_connection_timeouts_total{timeout="write"} 1"#
+            var seen = false
+            for _ in 0..<600 where !seen {
+                seen = String(decoding: server.app.metrics.exposition(), as: UTF8.self).contains(counted)
+                if !seen { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(seen, "the server never timed out the answer nobody read")
+            let end = await stalled.readUntilClosed()
+            #expect(end.closed, "the connection of the stalled answer is still open")
+            #expect(end.bytes.count < reader.body.count, "the whole answer reached a client that read none of it")
+        }
+    }
+
     // MARK: Connection caps
 
     @Test("over maxConnections a new connection is answered 503 serverBusy with Retry-After and closed; the open ones are still served, and a freed slot admits again")

@@ -45,6 +45,11 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// How long a request body may stall — no byte arriving while the server waits for
         /// one — before the connection is closed.
         public var bodyTimeout: Duration = .seconds(30)
+        /// How long an answer may stall — the client not reading it, so that not one byte of
+        /// what the server buffered for it drains — before the connection is closed. A client
+        /// that reads slowly but steadily is never cut; a long poll sends nothing while it waits,
+        /// so it never stalls.
+        public var writeTimeout: Duration = .seconds(30)
         /// The most connections open at once. One more is answered `503 serverBusy` (with
         /// `Retry-After`) and closed. Each connection holds a file descriptor: the server warns at
         /// start when the process's open-files limit (`ulimit -n`) is lower.

@@ -36,7 +36,7 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
         // Hummingbird's own idle timeout stays off: RequestTimeoutHandler tells a head, a body and
         // an idle connection apart, and never times out a request being answered (a long poll).
         base = HTTP1Channel(responder: responder, configuration: .init(
-            additionalChannelHandlers: [RequestTimeoutHandler(timeouts: timeouts, logger: logger)],
+            additionalChannelHandlers: [RequestTimeoutHandler(timeouts: timeouts, metrics: metrics, logger: logger)],
             idleTimeout: nil
         ))
         self.admission = admission

@@ -11,11 +11,14 @@ struct ConnectionTimeouts: Sendable, Hashable {
     var header: TimeAmount
     /// A request body is being read and no byte arrived.
     var body: TimeAmount
+    /// An answer is being written and none of it drained to the client.
+    var write: TimeAmount
 
     init(_ limits: ServerConfiguration.Limits) {
         idle = Self.amount(limits.idleTimeout)
         header = Self.amount(limits.headerTimeout)
         body = Self.amount(limits.bodyTimeout)
+        write = Self.amount(limits.writeTimeout)
     }
 
     /// A duration as NIO's time amount, at least a millisecond (a zero timeout would close every
@@ -62,10 +65,11 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     /// Which timeout closed a connection.
     enum Reason: String {
-        case idle, header, body
+        case idle, header, body, write
     }
 
     private let timeouts: ConnectionTimeouts
+    private let metrics: ServerMetrics?
     private let logger: Logger
     /// Requests whose head arrived and whose answer has not been written to its end.
     private var inFlight = 0
@@ -79,20 +83,38 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var readPending = false
     /// When the connection last had nothing in flight.
     private var idleSince: NIODeadline = .now()
+    /// While the channel is not writable (more of the answer buffered than the client takes):
+    /// since when no byte of it drained, and how many bytes were buffered then.
+    private var writeStalled: (since: NIODeadline, buffered: Int)?
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
 
-    init(timeouts: ConnectionTimeouts, logger: Logger) {
+    init(timeouts: ConnectionTimeouts, metrics: ServerMetrics? = nil, logger: Logger) {
         self.timeouts = timeouts
+        self.metrics = metrics
         self.logger = logger
     }
 
     /// The time the connection is closed at unless something happens first, and why.
     private var deadline: (at: NIODeadline, reason: Reason)? {
+        let reading = readingDeadline
+        guard let writeStalled else { return reading }
+        let writing = (at: writeStalled.since + timeouts.write, reason: Reason.write)
+        guard let reading else { return writing }
+        return writing.at < reading.at ? writing : reading
+    }
+
+    /// The deadline of the request side: an incomplete head, a stalled body, or idleness.
+    private var readingDeadline: (at: NIODeadline, reason: Reason)? {
         if let headStarted { return (headStarted + timeouts.header, .header) }
         if let bodyProgress { return readPending ? (bodyProgress + timeouts.body, .body) : nil }
         if inFlight > 0 { return nil }
         return (idleSince + timeouts.idle, .idle)
+    }
+
+    /// The bytes of answers the channel holds that the socket has not taken yet.
+    private func buffered(_ context: ChannelHandlerContext) -> Int {
+        (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -108,6 +130,16 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
         idleSince = .now()
         arm(context)
         context.fireChannelActive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            writeStalled = nil
+        } else if writeStalled == nil {
+            writeStalled = (.now(), buffered(context))
+        }
+        arm(context)
+        context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -187,10 +219,15 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
         timer = nil
         timerDeadline = nil
         guard let (at, reason) = deadline else { return }
-        if at <= .now() {
+        if at <= .now(), reason == .write, let stalled = writeStalled, buffered(context) < stalled.buffered {
+            // Some of the answer drained since: a slow reader, not a stalled one. Count again.
+            writeStalled = (.now(), buffered(context))
+            arm(context)
+        } else if at <= .now() {
             logger.debug("connection closed: \(reason.rawValue) timeout", metadata: [
                 "remote": "\(context.channel.remoteAddress?.description ?? "-")", "timeout": "\(reason.rawValue)",
             ])
+            metrics?.recordConnectionTimeout(reason.rawValue)
             context.close(promise: nil)
         } else {
             arm(context)

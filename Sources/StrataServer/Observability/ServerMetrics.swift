@@ -119,6 +119,13 @@ public final class ServerMetrics: Sendable {
                                        help: "Time to answer an HTTP request, by route and method.").record(duration)
     }
 
+    /// Counts a connection the server closed because one of its timeouts passed:
+    /// `strata_connection_timeouts_total{timeout}` (`idle`, `header`, `body`, `write`).
+    func recordConnectionTimeout(_ timeout: String) {
+        registry.makeCounter(name: "strata_connection_timeouts_total", labels: [("timeout", timeout)],
+                             help: "Connections closed by a timeout, by which timeout.").increment()
+    }
+
     /// The Prometheus text exposition of every metric.
     public func exposition() -> [UInt8] {
         registry.emitToBuffer()

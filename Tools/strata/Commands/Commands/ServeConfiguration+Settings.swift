@@ -68,6 +68,7 @@ extension ServeConfiguration {
         limitDuration("idleTimeout", \.idleTimeout, positive: true),
         limitDuration("headerTimeout", \.headerTimeout, positive: true),
         limitDuration("bodyTimeout", \.bodyTimeout, positive: true),
+        limitDuration("writeTimeout", \.writeTimeout, positive: true),
         limitCount("maxConnections", \.maxConnections, minimum: 1),
         limitCount("maxConnectionsPerAddress", \.maxConnectionsPerAddress, minimum: 1),
         limitBytes("uploadMemoryBudget", \.uploadMemoryBudget),
