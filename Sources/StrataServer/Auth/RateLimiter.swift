@@ -37,13 +37,7 @@ public final class RateLimiter: Sendable {
     ///   - now: monotonic time since any fixed origin (by default the continuous clock's).
     public init(limit: RateLimit, now: (@Sendable () -> Duration)? = nil) {
         self.limit = limit
-        if let now {
-            self.now = now
-        } else {
-            let clock = ContinuousClock()
-            let origin = clock.now
-            self.now = { clock.now - origin }
-        }
+        self.now = now ?? elapsedOnContinuousClock()
     }
 
     /// Takes a token for `user`: `nil` when the request may go ahead, else how long until a token
@@ -67,4 +61,12 @@ public final class RateLimiter: Sendable {
             return .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
         }
     }
+}
+
+/// Monotonic time since this was called, on the continuous clock: the limiters' default clock
+/// (tests inject their own).
+func elapsedOnContinuousClock() -> @Sendable () -> Duration {
+    let clock = ContinuousClock()
+    let origin = clock.now
+    return { clock.now - origin }
 }

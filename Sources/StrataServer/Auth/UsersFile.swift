@@ -74,7 +74,7 @@ public enum UsersFile {
     /// users, checks the result and writes it atomically, under the directory's lock.
     private static func editing<T>(_ path: String, creating: Bool,
                                    _ change: (inout [UserDirectory.User]) throws(UserDirectoryError) -> T) throws(UserDirectoryError) -> T {
-        let directory = parent(of: path)
+        let directory = DurableFile.parent(of: path)
         let lock = open(directory, O_RDONLY | O_CLOEXEC)
         guard lock >= 0 else { throw failure("open the directory", directory, of: path) }
         defer { _ = close(lock) }
@@ -103,50 +103,13 @@ public enum UsersFile {
         return result
     }
 
-    /// Replaces `path` with `bytes`: a temporary file of mode 0600, fsync, rename, fsync of the
-    /// directory.
+    /// Replaces `path` with `bytes` atomically and durably, with mode 0600 (``DurableFile``).
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws(UserDirectoryError) {
-        let temporary = path + ".tmp-\(UInt32.random(in: 0 ... .max))"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw failure("create", temporary, of: path) }
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { raw in write(fd, raw.baseAddress! + written, raw.count - written) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let error = failure("write", temporary, of: path)
-                _ = close(fd)
-                _ = unlink(temporary)
-                throw error
-            }
-            written += n
+        do {
+            try DurableFile.writeAtomically(bytes, to: path, mode: 0o600)
+        } catch {
+            throw UserDirectoryError("the users file \(path): \(error.message)")
         }
-        // The mode is the one asked for whatever the umask; the file holds credentials' hashes.
-        guard fchmod(fd, 0o600) == 0, fsync(fd) == 0 else {
-            let error = failure("fsync", temporary, of: path)
-            _ = close(fd)
-            _ = unlink(temporary)
-            throw error
-        }
-        _ = close(fd)
-        guard rename(temporary, path) == 0 else {
-            let error = failure("rename", temporary, of: path)
-            _ = unlink(temporary)
-            throw error
-        }
-        let dir = open(parent(of: path), O_RDONLY | O_CLOEXEC)
-        if dir >= 0 {
-            _ = fsync(dir)
-            _ = close(dir)
-        }
-    }
-
-    static func parent(of path: String) -> String {
-        var trimmed = Substring(path)
-        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
-        if slash == trimmed.startIndex { return "/" }
-        return String(trimmed[..<slash])
     }
 
     private static func failure(_ call: String, _ target: String, of path: String) -> UserDirectoryError {

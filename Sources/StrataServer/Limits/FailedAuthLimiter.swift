@@ -23,13 +23,7 @@ final class FailedAuthLimiter: Sendable {
     /// - Parameter now: monotonic time since any fixed origin (by default the continuous clock's).
     init(limit: RateLimit, now: (@Sendable () -> Duration)? = nil) {
         self.limit = limit
-        if let now {
-            self.now = now
-        } else {
-            let clock = ContinuousClock()
-            let origin = clock.now
-            self.now = { clock.now - origin }
-        }
+        self.now = now ?? elapsedOnContinuousClock()
     }
 
     /// Whether `address` may try to authenticate: `nil` if so, else how long until it may.

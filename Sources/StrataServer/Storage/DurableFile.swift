@@ -12,11 +12,12 @@ import Darwin
 enum DurableFile {
     /// Writes `bytes` to `path` atomically and durably: a temporary file beside it, `fsync`,
     /// `rename` over `path`, `fsync` of the directory. After a crash `path` holds either the old
-    /// contents or the new ones, never a mixture.
-    static func writeAtomically(_ bytes: [UInt8], to path: String) throws(ZoneStorageError) {
+    /// contents or the new ones, never a mixture. The file gets `mode` whatever the umask (the
+    /// users file holds credentials' hashes: 0600).
+    static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws(ZoneStorageError) {
         let temporary = path + ".tmp"
         _ = unlink(temporary)
-        let fd = retryingEINTR { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        let fd = retryingEINTR { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw failure("open", temporary) }
         var written = 0
         while written < bytes.count {
@@ -30,7 +31,7 @@ enum DurableFile {
             }
             written += n
         }
-        guard retryingEINTR({ fsync(fd) }) == 0 else {
+        guard fchmod(fd, mode) == 0, retryingEINTR({ fsync(fd) }) == 0 else {
             let error = failure("fsync", temporary)
             _ = close(fd)
             throw error
