@@ -9,22 +9,8 @@ import Testing
 /// `strata serve` as an operator runs it: the built executable on a free port, stopped with
 /// SIGTERM while a long poll waits.
 @Suite("strata serve: prompt shutdown on SIGTERM, nothing acknowledged lost")
-struct ServeShutdownTests {
-    static let schema = """
-    {"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string", "default": ""}]}]}
-    """
-
+struct ServeShutdownTests: NoteStoreCLI {
     typealias Server = ServeChild
-
-    /// Runs the `strata` executable to its end on a thread of its own.
-    func strata(_ arguments: [String], input: String? = nil) async throws -> ChildProcess.Result {
-        let executable = try ChildProcess.executable("strata")
-        return try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Swift.Result { try ChildProcess.run(executable, arguments, input: input) })
-            }
-        }
-    }
 
     /// `strata sync STORE --json` against `url` as alice: the parsed object.
     func sync(_ store: String, _ url: URL) async throws -> [String: Any] {
@@ -32,17 +18,6 @@ struct ServeShutdownTests {
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
                             "not one JSON object: \(result.stdout) (stderr: \(result.stderr))")
-    }
-
-    func makeStore(_ dir: TemporaryDirectory, _ name: String) async throws -> String {
-        let schemaFile = dir.sub("schema.json")
-        if !FileManager.default.fileExists(atPath: schemaFile) {
-            try Data(Self.schema.utf8).write(to: URL(fileURLWithPath: schemaFile))
-        }
-        let store = dir.sub(name)
-        let created = try await strata(["init", store, "--schema", schemaFile])
-        #expect(created.status == 0, "\(created.stderr)")
-        return store
     }
 
     func titles(_ store: String) async throws -> Set<String> {

@@ -11,11 +11,7 @@ import Testing
 /// `strata sync --json` and `--from-scratch`: the built executable against a log server on a real
 /// port (in this process), as a script would run it.
 @Suite("strata sync: --json and --from-scratch, end to end")
-struct SyncCommandTests {
-    static let schema = """
-    {"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string", "default": ""}]}]}
-    """
-
+struct SyncCommandTests: NoteStoreCLI {
     /// Runs `body` with a log server listening on a free port of 127.0.0.1 (storage in
     /// `directory`, the user alice with the token `alice-secret`).
     func withServer(_ directory: String, _ body: (URL, EmbeddedZoneStorage) async throws -> Void) async throws {
@@ -41,35 +37,12 @@ struct SyncCommandTests {
         try await storage.close()
     }
 
-    /// Runs the `strata` executable on a thread of its own, so that waiting for it never holds
-    /// a thread the in-process server needs.
-    func strata(_ arguments: [String], input: String? = nil) async throws -> ChildProcess.Result {
-        let executable = try ChildProcess.executable("strata")
-        return try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Swift.Result { try ChildProcess.run(executable, arguments, input: input) })
-            }
-        }
-    }
-
     /// `strata sync STORE … --json [extra]`: the exit status, the parsed object and stderr.
     func syncJSON(_ store: String, _ url: URL, token: String = "alice-secret", _ extra: String...) async throws -> (status: Int32, json: [String: Any], stderr: String) {
         let result = try await strata(["sync", store, "--server", url.absoluteString, "--zone", "notes", "--token", token, "--json"] + extra)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
                                   "not one JSON object: \(result.stdout) (stderr: \(result.stderr))")
         return (result.status, object, result.stderr)
-    }
-
-    /// A store made with `strata init` (which records the schema as its first local transaction).
-    func makeStore(_ dir: TemporaryDirectory, _ name: String) async throws -> String {
-        let schemaFile = dir.sub("schema.json")
-        if !FileManager.default.fileExists(atPath: schemaFile) {
-            try Data(Self.schema.utf8).write(to: URL(fileURLWithPath: schemaFile))
-        }
-        let store = dir.sub(name)
-        let created = try await strata(["init", store, "--schema", schemaFile])
-        #expect(created.status == 0, "\(created.stderr)")
-        return store
     }
 
     /// One transaction of `titles.count` inserted notes, with `strata apply`.
