@@ -158,6 +158,32 @@ struct QuotaTests {
         #expect(measured > 24_000 && measured < 40_000, "\(measured)")
     }
 
+    @Test("deleting a zone gives its bytes back to the owner's stored-bytes quota, also after a reopen")
+    func deletedZoneFreesQuota() async throws {
+        var limits = ServerConfiguration.Limits()
+        limits.maxStoredBytesPerUser = 40_000
+        let server = try TestServer(limits: limits)
+        let phone = ReplicaID.random()
+        let tablet = ReplicaID.random()
+        try await server.test { client in
+            try await client.createZone("notes")
+            try await client.createZone("more")
+            for sequence in 1...3 as ClosedRange<UInt64> {
+                #expect(try await client.push("notes", [bulky(phone, sequence, bytes: 8_000)]).status == .ok)
+            }
+            // Full: 20 KB more do not fit anywhere of alice's.
+            #expect(try await client.push("more", [bulky(tablet, 1, bytes: 20_000)]).status == .forbidden)
+            #expect(try await client.execute(uri: "/v1/zones/notes", method: .delete, headers: auth(Token.alice)).status == .noContent)
+            #expect(try await server.storage.storedBytes(owner: "alice") < 1_000)
+            // The freed bytes take the push that was refused.
+            #expect(try await client.push("more", [bulky(tablet, 1, bytes: 20_000)]).status == .ok)
+        }
+        let reopened = try EmbeddedZoneStorage(directory: server.directory.sub("data"))
+        let measured = try await reopened.storedBytes(owner: "alice")
+        try await reopened.close()
+        #expect(measured > 20_000 && measured < 24_000, "\(measured)")
+    }
+
     @Test("the stored-bytes counter follows appends exactly and is rebuilt to the same number on open; 0 means unlimited")
     func counterRebuilt() async throws {
         let dir = TemporaryDirectory()
