@@ -38,6 +38,8 @@ final class RawConnection: @unchecked Sendable {
         guard fd >= 0 else { throw Failure(description: "socket() failed: errno \(errno)") }
         var timeout = timeval(tv_sec: Int(readLimit), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // A send into a full socket buffer gives up too, rather than blocking its thread forever.
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         if let source {
             var local = try Self.address(source, port: 0)
             let bound = withUnsafePointer(to: &local) {
@@ -82,6 +84,15 @@ final class RawConnection: @unchecked Sendable {
 
     @discardableResult
     func send(_ text: String) -> Bool { send(Array(text.utf8)) }
+
+    /// Sends `bytes` from a thread of its own. A large body blocks its sender until the server
+    /// reads it, and the server (in this process) reads on the cooperative pool: sending on a
+    /// pool thread can starve the very server it waits for (the pool has a thread per core).
+    func sendOffPool(_ bytes: [UInt8]) async -> Bool {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { [self] in continuation.resume(returning: send(bytes)) }
+        }
+    }
 
     /// One read, off the cooperative pool.
     func read() async -> Read {
@@ -154,7 +165,7 @@ final class RawConnection: @unchecked Sendable {
         if let token { head += "Authorization: Bearer \(token)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
-        guard send(Array(head.utf8) + body) else { return nil }
+        guard await sendOffPool(Array(head.utf8) + body) else { return nil }
         return await readAnswer()
     }
 
