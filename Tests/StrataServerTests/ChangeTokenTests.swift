@@ -122,11 +122,12 @@ struct ChangeTokenGenerationTests {
         #expect(code(ChangeToken(epoch: 8, position: 50, generation: 0x2222)) == .zoneReset)
     }
 
-    @Test("a token with a fingerprint is 33 bytes (version 3) and round-trips; a fingerprint that differs from the history before its position is beyond the end (the server was restored and grew past it), an unknown one is not checked")
+    @Test("a token with a fingerprint is 33 bytes (version 4, of the whole history) and round-trips; a fingerprint that differs from the history before its position is beyond the end (the server was restored and grew past it), an unknown one is not checked")
     func fingerprints() throws {
         let token = ChangeToken(epoch: 7, position: 9, generation: 0, fingerprint: 0xABCDEF)
-        #expect(token.bytes.count == 33 && token.bytes[0] == 3)
+        #expect(token.bytes.count == 33 && token.bytes[0] == 4)
         #expect(try ChangeToken(parsing: token.description) == token)
+        #expect(token.fingerprintsHistory)
         #expect(throws: Never.self) { try token.validate(fingerprint: 0xABCDEF) }
         #expect(throws: Never.self) { try token.validate(fingerprint: nil) }
         #expect(throws: Never.self) { try ChangeToken(epoch: 7, position: 9).validate(fingerprint: 0x1234) }
@@ -136,5 +137,18 @@ struct ChangeTokenGenerationTests {
         } catch {
             #expect(error.code == .beyondEnd)
         }
+    }
+
+    @Test("a version 3 token (handed out by an earlier server: the fingerprint of the transaction before its position) is still read, as such, and written back as version 3")
+    func version3Tokens() throws {
+        // Version 3, epoch 7, position 9, generation 0, fingerprint 0xABCDEF: bytes as documented.
+        var bytes: [UInt8] = [3]
+        for field: UInt64 in [7, 9, 0, 0xABCDEF] {
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: field >> UInt64(shift))) }
+        }
+        let token = try ChangeToken(parsing: ChangeToken(epoch: 7, position: 9, fingerprint: 0xABCDEF, fingerprintsHistory: false).description)
+        #expect(token.bytes == bytes)
+        #expect(token.epoch == 7 && token.position == 9 && token.fingerprint == 0xABCDEF)
+        #expect(!token.fingerprintsHistory)
     }
 }

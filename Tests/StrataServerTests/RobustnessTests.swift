@@ -100,5 +100,8 @@ struct RetiringStorage: ZoneStorage {
     func fingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
         try await base.fingerprint(zone: zone, at: position)
     }
+    func lastTransactionFingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
+        try await base.lastTransactionFingerprint(zone: zone, at: position)
+    }
     func close() async throws(ZoneStorageError) { try await base.close() }
 }

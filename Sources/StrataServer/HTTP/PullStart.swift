@@ -39,7 +39,12 @@ public enum PullStart {
                 let start = try await storage.startPosition(zone: id)
                 let end = try await storage.endPosition(zone: id)
                 try parsed.validate(epoch: zone.epoch, merges: zone.merges, start: start, end: end)
-                try parsed.validate(fingerprint: try await storage.fingerprint(zone: id, at: parsed.position))
+                if parsed.fingerprint != 0 {
+                    let actual = parsed.fingerprintsHistory
+                        ? try await storage.fingerprint(zone: id, at: parsed.position)
+                        : try await storage.lastTransactionFingerprint(zone: id, at: parsed.position)
+                    try parsed.validate(fingerprint: actual)
+                }
             } catch let error as ChangeTokenError {
                 throw ServerError(error)
             }

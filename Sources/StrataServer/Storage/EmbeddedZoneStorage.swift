@@ -69,6 +69,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         var log: SegmentLog
         /// Per replica: its owner, the highest sequence appended (submitted), the digests.
         var ledgers: [ReplicaID: ReplicaLedger]
+        /// The running hash of the zone's history, for the positions tokens may point at.
+        var chain: HistoryChain
         /// Set when an append or sync failed: the log refuses appends until it is reopened.
         var broken = false
         /// Bytes of the zone's log segments and snapshots (appends counted as they land).
@@ -153,7 +155,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         } catch {
             throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "cannot create the log of zone \(id) at \(path): \(error)", zone: id.description)
         }
-        zoneStates[id] = ZoneState(info: info, log: log, ledgers: [:], storedBytes: Self.measure(log))
+        zoneStates[id] = ZoneState(info: info, log: log, ledgers: [:], chain: HistoryChain(), storedBytes: Self.measure(log))
         do {
             try writeCatalog()
         } catch {
@@ -289,6 +291,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
                                         position: positions.lowerBound + UInt64(offset), digest: transaction.digest))
         }
         zoneStates[id]?.ledgers[replica] = ledger
+        // Positions are claimed in submit order with no suspension since, so the chain grows in
+        // log order (a failed append rebuilds it from what is durable when the log is reopened).
+        for transaction in fresh { zoneStates[id]?.chain.append(transaction.digest) }
         switch await durable.wait() {
         case .success(let result):
             // The reservation becomes the record's size on disk (compressed, framed).
@@ -468,6 +473,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         let info = try state.log.writeSnapshot(payload, position: position)
         try ZoneLedgerFiles.saveRetiredDigests(state.ledgers, below: position, in: Self.logDirectory(in: directory, for: state.info))
         try state.log.retireSegments(coveredBy: info)
+        zoneStates[state.info.id]?.chain.drop(below: state.log.startPosition)
         try state.log.pruneSnapshots(keeping: 2)
     }
 
@@ -492,9 +498,16 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
     }
 
-    /// The fingerprint of the zone's history before `position`: 64 bits of the digest of the
-    /// transaction at `position - 1` (see ``ZoneStorage/fingerprint(zone:at:)``).
+    /// The fingerprint of the zone's history before `position`: its ``HistoryChain`` value (see
+    /// ``ZoneStorage/fingerprint(zone:at:)``).
     public func fingerprint(zone id: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
+        guard position > 0 else { return nil }
+        return try await usableZone(id).chain.value(at: position)
+    }
+
+    /// 64 bits of the digest of the transaction at `position - 1`: what version 3 tokens carry
+    /// (see ``ZoneStorage/lastTransactionFingerprint(zone:at:)``).
+    public func lastTransactionFingerprint(zone id: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
         guard position > 0 else { return nil }
         let state = try await usableZone(id)
         for ledger in state.ledgers.values {
@@ -569,7 +582,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             }
             do {
                 let ledgers = try scanLedgers(log, directory: path, zone: info.id)
-                states[info.id] = ZoneState(info: info, log: log, ledgers: ledgers)
+                states[info.id] = ZoneState(info: info, log: log, ledgers: ledgers, chain: chain(of: ledgers, log: log))
             } catch {
                 Task { try? await log.close() }
                 throw error
@@ -635,7 +648,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             let ledgers = try Self.scanLedgers(log, directory: path, zone: name)
             let bytes = Self.measure(log)
             usage[name.owner, default: 0] += bytes - current.storedBytes
-            zoneStates[name] = ZoneState(info: current.info, log: log, ledgers: ledgers, storedBytes: bytes)
+            zoneStates[name] = ZoneState(info: current.info, log: log, ledgers: ledgers, chain: Self.chain(of: ledgers, log: log), storedBytes: bytes)
             recoveryFailures[name] = nil
             logger.info("zone log reopened", metadata: ["zone": "\(name)", "end": "\(log.endPosition)"])
         } catch {
@@ -735,6 +748,16 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             throw ZoneStorageError(.storageFailure, "zone \(zone): reading its log failed: \(error)", zone: zone.description)
         }
         return ledgers
+    }
+
+    /// The chain of the zone's history from the digests its ledgers hold (retired ones included),
+    /// kept from the log's first position on.
+    private static func chain(of ledgers: [ReplicaID: ReplicaLedger], log: SegmentLog) -> HistoryChain {
+        let end = log.endPosition
+        let digests = ledgers.values.flatMap { ledger in
+            ledger.transactions.lazy.filter { $0.position < end }.map { (position: $0.position, digest: $0.digest) }
+        }
+        return HistoryChain(digests: digests, end: end, keepingFrom: log.startPosition)
     }
 
     private static func logDirectoryName(for info: ZoneInfo) -> String {

@@ -110,12 +110,18 @@ public protocol ZoneStorage: Sendable {
     /// ``ZoneStorageError/Code/replicaNotYours``.
     func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
 
-    /// A fingerprint of the zone's history before `position`: 64 bits of the digest of the
-    /// transaction at `position - 1`, or `nil` when there is none to take (position 0, history
-    /// whose digests were not kept). Change tokens carry it, so that a token of history the server
-    /// no longer has — restored from a backup, then grown past the token's position with other
-    /// transactions — is told apart from a token of the history it has.
+    /// A fingerprint of the zone's history before `position`: a running hash folding in the
+    /// digest of every transaction before it, in order (see `HistoryChain`); `nil` at position 0
+    /// or where the storage keeps none (before the log's first position). Change tokens carry it
+    /// (version 4), so that a token of history the server no longer has — restored from a
+    /// backup, then grown past the token's position with other transactions — is told apart from
+    /// a token of the history it has, even when the transaction just before it is the same.
     func fingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64?
+
+    /// What version 3 tokens carry: 64 bits of the digest of the transaction at `position - 1`,
+    /// or `nil` when there is none to take (position 0, history whose digests were not kept).
+    /// Tokens handed out before version 4 are still checked against it.
+    func lastTransactionFingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64?
 
     /// The position of the zone's newest snapshot; `nil` when it has none (a pull without a token
     /// then starts at the log's first position, else at the snapshot).

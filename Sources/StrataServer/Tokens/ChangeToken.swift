@@ -5,13 +5,18 @@
 ///   position `u64` little-endian (the number of transactions before this point);
 /// - version 2, 25 bytes: version 2, the epoch, the position, then the zone's generation `u64`
 ///   little-endian (the ID of the newest device state merged into it, see ``ZoneInfo/merges``);
-/// - version 3, 33 bytes: version 3, the epoch, the position, the generation, then the
+/// - version 3, 33 bytes: version 3, the epoch, the position, the generation, then a
 ///   *fingerprint* `u64` little-endian: 64 bits of the digest of the transaction before the
-///   position (see ``ZoneStorage/fingerprint(zone:at:)``).
+///   position (see ``ZoneStorage/lastTransactionFingerprint(zone:at:)``). Read, no longer written.
+/// - version 4, 33 bytes: as version 3, but the fingerprint is of the whole history before the
+///   position: a running hash over every transaction's digest (see
+///   ``ZoneStorage/fingerprint(zone:at:)``). Version 3 looked at one transaction, and a server
+///   restored from a backup whose devices re-pushed in the order they first pushed can hold the
+///   same transaction there after a different history.
 ///
 /// The shortest layout that holds the fields is written: version 1 for generation 0 and no
 /// fingerprint (position 0), version 2 for a later generation without a fingerprint, else
-/// version 3. A token without a fingerprint is of fingerprint 0: not checked.
+/// version 4. A token without a fingerprint is of fingerprint 0: not checked.
 ///
 /// Tokens are monotonic within an epoch and a generation.
 ///
@@ -29,21 +34,30 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
     /// The version byte of tokens of a later generation without a fingerprint, and their size.
     public static let generationVersion: UInt8 = 2
     public static let generationByteCount = 25
-    /// The version byte of tokens with a fingerprint, and their size.
+    /// The version byte of tokens with the fingerprint of the transaction before their position
+    /// (read, no longer written), and their size.
     public static let fingerprintVersion: UInt8 = 3
     public static let fingerprintByteCount = 33
+    /// The version byte of tokens with the fingerprint of the whole history before their
+    /// position (33 bytes, as version 3).
+    public static let historyVersion: UInt8 = 4
 
     public var epoch: UInt64
     public var position: UInt64
     public var generation: UInt64
-    /// 64 bits of the digest of the transaction before ``position``; 0 when not known.
+    /// A fingerprint of the history before ``position`` (of the whole history when
+    /// ``fingerprintsHistory``, else of the transaction before it); 0 when not known.
     public var fingerprint: UInt64
+    /// Whether ``fingerprint`` is of the whole history (version 4) or of the transaction before
+    /// ``position`` only (version 3, handed out by earlier servers).
+    public var fingerprintsHistory: Bool
 
-    public init(epoch: UInt64, position: UInt64, generation: UInt64 = 0, fingerprint: UInt64 = 0) {
+    public init(epoch: UInt64, position: UInt64, generation: UInt64 = 0, fingerprint: UInt64 = 0, fingerprintsHistory: Bool = true) {
         self.epoch = epoch
         self.position = position
         self.generation = generation
         self.fingerprint = fingerprint
+        self.fingerprintsHistory = fingerprintsHistory
     }
 
     /// The token's bytes (17, 25 or 33, see the type's discussion).
@@ -51,7 +65,7 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         var fields = [epoch, position]
         let version: UInt8
         if fingerprint != 0 {
-            version = ChangeToken.fingerprintVersion
+            version = fingerprintsHistory ? ChangeToken.historyVersion : ChangeToken.fingerprintVersion
             fields += [generation, fingerprint]
         } else if generation != 0 {
             version = ChangeToken.generationVersion
@@ -85,9 +99,9 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         switch version {
         case ChangeToken.version: expected = ChangeToken.byteCount
         case ChangeToken.generationVersion: expected = ChangeToken.generationByteCount
-        case ChangeToken.fingerprintVersion: expected = ChangeToken.fingerprintByteCount
+        case ChangeToken.fingerprintVersion, ChangeToken.historyVersion: expected = ChangeToken.fingerprintByteCount
         default:
-            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" has version \(version); this server knows 1, 2 and 3")
+            throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" has version \(version); this server knows 1 to 4")
         }
         guard bytes.count == expected else {
             throw ChangeTokenError(.malformed, "change token \"\(text.prefix(64))\" holds \(bytes.count) bytes, not \(expected)")
@@ -97,9 +111,11 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
             for i in 0..<8 { value |= UInt64(bytes[1 + 8 * index + i]) << UInt64(8 * i) }
             return value
         }
+        let fingerprinted = version == ChangeToken.fingerprintVersion || version == ChangeToken.historyVersion
         self.init(epoch: field(0), position: field(1),
                   generation: version == ChangeToken.version ? 0 : field(2),
-                  fingerprint: version == ChangeToken.fingerprintVersion ? field(3) : 0)
+                  fingerprint: fingerprinted ? field(3) : 0,
+                  fingerprintsHistory: version != ChangeToken.fingerprintVersion)
     }
 
     /// Checks the token against a zone whose epoch is `epoch`, whose merged states are `merges`
@@ -129,8 +145,9 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Checks the token's fingerprint against the zone's history before its position (`nil`: not
-    /// known there, not checked; a token without one is not checked either).
+    /// Checks the token's fingerprint against the zone's (`nil`: not known there, not checked; a
+    /// token without one is not checked either): of the whole history before the position for a
+    /// version 4 token, of the transaction before it for version 3 (``fingerprintsHistory``).
     ///
     /// - Throws: ``ChangeTokenError/Code/beyondEnd`` when they differ: the zone's history before
     ///   the token is not the one the client saw (the server was restored from an older copy and
