@@ -260,12 +260,11 @@ public actor SyncEngine {
 
     // MARK: Push and pull
 
-    private func unpushed() throws -> [TransactionRecord] {
-        let replica = store.replicaID
+    /// The store's own transactions the server has not acknowledged, as stored: the store reads
+    /// only those entries (it knows where its own transactions are), so a push costs what changed.
+    private func unpushed() throws -> [PendingTransaction] {
         do {
-            return try store.transactions(forSync: true).map(\.transaction).filter { transaction in
-                transaction.replica == replica && (transaction.sequences?.upperBound ?? 0) > cursor.acknowledged
-            }
+            return try store.unpushedTransactions(after: cursor.acknowledged)
         } catch {
             throw SyncError(.store, "cannot read the store's log: \(error)")
         }
@@ -336,7 +335,12 @@ public actor SyncEngine {
             }
         }
         cursor.bind(to: store.replicaID)
-        let waiting = try unpushed().count
+        let waiting: Int
+        do {
+            waiting = try store.unpushedCount(after: cursor.acknowledged)
+        } catch {
+            throw SyncError(.store, "cannot read the store's log: \(error)")
+        }
         report.unpushable = waiting
         let reason = "user may only read zone \(zoneReference): \(waiting) local transaction(s) wait for write access"
         update { $0.pending = waiting; $0.blocked = waiting > 0 ? reason : nil }
@@ -365,7 +369,7 @@ public actor SyncEngine {
                 pending = try unpushed()
                 // The log must still hold the sequence the server expects, else pushing again
                 // would meet the same gap forever: say what is missing instead.
-                if let first = pending.first?.sequences?.lowerBound, first != expected {
+                if let first = pending.first?.sequences.lowerBound, first != expected {
                     throw SyncError(.store, "the server expects sequence \(expected) of replica \(store.replicaID), which this store's log no longer holds (compacted away before it was pushed); it starts again at \(first)")
                 }
                 continue
@@ -373,7 +377,7 @@ public actor SyncEngine {
                 // Fewer transactions per push, down to one; a single transaction the server cannot
                 // take is named.
                 guard batch.count > 1 else {
-                    let sequences = batch.first?.sequences.map { "\($0.lowerBound)...\($0.upperBound)" } ?? "?"
+                    let sequences = batch.first.map { "\($0.sequences.lowerBound)...\($0.sequences.upperBound)" } ?? "?"
                     throw SyncError(.tooLarge, "the transaction of replica \(store.replicaID) with sequences \(sequences) is larger than the server accepts: \(error.message)", status: error.status)
                 }
                 batchLimit = max(1, batch.count / 2)
@@ -404,7 +408,7 @@ public actor SyncEngine {
             // Only what this batch holds counts as acknowledged: the server's count may include
             // sequences another copy of this store pushed (with other content), which the next
             // push of ours must meet — and be refused as a fork — rather than skip.
-            let batchEnd = batch.last?.sequences?.upperBound ?? 0
+            let batchEnd = batch.last?.sequences.upperBound ?? 0
             cursor.acknowledged = max(cursor.acknowledged, min(result.acknowledged, batchEnd))
             try cursor.save(store: store, zone: zoneReference)
             report.pushedTransactions += batch.count
@@ -417,17 +421,17 @@ public actor SyncEngine {
     /// The next push: at most `count` transactions from the front of `pending`, and no more bytes
     /// than the server accepts in a body (it advertises the limit). A single transaction larger
     /// than that is named in a typed error rather than sent to be refused.
-    private func nextBatch(of pending: [TransactionRecord], count: Int) throws -> (batch: [TransactionRecord], encoded: [[UInt8]]) {
+    private func nextBatch(of pending: [PendingTransaction], count: Int) throws -> (batch: [PendingTransaction], encoded: [[UInt8]]) {
         let maxBytes = limits?.maxPushBytes ?? .max
-        var batch: [TransactionRecord] = []
+        var batch: [PendingTransaction] = []
         var encoded: [[UInt8]] = []
         var bytes = 0
         for transaction in pending.prefix(count) {
-            let body = transaction.encoded()
+            let body = transaction.bytes
             // A frame is the bytes and a varint of their length (at most 10 bytes).
             let framed = body.count + 10
             if batch.isEmpty, framed > maxBytes {
-                let sequences = transaction.sequences.map { "\($0.lowerBound)...\($0.upperBound)" } ?? "?"
+                let sequences = "\(transaction.sequences.lowerBound)...\(transaction.sequences.upperBound)"
                 throw SyncError(.tooLarge, "the transaction of replica \(transaction.replica) with sequences \(sequences) is \(body.count) bytes; the server accepts pushes of at most \(maxBytes) bytes, so it cannot be pushed")
             }
             if !batch.isEmpty, bytes + framed > maxBytes { break }
@@ -468,8 +472,7 @@ public actor SyncEngine {
         let own = store.appliedSequences().first { $0.replica == replica }?.contiguous ?? 0
         let firstInLog: UInt64?
         do {
-            firstInLog = try store.transactions(forSync: true).lazy.map(\.transaction)
-                .first { $0.replica == replica && $0.sequences != nil }?.sequences?.lowerBound
+            firstInLog = try store.firstOwnSequenceInLog()
         } catch {
             throw SyncError(.store, "cannot read the store's log to heal zone \(zoneReference): \(error)")
         }

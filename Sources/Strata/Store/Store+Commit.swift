@@ -116,8 +116,9 @@ extension Store {
     func submit(_ entries: [[UInt8]], origin: ChangeSet.Origin, changes: [ObjectChange], core: StoreCore) throws -> DurabilityWaiter {
         let waiter = DurabilityWaiter()
         let timestamp = currentLogTimestamp()
+        let positions: Range<UInt64>
         do {
-            try log.submit(entries.map { LogEntry($0, timestamp: timestamp) }) { [weak self] result in
+            positions = try log.submit(entries.map { LogEntry($0, timestamp: timestamp) }) { [weak self] result in
                 switch result {
                 case .success(let appended):
                     self?.deliver(ChangeSet(origin: origin, positions: appended.positions, changes: changes))
@@ -135,7 +136,13 @@ extension Store {
         }
         // The log past the newest snapshot grew: perhaps enough for a compaction (which runs in
         // the background; this commit does not wait for it).
-        core.autoCompaction.events += entries.reduce(0) { $0 + Int((try? TransactionHeader(decoding: $1))?.eventCount ?? 0) }
+        for (offset, entry) in entries.enumerated() {
+            guard let header = try? TransactionHeader(decoding: entry) else { continue }
+            core.autoCompaction.events += Int(header.eventCount)
+            // The push path finds the store's own transactions here (the replica's, whoever
+            // authored them: another copy's pulled events of it are pushed back as they came).
+            core.own.note(header, position: positions.lowerBound + UInt64(offset))
+        }
         core.autoCompaction.bytes += entries.reduce(0) { $0 + $1.count }
         startAutoCompactionIfDue(core: core)
         return waiter

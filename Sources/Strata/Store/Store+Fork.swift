@@ -129,6 +129,8 @@ extension Store {
             if Store.forkStopsBeforeAppend.withLock({ $0.contains(directory) }) {
                 throw StoreError(.storeFailed, "test hook: the fork stopped before its log append")
             }
+            // The successor's transactions are the re-authored ones, appended now.
+            core.own = OwnTransactions(replica: plan.successor)
             if !reauthored.isEmpty {
                 waiter = try submit(reauthored.map(EventCodec.encode), origin: .local, changes: changes, core: core)
             }

@@ -61,4 +61,9 @@ extension Schema {
     func isLocalOnly(_ entity: String, _ attribute: String) -> Bool {
         self.entity(entity)?.attribute(attribute)?.isLocalOnly ?? false
     }
+
+    /// Whether any attribute is local-only (else a stored transaction is pushed as it is).
+    var hasLocalOnlyAttributes: Bool {
+        entities.contains { $0.attributes.contains(where: \.isLocalOnly) }
+    }
 }

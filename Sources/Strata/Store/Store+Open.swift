@@ -82,7 +82,8 @@ extension Store {
         // identity, which simply gets a new one (its replica never authored anything).
         let identity = try reconcile(recorded, log: log, hadLog: hadLog, directory: directory, options: options)
         var report = OpenReport()
-        let projection = try loadProjection(log, identity: identity, logger: options.logger, report: &report)
+        var ownTransactions = OwnTransactions(replica: identity.replicaID)
+        let projection = try loadProjection(log, identity: identity, logger: options.logger, report: &report, own: &ownTransactions)
         var clock = HybridClock(now: options.clock, maxLead: options.maxClockLead)
         clock.observe(HLC(rawValue: projection.maxHLC))
         if projection.maxHLC > clock.last.rawValue {
@@ -95,6 +96,10 @@ extension Store {
                              nextSequence: (own?.highest ?? 0) + 1)
         core.projection.schema = projection.recordedSchema
         core.syncPins = SyncPins.load(in: directory, replica: identity.replicaID)
+        core.own = ownTransactions
+        if core.syncPins.replica == identity.replicaID, !core.syncPins.pins.isEmpty {
+            core.own.drop(acknowledgedThrough: core.syncPins.acknowledgedByAll)
+        }
         core.retainsUnpushed = options.retainsUnpushed
         core.autoCompaction = AutoCompactionState(policy: options.autoCompaction, events: report.replayedEvents, bytes: report.replayedBytes)
         let store = Store(directory: directory, log: log, core: core, logger: options.logger, report: report)
@@ -150,6 +155,14 @@ extension Store {
     /// - Throws: ``StoreError/Code/corruptSnapshot`` when no usable snapshot covers retired
     ///   history; event and log errors.
     static func loadProjection(_ log: SegmentLog, identity: StoreIdentity, logger: Logger, report: inout OpenReport) throws -> Projection {
+        var own = OwnTransactions(replica: identity.replicaID)
+        return try loadProjection(log, identity: identity, logger: logger, report: &report, own: &own)
+    }
+
+    /// The same, noting in `own` where the log holds the current replica's transactions: those
+    /// the replay reads, and those in the retained log before the snapshot (headers only).
+    static func loadProjection(_ log: SegmentLog, identity: StoreIdentity, logger: Logger, report: inout OpenReport,
+                               own: inout OwnTransactions) throws -> Projection {
         let projection = Projection()
         var replayFrom = log.startPosition
         do {
@@ -179,22 +192,47 @@ extension Store {
         } catch let error as LogError {
             throw StoreError(error)
         }
-        try replay(log, from: replayFrom, into: projection, identity: identity, report: &report)
+        if replayFrom > log.startPosition {
+            try noteOwnTransactions(log, from: log.startPosition, to: replayFrom, identity: identity, into: &own)
+        }
+        try replay(log, from: replayFrom, into: projection, identity: identity, report: &report, own: &own)
         return projection
+    }
+
+    /// Notes the current replica's transactions in `start..<end` (the log a snapshot covers but
+    /// compaction kept: what some sync engine has not pushed).
+    static func noteOwnTransactions(_ log: SegmentLog, from start: UInt64, to end: UInt64, identity: StoreIdentity,
+                                    into own: inout OwnTransactions) throws {
+        do {
+            var cursor = try log.records(from: start)
+            reading: while let record = try cursor.next() {
+                for entry in record.entries where entry.position >= start {
+                    if entry.position >= end { break reading }
+                    let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+                    if !identity.lineage.isEmpty, identity.isAbandoned(header: header, position: entry.position) { continue }
+                    own.note(header, position: entry.position)
+                }
+            }
+        } catch let error as LogError {
+            throw StoreError(error)
+        }
     }
 
     /// Applies every transaction from `position` on, one batch per log record, skipping those
     /// `identity`'s lineage abandoned.
-    static func replay(_ log: SegmentLog, from position: UInt64, into projection: Projection, identity: StoreIdentity, report: inout OpenReport) throws {
+    static func replay(_ log: SegmentLog, from position: UInt64, into projection: Projection, identity: StoreIdentity,
+                       report: inout OpenReport, own: inout OwnTransactions) throws {
         let checkLineage = !identity.lineage.isEmpty
         do {
             var cursor = try log.records(from: position)
             while let record = try cursor.next() {
                 projection.beginBatch(tracking: false)
                 for entry in record.entries where entry.position >= position {
-                    if checkLineage, identity.isAbandoned(header: try TransactionHeader(decoding: entry.payload, position: entry.position), position: entry.position) {
+                    let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+                    if checkLineage, identity.isAbandoned(header: header, position: entry.position) {
                         continue
                     }
+                    own.note(header, position: entry.position)
                     let transaction = try EventCodec.decodeRaw(entry.payload, position: entry.position)
                     try projection.apply(transaction)
                     report.replayedTransactions += 1

@@ -28,6 +28,8 @@ public final class Store: Sendable {
     let core: Mutex<StoreCore>
     let observers = Mutex<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
     let nextObserver = Atomic<UInt64>(0)
+    /// Log entries the push path has read (see ``entriesReadForSyncCount``).
+    let entriesReadForSync = Atomic<Int>(0)
     let logger: Logger
     /// Held by a compaction while it runs: one at a time, automatic or not.
     let compactionGate = AsyncGate()

@@ -18,6 +18,8 @@ final class StoreCore {
     /// What each sync engine has had acknowledged of the current replica (see `SyncPins`), and
     /// whether compaction keeps what is above it.
     var syncPins = SyncPins()
+    /// Where the current replica's transactions are in the log (for the push path).
+    var own: OwnTransactions
     var retainsUnpushed = true
     /// The log past the newest snapshot and the background compaction (see `AutoCompaction`).
     var autoCompaction = AutoCompactionState(policy: .disabled)
@@ -25,6 +27,7 @@ final class StoreCore {
     init(identity: StoreIdentity, projection: Projection, clock: HybridClock, nextSequence: UInt64) {
         self.identity = identity
         self.replica = identity.replicaID
+        self.own = OwnTransactions(replica: identity.replicaID)
         self.projection = projection
         self.clock = clock
         self.nextSequence = nextSequence

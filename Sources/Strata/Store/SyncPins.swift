@@ -47,6 +47,7 @@ extension Store {
             if core.syncPins.replica != core.replica { core.syncPins = SyncPins(replica: core.replica) }
             guard core.syncPins.pins[key] != acknowledged else { return (core.syncPins, false) }
             core.syncPins.pins[key] = acknowledged
+            core.own.drop(acknowledgedThrough: core.syncPins.acknowledgedByAll)
             return (core.syncPins, true)
         }
         if changed {
@@ -74,6 +75,8 @@ extension Store {
         } else {
             return nil
         }
+        let known = core.withLock { $0.own.pending(after: acknowledged, in: log.startPosition..<log.nextPosition) }
+        if let known { return known.first?.position }
         do {
             var cursor = try log.records(from: log.startPosition)
             while let record = try cursor.next() {
