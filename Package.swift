@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "StrataLog", targets: ["StrataLog"]),
         .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataProtocol", targets: ["StrataProtocol"]),
         .library(name: "StrataSync", targets: ["StrataSync"]),
         .library(name: "StrataServer", targets: ["StrataServer"]),
         .executable(name: "strata", targets: ["strata"]),
@@ -46,11 +47,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The sync protocol, shared by client and server: body framing, change tokens, wire
+        // types, headers and error codes.
+        .target(name: "StrataProtocol", dependencies: ["Strata"]),
         // The client sync engine and its HTTP transport.
         .target(
             name: "StrataSync",
             dependencies: [
                 "Strata",
+                "StrataProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -64,6 +69,7 @@ let package = Package(
             name: "StrataServer",
             dependencies: [
                 "Strata",
+                "StrataProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 // The connection bounds (Limits/) are channel handlers on Hummingbird's HTTP/1 channel.
@@ -119,7 +125,7 @@ let package = Package(
         .testTarget(
             name: "StrataServerTests",
             dependencies: [
-                "StrataServer", "StrataTestSupport",
+                "StrataServer", "StrataProtocol", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -128,7 +134,7 @@ let package = Package(
         .testTarget(
             name: "StrataCommandsTests",
             dependencies: [
-                "StrataCommands", "StrataSync", "StrataServer", "DivergentStores", "StrataTestSupport", "strata",
+                "StrataCommands", "StrataSync", "StrataServer", "StrataProtocol", "DivergentStores", "StrataTestSupport", "strata",
                 // The TLS tests sync over HTTPS with a client trusting a test CA.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -139,7 +145,7 @@ let package = Package(
         .testTarget(
             name: "StrataSyncTests",
             dependencies: [
-                "StrataSync", "StrataServer", "StrataTestSupport",
+                "StrataSync", "StrataServer", "StrataProtocol", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 public import NIOSSL
 public import Strata
+import StrataProtocol
 
 /// The protocol over HTTP with AsyncHTTPClient.
 public struct HTTPSyncTransport: SyncTransport {
@@ -87,19 +88,8 @@ public struct HTTPSyncTransport: SyncTransport {
     /// The server's JSON error, or a transport error when the body is not one.
     static func error(from response: HTTPClientResponse, body: [UInt8]) -> SyncError {
         let status = Int(response.status.code)
-        struct Envelope: Decodable {
-            struct Body: Decodable {
-                var code: String
-                var message: String
-                var expected: UInt64?
-                var sequence: UInt64?
-                var serverTime: UInt64?
-                var maxOffset: UInt64?
-            }
-            var error: Body
-        }
         let retryAfter = response.headers.first(name: "Retry-After").flatMap(Double.init)
-        guard let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(body)) else {
+        guard let envelope = try? JSONDecoder().decode(ErrorEnvelope.self, from: Data(body)) else {
             return SyncError(.transport, "unexpected answer \(status): \(String(decoding: body.prefix(200), as: UTF8.self))", status: status, retryAfter: retryAfter)
         }
         return SyncError(SyncError.Code(envelope.error.code), envelope.error.message, status: status,
@@ -110,18 +100,9 @@ public struct HTTPSyncTransport: SyncTransport {
     public func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
         var request = HTTPClientRequest(url: url(zone))
         request.method = .GET
-        struct Description: Decodable {
-            struct Limits: Decodable {
-                var maxBodyBytes: Int?
-                var maxStateBytes: Int?
-            }
-            var owner: String
-            var canPush: Bool?
-            var limits: Limits?
-        }
         do {
             let (_, body) = try await send(request)
-            guard let described = try? JSONDecoder().decode(Description.self, from: Data(body)) else {
+            guard let described = try? JSONDecoder().decode(ZoneDescription.self, from: Data(body)) else {
                 throw SyncError(.malformedResponse, "the zone's description is not {name, owner, …}: \(String(decoding: body.prefix(200), as: UTF8.self))")
             }
             if let owner = zone.owner, described.owner != owner {
@@ -134,7 +115,7 @@ public struct HTTPSyncTransport: SyncTransport {
             var create = HTTPClientRequest(url: url(zone))
             create.method = .PUT
             create.headers.add(name: "Content-Type", value: "application/json")
-            create.body = .bytes(Array(#"{"access":"private"}"#.utf8))
+            create.body = .bytes(Array(try JSONEncoder().encode(ZoneSettings(access: .private))))
             _ = try await send(create)
             // Asked again for the limits the creation's answer does not carry.
             return try await ensureZone(zone, create: false)
@@ -144,14 +125,10 @@ public struct HTTPSyncTransport: SyncTransport {
     public func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
         var request = HTTPClientRequest(url: url(zone, "/push"))
         request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/x-strata-transactions")
-        request.body = .bytes(Frames.encode(transactions))
+        request.headers.add(name: "Content-Type", value: StrataMediaType.transactions)
+        request.body = .bytes(TransactionFrames.encode(transactions))
         let (_, body) = try await send(request)
-        struct Answer: Decodable {
-            var token: String
-            var acknowledged: UInt64
-        }
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(body)) else {
+        guard let answer = try? JSONDecoder().decode(PushAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "push answer is not {token, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         return PushResult(token: answer.token, acknowledged: answer.acknowledged)
@@ -164,11 +141,17 @@ public struct HTTPSyncTransport: SyncTransport {
         var request = HTTPClientRequest(url: url(zone, "/changes", query: query))
         request.method = .GET
         let (response, body) = try await send(request, extra: wait ?? .zero)
-        guard let next = response.headers.first(name: "Strata-Next-Token") else {
-            throw SyncError(.malformedResponse, "pull answer without Strata-Next-Token")
+        guard let next = response.headers.first(name: StrataHeader.nextToken) else {
+            throw SyncError(.malformedResponse, "pull answer without \(StrataHeader.nextToken)")
         }
-        let more = response.headers.first(name: "Strata-More-Coming") == "true"
-        return PullResult(transactions: try Frames.decode(body), nextToken: next, moreComing: more)
+        let more = response.headers.first(name: StrataHeader.moreComing) == "true"
+        let frames: [[UInt8]]
+        do {
+            frames = try TransactionFrames.decode(body)
+        } catch {
+            throw SyncError(.malformedResponse, "pull answer: \(error)")
+        }
+        return PullResult(transactions: frames, nextToken: next, moreComing: more)
     }
 
     public func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
@@ -176,11 +159,11 @@ public struct HTTPSyncTransport: SyncTransport {
         request.method = .GET
         do {
             let (response, body) = try await send(request)
-            guard let token = response.headers.first(name: "Strata-Snapshot-Token") else {
-                throw SyncError(.malformedResponse, "snapshot answer without Strata-Snapshot-Token")
+            guard let token = response.headers.first(name: StrataHeader.snapshotToken) else {
+                throw SyncError(.malformedResponse, "snapshot answer without \(StrataHeader.snapshotToken)")
             }
             return ZoneSnapshotPayload(payload: body, token: token)
-        } catch let error as SyncError where error.code == SyncError.Code("notFound") {
+        } catch let error as SyncError where error.code == .notFound {
             return nil
         }
     }
@@ -189,15 +172,7 @@ public struct HTTPSyncTransport: SyncTransport {
         var request = HTTPClientRequest(url: url(zone, "/replicas"))
         request.method = .GET
         let (_, body) = try await send(request)
-        struct Answer: Decodable {
-            struct Entry: Decodable {
-                var replica: ReplicaID
-                var user: String?
-                var acknowledged: UInt64
-            }
-            var replicas: [Entry]
-        }
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(body)) else {
+        guard let answer = try? JSONDecoder().decode(ReplicaList.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "replicas answer is not {replicas: [{replica, user, acknowledged}]}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         return answer.replicas.map { ReplicaAuthor(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }
@@ -212,16 +187,11 @@ public struct HTTPSyncTransport: SyncTransport {
         }
         var request = HTTPClientRequest(url: url(zone, "/state", query: query))
         request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/x-strata-snapshot")
+        request.headers.add(name: "Content-Type", value: StrataMediaType.snapshot)
         request.body = .bytes(state)
         // A large state takes a while to send and to merge.
         let (_, body) = try await send(request, extra: .seconds(Int64(state.count >> 20)))
-        struct Answer: Decodable {
-            var token: String
-            var upToDate: Bool
-            var acknowledged: UInt64
-        }
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(body)) else {
+        guard let answer = try? JSONDecoder().decode(StateAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "state answer is not {token, upToDate, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         return StateUploadResult(token: answer.token, upToDate: answer.upToDate, acknowledged: answer.acknowledged)

@@ -1,4 +1,5 @@
 import Strata
+public import StrataProtocol
 
 /// An error of the sync engine, with the server's stable code when the server answered.
 public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -7,30 +8,38 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public init(_ name: String) { self.name = name }
         public var description: String { name }
 
-        // The server's codes (see the protocol article).
-        public static let badRequest = Code("badRequest")
-        public static let unauthorized = Code("unauthorized")
-        public static let forbidden = Code("forbidden")
-        public static let zoneNotFound = Code("zoneNotFound")
-        public static let sequenceGap = Code("sequenceGap")
+        /// The code of the protocol's `code` (``StrataProtocol/ErrorCode`` says what each means).
+        public init(_ code: ErrorCode) { self.init(code.name) }
+
+        // The server's codes.
+        public static let badRequest = Code(ErrorCode.badRequest)
+        public static let unauthorized = Code(ErrorCode.unauthorized)
+        public static let forbidden = Code(ErrorCode.forbidden)
+        public static let zoneNotFound = Code(ErrorCode.zoneNotFound)
+        public static let notFound = Code(ErrorCode.notFound)
+        public static let sequenceGap = Code(ErrorCode.sequenceGap)
         /// The pushed replica belongs to another user (the engine takes a new replica ID).
-        public static let replicaNotYours = Code("replicaNotYours")
+        public static let replicaNotYours = Code(ErrorCode.replicaNotYours)
         /// A pushed transaction differs from the one the zone holds under the same replica and
         /// sequences: this store was copied or restored (the engine forks it).
-        public static let replicaForked = Code("replicaForked")
+        public static let replicaForked = Code(ErrorCode.replicaForked)
         /// The device's clock is further ahead of the server's than the server accepts: local
         /// edits wait (nothing is dropped) until the clock is right.
-        public static let clockSkew = Code("clockSkew")
-        public static let tokenExpired = Code("tokenExpired")
-        public static let zoneReset = Code("zoneReset")
+        public static let clockSkew = Code(ErrorCode.clockSkew)
+        public static let tokenExpired = Code(ErrorCode.tokenExpired)
+        public static let zoneReset = Code(ErrorCode.zoneReset)
+        /// The server holds less of the zone than this device has seen (restored from a backup,
+        /// a lost disk): the engine pulls from the start and pushes what the server lacks.
+        public static let zoneRewound = Code(ErrorCode.zoneRewound)
+        public static let tooLarge = Code(ErrorCode.tooLarge)
+        public static let rateLimited = Code(ErrorCode.rateLimited)
+        public static let quotaExceeded = Code(ErrorCode.quotaExceeded)
+        public static let serverBusy = Code(ErrorCode.serverBusy)
+        public static let storageFull = Code(ErrorCode.storageFull)
+        public static let internalError = Code(ErrorCode.internalError)
         /// The zone this device synced with was deleted on the server. It is recreated only when
         /// the app asks (``SyncEngine/recreateZone()``, `strata sync --recreate-zone`).
         public static let zoneDeleted = Code("zoneDeleted")
-        /// The server holds less of the zone than this device has seen (restored from a backup,
-        /// a lost disk): the engine pulls from the start and pushes what the server lacks.
-        public static let zoneRewound = Code("zoneRewound")
-        public static let tooLarge = Code("tooLarge")
-        public static let rateLimited = Code("rateLimited")
         // The client's own.
         /// The server could not be reached or answered with something unexpected.
         public static let transport = Code("transport")

@@ -125,26 +125,3 @@ public struct ZoneSnapshotPayload: Sendable, Hashable {
         self.token = token
     }
 }
-
-/// Frames of the protocol's bodies: a varint byte length, then the bytes, repeated.
-enum Frames {
-    static func encode(_ items: [[UInt8]]) -> [UInt8] {
-        var w = ByteWriter(capacity: items.reduce(0) { $0 + $1.count + 5 })
-        for item in items { w.lengthPrefixed(item) }
-        return w.bytes
-    }
-
-    static func decode(_ bytes: [UInt8]) throws -> [[UInt8]] {
-        try bytes.withUnsafeBytes { raw in
-            var r = ByteReader(raw)
-            var items: [[UInt8]] = []
-            while r.remaining > 0 {
-                guard let item = r.lengthPrefixed() else {
-                    throw SyncError(.malformedResponse, "frame \(items.count) is truncated at byte \(r.offset)")
-                }
-                items.append(Array(item))
-            }
-            return items
-        }
-    }
-}

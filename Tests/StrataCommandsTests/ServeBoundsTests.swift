@@ -6,6 +6,7 @@ import Strata
 import StrataServer
 import StrataTestSupport
 import Testing
+import StrataProtocol
 
 /// `strata serve` under many large uploads at once: the upload memory budget keeps the process's
 /// resident memory bounded, and every push it acknowledged is stored.

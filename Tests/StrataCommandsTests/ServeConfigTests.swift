@@ -1,6 +1,7 @@
 import Foundation
 @testable import StrataCommands
 import StrataServer
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

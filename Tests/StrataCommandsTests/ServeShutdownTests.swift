@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import StrataServer
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

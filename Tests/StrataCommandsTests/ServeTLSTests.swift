@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOSSL
 import Strata
 import StrataServer
+import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Testing

@@ -4,6 +4,7 @@ import Logging
 import Strata
 @testable import StrataCommands
 import StrataServer
+import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Testing

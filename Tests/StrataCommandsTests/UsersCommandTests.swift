@@ -5,6 +5,7 @@ import FoundationNetworking
 import Logging
 @testable import StrataCommands
 @testable import StrataServer
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import HTTPTypes
 @testable import StrataServer
 import Testing
+@testable import StrataProtocol
 
 @Suite("Change tokens")
 struct ChangeTokenTests {

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Strata
 @testable import StrataServer
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

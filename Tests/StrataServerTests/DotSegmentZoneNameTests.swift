@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 @testable import StrataServer
+import StrataProtocol
 import Testing
 
 /// Zone names `.` and `..` fit the name rule (`[A-Za-z0-9._-]`) but not a URL: clients remove such

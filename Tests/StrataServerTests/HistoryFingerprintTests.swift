@@ -4,6 +4,7 @@ import Strata
 import StrataLog
 import StrataTestSupport
 import Testing
+import StrataProtocol
 
 /// Change tokens fingerprint the whole history before their position, so that a server restored
 /// from a backup and grown again is caught even when the transaction right before a token is the

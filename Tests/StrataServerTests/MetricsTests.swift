@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Strata
 @testable import StrataServer
+import StrataProtocol
 import StrataTestSupport
 import Synchronization
 import Testing

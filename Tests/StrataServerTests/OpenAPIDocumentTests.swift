@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 @testable import StrataServer
+import StrataProtocol
 import Testing
 
 /// Tools/openapi/openapi.yaml and the router name the same operations. Tools/scripts/schemathesis.sh
@@ -70,6 +71,25 @@ struct OpenAPIDocumentTests {
                             "\(method) \(path) is served (\(response.status.code)) but not documented")
                 }
             }
+        }
+    }
+
+    @Test("the document's error codes, with their statuses, are StrataProtocol's ErrorCode.all, in order; the server answers each with its status")
+    func errorCodes() throws {
+        let text = try String(contentsOf: Self.document, encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let start = try #require(lines.firstIndex(of: "    ErrorCode:"), "no ErrorCode schema in the document")
+        var documented: [(name: String, status: Int)] = []
+        for line in lines[(start + 3)...] {
+            // "        - zoneRewound       # 410"
+            guard line.hasPrefix("        - ") else { break }
+            let parts = line.dropFirst(10).split(separator: "#").map { $0.trimmingCharacters(in: .whitespaces) }
+            documented.append((parts[0], Int(parts.count > 1 ? parts[1] : "") ?? -1))
+        }
+        #expect(documented.map(\.name) == ErrorCode.all.map(\.name))
+        #expect(documented.map(\.status) == ErrorCode.all.map(\.status))
+        for code in ErrorCode.all {
+            #expect(ServerError(ServerError.Code(code), "x").response.status.code == code.status, "\(code)")
         }
     }
 }

@@ -6,6 +6,7 @@ import Strata
 @testable import StrataServer
 import StrataTestSupport
 import Testing
+import StrataProtocol
 
 private let shuttingDown = HTTPField.Name(StrataHeader.shuttingDown)!
 

@@ -5,6 +5,7 @@ import Strata
 @testable import StrataServer
 import StrataTestSupport
 import Testing
+import StrataProtocol
 
 /// The server's resource bounds on a real server and a real port: connection timeouts and caps,
 /// the upload memory budget, the failed-authentication limit per address. Timeouts are set to a

@@ -7,6 +7,7 @@ import Strata
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataProtocol
 
 @Suite("Server over HTTP")
 struct ServerHTTPTests {

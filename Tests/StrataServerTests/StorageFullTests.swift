@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Strata
 @testable import StrataLog
 @testable import StrataServer
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

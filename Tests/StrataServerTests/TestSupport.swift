@@ -7,6 +7,7 @@ import Strata
 import StrataLog
 import StrataTestSupport
 import Testing
+import StrataProtocol
 
 /// The events of one transaction of `replica` with the given sequences.
 func transaction(_ replica: ReplicaID, _ sequences: ClosedRange<UInt64>, title: String = "x") -> TransactionRecord {

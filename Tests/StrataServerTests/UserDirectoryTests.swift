@@ -1,5 +1,6 @@
 import Foundation
 @testable import StrataServer
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

@@ -3,6 +3,7 @@ import Foundation
 import NIOHTTP1
 import Strata
 @testable import StrataSync
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

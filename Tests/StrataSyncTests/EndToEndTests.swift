@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import Strata
 import StrataServer
+import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataProtocol
 import StrataServer
 import StrataSync
 import StrataTestSupport

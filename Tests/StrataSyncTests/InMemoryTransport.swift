@@ -1,6 +1,7 @@
 import Foundation
 import Strata
 import StrataSync
+import StrataProtocol
 import Synchronization
 
 /// The protocol's rules without HTTP, for unit tests of the engine's logic (the end-to-end tests

@@ -1,6 +1,7 @@
 import Foundation
 import Strata
 import StrataSync
+import StrataProtocol
 import StrataTestSupport
 import Testing
 

@@ -5,6 +5,7 @@ import StrataServer
 import StrataSync
 import StrataTestSupport
 import Synchronization
+import StrataProtocol
 
 /// The real server storage (EmbeddedZoneStorage on disk) behind a seeded, misbehaving network:
 /// requests and answers are dropped, requests are duplicated, pushes are held back and delivered

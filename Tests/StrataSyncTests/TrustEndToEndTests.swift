@@ -8,6 +8,7 @@ import StrataServer
 @testable import StrataSync
 import StrataTestSupport
 import Testing
+import StrataProtocol
 
 /// The four ways sync used to lose or leak data while reporting success, each through a real
 /// server on a real port with the real HTTP client: the attack is refused or healed, nothing

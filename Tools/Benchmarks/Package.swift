@@ -41,6 +41,7 @@ let package = Package(
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSync", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),
+                .product(name: "StrataProtocol", package: "Strata"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

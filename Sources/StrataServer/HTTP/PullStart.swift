@@ -1,4 +1,5 @@
 public import Strata
+public import StrataProtocol
 
 /// Where a pull starts, shared by the HTTP endpoint and in-process transports (simulations), so
 /// both answer the same tokens the same way.

@@ -1,6 +1,7 @@
 import Foundation
 public import HTTPTypes
 public import Hummingbird
+public import StrataProtocol
 
 /// An error answered to a client: an HTTP status and the JSON body of the sync protocol,
 /// `{"error": {"code": "<code>", "message": "<what and where>"}}` with extra fields where useful
@@ -23,52 +24,32 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
 
         public var description: String { name }
 
-        /// 400: a malformed body, token, parameter or zone name.
-        public static let badRequest = Code("badRequest", status: .badRequest)
-        /// 401: a missing or unknown bearer token.
-        public static let unauthorized = Code("unauthorized", status: .unauthorized)
-        /// 403: the zone exists but the caller may not do this.
-        public static let forbidden = Code("forbidden", status: .forbidden)
-        /// 404: no such zone.
-        public static let zoneNotFound = Code("zoneNotFound", status: .notFound)
-        /// 404: no such endpoint.
-        public static let notFound = Code("notFound", status: .notFound)
-        /// 403: a push of a replica that belongs to another user.
-        public static let replicaNotYours = Code("replicaNotYours", status: .forbidden)
-        /// 409: a push skips sequence numbers.
-        public static let sequenceGap = Code("sequenceGap", status: .conflict)
-        /// 409: a pushed transaction differs from the one the zone holds under the same replica
-        /// and sequences (a copied or restored store): the client must fork (take a new replica
-        /// ID) and re-author its transactions from `sequence` on.
-        public static let replicaForked = Code("replicaForked", status: .conflict)
-        /// 422: an event is stamped further ahead of the server's clock than it allows
-        /// (`serverTime` and `maxOffset` say by how much).
-        public static let clockSkew = Code("clockSkew", status: .unprocessableContent)
-        /// 410: the token points before the history the server still holds.
-        public static let tokenExpired = Code("tokenExpired", status: .gone)
-        /// 410: the token points past the zone's end: the server holds less than the client has
-        /// seen (restored from a backup, a lost disk). The client pulls from the start and
-        /// pushes what the server lacks.
-        public static let zoneRewound = Code("zoneRewound", status: .gone)
-        /// 410: the token's epoch is not the zone's (deleted and recreated).
-        public static let zoneReset = Code("zoneReset", status: .gone)
-        /// 413: the body exceeds the server's limit.
-        public static let tooLarge = Code("tooLarge", status: .contentTooLarge)
-        /// 429: over the per-user rate, or too many failed authentications from the client's
-        /// address (`Retry-After` says when to come back).
-        public static let rateLimited = Code("rateLimited", status: .tooManyRequests)
-        /// 503: the server is at a resource limit — its upload memory budget or its connection
-        /// cap — and did not take the request; nothing changed. `Retry-After` says when to try again.
-        public static let serverBusy = Code("serverBusy", status: .serviceUnavailable)
-        /// 403: the request would take the user over a quota (zones per user, grants per zone,
-        /// stored bytes per user); nothing was changed. The message names the quota, its limit and
-        /// the current use.
-        public static let quotaExceeded = Code("quotaExceeded", status: .forbidden)
-        /// 507: the server's disk is full; nothing of the request was kept. Retry later: the
-        /// server recovers by itself once space returns.
-        public static let storageFull = Code("storageFull", status: HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"))
-        /// 500: the server failed; nothing the client did.
-        public static let internalError = Code("internalError", status: .internalServerError)
+        /// The code of the protocol's `code` (see ``StrataProtocol/ErrorCode``, which says what each means).
+        public init(_ code: ErrorCode) {
+            // HTTPTypes knows no reason phrase for 507.
+            let status = code.status == 507
+                ? HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage") : HTTPResponse.Status(code: code.status)
+            self.init(code.name, status: status)
+        }
+
+        public static let badRequest = Code(ErrorCode.badRequest)
+        public static let unauthorized = Code(ErrorCode.unauthorized)
+        public static let forbidden = Code(ErrorCode.forbidden)
+        public static let zoneNotFound = Code(ErrorCode.zoneNotFound)
+        public static let notFound = Code(ErrorCode.notFound)
+        public static let replicaNotYours = Code(ErrorCode.replicaNotYours)
+        public static let sequenceGap = Code(ErrorCode.sequenceGap)
+        public static let replicaForked = Code(ErrorCode.replicaForked)
+        public static let clockSkew = Code(ErrorCode.clockSkew)
+        public static let tokenExpired = Code(ErrorCode.tokenExpired)
+        public static let zoneRewound = Code(ErrorCode.zoneRewound)
+        public static let zoneReset = Code(ErrorCode.zoneReset)
+        public static let tooLarge = Code(ErrorCode.tooLarge)
+        public static let rateLimited = Code(ErrorCode.rateLimited)
+        public static let serverBusy = Code(ErrorCode.serverBusy)
+        public static let quotaExceeded = Code(ErrorCode.quotaExceeded)
+        public static let storageFull = Code(ErrorCode.storageFull)
+        public static let internalError = Code(ErrorCode.internalError)
     }
 
     public var code: Code
@@ -99,23 +80,10 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
 
     public var description: String { "\(code.name) (\(code.status.code)): \(message)" }
 
-    private struct Body: Encodable {
-        struct Detail: Encodable {
-            var code: String
-            var message: String
-            var expected: UInt64?
-            var retryAfter: Int?
-            var sequence: UInt64?
-            var serverTime: UInt64?
-            var maxOffset: UInt64?
-        }
-        var error: Detail
-    }
-
     /// The error's JSON body.
     public var jsonBody: [UInt8] {
-        let body = Body(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter,
-                                     sequence: sequence, serverTime: serverTime, maxOffset: maxOffset))
+        let body = ErrorEnvelope(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter,
+                                              sequence: sequence, serverTime: serverTime, maxOffset: maxOffset))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return (try? Array(encoder.encode(body))) ?? Array(#"{"error":{"code":"internalError","message":"unencodable error"}}"#.utf8)

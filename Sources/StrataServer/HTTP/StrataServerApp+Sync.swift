@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import Strata
+public import StrataProtocol
 
 extension StrataServerApp {
     /// `POST /v1/zones/{zone}/push`: appends a batch of one replica's transactions, exactly once.
@@ -187,8 +188,8 @@ extension StrataServerApp {
             throw ServerError(.notFound, "zone \(name) has no snapshot: pull from the beginning")
         }
         var headers = HTTPFields()
-        headers[.contentType] = "application/x-strata-snapshot"
-        headers[HTTPField.Name("Strata-Snapshot-Token")!] = try await PullStart.token(zone, at: snapshot.position, storage: storage).description
+        headers[.contentType] = StrataMediaType.snapshot
+        headers[HTTPField.Name(StrataHeader.snapshotToken)!] = try await PullStart.token(zone, at: snapshot.position, storage: storage).description
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: snapshot.payload)))
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+public import StrataProtocol
 
 extension StrataServerApp {
     /// `GET /v1/zones`: the zones the caller may read.

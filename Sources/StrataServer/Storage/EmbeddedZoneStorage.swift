@@ -1,4 +1,5 @@
 import Foundation
+public import StrataProtocol
 public import Logging
 public import Strata
 import Synchronization

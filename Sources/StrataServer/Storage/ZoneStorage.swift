@@ -1,4 +1,5 @@
 public import Strata
+public import StrataProtocol
 
 /// Where zones and their logs live. The HTTP endpoints talk only to this protocol, so that a
 /// backend other than ``EmbeddedZoneStorage`` (a PostgreSQL one, say) can be added without
@@ -130,23 +131,6 @@ public protocol ZoneStorage: Sendable {
     /// The zone's newest snapshot (its state at a position, as a `Strata` projection snapshot
     /// payload), or `nil` when it was never compacted.
     func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot?
-}
-
-/// A replica as a zone knows it: who pushed its events, and how far (also the entries of
-/// ``ReplicaList``, the answer of `GET /v1/zones/{zone}/replicas`).
-public struct ReplicaInfo: Sendable, Hashable, Codable {
-    public var replica: ReplicaID
-    /// The user the replica belongs to (the first who pushed it); `nil` for a replica found in
-    /// history written before the server recorded owners.
-    public var user: String?
-    /// The highest sequence of the replica the zone holds.
-    public var acknowledged: UInt64
-
-    public init(replica: ReplicaID, user: String?, acknowledged: UInt64) {
-        self.replica = replica
-        self.user = user
-        self.acknowledged = acknowledged
-    }
 }
 
 /// The result of ``ZoneStorage/mergeState(zone:payload:basis:)``.

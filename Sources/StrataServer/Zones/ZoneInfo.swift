@@ -1,21 +1,4 @@
-/// Who may read a zone besides its owner.
-public enum ZoneAccess: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Only the owner.
-    case `private`
-    /// The owner and the users named in the zone's grants.
-    case shared
-    /// Every authenticated user may read; only the owner (and `readWrite` grantees) may push.
-    case `public`
-}
-
-/// What a user named in a zone's grants may do.
-public enum ZoneGrant: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Read (pull and look at the zone).
-    case read
-    /// Read and push.
-    case readWrite
-}
-
+public import StrataProtocol
 /// A zone's metadata: its name, owner, access rule and epoch.
 ///
 /// The epoch is a random number chosen when the zone is created; deleting and recreating a zone

@@ -6,6 +6,7 @@
 // server's per-address connection cap (256) does not refuse them.
 import BenchSupport
 import Foundation
+import StrataProtocol
 import Strata
 import StrataServer
 

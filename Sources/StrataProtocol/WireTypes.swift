@@ -16,13 +16,14 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
     /// What the server accepts; absent in answers of servers older than the field.
     public var limits: ServerLimits?
 
-    public init(_ zone: ZoneInfo, token: ChangeToken, canPush: Bool? = nil, limits: ServerLimits? = nil) {
-        self.name = zone.name
-        self.owner = zone.owner
-        self.access = zone.access
-        self.grants = zone.grants
-        self.epoch = zone.epoch
-        self.token = token.description
+    public init(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant], epoch: UInt64, token: String,
+                canPush: Bool? = nil, limits: ServerLimits? = nil) {
+        self.name = name
+        self.owner = owner
+        self.access = access
+        self.grants = grants
+        self.epoch = epoch
+        self.token = token
         self.canPush = canPush
         self.limits = limits
     }
@@ -47,10 +48,6 @@ public struct ServerLimits: Sendable, Hashable, Codable {
         self.maxClockOffsetMilliseconds = maxClockOffsetMilliseconds
     }
 
-    public init(_ limits: ServerConfiguration.Limits) {
-        self.init(maxBodyBytes: limits.maxBodyBytes, maxStateBytes: limits.maxStateBytes, maxPullLimit: limits.maxPullLimit,
-                  maxClockOffsetMilliseconds: UInt64(max(0, limits.maxClockOffset / .milliseconds(1))))
-    }
 }
 
 /// The answer to a state upload: `{"token": "<token of the merged snapshot>", "upToDate": bool,
@@ -106,14 +103,4 @@ public struct ReplicaList: Sendable, Hashable, Codable {
     public var replicas: [ReplicaInfo]
 
     public init(replicas: [ReplicaInfo]) { self.replicas = replicas }
-}
-
-/// The names of the pull answer's headers.
-public enum StrataHeader {
-    /// The change token after the transactions of a pull's answer.
-    public static let nextToken = "Strata-Next-Token"
-    /// `true` when the zone held more transactions than the pull returned.
-    public static let moreComing = "Strata-More-Coming"
-    /// `true` on a pull answered while the server shuts down (absent otherwise).
-    public static let shuttingDown = "Strata-Shutting-Down"
 }

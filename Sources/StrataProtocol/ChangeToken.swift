@@ -4,13 +4,13 @@
 /// - version 1, 17 bytes: the version `u8` = 1, the zone's epoch `u64` little-endian and the log
 ///   position `u64` little-endian (the number of transactions before this point);
 /// - version 2, 25 bytes: version 2, the epoch, the position, then the zone's generation `u64`
-///   little-endian (the ID of the newest device state merged into it, see ``ZoneInfo/merges``);
+///   little-endian (the ID of the newest device state merged into it, see `ZoneInfo.merges` in StrataServer);
 /// - version 3, 33 bytes: version 3, the epoch, the position, the generation, then a
 ///   *fingerprint* `u64` little-endian: 64 bits of the digest of the transaction before the
-///   position (see ``ZoneStorage/lastTransactionFingerprint(zone:at:)``). Read, no longer written.
+///   position (`ZoneStorage.lastTransactionFingerprint(zone:at:)` in StrataServer). Read, no longer written.
 /// - version 4, 33 bytes: as version 3, but the fingerprint is of the whole history before the
 ///   position: a running hash over every transaction's digest (see
-///   ``ZoneStorage/fingerprint(zone:at:)``). Version 3 looked at one transaction, and a server
+///   `ZoneStorage.fingerprint(zone:at:)` in StrataServer). Version 3 looked at one transaction, and a server
 ///   restored from a backup whose devices re-pushed in the order they first pushed can hold the
 ///   same transaction there after a different history.
 ///

@@ -1,0 +1,100 @@
+/// An error code of the sync protocol: the name a server answers in
+/// `{"error": {"code": "<name>", "message": …}}` and the HTTP status it answers it with. The one
+/// list both sides use: the server's ``ServerError`` codes and the client's `SyncError` codes are
+/// made from these.
+public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
+    public let name: String
+    /// The HTTP status code.
+    public let status: Int
+
+    public init(_ name: String, status: Int) {
+        self.name = name
+        self.status = status
+    }
+
+    public var description: String { name }
+
+    /// A malformed body, token, parameter or zone name.
+    public static let badRequest = ErrorCode("badRequest", status: 400)
+    /// A missing or unknown bearer token.
+    public static let unauthorized = ErrorCode("unauthorized", status: 401)
+    /// The zone exists but the caller may not do this.
+    public static let forbidden = ErrorCode("forbidden", status: 403)
+    /// A push of a replica that belongs to another user.
+    public static let replicaNotYours = ErrorCode("replicaNotYours", status: 403)
+    /// The request would take the user over a quota (zones per user, grants per zone, stored
+    /// bytes per user); nothing was changed.
+    public static let quotaExceeded = ErrorCode("quotaExceeded", status: 403)
+    /// No such zone.
+    public static let zoneNotFound = ErrorCode("zoneNotFound", status: 404)
+    /// No such endpoint (or no snapshot of a zone never compacted).
+    public static let notFound = ErrorCode("notFound", status: 404)
+    /// A push skips sequence numbers (`expected` says which one comes next).
+    public static let sequenceGap = ErrorCode("sequenceGap", status: 409)
+    /// A pushed transaction differs from the one the zone holds under the same replica and
+    /// sequences (a copied or restored store): the client forks from `sequence` on.
+    public static let replicaForked = ErrorCode("replicaForked", status: 409)
+    /// The token points before the history the server still holds, or was handed out before a
+    /// state was merged: the client adopts the zone's snapshot.
+    public static let tokenExpired = ErrorCode("tokenExpired", status: 410)
+    /// The token's epoch is not the zone's (deleted and recreated).
+    public static let zoneReset = ErrorCode("zoneReset", status: 410)
+    /// The server holds less than the client has seen (restored from a backup, a lost disk).
+    public static let zoneRewound = ErrorCode("zoneRewound", status: 410)
+    /// The body exceeds the server's limit.
+    public static let tooLarge = ErrorCode("tooLarge", status: 413)
+    /// An event stamped further ahead of the server's clock than it accepts (`serverTime`,
+    /// `maxOffset`).
+    public static let clockSkew = ErrorCode("clockSkew", status: 422)
+    /// Over the per-user rate, or too many failed authentications (`Retry-After`).
+    public static let rateLimited = ErrorCode("rateLimited", status: 429)
+    /// The server failed; nothing the client did.
+    public static let internalError = ErrorCode("internalError", status: 500)
+    /// The server is at a resource limit and did not take the request (`Retry-After`).
+    public static let serverBusy = ErrorCode("serverBusy", status: 503)
+    /// The server's disk is full; nothing of the request was kept.
+    public static let storageFull = ErrorCode("storageFull", status: 507)
+
+    /// Every code of the protocol.
+    public static let all: [ErrorCode] = [
+        .badRequest, .unauthorized, .forbidden, .replicaNotYours, .quotaExceeded, .zoneNotFound, .notFound, .sequenceGap,
+        .replicaForked, .tokenExpired, .zoneReset, .zoneRewound, .tooLarge, .clockSkew, .rateLimited, .internalError,
+        .serverBusy, .storageFull,
+    ]
+}
+
+/// The body of every error answer: `{"error": {"code", "message", "expected"?, "retryAfter"?,
+/// "sequence"?, "serverTime"?, "maxOffset"?}}`.
+public struct ErrorEnvelope: Sendable, Hashable, Codable {
+    public struct Detail: Sendable, Hashable, Codable {
+        /// An ``ErrorCode`` name (clients keep unknown names as they are).
+        public var code: String
+        public var message: String
+        /// For `sequenceGap`: the sequence the server expects next.
+        public var expected: UInt64?
+        /// For `rateLimited` and `serverBusy`: whole seconds until the client may come back
+        /// (also in `Retry-After`).
+        public var retryAfter: Int?
+        /// For `replicaForked`: the first sequence whose transaction differs; for `clockSkew`:
+        /// the first sequence of the refused transaction.
+        public var sequence: UInt64?
+        /// For `clockSkew`: the server's time (ms since 1970) and the largest lead it accepts (ms).
+        public var serverTime: UInt64?
+        public var maxOffset: UInt64?
+
+        public init(code: String, message: String, expected: UInt64? = nil, retryAfter: Int? = nil, sequence: UInt64? = nil,
+                    serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
+            self.code = code
+            self.message = message
+            self.expected = expected
+            self.retryAfter = retryAfter
+            self.sequence = sequence
+            self.serverTime = serverTime
+            self.maxOffset = maxOffset
+        }
+    }
+
+    public var error: Detail
+
+    public init(error: Detail) { self.error = error }
+}
