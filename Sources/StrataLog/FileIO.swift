@@ -24,12 +24,12 @@ final class FileHandle: @unchecked Sendable {
 
     deinit { _ = systemClose(fd) }
 
-    static func open(_ path: String, write: Bool, create: Bool = false, exclusive: Bool = false) throws -> FileHandle {
+    static func open(_ path: String, write: Bool, create: Bool = false, exclusive: Bool = false, mode: mode_t = 0o644) throws -> FileHandle {
         var flags: Int32 = write ? O_RDWR : O_RDONLY
         if create { flags |= O_CREAT }
         if exclusive { flags |= O_EXCL }
         flags |= O_CLOEXEC
-        let fd = retryingEINTR { systemOpen(path, flags, 0o644) }
+        let fd = retryingEINTR { systemOpen(path, flags, mode) }
         guard fd >= 0 else { throw ioError("open", path) }
         return FileHandle(fd: fd, path: path)
     }
@@ -228,20 +228,24 @@ enum FaultInjection {
     }
 }
 
-/// File-system operations on paths, with the fsyncs that make creation and renames durable.
-public enum FileSystem {
-    static func exists(_ path: String) -> Bool {
+/// File-system operations on paths, with the fsyncs that make creation and renames durable: the
+/// one durable-file layer of the package. The log's files, and the small files beside it — a
+/// store's `store.json`, sync pins and authors, the sync cursor, the server's catalog, ledgers
+/// and users file — are all written through here, with the same rules (`F_FULLFSYNC` where
+/// `fsync` does not reach the disk).
+package enum FileSystem {
+    package static func exists(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0
     }
 
-    static func isDirectory(_ path: String) -> Bool {
+    package static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
-    /// Creates `path` and any missing parents.
-    static func makeDirectory(_ path: String) throws {
+    /// Creates `path` and any missing parents (each made durable in its parent).
+    package static func makeDirectory(_ path: String) throws {
         if isDirectory(path) { return }
         let parent = parentPath(path)
         if parent != path, !parent.isEmpty { try makeDirectory(parent) }
@@ -252,7 +256,7 @@ public enum FileSystem {
     }
 
     /// The names in a directory (without "." and "..").
-    static func list(_ path: String) throws -> [String] {
+    package static func list(_ path: String) throws -> [String] {
         guard let dir = opendir(path) else { throw FileHandle.ioError("opendir", path) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -266,7 +270,7 @@ public enum FileSystem {
     }
 
     /// Makes the directory's entries (created, renamed or removed files) durable.
-    static func syncDirectory(_ path: String) throws {
+    package static func syncDirectory(_ path: String) throws {
         let fd = retryingEINTR { systemOpen(path, O_RDONLY | O_CLOEXEC, 0) }
         guard fd >= 0 else { throw FileHandle.ioError("open directory", path) }
         defer { _ = systemClose(fd) }
@@ -282,20 +286,48 @@ public enum FileSystem {
         guard systemRename(from, to) == 0 else { throw FileHandle.ioError("rename to \(to)", from) }
     }
 
-    static func remove(_ path: String) throws {
+    package static func remove(_ path: String) throws {
         guard unlink(path) == 0 || errno == ENOENT else { throw FileHandle.ioError("unlink", path) }
     }
 
+    /// Removes `path` and, when it is a directory, everything in it. A missing path is no error.
+    package static func removeTree(_ path: String) throws {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            if errno == ENOENT { return }
+            throw FileHandle.ioError("lstat", path)
+        }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            for name in try list(path) { try removeTree(join(path, name)) }
+            guard rmdir(path) == 0 || errno == ENOENT else { throw FileHandle.ioError("rmdir", path) }
+        } else {
+            try remove(path)
+        }
+    }
+
     /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename over `path`, fsync of the
-    /// directory. A crash leaves either the old file or the new one, never a mixture.
-    public static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
+    /// directory. A crash leaves either the old file or the new one, never a mixture. The file
+    /// gets `mode` whatever the umask (a users file holds credentials' hashes: 0600).
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true, mode: Int = 0o644) throws {
         let temporary = path + ".tmp"
         try remove(temporary)
-        let file = try FileHandle.open(temporary, write: true, create: true, exclusive: true)
+        let file = try FileHandle.open(temporary, write: true, create: true, exclusive: true, mode: mode_t(mode))
         try file.write(bytes, at: 0)
+        guard fchmod(file.fd, mode_t(mode)) == 0 else { throw FileHandle.ioError("fchmod", temporary) }
         if durable { try file.sync() }
         try rename(temporary, path)
         if durable { try syncDirectory(parentPath(path)) }
+    }
+
+    /// The whole file; `nil` when it does not exist.
+    package static func read(_ path: String) throws -> [UInt8]? {
+        let file: FileHandle
+        do {
+            file = try FileHandle.open(path, write: false)
+        } catch let error as LogError where error.errno == ENOENT {
+            return nil
+        }
+        return try file.read(count: Int(try file.size()), at: 0)
     }
 
     /// The path with symbolic links and `..` resolved (the path itself when it cannot be).
@@ -305,7 +337,7 @@ public enum FileSystem {
         return String(cString: resolved)
     }
 
-    static func parentPath(_ path: String) -> String {
+    package static func parentPath(_ path: String) -> String {
         var trimmed = Substring(path)
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
         guard let slash = trimmed.lastIndex(of: "/") else { return "." }
@@ -317,7 +349,7 @@ public enum FileSystem {
         path.split(separator: "/").last.map(String.init) ?? path
     }
 
-    static func join(_ directory: String, _ name: String) -> String {
+    package static func join(_ directory: String, _ name: String) -> String {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 }
