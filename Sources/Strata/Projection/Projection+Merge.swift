@@ -53,12 +53,9 @@ extension Projection {
             }
             mergeRecord(id, entity: entity) { mine in
                 let inserted = map(record.inserted)
-                if !inserted.isNone, mine.inserted.isNone || self.isNewer(inserted, than: mine.inserted) {
-                    mine.inserted = inserted
-                    mine.entity = entity
-                }
+                if !inserted.isNone { self.mergeInsert(&mine, object: id, entity: entity, ref: inserted) }
                 let deleted = map(record.deleted)
-                if !deleted.isNone, mine.deleted.isNone || self.isNewer(deleted, than: mine.deleted) { mine.deleted = deleted }
+                if !deleted.isNone { self.mergeDelete(&mine, ref: deleted) }
                 for slot in record.fields {
                     let ref = map(slot.ref)
                     if ref.isNone { continue }

@@ -18,12 +18,13 @@ final class Projection {
     private(set) var applied: [AppliedSet] = []
 
     private(set) var records: [ObjectID: ObjectRecord] = [:]
+    // The three indexes below grow only through the merge rule (MergeRule.swift) and `modify`.
     /// Every object ever seen per entity (a superset: reads check existence and entity).
-    private(set) var byEntity: [UInt32: Set<ObjectID>] = [:]
+    var byEntity: [UInt32: Set<ObjectID>] = [:]
     /// Target → objects whose reference fields have pointed at it (a superset: reads check the value).
-    private(set) var referrers: [ObjectID: Set<Referrer>] = [:]
+    var referrers: [ObjectID: Set<Referrer>] = [:]
     /// Target → objects whose to-many sets have held it (a superset: reads check membership).
-    private(set) var memberships: [ObjectID: Set<Referrer>] = [:]
+    var memberships: [ObjectID: Set<Referrer>] = [:]
     /// Schema events in event order, and the schema they add up to.
     private(set) var schemaEvents: [(ref: Ref, schema: Schema)] = []
     private(set) var recordedSchema = Schema.empty
@@ -263,57 +264,41 @@ final class Projection {
         let ref = Ref(hlc: hlc, sequence: sequence, replica: replica)
         maxHLC = max(maxHLC, hlc)
         modify(object, entity: entity) { record in
-            if record.inserted.isNone || self.isNewer(ref, than: record.inserted) {
-                if record.entity != entity { self.byEntity[entity, default: []].insert(object) }
-                record.inserted = ref
-                record.entity = entity
-            }
+            self.mergeInsert(&record, object: object, entity: entity, ref: ref)
             if record.fields.isEmpty { record.fields.reserveCapacity(keys.count) }
-            for i in keys.indices { self.setField(&record, object: object, key: keys[i], value: values[i], ref: ref) }
+            for i in keys.indices { self.mergeField(&record, object: object, key: keys[i], value: values[i], ref: ref) }
         }
         return true
     }
 
+    // Each kind of event is one call of the merge rule (MergeRule.swift) on the object's record.
+
     private func applyInsert(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
         modify(object, entity: entity) { record in
-            if record.inserted.isNone || self.isNewer(ref, than: record.inserted) {
-                if record.entity != entity { self.byEntity[entity, default: []].insert(object) }
-                record.inserted = ref
-                record.entity = entity
-            }
-            for (key, value) in fields { self.setField(&record, object: object, key: key, value: value, ref: ref) }
+            self.mergeInsert(&record, object: object, entity: entity, ref: ref)
+            for (key, value) in fields { self.mergeField(&record, object: object, key: key, value: value, ref: ref) }
         }
     }
 
     private func applyUpdate(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
         modify(object, entity: entity) { record in
-            for (key, value) in fields { self.setField(&record, object: object, key: key, value: value, ref: ref) }
+            for (key, value) in fields { self.mergeField(&record, object: object, key: key, value: value, ref: ref) }
         }
     }
 
     private func applyDelete(_ object: ObjectID, entity: UInt32, ref: Ref) {
-        modify(object, entity: entity) { record in
-            if record.deleted.isNone || self.isNewer(ref, than: record.deleted) { record.deleted = ref }
-        }
+        modify(object, entity: entity) { record in self.mergeDelete(&record, ref: ref) }
     }
 
     private func applyAdd(_ object: ObjectID, entity: UInt32, key: UInt32, target: ObjectID, ref: Ref) {
         modify(object, entity: entity) { record in
-            let (found, index) = record.setIndex(key, target)
-            if found {
-                if !record.sets[index].adds.contains(ref) { record.sets[index].adds.append(ref) }
-            } else {
-                record.sets.insert(SetMember(key: key, target: target, adds: [ref], removedAdds: []), at: index)
-                self.memberships[target, default: []].insert(Referrer(source: object, key: key))
-            }
+            self.mergeMember(&record, object: object, key: key, target: target, adds: [ref], removed: [])
         }
     }
 
     private func applyRemove(_ object: ObjectID, entity: UInt32, key: UInt32, target: ObjectID, adds: [AddKey]) {
         modify(object, entity: entity) { record in
-            let (found, index) = record.setIndex(key, target)
-            if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
-            for add in adds where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }
+            self.mergeRemovals(&record, key: key, target: target, removed: adds)
         }
     }
 
@@ -346,27 +331,6 @@ final class Projection {
         modify(object, entity: entity, body)
     }
 
-    func mergeField(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, value: Value, ref: Ref) {
-        setField(&record, object: object, key: key, value: value, ref: ref)
-    }
-
-    func mergeMember(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, target: ObjectID, adds: [Ref], removed: [AddKey]) {
-        for add in adds {
-            let (found, index) = record.setIndex(key, target)
-            if found {
-                if !record.sets[index].adds.contains(add) { record.sets[index].adds.append(add) }
-            } else {
-                record.sets.insert(SetMember(key: key, target: target, adds: [add], removedAdds: []), at: index)
-                memberships[target, default: []].insert(Referrer(source: object, key: key))
-            }
-        }
-        if !removed.isEmpty {
-            let (found, index) = record.setIndex(key, target)
-            if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
-            for add in removed where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }
-        }
-    }
-
     func noteHLC(_ hlc: UInt64) { maxHLC = max(maxHLC, hlc) }
 
     /// Changes one record in place (an object first seen is created with the event's entity).
@@ -390,29 +354,11 @@ final class Projection {
         }
     }
 
-    private func setField(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, value: Value, ref: Ref) {
-        let (found, index) = record.fieldIndex(key)
-        if found {
-            guard isNewer(ref, than: record.fields[index].ref) else { return }
-            record.fields[index] = FieldSlot(key: key, value: value, ref: ref)
-        } else {
-            record.fields.insert(FieldSlot(key: key, value: value, ref: ref), at: index)
-        }
-        if case .reference(let target) = value { referrers[target, default: []].insert(Referrer(source: object, key: key)) }
-    }
-
     private func recomputeSchema() {
         recordedSchema = schemaEvents.reduce(Schema.empty) { $0.merged(with: $1.schema) }
     }
 
     // MARK: Order and interning
-
-    /// Whether `a` is newer than `b` in the merge order: by HLC, then by replica ID.
-    func isNewer(_ a: Ref, than b: Ref) -> Bool {
-        if a.hlc != b.hlc { return a.hlc > b.hlc }
-        if a.replica != b.replica { return replicas[Int(a.replica)] > replicas[Int(b.replica)] }
-        return a.sequence > b.sequence
-    }
 
     func intern(_ name: String) -> UInt32 {
         if let id = nameIDs[name] { return id }

@@ -260,11 +260,3 @@ extension Store {
         }
     }
 }
-
-extension Transaction {
-    func recordSchema(_ schema: Schema) throws {
-        let event = Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(eventCount)),
-                          hlc: try core.clock.tick(), change: .schema(schema))
-        try appendRaw(event)
-    }
-}
