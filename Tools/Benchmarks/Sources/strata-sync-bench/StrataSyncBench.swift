@@ -19,8 +19,9 @@ struct Settings {
     var keep = false
     /// The workloads: `push` (rows 0–2: build, push, catch-up of the pushed zone), `wake-up`
     /// (row 3), `heal` (rows 4a–4d and the healing table), `abuse` (rows 5a–5b: pulls with and
-    /// without idle long polls and slow clients connected).
-    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse"]
+    /// without idle long polls and slow clients connected), `incremental` (rows 6a–6b: a sync of
+    /// one new transaction on a store with a long history vs an empty store).
+    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental"]
     var abuse = AbuseSettings()
     var only = Settings.workloads
 
@@ -53,7 +54,9 @@ let usage = """
                       heal (rows 4a-4d: first upload of a zone vs healing it after the server lost
                       it, with and without compaction, and the healing table) and abuse (rows
                       5a-5b: pulls of a small page with and without 1,000 long polls and 100 slow
-                      clients connected), comma-separated
+                      clients connected) and incremental (rows 6a-6b: sync() of one new
+                      transaction on a store with 1M events of history, in 10 transactions, vs on
+                      an empty store, and peak memory during it), comma-separated
       --heal-events N the heal workload's events (default 1M, 100k with --quick), in transactions
                       of 100 inserts
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
@@ -91,7 +94,7 @@ struct StrataSyncBench {
         let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-sync-bench", requiredFreeBytes: settings.requiredFreeBytes)
         // The heal workload runs its own server child (it stops and restores it); the others share one.
         var server: ServerProcess?
-        if !settings.only.isDisjoint(with: ["push", "wake-up", "abuse"]) {
+        if !settings.only.isDisjoint(with: ["push", "wake-up", "abuse", "incremental"]) {
             do {
                 server = try ServerProcess.start(data: place.path("server"), directory: place.run)
             } catch {
@@ -126,6 +129,11 @@ struct StrataSyncBench {
         }
         if let server, settings.only.contains("abuse") {
             try await abuse(settings, server, &report)
+        }
+        if let server, settings.only.contains("incremental") {
+            let run = try await incrementalRun(in: place.path("incremental"), server: server, events: settings.events,
+                                               transactions: 10, samples: settings.quick ? 5 : 20)
+            run.addRows(to: &report)
         }
         var heal: HealRun?
         if settings.only.contains("heal") {
