@@ -64,6 +64,13 @@ public struct SyncOptions: Sendable {
     /// The device's wall clock in milliseconds since 1970 (injected by simulations), compared with
     /// the server's time when it refuses a push for clock skew.
     public var wallClock: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
+    /// The clock the engine waits on between retries and after a failed round of continuous
+    /// mode. Tests and simulations inject one they advance themselves, so that what a backoff
+    /// does is asserted without waiting for it.
+    public var clock: any Clock<Duration> = ContinuousClock()
+    /// The jitter of a backoff: the fraction of the capped delay to wait, in `0.5...1` (random by
+    /// default; injected for deterministic tests).
+    public var jitter: @Sendable () -> Double = { Double.random(in: 0.5...1.0) }
 
     public init() {}
 }
@@ -126,6 +133,9 @@ public actor SyncEngine {
 
     /// The persisted cursor (token and acknowledged sequence).
     public var currentCursor: SyncCursor { cursor }
+
+    /// The engine's status now (``statusUpdates()`` follows it).
+    public var currentStatus: SyncStatus { status }
 
     /// Status updates, starting with the current one.
     public func statusUpdates() -> AsyncStream<SyncStatus> {
@@ -249,11 +259,11 @@ public actor SyncEngine {
                 if Task.isCancelled { break }
                 failures += 1
                 update { $0.phase = .backingOff; $0.lastError = error }
-                try? await Task.sleep(for: backoff(failures, retryAfter: error.retryAfter))
+                try? await options.clock.sleep(for: backoff(failures, retryAfter: error.retryAfter))
             } catch {
                 if Task.isCancelled { break }
                 failures += 1
-                try? await Task.sleep(for: backoff(failures, retryAfter: nil))
+                try? await options.clock.sleep(for: backoff(failures, retryAfter: nil))
             }
         }
     }
@@ -666,7 +676,7 @@ public actor SyncEngine {
                 attempt += 1
                 options.logger.debug("retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
                 update { $0.phase = .backingOff; $0.lastError = error }
-                try await Task.sleep(for: backoff(attempt, retryAfter: error.retryAfter))
+                try await options.clock.sleep(for: backoff(attempt, retryAfter: error.retryAfter))
             }
         }
     }
@@ -677,6 +687,6 @@ public actor SyncEngine {
         let capped = min(base, options.maxBackoff)
         // Full jitter: anywhere between half and all of the capped delay.
         let millis = Double(capped.components.seconds) * 1000 + Double(capped.components.attoseconds) / 1e15
-        return .milliseconds(Int(millis * Double.random(in: 0.5...1.0)))
+        return .milliseconds(Int(millis * min(1, max(0.5, options.jitter()))))
     }
 }
