@@ -69,6 +69,7 @@ let package = Package(
             name: "StrataServer",
             dependencies: [
                 "Strata",
+                "StrataLog",
                 "StrataProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -92,6 +93,7 @@ let package = Package(
             name: "StrataCommands",
             dependencies: [
                 "Strata",
+                "StrataLog",
                 "StrataSync",
                 "StrataServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -125,7 +127,7 @@ let package = Package(
         .testTarget(
             name: "StrataServerTests",
             dependencies: [
-                "StrataServer", "StrataProtocol", "StrataTestSupport",
+                "StrataServer", "StrataProtocol", "StrataLog", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -134,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "StrataCommandsTests",
             dependencies: [
-                "StrataCommands", "StrataSync", "StrataServer", "StrataProtocol", "DivergentStores", "StrataTestSupport", "strata",
+                "StrataCommands", "StrataSync", "StrataServer", "StrataProtocol", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
                 // The TLS tests sync over HTTPS with a client trusting a test CA.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -145,7 +147,7 @@ let package = Package(
         .testTarget(
             name: "StrataSyncTests",
             dependencies: [
-                "StrataSync", "StrataServer", "StrataProtocol", "StrataTestSupport",
+                "StrataSync", "StrataServer", "StrataProtocol", "StrataLog", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

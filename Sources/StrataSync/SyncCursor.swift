@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-public import Strata
+@_spi(StrataInternals) public import Strata
 import StrataLog
 
 /// How far a store has synced with one zone: the last change token it applied, the replica it

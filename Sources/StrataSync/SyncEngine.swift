@@ -1,6 +1,6 @@
 public import Foundation
 public import Logging
-public import Strata
+@_spi(StrataInternals) public import Strata
 
 /// Where the engine is, for a status display.
 public struct SyncStatus: Sendable, Hashable {

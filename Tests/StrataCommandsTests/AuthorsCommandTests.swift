@@ -1,6 +1,6 @@
 import DivergentStores
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 @testable import StrataCommands
 import StrataTestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataLog
 @testable import StrataCommands
 import StrataTestSupport
 import Testing

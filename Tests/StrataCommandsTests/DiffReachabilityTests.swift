@@ -1,5 +1,5 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 @testable import StrataCommands
 import StrataTestSupport
 import Testing

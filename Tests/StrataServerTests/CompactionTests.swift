@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Strata
+import StrataLog
 @testable import StrataServer
 import StrataProtocol
 import StrataTestSupport

@@ -1,7 +1,8 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import Strata
+@_spi(StrataInternals) import Strata
+import StrataLog
 import StrataServer
 import StrataProtocol
 import StrataSync

@@ -1,5 +1,5 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataProtocol
 import StrataServer
 import StrataSync

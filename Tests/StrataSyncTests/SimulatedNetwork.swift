@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Strata
+import StrataLog
 import StrataServer
 import StrataSync
 import StrataTestSupport

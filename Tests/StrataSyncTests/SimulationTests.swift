@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataProtocol
 import StrataServer
 import StrataSync

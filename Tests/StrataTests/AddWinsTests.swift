@@ -1,5 +1,5 @@
 import Foundation
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 import Testing
 
 /// To-many relationships are add-wins sets; these tests hold the caller's side of that promise.

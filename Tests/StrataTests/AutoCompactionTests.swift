@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 import StrataLog
 import Synchronization
 

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 
 /// The hybrid logical clock never wraps, and one far-future remote stamp cannot drag it along.
 @Suite("Clock bounds")

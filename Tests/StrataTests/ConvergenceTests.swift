@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 
 /// Seeds: `STRATA_PROPERTY_SEED` runs one seed; otherwise `STRATA_PROPERTY_RUNS` seeds (default
 /// 12) from a random base, printed so that a failure can be repeated.

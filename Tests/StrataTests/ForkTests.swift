@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 
 /// `Store.fork`: the abandoned transactions re-authored under a new replica, the projection equal
 /// to a replay of the history as it now stands, and the old replica's later events (the other

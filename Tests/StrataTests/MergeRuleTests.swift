@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 
 /// Two stores with controlled clocks, exchanging transactions by hand: the merge rule's cases.
 struct Pair {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 
 /// `store.json`: format 2 with its checksum, format 1 still read, damage refused, and a store
 /// whose log is gone never authoring again under its old replica ID.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 
 @Suite("Validation: typed errors that name entity, object and attribute; nothing written")
 struct ValidationTests {

@@ -11,6 +11,7 @@ extension Store {
     ///
     /// - Throws: ``StoreError/Code/corruptSnapshot`` (nothing changed), or a log error.
     @discardableResult
+    @_spi(StrataInternals)
     public func adoptSnapshot(_ payload: [UInt8]) async throws -> Int {
         let changes = try core.withLock { core -> [ObjectChange] in
             if let failure = core.failure { throw failure }
@@ -44,6 +45,7 @@ extension Store {
     /// removes, the applied sequences. Sync uploads it to heal a zone that lost history this store
     /// has (a server restored from a backup, a zone recreated), including history compacted away
     /// here and events other devices authored.
+    @_spi(StrataInternals)
     public func statePayload() throws -> [UInt8] {
         try core.withLock { core in
             if let failure = core.failure { throw failure }

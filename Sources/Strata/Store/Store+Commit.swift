@@ -53,6 +53,7 @@ extension Store {
     /// Events already applied are skipped; the new ones are stored in the log as one record, so
     /// the batch is all or nothing. Returns the number of events newly applied.
     @discardableResult
+    @_spi(StrataInternals)
     public func applyRemote(_ transactions: [TransactionRecord]) async throws -> Int {
         try await applyRemote(encoded: transactions.map { EventCodec.encode($0) })
     }
@@ -62,6 +63,7 @@ extension Store {
     ///
     /// - Throws: ``StoreError/Code/corruptEvent`` (nothing applied) when one does not decode.
     @discardableResult
+    @_spi(StrataInternals)
     public func applyRemote(encoded transactions: [[UInt8]]) async throws -> Int {
         let decoded = try transactions.map { try EventCodec.decodeRaw($0, position: nil) }
         let (count, waiter) = try core.withLock { core -> (Int, DurabilityWaiter?) in

@@ -32,6 +32,7 @@ extension Store {
     ///   (nothing is changed); ``StoreError/Code/clockOverflow`` with `restamp` at the clock's end;
     ///   log and `store.json` errors.
     @discardableResult
+    @_spi(StrataInternals)
     public func fork(keepingThrough keptThrough: UInt64, reason: ReplicaFork.Reason = .forked, restamp: Bool = false) async throws -> ReplicaFork {
         // The fork must read every transaction submitted before it: commits in flight are made
         // visible first, and the fork runs only when none is left (else it waits and tries again).

@@ -14,6 +14,7 @@ extension Store {
     /// `forSync`, local-only attributes are stripped (they are never pushed). Transactions a fork
     /// abandoned (see ``StoreIdentity/isAbandoned(header:position:)``) are not part of the
     /// store's history and are left out.
+    @_spi(StrataInternals)
     public func transactions(from position: UInt64 = 0, limit: Int = .max, forSync: Bool = false) throws -> [StoredTransaction] {
         let (schema, identity) = core.withLock { ($0.projection.schema, $0.identity) }
         var result: [StoredTransaction] = []

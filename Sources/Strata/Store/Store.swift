@@ -45,6 +45,7 @@ public final class Store: Sendable {
     }
 
     /// The segment log under the store (for tools).
+    @_spi(StrataInternals)
     public var segmentLog: SegmentLog { log }
 
     // MARK: Reads

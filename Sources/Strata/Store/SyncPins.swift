@@ -42,6 +42,7 @@ extension Store {
     /// Tells the store how far the sync engine named `key` has had this store's transactions
     /// acknowledged by its server, so that compaction keeps in the log every transaction some
     /// engine has not pushed yet. `SyncEngine` calls it; the pin is of the current replica.
+    @_spi(StrataInternals)
     public func pinUnpushed(_ key: String, acknowledged: UInt64) throws {
         let (pins, changed) = core.withLock { core -> (SyncPins, Bool) in
             if core.syncPins.replica != core.replica { core.syncPins = SyncPins(replica: core.replica) }

@@ -2,6 +2,7 @@ import Foundation
 public import StrataProtocol
 public import Logging
 public import Strata
+public import StrataLog
 import Synchronization
 #if canImport(Glibc)
 import Glibc

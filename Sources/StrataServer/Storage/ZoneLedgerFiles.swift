@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Strata
+import StrataLog
 
 /// The files in a zone's directory that keep its replica ledgers across restarts, beside the
 /// zone's segment log (which the log itself ignores):

@@ -1,5 +1,5 @@
 import Foundation
-public import Strata
+@_spi(StrataInternals) public import Strata
 
 /// The recipe of `Fixtures/divergent/`: two device stores with the same history up to a point,
 /// then each missing some of the other's events (see Fixtures/README.md).

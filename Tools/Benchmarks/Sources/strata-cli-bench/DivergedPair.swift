@@ -1,6 +1,6 @@
 import BenchSupport
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 
 /// Two device stores for the CLI benchmark: A authors `objects` inserts and enough single-field
 /// updates to reach `events`, in transactions of 100 events; B is another device that applied all

@@ -3,7 +3,7 @@
 // what they mean.
 import BenchSupport
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 
 /// The schema of every store in the run.
 let benchSchema = Schema {

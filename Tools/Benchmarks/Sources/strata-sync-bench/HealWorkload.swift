@@ -16,7 +16,7 @@
 //   device's digest and N objects (a mismatch fails the run).
 import BenchSupport
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataSync
 
 /// The devices' log segments: small, so that `compact()` retires nearly all of a device's history

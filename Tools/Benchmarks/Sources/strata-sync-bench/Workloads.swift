@@ -3,7 +3,7 @@
 // a counting wrapper around it sees every request the engine makes.
 import BenchSupport
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataSync
 import Synchronization
 

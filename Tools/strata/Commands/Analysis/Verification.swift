@@ -1,5 +1,6 @@
 import Dispatch
 import Strata
+import StrataLog
 
 /// What `strata verify` checks on a store: every record's checksum and framing, position
 /// continuity, indexes, snapshots, that every event decodes and applies, and that each snapshot's

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataLog
 
 /// `strata inspect STORE`: what the store holds and how it is laid out.
 struct InspectCommand: ParsableCommand {

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 
 /// `strata init STORE --schema FILE.json`: creates a store (or adds to its recorded schema).
 struct InitCommand: AsyncParsableCommand {

@@ -7,7 +7,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import NIOSSL
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataSync
 
 /// `strata sync STORE --server URL --zone NAME [--owner USER] [--token-file PATH | --token TOKEN] [--watch]

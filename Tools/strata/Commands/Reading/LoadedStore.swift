@@ -1,4 +1,5 @@
 import Strata
+import StrataLog
 
 /// How far back to go: up to and including a log position, or everything stored at or before a
 /// time (the device's clock when it stored each transaction).

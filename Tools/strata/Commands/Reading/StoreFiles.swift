@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataLog
 
 /// A store's files, read without opening the store for writing: the tools run on copies taken
 /// from devices and on stores in use, and must change nothing (opening would take the writer's
