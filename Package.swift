@@ -55,6 +55,7 @@ let package = Package(
             name: "StrataSync",
             dependencies: [
                 "Strata",
+                "StrataLog",
                 "StrataProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -62,6 +63,8 @@ let package = Package(
                 // To tell a failed TLS handshake (not retried) from a network failure.
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                // The engine runs as a service of a ServiceGroup.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The log server: zones, change tokens, auth, push and pull over HTTP, storage backends.
@@ -149,6 +152,7 @@ let package = Package(
             dependencies: [
                 "StrataSync", "StrataServer", "StrataProtocol", "StrataLog", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]

@@ -1,6 +1,7 @@
 public import Foundation
 public import Logging
 @_spi(StrataInternals) public import Strata
+import StrataLog
 
 /// Where the engine is, for a status display.
 public struct SyncStatus: Sendable, Hashable {
@@ -205,7 +206,7 @@ public actor SyncEngine {
                 await self?.localCommitted()
             }
         }
-        loop = Task { await self.run() }
+        loop = Task { await self.runLoop() }
     }
 
     /// Ends continuous mode; returns once the loop has stopped.
@@ -229,7 +230,7 @@ public actor SyncEngine {
         poll?.cancel()
     }
 
-    private func run() async {
+    private func runLoop() async {
         var failures = 0
         while !Task.isCancelled {
             do {
@@ -272,9 +273,12 @@ public actor SyncEngine {
 
     /// The store's own transactions the server has not acknowledged, as stored: the store reads
     /// only those entries (it knows where its own transactions are), so a push costs what changed.
-    private func unpushed() throws -> [PendingTransaction] {
+    private func unpushed() async throws -> [PendingTransaction] {
+        let store = self.store
+        let acknowledged = cursor.acknowledged
         do {
-            return try store.unpushedTransactions(after: cursor.acknowledged)
+            // Reading the log is blocking work: not on the cooperative pool.
+            return try await BlockingIO.run { try store.unpushedTransactions(after: acknowledged) }
         } catch {
             throw SyncError(.store, "cannot read the store's log: \(error)")
         }
@@ -358,7 +362,7 @@ public actor SyncEngine {
 
     private func pushAll(_ report: inout SyncReport) async throws {
         cursor.bind(to: store.replicaID)
-        var pending = try unpushed()
+        var pending = try await unpushed()
         update { $0.phase = .pushing; $0.pending = pending.count }
         var batchLimit = max(1, options.pushBatchSize)
         var forks = 0
@@ -376,7 +380,7 @@ public actor SyncEngine {
                 guard let expected = error.expectedSequence, expected >= 1 else { throw error }
                 cursor.acknowledged = min(cursor.acknowledged, expected - 1)
                 try cursor.save(store: store, zone: zoneReference)
-                pending = try unpushed()
+                pending = try await unpushed()
                 // The log must still hold the sequence the server expects, else pushing again
                 // would meet the same gap forever: say what is missing instead.
                 if let first = pending.first?.sequences.lowerBound, first != expected {
@@ -400,7 +404,7 @@ public actor SyncEngine {
                 forks += 1
                 let kept = error.code == .replicaForked ? (error.sequence ?? 1) - 1 : cursor.acknowledged
                 report.forks.append(try await fork(keepingThrough: kept, reason: .forked, restamp: false, after: error))
-                pending = try unpushed()
+                pending = try await unpushed()
                 continue
             } catch let error as SyncError where error.code == .clockSkew {
                 // Our edits are stamped ahead of the server's clock. If the device's clock agrees
@@ -412,7 +416,7 @@ public actor SyncEngine {
                 guard lead <= maxOffset / 2 else { throw error }
                 restamped = true
                 report.forks.append(try await fork(keepingThrough: cursor.acknowledged, reason: .clockRestamp, restamp: true, after: error))
-                pending = try unpushed()
+                pending = try await unpushed()
                 continue
             }
             // Only what this batch holds counts as acknowledged: the server's count may include
@@ -465,7 +469,8 @@ public actor SyncEngine {
         if cursor.token == nil { try await pullAll(wait: nil, &report) }
         let state: [UInt8]
         do {
-            state = try store.statePayload()
+            let store = self.store
+            state = try await BlockingIO.run { try store.statePayload() }
         } catch {
             throw SyncError(.store, "cannot read the store's state to heal zone \(zoneReference): \(error)")
         }

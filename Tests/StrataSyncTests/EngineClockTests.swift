@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import ServiceLifecycle
 import Strata
 import StrataSync
 import StrataTestSupport
@@ -124,6 +126,33 @@ struct EngineClockTests {
         #expect(pushed, "the round after the backoff did not push")
         #expect(transport.pushes.load(ordering: .relaxed) == 7)
         await engine.stop()
+        try await store.close()
+    }
+}
+
+/// The engine as a swift-service-lifecycle service.
+@Suite("The sync engine as a service")
+struct EngineServiceTests {
+    @Test("in a ServiceGroup the engine syncs continuously — a local commit reaches the zone without a sync() call — and a graceful shutdown stops it and ends the group")
+    func serviceGroup() async throws {
+        let dir = TemporaryDirectory()
+        let transport = EngineClockTests.FlakyTransport(failing: 0, with: SyncError(.transport, "unused"))
+        let store = try await Store.open(at: dir.sub("device"), schema: deviceSchema)
+        let engine = try SyncEngine(store: store, transport: transport, zone: "notes")
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [.init(service: engine)], logger: Logger(label: "test")))
+        let running = Task { try await group.run() }
+
+        try await store.transaction { tx in _ = try tx.insert("Folder", ["name": .string("inbox")]) }
+        var pushed = false
+        for _ in 0..<200_000 where !pushed {
+            pushed = await engine.currentStatus.pushed >= 2  // the schema's transaction and the folder's
+            if !pushed { await Task.yield() }
+        }
+        #expect(pushed, "the engine in the group never pushed the commit")
+
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(await engine.currentStatus.phase == .stopped)
         try await store.close()
     }
 }

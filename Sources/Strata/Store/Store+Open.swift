@@ -17,7 +17,8 @@ extension Store {
     public static func open(at directory: String, schema: Schema, options: StoreOptions = StoreOptions()) async throws -> Store {
         let problems = schema.problems()
         guard problems.isEmpty else { throw StoreError(.invalidSchema, problems.joined(separator: "; ")) }
-        let store = try openWithoutSchemaCheck(at: directory, options: options)
+        // The replay reads and decodes the whole log past the snapshot: not on the cooperative pool.
+        let store = try await BlockingIO.run { try openWithoutSchemaCheck(at: directory, options: options) }
         try await store.adopt(schema)
         // A long replay now should not be repeated on the next open (see `AutoCompaction`).
         store.startAutoCompactionIfDue()

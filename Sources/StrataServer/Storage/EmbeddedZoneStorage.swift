@@ -324,7 +324,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
         let entries: [StoredEntry]
         do {
-            entries = try log.entries(from: position, limit: limit)
+            // A page can be megabytes to read and decompress: off the cooperative pool, which the
+            // server's other requests need meanwhile.
+            entries = try await BlockingIO.run { try log.entries(from: position, limit: limit) }
         } catch {
             // Deleted (the log closed) or reset while reading?
             guard let current = try await zone(id) else { throw Self.notFound(id) }
