@@ -29,7 +29,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "strata-store-bench",
-            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata")],
+            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataLog", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Sync over loopback HTTP against the log server, which runs in a child process (this
@@ -42,6 +42,7 @@ let package = Package(
                 .product(name: "StrataSync", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),
                 .product(name: "StrataProtocol", package: "Strata"),
+                .product(name: "StrataLog", package: "Strata"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
@@ -49,7 +50,7 @@ let package = Package(
         // executable in fresh processes under /usr/bin/time (Tools/scripts/cli-bench.sh).
         .executableTarget(
             name: "strata-cli-bench",
-            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata")],
+            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataLog", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Strata next to SQLite (GRDB) on the same corpus with the same durability: durable
@@ -59,6 +60,7 @@ let package = Package(
             dependencies: [
                 "BenchSupport",
                 .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataLog", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]

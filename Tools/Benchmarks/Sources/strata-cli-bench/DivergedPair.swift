@@ -1,6 +1,7 @@
 import BenchSupport
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataLog
 
 /// Two device stores for the CLI benchmark: A authors `objects` inserts and enough single-field
 /// updates to reach `events`, in transactions of 100 events; B is another device that applied all

@@ -8,6 +8,7 @@ import BenchSupport
 import Foundation
 import StrataProtocol
 import Strata
+import StrataLog
 import StrataServer
 
 #if canImport(Glibc)

@@ -17,6 +17,7 @@
 import BenchSupport
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataLog
 import StrataSync
 
 /// The devices' log segments: small, so that `compact()` retires nearly all of a device's history

@@ -6,6 +6,7 @@
 import BenchSupport
 import Foundation
 import Strata
+import StrataLog
 import StrataSync
 
 struct IncrementalRun {

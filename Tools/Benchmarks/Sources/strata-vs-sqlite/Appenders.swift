@@ -4,6 +4,7 @@ import BenchSupport
 import Foundation
 import GRDB
 import Strata
+import StrataLog
 
 protocol Appender: Sendable {
     /// One durable commit of `count` events.

@@ -6,6 +6,7 @@ import BenchSupport
 import Foundation
 import GRDB
 import Strata
+import StrataLog
 
 /// What a child measured.
 struct ColdOpenProbe: Codable {
