@@ -54,8 +54,14 @@ public struct StrataCLI: AsyncParsableCommand {
     }
 }
 
-/// `--json` and the store argument, shared by the reading commands.
+/// `--json`, shared by every command that can print JSON.
 struct JSONFlag: ParsableArguments {
     @Flag(help: "Print JSON instead of text.")
     var json = false
+}
+
+/// The store directory argument, shared by the commands that open a store.
+struct StoreArgument: ParsableArguments {
+    @Argument(help: "The store directory.")
+    var store: String
 }

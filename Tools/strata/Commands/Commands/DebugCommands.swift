@@ -10,14 +10,14 @@ struct InspectCommand: ParsableCommand {
         abstract: "Segments, positions, sizes, compression, events by kind and entity, replicas, snapshots, sync cursors, schema."
     )
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
     @Flag(help: "Also rebuild the objects (a replay from the newest snapshot) to count them by entity and compute the digest.")
     var objects = false
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func run() throws {
         let files = try StoreFiles(store)
@@ -60,8 +60,8 @@ struct VerifyCommand: ParsableCommand {
     @Flag(help: "Do not ask before repairing.")
     var yes = false
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func run() throws {
         // A bare segment log (no store.json) is checked at the log level only.
@@ -175,8 +175,8 @@ struct ReplayCommand: ParsableCommand {
         abstract: "The objects as they were at a log position or time; with --object, one object's whole history and who set each value."
     )
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
     @Option(help: "A log position (included) or a time (ISO 8601, or @microseconds): the state after everything stored up to it. Default: everything.")
     var until: String?
@@ -187,8 +187,8 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "Only objects of this entity.")
     var entity: String?
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func validate() throws {
         if let until, Cutoff(argument: until) == nil { throw ValidationError("--until: neither a log position nor a time: \(until)") }
@@ -232,8 +232,8 @@ struct DiffCommand: ParsableCommand {
     @Flag(help: "Compare every object, not only those the differing events can reach.")
     var full = false
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func validate() throws {
         if limit < 1 { throw ValidationError("--limit must be at least 1") }

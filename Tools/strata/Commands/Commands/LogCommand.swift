@@ -9,8 +9,8 @@ struct LogCommand: ParsableCommand {
         abstract: "Print the events of the log, filtered by position, time, entity, object, replica, user or kind."
     )
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
     @Option(help: "The first log position to show.")
     var from: UInt64?

@@ -12,8 +12,8 @@ struct InitCommand: AsyncParsableCommand {
     @Option(help: "The schema as JSON: {\"entities\": [{\"name\": …, \"attributes\": […], \"relationships\": […]}]}.")
     var schema: String
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func run() async throws {
         guard let data = FileManager.default.contents(atPath: schema) else { throw CLIError("cannot read the schema file \(schema)") }
@@ -56,14 +56,14 @@ struct ApplyCommand: AsyncParsableCommand {
         """
     )
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
     @Argument(help: "The changes (JSON Lines); - reads standard input.")
     var changes: String
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func run() async throws {
         let text: String
@@ -124,8 +124,8 @@ func openStore(_ path: String) throws -> Store {
 struct GetCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "get", abstract: "Print the objects of an entity, or one object.")
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
     @Argument(help: "The entity.")
     var entity: String
@@ -133,8 +133,8 @@ struct GetCommand: ParsableCommand {
     @Argument(help: "An object ID (UUID).")
     var id: String?
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func validate() throws {
         if let id, ObjectID(id) == nil { throw ValidationError("not an object ID (UUID): \(id)") }
@@ -167,8 +167,8 @@ struct GetCommand: ParsableCommand {
 struct ExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "export", abstract: "Print the store's objects (and schema) as JSON.")
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
     func run() throws {
         let progress = Progress("export", total: 0)
@@ -194,11 +194,11 @@ struct ExportCommand: ParsableCommand {
 struct CompactCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "compact", abstract: "Snapshot the store and retire the log segments the snapshot covers.")
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONFlag
+    var json: Bool { output.json }
 
     func run() async throws {
         let progress = Progress("compact", total: 0)

@@ -47,8 +47,8 @@ struct SyncCommand: AsyncParsableCommand {
         """
     )
 
-    @Argument(help: "The store directory.")
-    var store: String
+    @OptionGroup var storeArgument: StoreArgument
+    var store: String { storeArgument.store }
 
     @Option(help: "The server's base URL, e.g. http://localhost:8080.")
     var server: String
