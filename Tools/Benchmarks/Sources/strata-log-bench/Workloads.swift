@@ -77,32 +77,8 @@ func appendRecords(_ log: SegmentLog, _ corpus: Corpus, startingAt first: Int, c
 func concurrentAppends(_ log: SegmentLog, _ corpus: Corpus, appenders: Int, until deadline: UInt64,
                        seed: Int) async throws -> Sample {
     let singles = corpus.singles
-    let start = monotonicNanos()
-    let perTask = try await withThrowingTaskGroup(of: [UInt64].self) { group in
-        for task in 0..<appenders {
-            group.addTask {
-                var latencies: [UInt64] = []
-                latencies.reserveCapacity(4096)
-                var index = seed &+ task &* 7919
-                while true {
-                    let t0 = monotonicNanos()
-                    if t0 >= deadline { break }
-                    try await log.append(singles[index % singles.count])
-                    latencies.append(monotonicNanos() - t0)
-                    index &+= 1
-                }
-                return latencies
-            }
-        }
-        var all: [[UInt64]] = []
-        for try await latencies in group { all.append(latencies) }
-        return all
-    }
-    var sample = Sample()
-    sample.nanos = monotonicNanos() - start
-    for latencies in perTask {
-        sample.latencies += latencies
-        sample.operations += latencies.count
+    var sample = try await timedTasks(appenders, until: deadline) { task, iteration in
+        try await log.append(singles[(seed &+ task &* 7919 &+ iteration) % singles.count])
     }
     sample.entries = sample.operations
     return sample

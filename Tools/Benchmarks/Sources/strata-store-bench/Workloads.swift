@@ -58,37 +58,13 @@ func openStore(_ path: String, _ durability: Durability,
 /// store's durability promises).
 func commitLoad(_ store: Store, eventsPerTransaction: Int, writers: Int, until deadline: UInt64,
                 values: [[String: Value]], seed: Int) async throws -> Sample {
-    let start = monotonicNanos()
-    let perTask = try await withThrowingTaskGroup(of: [UInt64].self) { group in
-        for writer in 0..<writers {
-            group.addTask {
-                var latencies: [UInt64] = []
-                latencies.reserveCapacity(4096)
-                var next = seed &+ writer &* 7919
-                while true {
-                    let t0 = monotonicNanos()
-                    if t0 >= deadline { break }
-                    let first = next
-                    try await store.transaction { tx in
-                        for k in 0..<eventsPerTransaction {
-                            try tx.insert("Item", values[(first &+ k) % values.count])
-                        }
-                    }
-                    latencies.append(monotonicNanos() - t0)
-                    next &+= eventsPerTransaction
-                }
-                return latencies
+    var sample = try await timedTasks(writers, until: deadline) { writer, iteration in
+        let first = seed &+ writer &* 7919 &+ iteration &* eventsPerTransaction
+        try await store.transaction { tx in
+            for k in 0..<eventsPerTransaction {
+                try tx.insert("Item", values[(first &+ k) % values.count])
             }
         }
-        var all: [[UInt64]] = []
-        for try await latencies in group { all.append(latencies) }
-        return all
-    }
-    var sample = Sample()
-    sample.nanos = monotonicNanos() - start
-    for latencies in perTask {
-        sample.latencies += latencies
-        sample.operations += latencies.count
     }
     sample.events = sample.operations * eventsPerTransaction
     return sample

@@ -18,32 +18,8 @@ struct AppendResult {
 /// from the call until it returns durable.
 func appendRound(_ appender: any Appender, batch: Int, writers: Int, until deadline: UInt64,
                  cursor: Int) async throws -> Sample {
-    let start = monotonicNanos()
-    let perTask = try await withThrowingTaskGroup(of: [UInt64].self) { group in
-        for writer in 0..<writers {
-            group.addTask {
-                var latencies: [UInt64] = []
-                latencies.reserveCapacity(1024)
-                var next = cursor &+ writer &* 7919
-                while true {
-                    let t0 = monotonicNanos()
-                    if t0 >= deadline { break }
-                    try await appender.commit(first: next, count: batch)
-                    latencies.append(monotonicNanos() - t0)
-                    next &+= batch &* writers
-                }
-                return latencies
-            }
-        }
-        var all: [[UInt64]] = []
-        for try await latencies in group { all.append(latencies) }
-        return all
-    }
-    var sample = Sample()
-    sample.nanos = monotonicNanos() - start
-    for latencies in perTask {
-        sample.latencies += latencies
-        sample.operations += latencies.count
+    var sample = try await timedTasks(writers, until: deadline) { writer, iteration in
+        try await appender.commit(first: cursor &+ writer &* 7919 &+ iteration &* batch &* writers, count: batch)
     }
     sample.events = sample.operations * batch
     return sample
