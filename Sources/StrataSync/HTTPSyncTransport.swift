@@ -4,7 +4,7 @@ import NIOCore
 import NIOHTTP1
 public import NIOSSL
 public import Strata
-import StrataProtocol
+public import StrataProtocol
 
 /// The protocol over HTTP with AsyncHTTPClient.
 public struct HTTPSyncTransport: SyncTransport {
@@ -131,7 +131,7 @@ public struct HTTPSyncTransport: SyncTransport {
         guard let answer = try? JSONDecoder().decode(PushAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "push answer is not {token, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
-        return PushResult(token: answer.token, acknowledged: answer.acknowledged)
+        return answer
     }
 
     public func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
@@ -175,7 +175,7 @@ public struct HTTPSyncTransport: SyncTransport {
         guard let answer = try? JSONDecoder().decode(ReplicaList.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "replicas answer is not {replicas: [{replica, user, acknowledged}]}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
-        return answer.replicas.map { ReplicaAuthor(replica: $0.replica, user: $0.user, acknowledged: $0.acknowledged) }
+        return answer.replicas
     }
 
     public func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
@@ -194,6 +194,6 @@ public struct HTTPSyncTransport: SyncTransport {
         guard let answer = try? JSONDecoder().decode(StateAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "state answer is not {token, upToDate, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
-        return StateUploadResult(token: answer.token, upToDate: answer.upToDate, acknowledged: answer.acknowledged)
+        return answer
     }
 }

@@ -1,17 +1,9 @@
 public import Strata
+public import StrataProtocol
 
-/// The answer to a push.
-public struct PushResult: Sendable, Hashable {
-    /// The zone's change token after the append.
-    public var token: String
-    /// The highest sequence of the pushing replica the server now holds.
-    public var acknowledged: UInt64
-
-    public init(token: String, acknowledged: UInt64) {
-        self.token = token
-        self.acknowledged = acknowledged
-    }
-}
+/// The answer to a push: the protocol's own (``StrataProtocol/PushAnswer``: the token after the
+/// append, the highest sequence of the pushing replica the server now holds).
+public typealias PushResult = PushAnswer
 
 /// A page of a pull.
 public struct PullResult: Sendable, Hashable {
@@ -60,36 +52,12 @@ public struct ZoneAccessInfo: Sendable, Hashable {
     }
 }
 
-/// The answer to ``SyncTransport/uploadState(zone:state:after:)``.
-public struct StateUploadResult: Sendable, Hashable {
-    /// The token of the zone's merged snapshot.
-    public var token: String
-    /// Whether the uploader had pulled the whole zone (the token given with the upload was its
-    /// end): then it holds the merged state and goes on from ``token``; otherwise it adopts the
-    /// zone's snapshot first.
-    public var upToDate: Bool
-    /// The highest sequence of the uploader's replica the zone now counts as held.
-    public var acknowledged: UInt64
+/// The answer to a state upload: the protocol's own (``StrataProtocol/StateAnswer``).
+public typealias StateUploadResult = StateAnswer
 
-    public init(token: String, upToDate: Bool, acknowledged: UInt64) {
-        self.token = token
-        self.upToDate = upToDate
-        self.acknowledged = acknowledged
-    }
-}
-
-/// A replica as the server knows it: the user who pushed its events.
-public struct ReplicaAuthor: Sendable, Hashable {
-    public var replica: ReplicaID
-    public var user: String?
-    public var acknowledged: UInt64
-
-    public init(replica: ReplicaID, user: String?, acknowledged: UInt64) {
-        self.replica = replica
-        self.user = user
-        self.acknowledged = acknowledged
-    }
-}
+/// A replica as the server knows it, with the user who pushed its events: the protocol's own
+/// (``StrataProtocol/ReplicaInfo``).
+public typealias ReplicaAuthor = ReplicaInfo
 
 /// How the engine talks to a log server: HTTP in production (``HTTPSyncTransport``), anything
 /// that keeps the protocol's rules in simulations.

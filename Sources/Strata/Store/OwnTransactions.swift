@@ -123,18 +123,26 @@ extension Store {
 
     /// The first sequence of this store's own transactions the log still holds (`nil`: none).
     package func firstOwnSequenceInLog() throws -> UInt64? {
+        try firstOwnTransaction(after: 0, before: log.endPosition)?.first
+    }
+
+    /// The first of the current replica's transactions below `end` with a last sequence above
+    /// `acknowledged`: from the index when it can say, else read from the log (headers only).
+    func firstOwnTransaction(after acknowledged: UInt64, before end: UInt64) throws -> OwnTransactions.Entry? {
         let (replica, identity, known) = core.withLock { core in
-            (core.replica, core.identity, core.own.pending(after: 0, in: log.startPosition..<log.endPosition))
+            (core.replica, core.identity, core.own.pending(after: acknowledged, in: log.startPosition..<end))
         }
-        if let known { return known.first?.first }
+        if let known { return known.first }
         do {
             var cursor = try log.records(from: log.startPosition)
             while let record = try cursor.next() {
-                for entry in record.entries {
+                for entry in record.entries where entry.position < end {
                     let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
                     guard header.replica == replica, header.eventCount > 0,
+                          header.firstSequence + header.eventCount - 1 > acknowledged,
                           identity.lineage.isEmpty || !identity.isAbandoned(header: header, position: entry.position) else { continue }
-                    return header.firstSequence
+                    return OwnTransactions.Entry(first: header.firstSequence, last: header.firstSequence + header.eventCount - 1,
+                                                 position: entry.position)
                 }
             }
         } catch let error as LogError {

@@ -66,7 +66,7 @@ extension Store {
     /// compaction): then every own transaction counts as unpushed, since a store that has not
     /// synced yet may still.
     func firstUnpushedPosition(keepingUnpinned: Bool = false) throws -> UInt64? {
-        let (replica, pins, retains, identity) = core.withLock { ($0.replica, $0.syncPins, $0.retainsUnpushed, $0.identity) }
+        let (replica, pins, retains) = core.withLock { ($0.replica, $0.syncPins, $0.retainsUnpushed) }
         guard retains else { return nil }
         let acknowledged: UInt64
         if pins.replica == replica, !pins.pins.isEmpty {
@@ -76,22 +76,6 @@ extension Store {
         } else {
             return nil
         }
-        let known = core.withLock { $0.own.pending(after: acknowledged, in: log.startPosition..<log.nextPosition) }
-        if let known { return known.first?.position }
-        do {
-            var cursor = try log.records(from: log.startPosition)
-            while let record = try cursor.next() {
-                for entry in record.entries {
-                    let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
-                    guard header.replica == replica, header.eventCount > 0,
-                          header.firstSequence + header.eventCount - 1 > acknowledged,
-                          !identity.isAbandoned(header: header, position: entry.position) else { continue }
-                    return entry.position
-                }
-            }
-        } catch let error as LogError {
-            throw StoreError(error)
-        }
-        return nil
+        return try firstOwnTransaction(after: acknowledged, before: log.nextPosition)?.position
     }
 }
