@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @_spi(StrataInternals) public import Strata
+public import StrataProtocol
 import StrataLog
 
 /// How far a store has synced with one zone: the last change token it applied, the replica it
@@ -103,21 +104,38 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         let path = path(store: store, zone: zone)
         let identity = store.identity
         guard FileManager.default.fileExists(atPath: path) else { return SyncCursor(replica: identity.replicaID, logID: identity.logID) }
-        guard let data = FileManager.default.contents(atPath: path),
-              let file = try? JSONDecoder().decode(File.self, from: data), file.checksum == nil || file.checksum == file.cursor.checksum else {
+        guard let data = FileManager.default.contents(atPath: path), let decoded = decode(Array(data)) else {
             // A damaged cursor is rebuilt rather than trusted or fatal: pulling the zone from its
             // start is idempotent (the store skips what it has), and pushing from sequence 1 is
             // answered from what the server holds (its exactly-once check skips the same bytes).
             logger.warning("the sync cursor is damaged; syncing again from the start of the zone", metadata: ["path": "\(path)"])
             return SyncCursor(replica: identity.replicaID, logID: identity.logID)
         }
-        var cursor = file.cursor
+        var cursor = decoded
         if let logID = cursor.logID, logID != identity.logID {
             cursor = SyncCursor()
         }
         cursor.logID = identity.logID
         cursor.bind(to: identity.replicaID)
         return cursor
+    }
+
+    /// A cursor file's contents, `nil` when they do not decode or their checksum differs.
+    static func decode(_ bytes: [UInt8]) -> SyncCursor? {
+        guard let file = try? JSONDecoder().decode(File.self, from: Data(bytes)),
+              file.checksum == nil || file.checksum == file.cursor.checksum else { return nil }
+        return file.cursor
+    }
+
+    /// The cursors kept in the directory of the store at `directory` (`sync-<zone>.json`,
+    /// `sync-<zone>@<owner>.json`), by file name in order, each read and checked the way an
+    /// engine reads its own — `nil` for a damaged one. Reads only: for tools that look at a store
+    /// without opening it.
+    public static func cursors(inStoreAt directory: String) -> [(file: String, cursor: SyncCursor?)] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasPrefix("sync-") && $0.hasSuffix(".json") && $0 != "sync-pins.json" }.sorted().map { name in
+            (name, FileManager.default.contents(atPath: directory + "/" + name).flatMap { decode(Array($0)) })
+        }
     }
 
     /// Makes the cursor count `replica`'s sequences: a cursor of another replica (or of none)

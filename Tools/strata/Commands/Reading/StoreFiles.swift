@@ -1,6 +1,7 @@
 import Foundation
 import Strata
 import StrataLog
+import StrataSync
 
 /// A store's files, read without opening the store for writing: the tools run on copies taken
 /// from devices and on stores in use, and must change nothing (opening would take the writer's
@@ -53,17 +54,11 @@ struct StoreFiles: Sendable {
         return names.filter { $0.hasSuffix(".seg") }.reduce(Int64(0)) { $0 + FileSize.of(logDirectory + "/" + $1) }
     }
 
-    /// The sync cursors kept next to the store (`sync-<zone>.json`).
+    /// The sync cursors kept next to the store (`sync-<zone>.json`), read by the sync engine's own
+    /// reader (damaged ones left out).
     func syncCursors() -> [(zone: String, token: String?, acknowledged: UInt64)] {
-        struct Cursor: Decodable {
-            var token: String?
-            var acknowledged: UInt64
-        }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { $0.hasPrefix("sync-") && $0.hasSuffix(".json") }.sorted().compactMap { name in
-            guard let data = FileManager.default.contents(atPath: directory + "/" + name),
-                  let cursor = try? JSONDecoder().decode(Cursor.self, from: data) else { return nil }
-            return (String(name.dropFirst(5).dropLast(5)), cursor.token, cursor.acknowledged)
+        SyncCursor.cursors(inStoreAt: directory).compactMap { entry in
+            entry.cursor.map { (String(entry.file.dropFirst(5).dropLast(5)), $0.token, $0.acknowledged) }
         }
     }
 }
