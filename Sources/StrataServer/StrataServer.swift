@@ -43,7 +43,7 @@ public struct Retention: Sendable, Hashable {
 
 /// Compacts every zone once per `retention.interval` until cancelled (counting each pass in
 /// `metrics`, when given).
-func compactPeriodically(_ storage: EmbeddedZoneStorage, retention: Retention, logger: Logger, metrics: ServerMetrics? = nil) async {
+func compactPeriodically(_ storage: any ZoneStorage, retention: Retention, logger: Logger, metrics: ServerMetrics? = nil) async {
     while !Task.isCancelled {
         do {
             try await Task.sleep(for: retention.interval)

@@ -67,10 +67,20 @@ struct RobustnessTests {
 }
 
 /// A storage that pretends the first positions of every zone were retired (as after a snapshot),
-/// forwarding everything else: the endpoints depend on the protocol only.
+/// and announces the changes `others` yields as another process's, forwarding everything else:
+/// the endpoints depend on the protocol only.
 struct RetiringStorage: ZoneStorage {
     let base: EmbeddedZoneStorage
     let retiredBefore: UInt64
+    var others: AsyncStream<ZoneID>?
+
+    func changesByOthers() -> AsyncStream<ZoneID> { others ?? base.changesByOthers() }
+    func acknowledged(zone: ZoneID, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
+        try await base.acknowledged(zone: zone, replica: replica)
+    }
+    func compact(zone: ZoneID, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot {
+        try await base.compact(zone: zone, retaining: retaining)
+    }
 
     func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try await base.createZone(id, access: access, grants: grants)

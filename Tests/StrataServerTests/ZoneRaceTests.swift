@@ -74,6 +74,12 @@ struct ZoneRaceTests {
         func fingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
             try await base.fingerprint(zone: zone, at: position)
         }
+        func acknowledged(zone: ZoneID, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
+            try await base.acknowledged(zone: zone, replica: replica)
+        }
+        func compact(zone: ZoneID, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot {
+            try await base.compact(zone: zone, retaining: retaining)
+        }
         func lastTransactionFingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
             try await base.lastTransactionFingerprint(zone: zone, at: position)
         }

@@ -87,6 +87,7 @@ extension StrataServerApp {
         if let retention = options.retention {
             services.append(("compactor", CompactorService(storage: storage, retention: retention, logger: logger, metrics: metrics)))
         }
+        services.append(("changes by others", ChangeFeedService(server: server)))
         services.append(("http", application))
         services.append(("shutdown", ShutdownAnnouncer(server: server)))
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(

@@ -118,6 +118,16 @@ public struct StrataServerApp: Sendable {
     /// server is not shutting down, `503` otherwise.
     static let readyPath = "/ready"
 
+    /// Wakes the long polls of the zones another process sharing the storage changed, as the
+    /// storage announces them (``ZoneStorage/changesByOthers()``), until it stops announcing or
+    /// the task is cancelled. `strata serve` runs it as a service.
+    public func followChangesByOthers() async {
+        for await zone in storage.changesByOthers() {
+            if Task.isCancelled { return }
+            notifier.notify(zone: zone.description)
+        }
+    }
+
     /// Begins the server's shutdown: every long poll is answered at once (an empty page with the
     /// same token, `Strata-More-Coming: false`, so that clients simply poll again), later pulls no
     /// longer wait, and `/ready` answers `503 {"status": "shuttingDown"}`. Pushes are still

@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// `retention.interval` until the shutdown reaches it. The group stops it after the HTTP server
 /// (no more pushes) and before the storage closes; a compaction under way finishes first.
 struct CompactorService: Service {
-    let storage: EmbeddedZoneStorage
+    let storage: any ZoneStorage
     let retention: Retention
     let logger: Logger
     let metrics: ServerMetrics?

@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// closes it when the shutdown reaches it — last, since it is the first service of the group —
 /// so that every acknowledged push is durable when the process exits.
 struct StorageService: Service {
-    let storage: EmbeddedZoneStorage
+    let storage: any ZoneStorage
     let logger: Logger
 
     func run() async throws {

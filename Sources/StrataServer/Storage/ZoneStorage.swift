@@ -89,6 +89,23 @@ public protocol ZoneStorage: Sendable {
     /// before owners were recorded) and the highest sequence held.
     func replicas(zone: ZoneID) async throws(ZoneStorageError) -> [ReplicaInfo]
 
+    /// The highest sequence the zone holds for `replica` (0 when none).
+    func acknowledged(zone: ZoneID, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64
+
+    /// Compaction: snapshots the zone's state at the position `retaining` transactions before its
+    /// end and retires the history wholly below it. Clients whose change token points into
+    /// retired history get `410 tokenExpired` and bootstrap from ``snapshot(zone:)``; retries of
+    /// retired transactions are still checked for forks (their digests are kept). The compactor
+    /// of `strata serve` calls it for every zone that holds more than its retention.
+    @discardableResult
+    func compact(zone: ZoneID, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot
+
+    /// The zones whose history changed (an append, a merged state) by another process sharing
+    /// this storage — another `strata serve` instance on the same database — so that its long
+    /// polls wake here too. A storage that only one process uses has nothing to announce: the
+    /// server wakes its own long polls itself (the default, a finished stream).
+    func changesByOthers() -> AsyncStream<ZoneID>
+
     /// Makes everything durable and releases the storage's resources; later calls fail.
     func close() async throws(ZoneStorageError)
 
@@ -171,6 +188,11 @@ public struct ZoneSnapshot: Sendable, Hashable {
 }
 
 extension ZoneStorage {
+    /// A storage of one process: nothing to announce.
+    public func changesByOthers() -> AsyncStream<ZoneID> {
+        AsyncStream { $0.finish() }
+    }
+
     /// Creates a zone in `owner`'s namespace.
     public func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try await createZone(ZoneID(owner: owner, name: name), access: access, grants: grants)
