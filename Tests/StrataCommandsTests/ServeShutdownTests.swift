@@ -80,8 +80,16 @@ struct ServeShutdownTests: NoteStoreCLI {
         let poll = Task { () throws -> Answer in
             try await get(url, "/v1/zones/notes/changes?after=\(token)&wait=60")
         }
-        // Let the poll reach the server and start waiting.
-        try await Task.sleep(for: .milliseconds(700))
+        // The poll must be waiting on the server before the signal: wait for that cause (the
+        // server's gauge of waiting long polls), not for a time — on a loaded machine the poll
+        // can take seconds to connect.
+        var waiting = false
+        for _ in 0..<3000 where !waiting {
+            let metrics = try await get(url, "/metrics", token: nil)
+            waiting = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n").contains { $0.hasPrefix("strata_long_poll_waiters ") && !$0.hasSuffix(" 0") }
+            if !waiting { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(waiting, "the long poll never reached the server")
 
         let stopped = await server.stop(SIGTERM, limit: 120)
         let exit = try #require(stopped, "strata serve did not exit within 120 s of SIGTERM: \(server.stderr)")

@@ -1,4 +1,5 @@
 public import Hummingbird
+import StrataProtocol
 import NIOCore
 
 /// The request context of the server's router: Hummingbird's core context and the user the
@@ -10,6 +11,11 @@ public struct StrataRequestContext: RequestContext {
     /// The IP address of the connection's peer (`nil` when it has none): what failed
     /// authentications are counted against (see ``ServerConfiguration/Limits/failedAuthLimit``).
     public var clientAddress: String?
+    /// For a request under `/v1/zones/{zone}`: the zone it names (in the caller's namespace unless
+    /// `owner` names another user's), resolved once by ``ZoneResolution`` before the handler runs.
+    var zoneID: ZoneID?
+    /// That zone, when it exists (looked up with it).
+    var zone: ZoneInfo?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)

@@ -10,7 +10,7 @@ extension StrataServerApp {
     /// The replica must be the caller's (or new), its retried transactions the same bytes, and no
     /// event stamped too far ahead of the server's clock.
     func push(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (user, zone) = try await writableZone(request, context)
+        let (user, zone) = try context.writableZone()
         let id = zone.id
         let body = try await readBody(request)
         let frames: [[UInt8]]
@@ -46,7 +46,7 @@ extension StrataServerApp {
     /// on from the new token without downloading the merged snapshot); `replica` the device's own
     /// replica and `through` how far a server had acknowledged it: those sequences count as held.
     func uploadState(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (user, zone) = try await writableZone(request, context)
+        let (user, zone) = try context.writableZone()
         let id = zone.id
         let basis: UInt64? = await {
             guard let after = request.uri.queryParameters.get("after"), !after.isEmpty else { return nil }
@@ -88,7 +88,7 @@ extension StrataServerApp {
     /// `GET /v1/zones/{zone}/replicas`: every replica the zone holds events of, the user it
     /// belongs to (who pushed its events) and the highest sequence held.
     func replicas(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try await readableZone(request, context)
+        let (_, zone) = try context.readableZone()
         let replicas = try await storageCall { () async throws(ZoneStorageError) in try await storage.replicas(zone: zone.id) }
         return try json(ReplicaList(replicas: replicas))
     }
@@ -96,7 +96,7 @@ extension StrataServerApp {
     /// `GET /v1/zones/{zone}/changes?after=&limit=&wait=`: the transactions after a token, as
     /// frames; with `wait`, a long poll.
     func changes(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try await readableZone(request, context)
+        let (_, zone) = try context.readableZone()
         let name = zone.id
         let query = request.uri.queryParameters
 
@@ -182,7 +182,7 @@ extension StrataServerApp {
     /// `GET /v1/zones/{zone}/snapshot`: the zone's state as a projection snapshot (for clients whose
     /// token has expired), with the change token it corresponds to in `Strata-Snapshot-Token`.
     func snapshot(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try await readableZone(request, context)
+        let (_, zone) = try context.readableZone()
         let name = zone.id
         guard let snapshot = try await storageCall({ () async throws(ZoneStorageError) in try await storage.snapshot(zone: name) }) else {
             throw ServerError(.notFound, "zone \(name) has no snapshot: pull from the beginning")

@@ -18,7 +18,7 @@ extension StrataServerApp {
 
     /// `GET /v1/zones/{zone}`.
     func getZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (user, zone) = try await readableZone(request, context)
+        let (user, zone) = try context.readableZone()
         return try json(try await description(of: zone, for: user))
     }
 
@@ -27,7 +27,7 @@ extension StrataServerApp {
     /// namespace.
     func putZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
-        let name = try zoneID(request, context, user: user)
+        let name = try context.requestedZoneID()
         guard name.owner == user else {
             throw ServerError(.forbidden, "user \(user) may not create or change zones of user \(name.owner): zones are created in their creator's namespace")
         }
@@ -70,8 +70,8 @@ extension StrataServerApp {
     /// `DELETE /v1/zones/{zone}`: owner only.
     func deleteZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
-        let name = try zoneID(request, context, user: user)
-        let zone = try await existingZone(name)
+        let zone = try context.existingZone()
+        let name = zone.id
         guard zone.canAdminister(user) else {
             throw ServerError(.forbidden, "only the owner (\(zone.owner)) may delete zone \(name)")
         }

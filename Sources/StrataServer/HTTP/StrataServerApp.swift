@@ -77,14 +77,16 @@ public struct StrataServerApp: Sendable {
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
         router.get("/v1/zones") { request, context in try await self.listZones(request, context) }
-        router.put("/v1/zones/:zone") { request, context in try await self.putZone(request, context) }
-        router.get("/v1/zones/:zone") { request, context in try await self.getZone(request, context) }
-        router.delete("/v1/zones/:zone") { request, context in try await self.deleteZone(request, context) }
-        router.post("/v1/zones/:zone/push") { request, context in try await self.push(request, context) }
-        router.get("/v1/zones/:zone/changes") { request, context in try await self.changes(request, context) }
-        router.get("/v1/zones/:zone/snapshot") { request, context in try await self.snapshot(request, context) }
-        router.post("/v1/zones/:zone/state") { request, context in try await self.uploadState(request, context) }
-        router.get("/v1/zones/:zone/replicas") { request, context in try await self.replicas(request, context) }
+        // Every zone endpoint: the caller, the zone named and its lookup, resolved once.
+        let zone = router.group("/v1/zones/:zone").add(middleware: ZoneResolution(server: self))
+        zone.put { request, context in try await self.putZone(request, context) }
+        zone.get { request, context in try await self.getZone(request, context) }
+        zone.delete { request, context in try await self.deleteZone(request, context) }
+        zone.post("push") { request, context in try await self.push(request, context) }
+        zone.get("changes") { request, context in try await self.changes(request, context) }
+        zone.get("snapshot") { request, context in try await self.snapshot(request, context) }
+        zone.post("state") { request, context in try await self.uploadState(request, context) }
+        zone.get("replicas") { request, context in try await self.replicas(request, context) }
         return router
     }
 
@@ -167,37 +169,6 @@ public struct StrataServerApp: Sendable {
             throw ServerError(.badRequest, "invalid owner \"\(owner.prefix(64))\"")
         }
         return ZoneID(owner: owner, name: name)
-    }
-
-    /// The zone, or `404 zoneNotFound`.
-    func existingZone(_ id: ZoneID) async throws(ServerError) -> ZoneInfo {
-        guard let zone = try await storageCall({ () async throws(ZoneStorageError) in try await storage.zone(id) }) else {
-            throw ServerError(.zoneNotFound, "user \(id.owner) has no zone named \(id.name)")
-        }
-        return zone
-    }
-
-    /// The zone a request names, after checking that the caller may read it.
-    func readableZone(_ request: Request, _ context: StrataRequestContext) async throws(ServerError) -> (user: String, zone: ZoneInfo) {
-        let user = try context.requireUser()
-        let id = try zoneID(request, context, user: user)
-        let zone = try await existingZone(id)
-        guard zone.canRead(user) else {
-            throw ServerError(.forbidden, "user \(user) may not read zone \(id)")
-        }
-        return (user, zone)
-    }
-
-    /// The zone the request names, when the caller may push to it (its owner, or a `readWrite`
-    /// grant), else `403 forbidden`.
-    func writableZone(_ request: Request, _ context: StrataRequestContext) async throws(ServerError) -> (user: String, zone: ZoneInfo) {
-        let user = try context.requireUser()
-        let id = try zoneID(request, context, user: user)
-        let zone = try await existingZone(id)
-        guard zone.canPush(user) else {
-            throw ServerError(.forbidden, "user \(user) may not push to zone \(id)")
-        }
-        return (user, zone)
     }
 
     /// Runs a storage call, answering its errors as the protocol says.
