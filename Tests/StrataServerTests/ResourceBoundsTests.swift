@@ -265,11 +265,18 @@ struct ResourceBoundsTests {
             let silent = try RawConnection(port: port)
             #expect(await silent.readUntilClosed().closed, "an HTTPS connection that never handshook was left open")
         }
-        try await withTLSServer(try TestServer(limits: limits { $0.maxConnections = 1 })) { port in
+        let server = try TestServer(limits: limits { $0.maxConnections = 1 })
+        try await withTLSServer(server) { port in
             let admitted = try RawConnection(port: port)
-            // The admitted one is counted once the server has set it up; the refused one then has
-            // no handshake, so no answer can reach it, and is closed anyway.
-            try await Task.sleep(for: .milliseconds(200))
+            // The admitted one is counted once the server has set it up (waited for by its cause,
+            // the open-connections gauge); the refused one then has no handshake, so no answer
+            // can reach it, and is closed anyway.
+            var counted = false
+            for _ in 0..<3000 where !counted {
+                counted = String(decoding: server.app.metrics.exposition(), as: UTF8.self).contains("strata_open_connections 1")
+                if !counted { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(counted, "the server never counted the first connection")
             let refused = try RawConnection(port: port)
             #expect(await refused.readUntilClosed().closed, "an HTTPS connection over the cap was left open")
             admitted.close()

@@ -27,7 +27,7 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
     ///   - metrics: where refused connections are counted (`strata_server_busy_total`).
     public init(responder: @escaping HTTPChannelHandler.Responder, limits: ServerConfiguration.Limits,
                 metrics: ServerMetrics? = nil, logger: Logger) {
-        self.init(responder: responder, limits: limits, admission: ConnectionAdmission(limits: limits), metrics: metrics, logger: logger)
+        self.init(responder: responder, limits: limits, admission: ConnectionAdmission(limits: limits, metrics: metrics), metrics: metrics, logger: logger)
     }
 
     init(responder: @escaping HTTPChannelHandler.Responder, limits: ServerConfiguration.Limits,
@@ -46,7 +46,7 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
 
     /// The builder for `Application(router:server:…)`.
     public static func builder(limits: ServerConfiguration.Limits, metrics: ServerMetrics? = nil, logger: Logger) -> HTTPServerBuilder {
-        let admission = ConnectionAdmission(limits: limits)
+        let admission = ConnectionAdmission(limits: limits, metrics: metrics)
         return HTTPServerBuilder { responder in
             BoundedHTTP1Channel(responder: responder, limits: limits, admission: admission, metrics: metrics, logger: logger)
         }

@@ -19,8 +19,11 @@ final class ConnectionAdmission: Sendable {
         var byAddress: [String: Int] = [:]
     }
     private let state = Mutex(State())
+    /// Where the open connections are shown (`strata_open_connections`).
+    private let metrics: ServerMetrics?
 
-    init(limits: ServerConfiguration.Limits) {
+    init(limits: ServerConfiguration.Limits, metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         maxConnections = max(1, limits.maxConnections)
         maxPerAddress = max(1, limits.maxConnectionsPerAddress)
         trustedProxies = Set(limits.trustedProxies)
@@ -38,6 +41,7 @@ final class ConnectionAdmission: Sendable {
                 state.byAddress[perAddress] = open + 1
             }
             state.total += 1
+            metrics?.setOpenConnections(state.total)
             return nil
         }
     }
@@ -47,6 +51,7 @@ final class ConnectionAdmission: Sendable {
         let perAddress = address.flatMap { trustedProxies.contains($0) ? nil : $0 }
         state.withLock { state in
             state.total = max(0, state.total - 1)
+            metrics?.setOpenConnections(state.total)
             if let perAddress, let open = state.byAddress[perAddress] {
                 // Forgotten at zero, so that the table holds only addresses with connections.
                 state.byAddress[perAddress] = open > 1 ? open - 1 : nil

@@ -39,6 +39,8 @@ public final class ServerMetrics: Sendable {
     public let pullBytes: CounterMetric
     /// `strata_long_poll_waiters`: pulls waiting for a change right now (set at each scrape).
     let longPollWaiters: Prometheus.Gauge
+    /// `strata_open_connections`: connections the server holds open now (admitted under the caps).
+    let openConnections: Prometheus.Gauge
     /// `strata_compaction_runs_total{outcome="ok"}`: compaction passes that finished.
     public let compactionRuns: CounterMetric
     /// `strata_compaction_runs_total{outcome="failed"}`: compaction passes that failed.
@@ -90,6 +92,8 @@ public final class ServerMetrics: Sendable {
         pushBytes = counter("strata_push_bytes_total", "Bytes of push bodies accepted.")
         pullTransactions = counter("strata_pull_transactions_total", "Transactions answered by pulls.")
         pullBytes = counter("strata_pull_bytes_total", "Bytes of transactions answered by pulls.")
+        openConnections = registry.makeGauge(name: "strata_open_connections", labels: [],
+                                             help: "Connections open now (admitted under the connection caps).")
         longPollWaiters = registry.makeGauge(name: "strata_long_poll_waiters", labels: [],
                                              help: "Pulls waiting for a change (long polls).")
         let compactionHelp = "Compaction passes, by outcome."
@@ -147,4 +151,7 @@ public struct CounterMetric: Sendable {
 extension ServerMetrics {
     /// Sets `strata_long_poll_waiters`.
     func setLongPollWaiters(_ count: Int) { longPollWaiters.set(Int64(count)) }
+
+    /// Sets `strata_open_connections`.
+    func setOpenConnections(_ count: Int) { openConnections.set(Int64(count)) }
 }
