@@ -86,7 +86,10 @@ struct ServeShutdownTests: NoteStoreCLI {
         var waiting = false
         for _ in 0..<3000 where !waiting {
             let metrics = try await get(url, "/metrics", token: nil)
-            waiting = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n").contains { $0.hasPrefix("strata_long_poll_waiters ") && !$0.hasSuffix(" 0") }
+            // "strata_long_poll_waiters 1.0": the gauge's value, however it is printed.
+            waiting = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n").contains { line in
+                line.hasPrefix("strata_long_poll_waiters ") && (Double(line.split(separator: " ").last ?? "") ?? 0) >= 1
+            }
             if !waiting { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(waiting, "the long poll never reached the server")

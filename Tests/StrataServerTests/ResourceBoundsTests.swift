@@ -273,7 +273,9 @@ struct ResourceBoundsTests {
             // can reach it, and is closed anyway.
             var counted = false
             for _ in 0..<3000 where !counted {
-                counted = String(decoding: server.app.metrics.exposition(), as: UTF8.self).contains("strata_open_connections 1")
+                counted = String(decoding: server.app.metrics.exposition(), as: UTF8.self).split(separator: "\n").contains { line in
+                    line.hasPrefix("strata_open_connections ") && Double(line.split(separator: " ").last ?? "") == 1
+                }
                 if !counted { try await Task.sleep(for: .milliseconds(20)) }
             }
             #expect(counted, "the server never counted the first connection")
