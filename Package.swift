@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "StrataProtocol", targets: ["StrataProtocol"]),
         .library(name: "StrataSync", targets: ["StrataSync"]),
         .library(name: "StrataServer", targets: ["StrataServer"]),
+        .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
     dependencies: [
@@ -24,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.25.0"),
     ],
     targets: [
         // The system liblz4 (no vendored C source). Only LZ4Codec.swift imports it.
@@ -89,6 +91,20 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // Zones on PostgreSQL: the ZoneStorage of several `strata serve` instances sharing one
+        // database (its own module, so that a server on embedded storage never links PostgresNIO).
+        .target(
+            name: "StrataPostgres",
+            dependencies: [
+                "Strata",
+                "StrataProtocol",
+                "StrataServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
 
         // The CLI: every command, its output and its exit code live in a library that tests call;
         // the executable only runs it.
@@ -99,6 +115,7 @@ let package = Package(
                 "StrataLog",
                 "StrataSync",
                 "StrataServer",
+                "StrataPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // `strata sync --ca-file`: a client trusting a private CA.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -130,7 +147,7 @@ let package = Package(
         .testTarget(
             name: "StrataServerTests",
             dependencies: [
-                "StrataServer", "StrataProtocol", "StrataLog", "StrataTestSupport",
+                "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -150,7 +167,7 @@ let package = Package(
         .testTarget(
             name: "StrataSyncTests",
             dependencies: [
-                "StrataSync", "StrataServer", "StrataProtocol", "StrataLog", "StrataTestSupport",
+                "StrataSync", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

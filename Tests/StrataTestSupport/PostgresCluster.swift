@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// A throwaway PostgreSQL cluster for the tests that need a real database: `initdb` in a
 /// temporary directory, `pg_ctl start` on a free port of 127.0.0.1 (and a Unix socket in the same
@@ -54,6 +55,38 @@ public final class PostgresCluster: @unchecked Sendable {
             }
         }
         throw lastError ?? PostgresClusterError("PostgreSQL did not start")
+    }
+
+    /// The cluster of this test process, started on first use and stopped when the process exits;
+    /// tests take a database of their own in it (``createDatabase()``). A failed start is
+    /// thrown to every test that asks (never a silent skip).
+    public static func shared() throws -> PostgresCluster {
+        try sharedCluster.withLock { state in
+            if let cluster = state.cluster { return cluster }
+            if let failure = state.failure { throw failure }
+            do {
+                let cluster = try start()
+                state.cluster = cluster
+                atexit { PostgresCluster.stopShared() }
+                return cluster
+            } catch {
+                state.failure = PostgresClusterError("the tests' PostgreSQL cluster did not start: \(error)")
+                throw error
+            }
+        }
+    }
+
+    private static let sharedCluster = Mutex<(cluster: PostgresCluster?, failure: PostgresClusterError?)>((nil, nil))
+
+    private static func stopShared() {
+        sharedCluster.withLock { $0.cluster?.stop() }
+    }
+
+    /// A new empty database in the cluster; its connection URL.
+    public func createDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        try psql("CREATE DATABASE \(name)")
+        return url(database: String(name))
     }
 
     /// Stops the cluster (fast shutdown) and removes its files. Idempotent.

@@ -13,7 +13,7 @@ import Crypto
 /// included). A position whose digest is not known (history retired by a server that kept no
 /// digests, an empty transaction) is folded in as unknown: two histories that differ only there
 /// are not told apart.
-struct HistoryChain: Sendable {
+package struct HistoryChain: Sendable {
     /// The position of `values[0]`.
     private(set) var start: UInt64
     /// The chain at `start`, `start + 1`, … through the log's end.
@@ -69,7 +69,7 @@ struct HistoryChain: Sendable {
 
     /// The next link: the first 8 bytes of SHA-256 over the previous value and the digest (zeros
     /// when unknown); never 0, which tokens read as "no fingerprint".
-    static func link(_ previous: UInt64, _ digest: TransactionDigest?) -> UInt64 {
+    package static func link(_ previous: UInt64, _ digest: TransactionDigest?) -> UInt64 {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
         for field in [previous, digest?.high ?? 0, digest?.low ?? 0] {

@@ -31,11 +31,18 @@ public struct TransactionDigest: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// One transaction a zone holds for a replica: its sequences, where it is, and its digest.
-struct HeldTransaction: Sendable, Hashable {
-    var first: UInt64
-    var last: UInt64
-    var position: UInt64
-    var digest: TransactionDigest
+package struct HeldTransaction: Sendable, Hashable {
+    package var first: UInt64
+    package var last: UInt64
+    package var position: UInt64
+    package var digest: TransactionDigest
+
+    package init(first: UInt64, last: UInt64, position: UInt64, digest: TransactionDigest) {
+        self.first = first
+        self.last = last
+        self.position = position
+        self.digest = digest
+    }
 }
 
 /// What a zone knows of one replica: the user it belongs to, the highest sequence held, and
@@ -43,20 +50,22 @@ struct HeldTransaction: Sendable, Hashable {
 ///
 /// The rules of a push live here, apart from any storage, so that every backend applies them
 /// the same way (``check(_:user:replica:zone:)``).
-struct ReplicaLedger: Sendable {
+package struct ReplicaLedger: Sendable {
     /// The user who first pushed the replica; `nil` for a replica found in history written before
     /// owners were recorded (its next pusher claims it).
-    var owner: String?
+    package var owner: String?
     /// The highest sequence held.
-    var acknowledged: UInt64 = 0
+    package var acknowledged: UInt64 = 0
     /// Sorted by `first`; transactions never overlap.
-    var transactions: [HeldTransaction] = []
+    package var transactions: [HeldTransaction] = []
     /// Sequences at or below this were held before digests were kept (a zone compacted by an
     /// older server): their retries cannot be checked and are acknowledged as before.
-    var uncheckedThrough: UInt64 = 0
+    package var uncheckedThrough: UInt64 = 0
+
+    package init() {}
 
     /// Records a transaction the zone holds (appended, or found when opening).
-    mutating func hold(_ held: HeldTransaction) {
+    package mutating func hold(_ held: HeldTransaction) {
         if let last = transactions.last, last.first >= held.first {
             // Out of order (a retired-digest file read after the log): insert in place, once.
             let index = transactions.partitionIndex { $0.first >= held.first }
@@ -91,7 +100,7 @@ struct ReplicaLedger: Sendable {
     ///   differs) when a transaction the zone already holds under these sequences has other
     ///   bytes or other boundaries; ``ZoneStorageError/Code/sequenceGap`` when the push skips
     ///   sequences; ``ZoneStorageError/Code/invalidArgument`` for impossible sequences.
-    func check(_ pushed: [PushedTransaction], user: String, replica: ReplicaID, zone: ZoneID) throws(ZoneStorageError) -> [PushedTransaction] {
+    package func check(_ pushed: [PushedTransaction], user: String, replica: ReplicaID, zone: ZoneID) throws(ZoneStorageError) -> [PushedTransaction] {
         if let owner, owner != user {
             throw ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user)", zone: zone.description)
         }

@@ -1,0 +1,197 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import Strata
+import StrataProtocol
+import StrataServer
+
+/// A zone's row in `strata_zones`.
+struct ZoneRow: Sendable {
+    /// The row's `zone_id`: never reused, so a recreated zone is another key.
+    var key: Int64
+    var info: ZoneInfo
+    var start: UInt64
+    var end: UInt64
+    /// The history chain at `end`.
+    var chain: UInt64
+    var storedBytes: Int64
+
+    static let columns = "zone_id, owner, name, epoch, access, grants, merges, start_position, end_position, chain, stored_bytes"
+    typealias Columns = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64)
+
+    /// The row as read; ``decoded()`` checks its access and grants.
+    private var access: String
+    private var grants: String
+
+    init(_ c: Columns) {
+        key = c.0
+        info = ZoneInfo(name: c.2, owner: c.1, epoch: UInt64(bitPattern: c.3), merges: c.6.map { UInt64(bitPattern: $0) })
+        access = c.4
+        grants = c.5
+        start = UInt64(c.7)
+        end = UInt64(c.8)
+        chain = UInt64(bitPattern: c.9)
+        storedBytes = c.10
+    }
+
+    /// The row with its access rule and grants decoded.
+    func decoded() throws(ZoneStorageError) -> ZoneRow {
+        var row = self
+        guard let access = ZoneAccess(rawValue: access) else {
+            throw ZoneStorageError(.storageFailure, "zone \(info.id): its row has an unknown access \"\(access)\"", zone: info.id.description)
+        }
+        row.info.access = access
+        do {
+            row.info.grants = try JSONDecoder().decode([String: ZoneGrant].self, from: Data(grants.utf8))
+        } catch {
+            throw ZoneStorageError(.storageFailure, "zone \(info.id): its grants do not decode: \(error)", zone: info.id.description)
+        }
+        return row
+    }
+}
+
+extension PostgresZoneStorage {
+    /// Runs `body` in a database transaction on one pooled connection: committed when it returns,
+    /// rolled back when it throws. Errors are ``ZoneStorageError``s saying what failed.
+    func transaction<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
+                                  _ body: (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
+        try await withConnection(doing(), zone: zone) { connection in
+            try await connection.query("BEGIN", logger: self.logger)
+            do {
+                let value = try await body(connection)
+                try await connection.query("COMMIT", logger: self.logger)
+                return value
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` on one pooled connection (no transaction: each statement on its own).
+    func withConnection<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
+                                     _ body: (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
+        try checkOpen()
+        do {
+            return try await client.withConnection { connection in try await body(connection) }
+        } catch {
+            throw PostgresFailure.map(error, doing(), zone: zone)
+        }
+    }
+
+    func checkOpen() throws(ZoneStorageError) {
+        if isClosed { throw ZoneStorageError(.storageFailure, "the PostgreSQL storage at \(url) is closed") }
+    }
+
+    /// Every row of `rows`, decoded as `T`.
+    func rows<each Column: PostgresDecodable>(_ rows: PostgresRowSequence, as type: (repeat each Column).Type) async throws -> [(repeat each Column)] {
+        var found: [(repeat each Column)] = []
+        for try await row in rows {
+            found.append(try row.decode(type, context: .default))
+        }
+        return found
+    }
+
+    /// The one column of every row of `rows`, decoded as `T`.
+    func values<T: PostgresDecodable>(_ rows: PostgresRowSequence, as type: T.Type) async throws -> [T] {
+        var found: [T] = []
+        for try await row in rows {
+            found.append(try row.decode(T.self))
+        }
+        return found
+    }
+
+    /// The zone's row (locked for the transaction when `lock`), or `nil` when there is none.
+    func zoneRow(_ id: ZoneID, on connection: PostgresConnection, lock: Bool = false) async throws -> ZoneRow? {
+        let found = try await rows(connection.query("""
+            SELECT \(unescaped: ZoneRow.columns) FROM strata_zones WHERE owner = \(id.owner) AND name = \(id.name)\(unescaped: lock ? " FOR UPDATE" : "")
+            """, logger: logger), as: ZoneRow.Columns.self)
+        return try found.first.map { try ZoneRow($0).decoded() }
+    }
+
+    /// The zone's row, or ``ZoneStorageError/Code/zoneNotFound``.
+    func existingZone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneRow {
+        let row = try await withConnection("looking up zone \(id)", zone: id) { connection in
+            try await self.zoneRow(id, on: connection)
+        }
+        guard let row else { throw Self.notFound(id) }
+        return row
+    }
+
+    /// What the zone holds of `replica` that a check of `pushed` needs: its owner, the highest
+    /// sequence held, and the held transactions the push's first sequences could name (not the
+    /// replica's whole history: a push costs what it sends).
+    func ledger(of replica: ReplicaID, in zone: ZoneRow, covering pushed: [PushedTransaction],
+                on connection: PostgresConnection) async throws -> ReplicaLedger {
+        let (high, low) = Self.halves(replica)
+        var ledger = ReplicaLedger()
+        let found = try await rows(connection.query("""
+            SELECT owner, acknowledged, unchecked_through FROM strata_replicas
+            WHERE zone_id = \(zone.key) AND replica_high = \(high) AND replica_low = \(low)
+            """, logger: logger), as: (String?, Int64, Int64).self)
+        guard let row = found.first else { return ledger }
+        ledger.owner = row.0
+        ledger.acknowledged = UInt64(bitPattern: row.1)
+        ledger.uncheckedThrough = UInt64(bitPattern: row.2)
+        let firsts = pushed.map(\.firstSequence).filter { $0 <= ledger.acknowledged }
+        if let lowest = firsts.min(), let highest = firsts.max() {
+            let held = try await rows(connection.query("""
+                SELECT first_sequence, last_sequence, position, digest_high, digest_low FROM strata_transactions
+                WHERE zone_id = \(zone.key) AND replica_high = \(high) AND replica_low = \(low)
+                  AND first_sequence >= \(Int64(bitPattern: lowest)) AND first_sequence <= \(Int64(bitPattern: highest))
+                ORDER BY first_sequence
+                """, logger: logger), as: (Int64, Int64, Int64, Int64, Int64).self)
+            ledger.transactions = held.map {
+                HeldTransaction(first: UInt64(bitPattern: $0.0), last: UInt64(bitPattern: $0.1), position: UInt64($0.2),
+                                digest: TransactionDigest(high: UInt64(bitPattern: $0.3), low: UInt64(bitPattern: $0.4)))
+            }
+        }
+        return ledger
+    }
+
+    /// Writes the replica's owner and highest sequence.
+    func saveLedger(_ ledger: ReplicaLedger, of replica: ReplicaID, in zone: ZoneRow, on connection: PostgresConnection) async throws {
+        let (high, low) = Self.halves(replica)
+        try await connection.query("""
+            INSERT INTO strata_replicas (zone_id, replica_high, replica_low, owner, acknowledged, unchecked_through)
+            VALUES (\(zone.key), \(high), \(low), \(ledger.owner), \(Int64(bitPattern: ledger.acknowledged)), \(Int64(bitPattern: ledger.uncheckedThrough)))
+            ON CONFLICT (zone_id, replica_high, replica_low) DO UPDATE
+            SET owner = EXCLUDED.owner, acknowledged = EXCLUDED.acknowledged, unchecked_through = EXCLUDED.unchecked_through
+            """, logger: logger)
+    }
+
+    /// The zone's snapshot row.
+    func storedSnapshot(of zone: ZoneRow, on connection: PostgresConnection) async throws -> ZoneSnapshot? {
+        try await rows(connection.query("SELECT position, payload FROM strata_snapshots WHERE zone_id = \(zone.key)", logger: logger),
+                       as: (Int64, ByteBuffer).self)
+            .first.map { ZoneSnapshot(epoch: zone.info.epoch, position: UInt64($0.0), payload: Array($0.1.readableBytesView)) }
+    }
+
+    static func encode(_ grants: [String: ZoneGrant]) throws(ZoneStorageError) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            return String(decoding: try encoder.encode(grants), as: UTF8.self)
+        } catch {
+            throw ZoneStorageError(.invalidArgument, "the grants do not encode: \(error)")
+        }
+    }
+
+    static func halves(_ replica: ReplicaID) -> (Int64, Int64) {
+        (Int64(bitPattern: UInt64(truncatingIfNeeded: replica.rawValue >> 64)), Int64(bitPattern: UInt64(truncatingIfNeeded: replica.rawValue)))
+    }
+
+    static func replica(_ high: Int64, _ low: Int64) -> ReplicaID {
+        ReplicaID(rawValue: UInt128(UInt64(bitPattern: high)) << 64 | UInt128(UInt64(bitPattern: low)))
+    }
+
+    static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    static func notFound(_ id: ZoneID) -> ZoneStorageError {
+        ZoneStorageError(.zoneNotFound, "user \(id.owner) has no zone named \(id.name)", zone: id.description)
+    }
+}

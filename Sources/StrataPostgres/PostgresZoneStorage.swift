@@ -1,0 +1,461 @@
+import Foundation
+public import Logging
+import NIOCore
+import PostgresNIO
+public import Strata
+public import StrataProtocol
+public import StrataServer
+import Synchronization
+
+/// A ``ZoneStorage`` in a PostgreSQL database, shared by any number of `strata serve` instances:
+/// they keep no state of their own, so clients may be spread across them and fail over freely.
+///
+/// Every rule of ``ZoneStorage`` holds across instances because it is checked inside one
+/// database transaction that holds the row lock of the zone (`SELECT … FOR UPDATE`): two
+/// instances receiving the same retry at the same moment append it once, positions are handed
+/// out without gaps, and the exactly-once and fork checks see every committed push. Quotas lock
+/// the owner's row, so they hold across instances too. A push is acknowledged once its
+/// transaction has committed (durable as PostgreSQL's `synchronous_commit` makes it).
+///
+/// Every change is announced with `NOTIFY strata_changes` in the same transaction (delivered on
+/// commit), and ``changesByOthers()`` follows the announcements of the other instances with
+/// `LISTEN`, so that a push to one instance wakes the long polls waiting on another.
+/// ``compact(zone:retaining:)`` takes a per-zone advisory lock: one instance compacts a zone at
+/// a time, and appends are held up only while the new snapshot is written, not while it is
+/// computed.
+///
+/// The schema is created and migrated by ``open(url:options:logger:)`` (see `PostgresSchema`).
+///
+/// ```swift
+/// let storage = try await PostgresZoneStorage.open(url: try PostgresConnectionURL(parsing: "postgres://strata@db/strata"))
+/// let server = StrataServerApp(storage: storage, users: users)
+/// ```
+public final class PostgresZoneStorage: ZoneStorage {
+    public struct Options: Sendable {
+        /// The most connections this instance opens (one of them follows the other instances'
+        /// changes once ``changesByOthers()`` is called).
+        public var maxConnections: Int
+        /// Chooses the epoch of a new zone. Random by default; tests may make it deterministic.
+        public var makeEpoch: @Sendable () -> UInt64
+
+        public init(maxConnections: Int = 20,
+                    makeEpoch: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 1 ... .max) }) {
+            self.maxConnections = max(2, maxConnections)
+            self.makeEpoch = makeEpoch
+        }
+    }
+
+    /// The database, password masked in its description.
+    public let url: PostgresConnectionURL
+    let client: PostgresClient
+    let logger: Logger
+    let options: Options
+    /// Tells this instance's own announcements from the others'.
+    let instance = UInt64.random(in: 1 ... .max)
+    private let runner: Task<Void, Never>
+    private let state = Mutex(State())
+
+    var isClosed: Bool { state.withLock { $0.closed } }
+
+    private struct State {
+        var closed = false
+        var followers: [UInt64: AsyncStream<ZoneID>.Continuation] = [:]
+        var listener: Task<Void, Never>?
+    }
+
+    /// The channel of the change announcements.
+    static let channel = "strata_changes"
+
+    private init(url: PostgresConnectionURL, options: Options, logger: Logger) {
+        self.url = url
+        self.options = options
+        self.logger = logger
+        let client = PostgresClient(configuration: url.clientConfiguration(maxConnections: options.maxConnections), backgroundLogger: logger)
+        self.client = client
+        runner = Task { await client.run() }
+    }
+
+    /// Connects to the database and creates or migrates its schema.
+    ///
+    /// - Throws: ``ZoneStorageError/Code/storageFailure`` when the database cannot be reached
+    ///   (within `connectTimeout`) or its schema is newer than this server's.
+    public static func open(url: PostgresConnectionURL, options: Options = Options(),
+                            connectTimeout: Duration = .seconds(10),
+                            logger: Logger = Logger(label: "strata.server.postgres")) async throws(ZoneStorageError) -> PostgresZoneStorage {
+        let storage = PostgresZoneStorage(url: url, options: options, logger: logger)
+        do {
+            try await storage.checkReachable(within: connectTimeout)
+            let from = try await PostgresSchema.migrate(storage.client, logger: logger)
+            logger.info("postgres storage open", metadata: ["url": "\(url)", "schema": "\(PostgresSchema.version)", "migratedFrom": "\(from)"])
+            return storage
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+    }
+
+    /// `SELECT 1`, failing after `timeout` (the pool itself would wait for the server forever).
+    private func checkReachable(within timeout: Duration) async throws(ZoneStorageError) {
+        let client = client
+        let logger = logger
+        let outcome: Result<Void, any Error> = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
+            group.addTask {
+                do {
+                    try await client.query("SELECT 1", logger: logger)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failure(ZoneStorageError(.storageFailure, "no answer within \(timeout)"))
+        }
+        if case .failure(let error) = outcome {
+            throw ZoneStorageError(.storageFailure, "PostgreSQL at \(url) cannot be reached: \(PostgresFailure.describe(error))")
+        }
+    }
+
+    // MARK: Zones
+
+    public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        try await createZone(id, access: access, grants: grants, maxZonesPerOwner: nil)
+    }
+
+    public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
+                           maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
+        guard ZoneInfo.isValidName(id.name) else {
+            throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(id.name)\": 1–64 of [A-Za-z0-9._-]")
+        }
+        guard !id.owner.isEmpty else { throw ZoneStorageError(.invalidArgument, "a zone needs an owner") }
+        let grantsText = try Self.encode(grants)
+        let epoch = options.makeEpoch()
+        let info = ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: epoch)
+        try await transaction("creating zone \(id)", zone: id) { connection in
+            // The owner's row serializes the creates of one owner across instances: the quota
+            // count and the insert cannot interleave with another create.
+            try await connection.query("INSERT INTO strata_owners (owner) VALUES (\(id.owner)) ON CONFLICT DO NOTHING", logger: self.logger)
+            try await connection.query("SELECT 1 FROM strata_owners WHERE owner = \(id.owner) FOR UPDATE", logger: self.logger)
+            if try await self.zoneRow(id, on: connection) != nil {
+                throw ZoneStorageError(.zoneExists, "zone \(id) already exists", zone: id.description)
+            }
+            if let limit = maxZonesPerOwner, limit > 0 {
+                let owned = try await self.values(connection.query("SELECT count(*) FROM strata_zones WHERE owner = \(id.owner)", logger: self.logger),
+                                                as: Int64.self).first ?? 0
+                if owned >= limit { throw ZoneStorageError.zonesQuota(owner: id.owner, limit: limit, owned: Int(owned), zone: id) }
+            }
+            try await connection.query("""
+                INSERT INTO strata_zones (owner, name, epoch, access, grants)
+                VALUES (\(id.owner), \(id.name), \(Int64(bitPattern: epoch)), \(access.rawValue), \(grantsText))
+                """, logger: self.logger)
+        }
+        logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
+        return info
+    }
+
+    public func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo? {
+        try await withConnection("looking up zone \(id)", zone: id) { connection in
+            try await self.zoneRow(id, on: connection)?.info
+        }
+    }
+
+    public func zones() async throws(ZoneStorageError) -> [ZoneInfo] {
+        try await withConnection("listing the zones", zone: nil) { connection in
+            try await self.rows(connection.query("SELECT \(unescaped: ZoneRow.columns) FROM strata_zones", logger: self.logger),
+                                as: ZoneRow.Columns.self).map { try ZoneRow($0).decoded().info }
+        }.sorted { $0.id < $1.id }
+    }
+
+    public func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        let grantsText = try Self.encode(grants)
+        let updated = try await withConnection("updating zone \(id)", zone: id) { connection in
+            try await self.rows(connection.query("""
+                UPDATE strata_zones SET access = \(access.rawValue), grants = \(grantsText)
+                WHERE owner = \(id.owner) AND name = \(id.name) RETURNING \(unescaped: ZoneRow.columns)
+                """, logger: self.logger), as: ZoneRow.Columns.self).first.map(ZoneRow.init)
+        }
+        guard let updated else { throw Self.notFound(id) }
+        logger.info("zone updated", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
+        return try updated.decoded().info
+    }
+
+    public func deleteZone(_ id: ZoneID) async throws(ZoneStorageError) {
+        try await transaction("deleting zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
+            try await connection.query("DELETE FROM strata_zones WHERE zone_id = \(zone.key)", logger: self.logger)
+            try await connection.query("UPDATE strata_owners SET stored_bytes = stored_bytes - \(zone.storedBytes) WHERE owner = \(id.owner)",
+                                       logger: self.logger)
+            try await self.announce(id, on: connection)
+        }
+        logger.info("zone deleted", metadata: ["zone": "\(id)"])
+    }
+
+    // MARK: Push and pull
+
+    public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction]) async throws(ZoneStorageError) -> AppendOutcome {
+        try await append(zone: id, user: user, replica: replica, transactions: transactions, storedBytesLimit: nil)
+    }
+
+    public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
+                       storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
+        guard !pushed.isEmpty else {
+            throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: id.description)
+        }
+        return try await transaction("appending to zone \(id)", zone: id) { connection in
+            // The zone's row lock serializes this zone's pushes across instances: what is held,
+            // the check and the append below are one atomic step.
+            guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
+            var ledger = try await self.ledger(of: replica, in: zone, covering: pushed, on: connection)
+            let known = ledger.owner != nil
+            let fresh = try ledger.check(pushed, user: user, replica: replica, zone: id)
+            ledger.owner = user
+            let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
+            if !fresh.isEmpty {
+                if let limit = storedBytesLimit, limit > 0 {
+                    let used = try await self.values(connection.query("SELECT stored_bytes FROM strata_owners WHERE owner = \(id.owner) FOR UPDATE",
+                                                                    logger: self.logger), as: Int64.self).first ?? 0
+                    if used + adding > limit {
+                        throw ZoneStorageError.storedBytesQuota(owner: id.owner, limit: limit, used: used, adding: adding, zone: id)
+                    }
+                }
+                var chain = zone.chain
+                var positions: [Int64] = [], firsts: [Int64] = [], lasts: [Int64] = []
+                var highs: [Int64] = [], lows: [Int64] = [], chains: [Int64] = [], bytes: [ByteBuffer] = []
+                for (offset, transaction) in fresh.enumerated() {
+                    chain = HistoryChain.link(chain, transaction.digest)
+                    positions.append(Int64(zone.end) + Int64(offset))
+                    firsts.append(Int64(bitPattern: transaction.firstSequence))
+                    lasts.append(Int64(bitPattern: transaction.lastSequence))
+                    highs.append(Int64(bitPattern: transaction.digest.high))
+                    lows.append(Int64(bitPattern: transaction.digest.low))
+                    chains.append(Int64(bitPattern: chain))
+                    bytes.append(ByteBuffer(bytes: transaction.bytes))
+                    ledger.acknowledged = max(ledger.acknowledged, transaction.lastSequence)
+                }
+                let (replicaHigh, replicaLow) = Self.halves(replica)
+                try await connection.query("""
+                    INSERT INTO strata_transactions
+                        (zone_id, position, replica_high, replica_low, first_sequence, last_sequence, digest_high, digest_low, chain, bytes)
+                    SELECT \(zone.key), p, \(replicaHigh), \(replicaLow), f, l, dh, dl, c, b
+                    FROM unnest(\(positions)::bigint[], \(firsts)::bigint[], \(lasts)::bigint[], \(highs)::bigint[], \(lows)::bigint[],
+                                \(chains)::bigint[], \(bytes)::bytea[]) AS t(p, f, l, dh, dl, c, b)
+                    """, logger: self.logger)
+                try await connection.query("""
+                    UPDATE strata_zones SET end_position = end_position + \(Int64(fresh.count)), chain = \(Int64(bitPattern: chain)),
+                        stored_bytes = stored_bytes + \(adding)
+                    WHERE zone_id = \(zone.key)
+                    """, logger: self.logger)
+                try await connection.query("UPDATE strata_owners SET stored_bytes = stored_bytes + \(adding) WHERE owner = \(id.owner)",
+                                           logger: self.logger)
+                try await self.announce(id, on: connection)
+            }
+            if !fresh.isEmpty || !known {
+                // The replica's owner is recorded with its first push, before anything of it is
+                // acknowledged.
+                try await self.saveLedger(ledger, of: replica, in: zone, on: connection)
+            }
+            return AppendOutcome(epoch: zone.info.epoch, position: zone.end + UInt64(fresh.count), acknowledged: ledger.acknowledged,
+                                 appended: fresh.count)
+        }
+    }
+
+    public func storedBytes(owner: String) async throws(ZoneStorageError) -> Int64 {
+        try await withConnection("reading the stored bytes of \(owner)", zone: nil) { connection in
+            try await self.values(connection.query("SELECT stored_bytes FROM strata_owners WHERE owner = \(owner)", logger: self.logger),
+                                as: Int64.self).first ?? 0
+        }
+    }
+
+    public func read(zone id: ZoneID, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
+        guard limit > 0 else { throw ZoneStorageError(.invalidArgument, "the limit must be positive, got \(limit)", zone: id.description) }
+        return try await withConnection("reading zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            if let epoch, epoch != zone.info.epoch {
+                throw ZoneStorageError(.zoneReset, "zone \(id) was reset: its epoch is \(Self.hex(zone.info.epoch)), not \(Self.hex(epoch))", zone: id.description)
+            }
+            guard position >= zone.start else {
+                throw ZoneStorageError(.positionRetired, "zone \(id): position \(position) was retired; the zone's history starts at \(zone.start)", zone: id.description)
+            }
+            guard position <= zone.end else {
+                throw ZoneStorageError(.positionBeyondEnd, "zone \(id): position \(position) is past the end of the log (\(zone.end))", zone: id.description)
+            }
+            // Only what was committed when the zone's row was read: a page never runs ahead of
+            // the end it reports.
+            let found = try await self.rows(connection.query("""
+                SELECT position, bytes FROM strata_transactions
+                WHERE zone_id = \(zone.key) AND position >= \(Int64(position)) AND position < \(Int64(zone.end))
+                ORDER BY position LIMIT \(limit)
+                """, logger: self.logger), as: (Int64, ByteBuffer?).self)
+            var entries: [ZoneEntry] = []
+            entries.reserveCapacity(found.count)
+            for (at, bytes) in found {
+                // Retired by a compaction that committed after the zone's row was read.
+                guard let bytes else {
+                    throw ZoneStorageError(.positionRetired, "zone \(id): position \(at) was retired while it was read", zone: id.description)
+                }
+                entries.append(ZoneEntry(position: UInt64(at), bytes: Array(bytes.readableBytesView)))
+            }
+            let next = entries.last.map { $0.position + 1 } ?? position
+            return ReadResult(epoch: zone.info.epoch, transactions: entries, nextPosition: next, moreComing: next < zone.end)
+        }
+    }
+
+    public func endPosition(zone id: ZoneID) async throws(ZoneStorageError) -> UInt64 {
+        try await existingZone(id).end
+    }
+
+    public func startPosition(zone id: ZoneID) async throws(ZoneStorageError) -> UInt64 {
+        try await existingZone(id).start
+    }
+
+    public func replicas(zone id: ZoneID) async throws(ZoneStorageError) -> [ReplicaInfo] {
+        try await withConnection("listing the replicas of zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            return try await self.rows(connection.query("""
+                SELECT replica_high, replica_low, owner, acknowledged FROM strata_replicas WHERE zone_id = \(zone.key)
+                """, logger: self.logger), as: (Int64, Int64, String?, Int64).self)
+                .map { ReplicaInfo(replica: Self.replica($0.0, $0.1), user: $0.2, acknowledged: UInt64(bitPattern: $0.3)) }
+        }.sorted { $0.replica < $1.replica }
+    }
+
+    public func acknowledged(zone id: ZoneID, replica: ReplicaID) async throws(ZoneStorageError) -> UInt64 {
+        let (high, low) = Self.halves(replica)
+        return try await withConnection("reading a replica of zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            let found = try await self.values(connection.query("""
+                SELECT acknowledged FROM strata_replicas WHERE zone_id = \(zone.key) AND replica_high = \(high) AND replica_low = \(low)
+                """, logger: self.logger), as: Int64.self)
+            return found.first.map { UInt64(bitPattern: $0) } ?? 0
+        }
+    }
+
+    public func fingerprint(zone id: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
+        guard position > 0 else { return nil }
+        return try await withConnection("reading the history of zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            // Like the embedded storage's chain: kept from the log's first position through its end.
+            guard position >= zone.start, position <= zone.end else { return nil }
+            if position == zone.end { return zone.chain }
+            return try await self.values(connection.query("""
+                SELECT chain FROM strata_transactions WHERE zone_id = \(zone.key) AND position = \(Int64(position - 1))
+                """, logger: self.logger), as: Int64.self).first.map { UInt64(bitPattern: $0) }
+        }
+    }
+
+    public func lastTransactionFingerprint(zone id: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
+        guard position > 0 else { return nil }
+        return try await withConnection("reading the history of zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            return try await self.values(connection.query("""
+                SELECT digest_high FROM strata_transactions WHERE zone_id = \(zone.key) AND position = \(Int64(position - 1))
+                """, logger: self.logger), as: Int64.self).first.map { UInt64(bitPattern: $0) }
+        }
+    }
+
+    public func snapshotPosition(zone id: ZoneID) async throws(ZoneStorageError) -> UInt64? {
+        try await withConnection("reading the snapshot of zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            return try await self.values(connection.query("SELECT position FROM strata_snapshots WHERE zone_id = \(zone.key)", logger: self.logger),
+                                       as: Int64.self).first.map { UInt64($0) }
+        }
+    }
+
+    public func snapshot(zone id: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot? {
+        try await withConnection("reading the snapshot of zone \(id)", zone: id) { connection in
+            guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            return try await self.storedSnapshot(of: zone, on: connection)
+        }
+    }
+
+    // MARK: Changes by other instances
+
+    public func changesByOthers() -> AsyncStream<ZoneID> {
+        let (stream, continuation) = AsyncStream<ZoneID>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        let key = UInt64.random(in: 0 ... .max)
+        let registered = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.followers[key] = continuation
+            if state.listener == nil { state.listener = Task { await self.listen() } }
+            return true
+        }
+        guard registered else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.followers.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    /// `LISTEN strata_changes` on a connection of its own, again after a lost connection; after a
+    /// reconnection every zone is announced (what was missed meanwhile is unknown).
+    private func listen() async {
+        var reconnecting = false
+        while !Task.isCancelled && !state.withLock({ $0.closed }) {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.channel) { notifications in
+                        if reconnecting {
+                            for zone in (try? await self.zones()) ?? [] { self.broadcast(zone.id) }
+                        }
+                        for try await notification in notifications {
+                            guard let zone = Self.announced(notification.payload, excluding: self.instance) else { continue }
+                            self.broadcast(zone)
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled || state.withLock({ $0.closed }) { return }
+                logger.warning("the change announcements of other instances are not followed; retrying", metadata: [
+                    "error": "\(PostgresFailure.describe(error))",
+                ])
+            }
+            reconnecting = true
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+    }
+
+    private func broadcast(_ zone: ZoneID) {
+        for follower in state.withLock({ Array($0.followers.values) }) { follower.yield(zone) }
+    }
+
+    /// `NOTIFY strata_changes` with the zone (delivered when the transaction commits).
+    func announce(_ id: ZoneID, on connection: PostgresConnection) async throws {
+        let payload = "\(Self.hex(instance)) \(id.name)/\(id.owner)"
+        try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+    }
+
+    /// The zone an announcement names, `nil` for this instance's own or a malformed one.
+    static func announced(_ payload: String, excluding instance: UInt64) -> ZoneID? {
+        guard let space = payload.firstIndex(of: " ") else { return nil }
+        guard UInt64(payload[..<space], radix: 16) != instance else { return nil }
+        let zone = payload[payload.index(after: space)...]
+        guard let slash = zone.firstIndex(of: "/") else { return nil }
+        return ZoneID(owner: String(zone[zone.index(after: slash)...]), name: String(zone[..<slash]))
+    }
+
+    // MARK: Closing
+
+    public func close() async throws(ZoneStorageError) {
+        let (followers, listener) = state.withLock { state -> ([AsyncStream<ZoneID>.Continuation], Task<Void, Never>?) in
+            guard !state.closed else { return ([], nil) }
+            state.closed = true
+            defer { state.followers = [:]; state.listener = nil }
+            return (Array(state.followers.values), state.listener)
+        }
+        for follower in followers { follower.finish() }
+        listener?.cancel()
+        await listener?.value
+        runner.cancel()
+        await runner.value
+    }
+
+    deinit {
+        runner.cancel()
+    }
+}

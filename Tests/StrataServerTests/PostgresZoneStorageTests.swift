@@ -1,0 +1,131 @@
+import Foundation
+import Logging
+import Strata
+import StrataPostgres
+@testable import StrataServer
+import StrataProtocol
+import StrataTestSupport
+import Synchronization
+import Testing
+
+/// What only the PostgreSQL storage has: several instances on one database, the schema it
+/// migrates itself, the change announcements between instances, and its connection URL.
+@Suite("PostgreSQL zone storage: instances sharing one database")
+struct PostgresZoneStorageTests {
+    let replica = ReplicaID.random()
+
+    @Test("the same pushes arriving at two instances at the same moment are appended once, in one gapless log")
+    func duplicatePushesAcrossInstances() async throws {
+        let site = try StorageSite(.postgres)
+        let first = try await site.open()
+        let second = try await site.openAnotherInstance()
+        _ = try await first.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        let replicas = (0..<4).map { _ in ReplicaID.random() }
+        // Each replica's three pushes, each sent to both instances at once, eight times over.
+        var appended = 0
+        for step in UInt64(0)..<3 {
+            let batches = try replicas.map { replica in
+                (replica, [try pushed(transaction(replica, (step * 2 + 1)...(step * 2 + 2)))])
+            }
+            appended += try await withThrowingTaskGroup(of: Int.self) { group in
+                for (replica, batch) in batches {
+                    for copy in 0..<8 {
+                        let instance = copy % 2 == 0 ? first : second
+                        group.addTask { try await instance.append(zone: "notes", replica: replica, transactions: batch).appended }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+        }
+        #expect(appended == 12)
+        #expect(try await first.endPosition(zone: "notes") == 12)
+        let read = try await second.read(zone: "notes", after: 0, limit: 100)
+        #expect(read.transactions.map(\.position) == Array(0..<12))
+        for replica in replicas {
+            #expect(try await first.acknowledged(zone: "notes", replica: replica) == 6)
+            #expect(try await second.acknowledged(zone: "notes", replica: replica) == 6)
+        }
+        try await first.close()
+        try await second.close()
+    }
+
+    @Test("a change made through one instance is announced to the others (LISTEN/NOTIFY), not to itself")
+    func changesAnnouncedAcrossInstances() async throws {
+        let site = try StorageSite(.postgres)
+        let first = try await site.open()
+        let second = try await site.openAnotherInstance()
+        _ = try await first.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        let seenBySecond = second.changesByOthers()
+        let seenByFirst = first.changesByOthers()
+        // The followers listen once their connection is up: push until the first announcement
+        // arrives (a push before LISTEN took effect is announced to nobody).
+        let heard = Mutex<ZoneID?>(nil)
+        let received = Task { () -> ZoneID? in
+            for await zone in seenBySecond {
+                heard.withLock { $0 = zone }
+                return zone
+            }
+            return nil
+        }
+        var sequence: UInt64 = 0
+        while sequence < 200 {
+            sequence += 1
+            _ = try await first.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, sequence...sequence))])
+            try await Task.sleep(for: .milliseconds(50))
+            if heard.withLock({ $0 }) != nil { break }
+        }
+        #expect(await received.value == ZoneID(owner: "alice", name: "notes"))
+        // The first instance's own follower heard nothing of its own pushes.
+        try await first.close()
+        var own: [ZoneID] = []
+        for await zone in seenByFirst { own.append(zone) }
+        #expect(own.isEmpty)
+        try await second.close()
+    }
+
+    @Test("the schema is migrated once and recorded; a database migrated by a newer server is refused")
+    func migrations() async throws {
+        let cluster = try PostgresCluster.shared()
+        let site = try StorageSite(.postgres)
+        let storage = try await site.open()
+        try await storage.close()
+        let database = try #require(site.url?.split(separator: "/").last.map(String.init))
+        #expect(try cluster.psql("SELECT string_agg(version::text, ',') FROM strata_schema_migrations", database: database)
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        let again = try await site.open()
+        try await again.close()
+        #expect(try cluster.psql("SELECT count(*) FROM strata_schema_migrations", database: database)
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        try cluster.psql("INSERT INTO strata_schema_migrations (version) VALUES (99)", database: database)
+        do {
+            _ = try await site.open()
+            Issue.record("a newer schema was opened")
+        } catch let error as ZoneStorageError {
+            #expect(error.code == .storageFailure && error.message.contains("version 99"), "\(error)")
+        }
+    }
+
+    @Test("a database that cannot be reached fails the open with storageFailure, in time")
+    func unreachable() async throws {
+        let url = try PostgresConnectionURL(parsing: "postgres://strata@127.0.0.1:9/nothing?sslmode=disable")
+        do {
+            _ = try await PostgresZoneStorage.open(url: url, connectTimeout: .seconds(2), logger: Logger(label: "test"))
+            Issue.record("opened a storage on a closed port")
+        } catch {
+            #expect(error.code == .storageFailure && error.message.contains("cannot be reached"), "\(error)")
+        }
+    }
+
+    @Test("connection URLs: TCP and Unix sockets, the password masked when printed, bad ones refused with the reason")
+    func connectionURLs() throws {
+        let tcp = try PostgresConnectionURL(parsing: "postgres://strata:s3cret@db.example:6543/zones?sslmode=require")
+        #expect(tcp.user == "strata" && tcp.password == "s3cret" && tcp.host == "db.example" && tcp.port == 6543)
+        #expect(tcp.database == "zones" && tcp.tls == .require)
+        #expect(!tcp.description.contains("s3cret") && tcp.description.contains("****"))
+        let socket = try PostgresConnectionURL(parsing: "postgresql://strata@/zones?host=/run/postgresql", password: "from-env")
+        #expect(socket.socketDirectory == "/run/postgresql" && socket.host == nil && socket.tls == .disable && socket.password == "from-env")
+        for bad in ["mysql://a@b/c", "postgres://db/zones", "postgres://a@b/c?sslmode=sometimes", "postgres://a@/c"] {
+            #expect(throws: ZoneStorageError.self, "\(bad)") { try PostgresConnectionURL(parsing: bad) }
+        }
+    }
+}
