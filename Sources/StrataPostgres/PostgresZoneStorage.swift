@@ -400,6 +400,7 @@ public final class PostgresZoneStorage: ZoneStorage {
             do {
                 try await client.withConnection { connection in
                     try await connection.listen(on: Self.channel) { notifications in
+                        self.logger.info("following the changes of other instances", metadata: ["channel": "\(Self.channel)"])
                         if reconnecting {
                             for zone in (try? await self.zones()) ?? [] { self.broadcast(zone.id) }
                         }

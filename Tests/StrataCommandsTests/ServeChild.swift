@@ -13,14 +13,20 @@ final class ServeChild: @unchecked Sendable {
     /// Starts `strata serve --data DATA --port 0 --users USERS ARGUMENTS…` and waits (at most
     /// 60 s, for a loaded machine) for its `listening on` line; fails loudly, with its stderr,
     /// when it does not come.
-    init(data: String, users: String, scratch: String, arguments: [String] = []) throws {
+    convenience init(data: String, users: String, scratch: String, arguments: [String] = []) throws {
+        try self.init(storage: ["--data", data], users: users, scratch: scratch, arguments: arguments)
+    }
+
+    /// Starts `strata serve STORAGE… --port 0 --users USERS ARGUMENTS…` (`STORAGE`: `--data DIR`
+    /// or `--postgres URL`), as ``init(data:users:scratch:arguments:)``.
+    init(storage: [String], users: String, scratch: String, arguments: [String] = []) throws {
         stdoutPath = scratch + "/serve-\(UUID().uuidString).out"
         stderrPath = scratch + "/serve-\(UUID().uuidString).err"
         _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process = Process()
         process.executableURL = try ChildProcess.executable("strata")
-        process.arguments = ["serve", "--data", data, "--port", "0", "--users", users] + arguments
+        process.arguments = ["serve"] + storage + ["--port", "0", "--users", users] + arguments
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
         process.standardError = FileHandle(forWritingAtPath: stderrPath)

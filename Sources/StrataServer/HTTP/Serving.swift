@@ -9,8 +9,11 @@ import UnixSignals
 /// What `strata serve` serves: the storage, users, listening address and limits, history
 /// retention and TLS.
 public struct ServeOptions: Sendable {
-    /// Where the zones live (an ``EmbeddedZoneStorage``).
+    /// Where the zones live (an ``EmbeddedZoneStorage``), unless ``storage`` is given.
     public var dataDirectory: String
+    /// A storage opened by the caller (a `PostgresZoneStorage` shared by several instances):
+    /// served instead of an embedded storage in ``dataDirectory``, and closed on the way out.
+    public var storage: (any ZoneStorage)?
     /// The users file (see ``UserDirectory``), reloaded on SIGHUP.
     public var usersFile: String
     /// The address, port and limits.
@@ -21,8 +24,9 @@ public struct ServeOptions: Sendable {
     public var tls: TLSFiles?
 
     public init(dataDirectory: String, usersFile: String, configuration: ServerConfiguration = ServerConfiguration(),
-                retention: Retention? = nil, tls: TLSFiles? = nil) {
+                retention: Retention? = nil, tls: TLSFiles? = nil, storage: (any ZoneStorage)? = nil) {
         self.dataDirectory = dataDirectory
+        self.storage = storage
         self.usersFile = usersFile
         self.configuration = configuration
         self.retention = retention
@@ -66,10 +70,21 @@ extension StrataServerApp {
         let hangup = users.reloadingOnHangup(logger: logger)
         defer { hangup.cancel() }
         // Checked before the storage opens, so that a bad certificate stops nothing half-started.
-        let tls = try options.tls?.serverConfiguration()
-        var storageOptions = EmbeddedZoneStorage.Options()
-        storageOptions.log.commitObserver = metrics.commitObserver
-        let storage = try EmbeddedZoneStorage(directory: options.dataDirectory, options: storageOptions, logger: logger)
+        let tls: TLSConfiguration?
+        do {
+            tls = try options.tls?.serverConfiguration()
+        } catch {
+            try? await options.storage?.close()
+            throw error
+        }
+        let storage: any ZoneStorage
+        if let given = options.storage {
+            storage = given
+        } else {
+            var storageOptions = EmbeddedZoneStorage.Options()
+            storageOptions.log.commitObserver = metrics.commitObserver
+            storage = try EmbeddedZoneStorage(directory: options.dataDirectory, options: storageOptions, logger: logger)
+        }
         let server = StrataServerApp(storage: storage, users: users, configuration: options.configuration, logger: logger, metrics: metrics)
         let application: Application<RouterResponder<StrataRequestContext>>
         do {
@@ -79,7 +94,8 @@ extension StrataServerApp {
             throw error
         }
         logger.info("strata server starting", metadata: [
-            "host": "\(options.configuration.host)", "port": "\(options.configuration.port)", "dataDirectory": "\(options.dataDirectory)",
+            "host": "\(options.configuration.host)", "port": "\(options.configuration.port)",
+            "storage": "\(options.storage.map { "\(type(of: $0))" } ?? options.dataDirectory)",
             "users": "\(users.current.users.count)", "tls": "\(options.tls != nil)",
         ])
         // The group shuts its services down in the reverse of this order.

@@ -1,10 +1,12 @@
 import ArgumentParser
 import Foundation
 import Logging
+import StrataPostgres
 import StrataServer
 
-/// `strata serve [--config FILE] [--data DIR] [--port N] [--users FILE] …`: the log server with
-/// embedded storage.
+/// `strata serve [--config FILE] [--data DIR | --postgres URL] [--port N] [--users FILE] …`: the
+/// log server, on embedded storage in a data directory or on a PostgreSQL database that several
+/// instances share.
 ///
 /// Every setting comes from a flag, else a `STRATA_*` environment variable, else the JSON
 /// configuration file (`--config` or `STRATA_CONFIG`), else its default (see
@@ -16,7 +18,7 @@ import StrataServer
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the log server (zones, push, pull) with embedded storage.",
+        abstract: "Run the log server (zones, push, pull) on embedded storage or PostgreSQL.",
         discussion: """
         Settings come from flags, else STRATA_* environment variables, else the JSON file given by --config \
         (or STRATA_CONFIG), else defaults. Limits: --limit NAME=VALUE (repeatable), STRATA_LIMITS_NAME, or \
@@ -28,8 +30,14 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "A JSON configuration file (flags and STRATA_* variables override it).")
     var config: String?
 
-    @Option(help: "Where the zones live.")
+    @Option(help: "Where the zones live: a data directory (embedded storage)…")
     var data: String?
+
+    @Option(help: ArgumentHelp("…or a PostgreSQL database, shared by any number of instances (postgres://USER@HOST:PORT/DATABASE; the password may come from STRATA_POSTGRES_PASSWORD).", valueName: "URL"))
+    var postgres: String?
+
+    @Option(help: "The most connections to PostgreSQL this instance opens (default 20).")
+    var postgresMaxConnections: Int?
 
     @Option(help: "The port to listen on (0 picks a free one; default 8080).")
     var port: Int?
@@ -70,6 +78,8 @@ struct ServeCommand: AsyncParsableCommand {
     func flagValues() throws -> [String: String] {
         var values: [String: String] = [:]
         values["data"] = data
+        values["postgres"] = postgres
+        values["postgresMaxConnections"] = postgresMaxConnections.map { "\($0)" }
         values["port"] = port.map { "\($0)" }
         values["host"] = host
         values["users"] = users
@@ -103,7 +113,15 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let logger = Logger.strataServer(format: resolved.logFormat, level: resolved.logLevel)
         logger.info("effective configuration", metadata: resolved.effectiveMetadata)
-        let options = resolved.serveOptions
+        var options = resolved.serveOptions
+        if let url = resolved.postgres {
+            do {
+                options.storage = try await PostgresZoneStorage.open(
+                    url: url, options: PostgresZoneStorage.Options(maxConnections: resolved.postgresMaxConnections), logger: logger)
+            } catch {
+                throw CLIError("cannot open the PostgreSQL storage: \(error)")
+            }
+        }
         let scheme = options.tls == nil ? "http" : "https"
         let host = options.configuration.host
         do {

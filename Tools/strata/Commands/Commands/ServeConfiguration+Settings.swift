@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StrataPostgres
 import StrataServer
 
 /// One key of `strata serve`'s configuration: its name in the file (dotted: `limits.maxBodyBytes`),
@@ -33,6 +34,18 @@ extension ServeConfiguration {
     /// seconds (fractions allowed); sizes in bytes.
     static let settings: [ServeSetting] = [
         text("data", flag: "--data", \.data),
+        // The URL prints with its password masked; a password may also come from
+        // STRATA_POSTGRES_PASSWORD, so that it appears neither on a command line nor in a file.
+        ServeSetting(key: "postgres", flag: "--postgres", secret: false, apply: { c, v throws(ValueError) in
+            do {
+                c.postgres = try PostgresConnectionURL(parsing: v)
+            } catch {
+                throw ValueError("is not a PostgreSQL URL: \((error as? ZoneStorageError)?.message ?? "\(error)")")
+            }
+        }, current: { $0.postgres.map { "\($0)" } ?? "none" }),
+        ServeSetting(key: "postgresMaxConnections", flag: "--postgres-max-connections", secret: false,
+                     apply: { c, v throws(ValueError) in c.postgresMaxConnections = try integer(v, 2...1000) },
+                     current: { "\($0.postgresMaxConnections)" }),
         text("users", flag: "--users", \.users),
         text("host", flag: "--host", \.host),
         ServeSetting(key: "port", flag: "--port", secret: false, apply: { c, v throws(ValueError) in c.port = try integer(v, 0...65535) },

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StrataPostgres
 import StrataServer
 
 /// Everything `strata serve` runs with, resolved from four sources in order of precedence:
@@ -11,6 +12,9 @@ import StrataServer
 /// the file is refused too (a misspelt limit would otherwise silently keep its default).
 struct ServeConfiguration: Sendable {
     var data: String?
+    /// The PostgreSQL database of the zones (instead of ``data``), checked when resolved.
+    var postgres: PostgresConnectionURL?
+    var postgresMaxConnections = 20
     var users = "users.json"
     var host = "127.0.0.1"
     var port = 8080
@@ -79,8 +83,16 @@ struct ServeConfiguration: Sendable {
                 throw Problem(description: "config file \(filePath): unknown key \"\(unknown)\" (the keys are listed in the Operating guide)")
             }
         }
-        guard configuration.data != nil else {
-            throw Problem(description: "no data directory: give --data, STRATA_DATA or \"data\" in the config file")
+        switch (configuration.data, configuration.postgres) {
+        case (nil, nil):
+            throw Problem(description: "no storage: give a data directory (--data, STRATA_DATA or \"data\" in the config file) or a PostgreSQL URL (--postgres, STRATA_POSTGRES or \"postgres\")")
+        case (.some, .some):
+            throw Problem(description: "both a data directory and a PostgreSQL URL are set: the zones live in one of them (see `strata migrate` to copy a data directory into PostgreSQL)")
+        default:
+            break
+        }
+        if let url = configuration.postgres, url.password == nil, let password = environment["STRATA_POSTGRES_PASSWORD"] {
+            configuration.postgres?.password = password
         }
         if (configuration.tlsCert == nil) != (configuration.tlsKey == nil) {
             throw Problem(description: "TLS needs both tls.cert and tls.key (--tls-cert/--tls-key, STRATA_TLS_CERT/STRATA_TLS_KEY); only \(configuration.tlsCert == nil ? "tls.key" : "tls.cert") is set")
