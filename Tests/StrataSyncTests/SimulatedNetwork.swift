@@ -8,7 +8,7 @@ import StrataTestSupport
 import Synchronization
 import StrataProtocol
 
-/// The real server storage (EmbeddedZoneStorage on disk) behind a seeded, misbehaving network:
+/// The real server storage (``SimulatedServerSite``: embedded on disk, or PostgreSQL) behind a seeded, misbehaving network:
 /// requests and answers are dropped, requests are duplicated, pushes are held back and delivered
 /// late (out of order), and the server restarts between requests. Calls run one at a time, so a
 /// seed replays the same run. Each client reaches it through ``client(_:)`` as a user of its
@@ -16,33 +16,21 @@ import StrataProtocol
 /// ownership and fork rules).
 final class SimulatedNetwork: Sendable {
     struct State {
-        var storage: EmbeddedZoneStorage?
+        var storage: (any ZoneStorage)?
         var rng: SeededGenerator
         var late: [(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction])] = []
         var faults = true
         var restarts = 0
     }
 
-    let directory: String
+    /// Where the server keeps its zones (a data directory, or a PostgreSQL database) and its
+    /// backups.
+    let site: SimulatedServerSite
     let state: Mutex<State>
-    /// Thousands of restarts and compactions: only warnings are worth printing.
-    let quiet: Logger = {
-        var logger = Logger(label: "strata.sim.server")
-        logger.logLevel = .warning
-        return logger
-    }()
-    /// Small segments, so that compaction really retires history.
-    let options: EmbeddedZoneStorage.Options = {
-        var log = LogOptions(durability: .buffered)
-        log.segmentSize = 4096
-        // Deterministic epochs, new for each zone created (a recreated zone has another epoch).
-        let epochs = Atomic<UInt64>(41)
-        return EmbeddedZoneStorage.Options(log: log, makeEpoch: { epochs.add(1, ordering: .relaxed).newValue })
-    }()
 
-    init(directory: String, seed: UInt64) throws {
-        self.directory = directory
-        state = Mutex(State(storage: try EmbeddedZoneStorage(directory: directory, options: options, logger: quiet), rng: SeededGenerator(seed: seed)))
+    init(site: SimulatedServerSite, seed: UInt64) async throws {
+        self.site = site
+        state = Mutex(State(storage: try await site.open(), rng: SeededGenerator(seed: seed)))
     }
 
     /// Stops misbehaving (for quiescence).
@@ -52,55 +40,48 @@ final class SimulatedNetwork: Sendable {
         state.withLock { $0.faults && $0.rng.next() % 100 < percent }
     }
 
-    func storage() throws -> EmbeddedZoneStorage {
+    func storage() throws -> any ZoneStorage {
         guard let storage = state.withLock({ $0.storage }) else { throw SyncError(.transport, "server down") }
         return storage
     }
 
     /// Closes and reopens the server's storage: whatever it acknowledged must survive.
     func restart() async throws {
-        let old = state.withLock { s -> EmbeddedZoneStorage? in
-            defer { s.storage = nil }
-            return s.storage
-        }
-        try await old?.close()
-        let reopened = try EmbeddedZoneStorage(directory: directory, options: options, logger: quiet)
+        try await stop()
+        let reopened = try await site.open()
         state.withLock {
             $0.storage = reopened
             $0.restarts += 1
         }
     }
 
+    /// Closes the storage and drops what the site holds.
     func close() async throws {
-        try await state.withLock({ $0.storage })?.close()
+        try await stop()
+        try site.remove()
     }
 
-    /// Where ``takeBackup()`` copies the server's data directory.
-    var backupDirectory: String { directory + ".backup" }
-
-    /// Copies the server's data directory (with the storage closed, as a backup tool would see it
-    /// at rest), then opens it again.
+    /// Copies the server's data (with the storage closed, as a backup tool would see it at
+    /// rest), then opens it again.
     func takeBackup() async throws {
         try await stop()
-        try? FileManager.default.removeItem(atPath: backupDirectory)
-        try FileManager.default.copyItem(atPath: directory, toPath: backupDirectory)
+        try await site.backUp()
         try await restart()
     }
 
-    /// The server's disk is lost and its data directory restored from the last backup: whatever it
+    /// The server's disk is lost and its data restored from the last backup: whatever it
     /// acknowledged since is gone, and the devices must heal the zone. Returns false when there
     /// is no backup yet.
     func rollBack() async throws -> Bool {
-        guard FileManager.default.fileExists(atPath: backupDirectory) else { return false }
+        guard site.hasBackup else { return false }
         try await stop()
-        try FileManager.default.removeItem(atPath: directory)
-        try FileManager.default.copyItem(atPath: backupDirectory, toPath: directory)
+        try await site.restore()
         try await restart()
         return true
     }
 
     private func stop() async throws {
-        let old = state.withLock { s -> EmbeddedZoneStorage? in
+        let old = state.withLock { s -> (any ZoneStorage)? in
             defer { s.storage = nil }
             return s.storage
         }

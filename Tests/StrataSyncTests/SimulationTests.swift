@@ -89,6 +89,34 @@ struct SimulationTests {
         }
     }
 
+    @Test("The same simulation with the zones in PostgreSQL (a real server; each restart opens a new storage on the database): honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone")
+    func postgresSimulation() async throws {
+        let seeds = simulationSeeds(default: 200)
+        var tally = SimulationTally()
+        for seed in seeds {
+            tally.add(try await run(seed: seed, lifecycle: false, backend: .postgres))
+        }
+        print("sync simulation on PostgreSQL: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
+        if seeds.count >= 50 {
+            #expect(tally.bootstraps > 0 && tally.forks > 0 && tally.deviceCompactions > 0, "the simulation is too gentle")
+            #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
+        }
+    }
+
+    @Test("The zone's whole life with the zones in PostgreSQL: the database restored from a backup (CREATE DATABASE … TEMPLATE), the zone deleted and recreated, grants changed: every acknowledged edit ends up in the zone and the devices converge")
+    func postgresLifecycleSimulation() async throws {
+        let seeds = simulationSeeds(default: 100)
+        var tally = SimulationTally()
+        for seed in seeds {
+            tally.add(try await run(seed: seed, lifecycle: true, backend: .postgres))
+        }
+        print("lifecycle simulation on PostgreSQL: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
+        if seeds.count >= 50 {
+            #expect(tally.rollbacks > 0 && tally.heals > 0, "the database was never restored and healed: the simulation is too gentle")
+            #expect(tally.zoneDeletions > 0 && tally.grantChanges > 0, "no zone deletion or grant change: the simulation is too gentle")
+        }
+    }
+
     /// The zone every device syncs with: owned by `sim`, shared read-write with `friend` (honest)
     /// and `mallory` (hostile).
     static let zone = ZoneID(owner: "sim", name: "sim")
@@ -106,11 +134,11 @@ struct SimulationTests {
     /// and rollbacks together are not handled yet: a clone and its original can each have had the
     /// same sequences acknowledged, by the server before and after it lost them, and a copy that
     /// compacted them cannot fork away from them.)
-    func run(seed: UInt64, lifecycle: Bool) async throws -> SimulationTally {
+    func run(seed: UInt64, lifecycle: Bool, backend: SimulatedServerSite.Backend = .embedded) async throws -> SimulationTally {
         var tally = SimulationTally()
         let dir = TemporaryDirectory()
         var rng = SeededGenerator(seed: seed)
-        let network = try SimulatedNetwork(directory: dir.sub("server"), seed: seed &* 31)
+        let network = try await SimulatedNetwork(site: SimulatedServerSite(backend, directory: dir.sub("server")), seed: seed &* 31)
         try await network.createZone(Self.zone, grants: ["friend": .readWrite, "mallory": .readWrite])
         var options = SyncOptions()
         options.maxRetries = 2
