@@ -153,4 +153,41 @@ struct ScaleOutTests: NoteStoreCLI {
         #expect(try await titles(laptop) == expected)
         #expect(try await titles(phone) == expected)
     }
+
+    @Test("strata migrate: a stopped server's data directory copied into PostgreSQL; the devices go on through strata serve --postgres with the tokens they hold (no bootstrap, no state upload)")
+    func migrateThenServe() async throws {
+        let dir = TemporaryDirectory()
+        let users = try usersFile(dir)
+        let data = dir.sub("server-data")
+        let embedded = try ServeChild(data: data, users: users, scratch: dir.path, arguments: ["--retain", "2", "--compact-every", "1"])
+        let phone = try await makeStore(dir, "phone")
+        for title in ["milk", "eggs", "bread", "tea"] {
+            try await insert(phone, [title])
+            let synced = try await sync(phone, embedded.url)
+            #expect(synced.status == 0, "\(synced.stderr)")
+        }
+        let stopped = await embedded.stop(SIGTERM)
+        #expect(stopped?.status == 0, "\(embedded.stderr)")
+
+        let database = try PostgresCluster.shared().createDatabase()
+        let migrated = try await strata(["migrate", "--data", data, "--postgres", database, "--json"])
+        #expect(migrated.status == 0, "\(migrated.stdout) \(migrated.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(migrated.stdout.utf8)) as? [String: Any])
+        #expect(report["copied"] as? [String] == ["alice/notes"])
+        // Run again: nothing to copy, everything verified.
+        let again = try await strata(["migrate", "--data", data, "--postgres", database, "--json"])
+        #expect(again.status == 0 && again.stdout.contains("\"alreadyThere\""), "\(again.stdout) \(again.stderr)")
+
+        let servers = try await instances(1, database: database, users: users, scratch: dir.path)
+        defer { for server in servers { server.kill9() } }
+        try await insert(phone, ["jam"])
+        let resumed = try await sync(phone, servers[0].url)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect((resumed.json["bootstraps"] as? NSNumber)?.intValue ?? 0 == 0 && (resumed.json["stateUploads"] as? NSNumber)?.intValue ?? 0 == 0,
+                "\(resumed.json)")
+        #expect((resumed.json["pushedTransactions"] as? NSNumber)?.intValue == 1)
+        let laptop = try await makeStore(dir, "laptop")
+        #expect(try await sync(laptop, servers[0].url).status == 0)
+        #expect(try await titles(laptop) == ["milk", "eggs", "bread", "tea", "jam"])
+    }
 }

@@ -544,6 +544,28 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
     }
 
+    /// The zone's export (see ``ZoneExport``).
+    func exportState(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneExport {
+        let state = try await usableZone(id)
+        let start = state.log.startPosition, end = state.log.endPosition
+        let snapshot: ZoneSnapshot?
+        do {
+            snapshot = try state.log.latestValidSnapshot().snapshot.map {
+                ZoneSnapshot(epoch: state.info.epoch, position: $0.info.position, payload: $0.payload)
+            }
+        } catch {
+            throw ZoneStorageError(.storageFailure, "zone \(id): reading its snapshot failed: \(error)", zone: id.description)
+        }
+        var chain: [UInt64] = []
+        for position in start...end {
+            guard let value = state.chain.value(at: position) else {
+                throw ZoneStorageError(.storageFailure, "zone \(id): its history chain does not cover position \(position)", zone: id.description)
+            }
+            chain.append(value)
+        }
+        return ZoneExport(info: state.info, start: start, end: end, snapshot: snapshot, ledgers: state.ledgers, chain: chain)
+    }
+
     // MARK: Internals
 
     /// Reads the catalog and opens every zone's log into `states` (which holds what was opened so

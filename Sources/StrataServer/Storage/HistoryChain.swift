@@ -49,7 +49,7 @@ package struct HistoryChain: Sendable {
 
     /// The chain at `position`: 0 at position 0 (nothing to fingerprint), `nil` outside the
     /// positions kept.
-    func value(at position: UInt64) -> UInt64? {
+    package func value(at position: UInt64) -> UInt64? {
         guard position >= start, position <= end else { return nil }
         return values[Int(position - start)]
     }

@@ -19,7 +19,7 @@ public struct StrataCLI: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self, InitCommand.self, ApplyCommand.self, GetCommand.self, ExportCommand.self,
             InspectCommand.self, LogCommand.self, VerifyCommand.self, ReplayCommand.self, DiffCommand.self,
-            CompactCommand.self, SyncCommand.self, ServeCommand.self, UsersCommand.self,
+            CompactCommand.self, SyncCommand.self, ServeCommand.self, MigrateCommand.self, UsersCommand.self,
         ]
     )
 
