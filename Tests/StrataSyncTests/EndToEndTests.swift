@@ -3,11 +3,13 @@ import Hummingbird
 import HummingbirdTesting
 @_spi(StrataInternals) import Strata
 import StrataLog
+import StrataPostgres
 import StrataServer
 import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Testing
+import Synchronization
 
 let deviceSchema = Schema {
     Entity("Folder", attributes: [Attribute("name", .string, optional: false)],
@@ -27,21 +29,68 @@ func withServer(_ directory: String, segmentSize: Int = 64 << 20, users tokens: 
     var log = LogOptions(durability: .groupCommit)
     log.segmentSize = segmentSize
     let storage = try EmbeddedZoneStorage(directory: directory, options: EmbeddedZoneStorage.Options(log: log))
+    try await serve(storage, users: tokens, limits: limits) { url in try await body(url, storage) }
+}
+
+/// The backends the end-to-end tests run on.
+enum ServerBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case embedded, postgres
+    var testDescription: String { rawValue }
+}
+
+/// ``withServer(_:segmentSize:users:limits:_:)`` on `backend`: a data directory, or a database of
+/// the tests' PostgreSQL cluster that stands for `directory` (the same database each time the
+/// same directory is served: a restart).
+func withServer(_ directory: String, backend: ServerBackend, segmentSize: Int = 64 << 20,
+                users tokens: [String: String] = ["alice": "alice-secret", "bob": "bob-secret"],
+                _ body: @Sendable (URL, any ZoneStorage) async throws -> Void) async throws {
+    switch backend {
+    case .embedded:
+        try await withServer(directory, segmentSize: segmentSize, users: tokens) { url, storage in try await body(url, storage) }
+    case .postgres:
+        let url = try TestDatabases.url(standingFor: directory)
+        let storage = try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: url))
+        try await serve(storage, users: tokens, limits: ServerConfiguration.Limits()) { url in try await body(url, storage) }
+    }
+}
+
+/// The tests' databases, one per server directory they stand for.
+enum TestDatabases {
+    private static let urls = Mutex<[String: String]>([:])
+
+    static func url(standingFor directory: String) throws -> String {
+        try urls.withLock { urls in
+            if let url = urls[directory] { return url }
+            let url = try PostgresCluster.shared().createDatabase()
+            urls[directory] = url
+            return url
+        }
+    }
+}
+
+/// Serves `storage` on a real port while `body` runs, then closes it.
+private func serve(_ storage: any ZoneStorage, users tokens: [String: String], limits: ServerConfiguration.Limits,
+                   _ body: @Sendable (URL) async throws -> Void) async throws {
     let users = try UserDirectory(tokens: tokens)
     let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0, limits: limits))
-    try await app.buildApplication().test(.live) { client in
-        let port = try #require(client.port)
-        try await body(URL(string: "http://127.0.0.1:\(port)")!, storage)
+    do {
+        try await app.buildApplication().test(.live) { client in
+            let port = try #require(client.port)
+            try await body(try #require(URL(string: "http://127.0.0.1:\(port)")))
+        }
+    } catch {
+        try? await storage.close()
+        throw error
     }
     try await storage.close()
 }
 
 @Suite("Sync end to end: real server, real port, real HTTP client")
 struct EndToEndTests {
-    @Test("Three devices with offline conflicting edits, a delete against an update and to-many changes converge")
-    func threeDevicesConverge() async throws {
+    @Test("Three devices with offline conflicting edits, a delete against an update and to-many changes converge", arguments: ServerBackend.allCases)
+    func threeDevicesConverge(_ backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
-        try await withServer(dir.sub("server")) { url, _ in
+        try await withServer(dir.sub("server"), backend: backend) { url, _ in
             var devices: [Store] = []
             for name in ["phone", "laptop", "tablet"] {
                 devices.append(try await Store.open(at: dir.sub(name), schema: deviceSchema, options: StoreOptions(durability: .groupCommit)))
@@ -87,18 +136,18 @@ struct EndToEndTests {
         }
     }
 
-    @Test("A server restart between pushes loses nothing; a repeated push is appended once")
-    func restartAndRetry() async throws {
+    @Test("A server restart between pushes loses nothing; a repeated push is appended once", arguments: ServerBackend.allCases)
+    func restartAndRetry(_ backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
         let device = try await Store.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .groupCommit))
         for i in 0..<5 { try await device.transaction { tx in try tx.insert("Folder", ["name": .string("f\(i)")]) } }
-        try await withServer(dir.sub("server")) { url, _ in
+        try await withServer(dir.sub("server"), backend: backend) { url, _ in
             try await SyncEngine(store: device, server: url, zone: "z", credentials: "alice-secret").sync()
         }
         for i in 5..<8 { try await device.transaction { tx in try tx.insert("Folder", ["name": .string("f\(i)")]) } }
         // Forget the cursor: the engine pushes everything again; the server appends only what it lacks.
         try FileManager.default.removeItem(atPath: device.directory + "/sync-z.json")
-        try await withServer(dir.sub("server")) { url, _ in
+        try await withServer(dir.sub("server"), backend: backend) { url, _ in
             try await SyncEngine(store: device, server: url, zone: "z", credentials: "alice-secret").sync()
             let fresh = try await Store.open(at: dir.sub("fresh"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             try await SyncEngine(store: fresh, server: url, zone: "z", credentials: "alice-secret").sync()
@@ -112,10 +161,10 @@ struct EndToEndTests {
         try await device.close()
     }
 
-    @Test("A device offline past the server's retention catches up through the snapshot, keeps its unpushed edits and sees the remote deletes")
-    func offlinePastRetention() async throws {
+    @Test("A device offline past the server's retention catches up through the snapshot, keeps its unpushed edits and sees the remote deletes", arguments: ServerBackend.allCases)
+    func offlinePastRetention(_ backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
-        try await withServer(dir.sub("server"), segmentSize: 4096) { url, storage in
+        try await withServer(dir.sub("server"), backend: backend, segmentSize: 4096) { url, storage in
             let busy = try await Store.open(at: dir.sub("busy"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             let away = try await Store.open(at: dir.sub("away"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             var small = SyncOptions()
@@ -157,10 +206,10 @@ struct EndToEndTests {
         }
     }
 
-    @Test("Continuous mode: a long-polling device receives another's commit promptly, pushes its own, and stops cleanly")
-    func continuousMode() async throws {
+    @Test("Continuous mode: a long-polling device receives another's commit promptly, pushes its own, and stops cleanly", arguments: ServerBackend.allCases)
+    func continuousMode(_ backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
-        try await withServer(dir.sub("server")) { url, _ in
+        try await withServer(dir.sub("server"), backend: backend) { url, _ in
             let watcher = try await Store.open(at: dir.sub("watcher"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             let writer = try await Store.open(at: dir.sub("writer"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             var polling = SyncOptions()

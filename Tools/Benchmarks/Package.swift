@@ -5,6 +5,7 @@
 //     swift run -c release --package-path Tools/Benchmarks strata-log-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-store-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-sync-bench
+//     bash Tools/scripts/postgres-bench.sh     # strata-postgres-bench on a throwaway PostgreSQL cluster
 //     bash Tools/scripts/bench-compare.sh     # strata-vs-sqlite + catch-up, into Benchmarks.md
 import PackageDescription
 
@@ -15,6 +16,10 @@ let package = Package(
         .package(name: "Strata", path: "../.."),
         // Only for strata-vs-sqlite: the SQLite side of the comparison (system libsqlite3).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        // Only for strata-postgres-bench: PostgreSQL's own rate for the same rows.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.25.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.60.0"),
     ],
     targets: [
         // What the harnesses share: clocks, formatting, the data directory, the report table.
@@ -43,6 +48,24 @@ let package = Package(
                 .product(name: "StrataServer", package: "Strata"),
                 .product(name: "StrataProtocol", package: "Strata"),
                 .product(name: "StrataLog", package: "Strata"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // The log server on PostgreSQL: pushes through one and three instances next to
+        // PostgreSQL's own rate for the same rows, catch-up next to the embedded storage, and
+        // wake-ups across instances (Tools/scripts/postgres-bench.sh starts a throwaway cluster).
+        .executableTarget(
+            name: "strata-postgres-bench",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataSync", package: "Strata"),
+                .product(name: "StrataServer", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
+                .product(name: "StrataProtocol", package: "Strata"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
