@@ -156,7 +156,7 @@ let package = Package(
         .testTarget(
             name: "StrataCommandsTests",
             dependencies: [
-                "StrataCommands", "StrataSync", "StrataServer", "StrataProtocol", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
+                "StrataCommands", "StrataSync", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
                 // The TLS tests sync over HTTPS with a client trusting a test CA.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

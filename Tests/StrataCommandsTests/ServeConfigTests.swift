@@ -1,5 +1,6 @@
 import Foundation
 @testable import StrataCommands
+import StrataPostgres
 import StrataServer
 import StrataProtocol
 import StrataTestSupport
@@ -83,5 +84,30 @@ struct ServeConfigTests {
         #expect(names["limits.rateLimit.requestsPerSecond"] == "STRATA_LIMITS_RATE_LIMIT_REQUESTS_PER_SECOND")
         #expect(names["tls.cert"] == "STRATA_TLS_CERT")
         #expect(names["compactEvery"] == "STRATA_COMPACT_EVERY")
+    }
+
+    @Test("PostgreSQL instead of a data directory: from a flag, STRATA_POSTGRES or the file; its password from STRATA_POSTGRES_PASSWORD, masked when printed; exactly one storage")
+    func postgresStorage() throws {
+        let resolved = try ServeConfiguration.resolve(
+            flags: [:], environment: ["STRATA_POSTGRES": "postgres://strata@db.internal/zones", "STRATA_POSTGRES_PASSWORD": "hunter2"], configFile: nil)
+        #expect(resolved.data == nil && resolved.postgres?.host == "db.internal" && resolved.postgres?.password == "hunter2")
+        let printed = resolved.effectiveMetadata.description
+        #expect(printed.contains("db.internal") && !printed.contains("hunter2"), "\(printed)")
+        let inline = try ServeConfiguration.resolve(flags: ["postgres": "postgres://strata:s3cret@db/zones", "postgresMaxConnections": "5"],
+                                                    environment: [:], configFile: nil)
+        #expect(inline.postgres?.password == "s3cret" && inline.postgresMaxConnections == 5)
+        #expect(!inline.effectiveMetadata.description.contains("s3cret"))
+        func problem(_ flags: [String: String]) -> String {
+            do {
+                _ = try ServeConfiguration.resolve(flags: flags, environment: [:], configFile: nil)
+                return ""
+            } catch {
+                return error.description
+            }
+        }
+        #expect(problem(["data": "/d", "postgres": "postgres://a@b/c"]).contains("both a data directory and a PostgreSQL URL"))
+        #expect(problem([:]).contains("no storage"))
+        #expect(problem(["postgres": "mysql://a@b/c"]).contains("postgres from flag --postgres"))
+        #expect(problem(["postgres": "postgres://a@b/c", "postgresMaxConnections": "1"]).contains("postgresMaxConnections"))
     }
 }
