@@ -8,8 +8,26 @@ enum PostgresFailure {
     static func map(_ error: any Error, _ doing: String, zone: ZoneID? = nil) -> ZoneStorageError {
         if let error = error as? ZoneStorageError { return error }
         let state = sqlState(error)
-        let code: ZoneStorageError.Code = state == "53100" || state == "53200" ? .storageFull : .storageFailure
+        let code: ZoneStorageError.Code
+        if state == "53100" || state == "53200" {
+            code = .storageFull
+        } else if isUnavailable(error) {
+            code = .storageUnavailable
+        } else {
+            code = .storageFailure
+        }
         return ZoneStorageError(code, "PostgreSQL: \(doing) failed: \(describe(error))", zone: zone?.description)
+    }
+
+    /// Whether `error` says the database cannot be reached for now: the connection failed or was
+    /// closed, or the server is shutting down, starting or out of connections (SQLSTATE classes
+    /// 08 and 57P, 53300) — a call that succeeds again once it is back.
+    static func isUnavailable(_ error: any Error) -> Bool {
+        if let state = sqlState(error) {
+            return state.hasPrefix("08") || state.hasPrefix("57P") || state == "53300"
+        }
+        guard let error = error as? PSQLError else { return false }
+        return [PSQLError.Code.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed].contains(error.code)
     }
 
     /// The SQLSTATE of a server error, `nil` for anything else.

@@ -5,6 +5,7 @@ import PostgresNIO
 import Strata
 import StrataProtocol
 import StrataServer
+import Synchronization
 
 /// A zone's row in `strata_zones`.
 struct ZoneRow: Sendable {
@@ -55,26 +56,83 @@ extension PostgresZoneStorage {
     /// Runs `body` in a database transaction on one pooled connection: committed when it returns,
     /// rolled back when it throws. Errors are ``ZoneStorageError``s saying what failed.
     func transaction<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
-                                  _ body: (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
-        try await withConnection(doing(), zone: zone) { connection in
-            try await connection.query("BEGIN", logger: self.logger)
-            do {
-                let value = try await body(connection)
-                try await connection.query("COMMIT", logger: self.logger)
-                return value
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: self.logger)
-                throw error
+                                  _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
+        try await withConnection(doing(), zone: zone) { connection in try await self.inTransaction(connection, body) }
+    }
+
+    /// ``transaction(_:zone:_:)`` for a body that is not `Sendable` (it holds a state being
+    /// merged), without the wait for a connection bounded.
+    func unboundedTransaction<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
+                                           _ body: (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
+        try checkOpen()
+        do {
+            return try await client.withConnection { connection in
+                try await connection.query("BEGIN", logger: logger)
+                do {
+                    let value = try await body(connection)
+                    try await connection.query("COMMIT", logger: logger)
+                    return value
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
             }
+        } catch {
+            throw PostgresFailure.map(error, doing(), zone: zone)
+        }
+    }
+
+    private func inTransaction<T>(_ connection: PostgresConnection, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            let value = try await body(connection)
+            try await connection.query("COMMIT", logger: logger)
+            return value
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
         }
     }
 
     /// Runs `body` on one pooled connection (no transaction: each statement on its own).
+    ///
+    /// The wait for a connection is bounded by ``Options/connectionWait``: with the database down
+    /// (the pool retrying its connections) or every connection busy, the call fails with
+    /// ``ZoneStorageError/Code/storageUnavailable`` — answered `503` with `Retry-After` — instead
+    /// of holding the request. Once a connection is leased, `body` runs to its end.
     func withConnection<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
-                                     _ body: (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
+                                     _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
         try checkOpen()
+        let client = client
+        let wait = options.connectionWait
+        let leased = LeaseFlag()
         do {
-            return try await client.withConnection { connection in try await body(connection) }
+            return try await withThrowingTaskGroup(of: LeaseOutcome<T>.self) { group in
+                group.addTask {
+                    .done(try await client.withConnection { connection in
+                        leased.set()
+                        return try await body(connection)
+                    })
+                }
+                group.addTask {
+                    try? await Task.sleep(for: wait)
+                    return .waited
+                }
+                while let outcome = try await group.next() {
+                    switch outcome {
+                    case .done(let value):
+                        group.cancelAll()
+                        return value
+                    case .waited where !leased.isSet:
+                        group.cancelAll()
+                        throw ZoneStorageError(.storageUnavailable, "no PostgreSQL connection within \(wait) (the database is down or every connection is busy)",
+                                               zone: zone?.description)
+                    case .waited:
+                        continue
+                    }
+                }
+                throw ZoneStorageError(.storageFailure, "the connection's task ended without an outcome", zone: zone?.description)
+            }
         } catch {
             throw PostgresFailure.map(error, doing(), zone: zone)
         }
@@ -194,4 +252,17 @@ extension PostgresZoneStorage {
     static func notFound(_ id: ZoneID) -> ZoneStorageError {
         ZoneStorageError(.zoneNotFound, "user \(id.owner) has no zone named \(id.name)", zone: id.description)
     }
+}
+
+/// What came first: the call's value, or the end of the wait for a connection.
+private enum LeaseOutcome<T: Sendable>: Sendable {
+    case done(T)
+    case waited
+}
+
+/// Whether a call got its connection.
+private final class LeaseFlag: Sendable {
+    private let leased = Atomic<Bool>(false)
+    func set() { leased.store(true, ordering: .relaxed) }
+    var isSet: Bool { leased.load(ordering: .relaxed) }
 }

@@ -46,7 +46,7 @@ extension PostgresZoneStorage {
         // The uploader's claim of how far its own replica goes is believed as far as the state
         // really holds it (a false claim can only hold back its own edits).
         func believed(_ replica: ReplicaID) -> UInt64 { min(claim, contiguous[replica] ?? 0) }
-        let outcome = try await transaction("merging a state into zone \(id)", zone: id) { connection -> StateMergeOutcome in
+        let outcome = try await unboundedTransaction("merging a state into zone \(id)", zone: id) { connection -> StateMergeOutcome in
             guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
             var ledger: ReplicaLedger?
             if let replica {

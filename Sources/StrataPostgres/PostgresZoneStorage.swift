@@ -37,10 +37,15 @@ public final class PostgresZoneStorage: ZoneStorage {
         public var maxConnections: Int
         /// Chooses the epoch of a new zone. Random by default; tests may make it deterministic.
         public var makeEpoch: @Sendable () -> UInt64
+        /// The longest a call waits for a connection before it fails with
+        /// ``ZoneStorageError/Code/storageUnavailable`` (`503` with `Retry-After`): the database
+        /// down, or every connection busy.
+        public var connectionWait: Duration
 
-        public init(maxConnections: Int = 20,
+        public init(maxConnections: Int = 20, connectionWait: Duration = .seconds(5),
                     makeEpoch: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 1 ... .max) }) {
             self.maxConnections = max(2, maxConnections)
+            self.connectionWait = connectionWait
             self.makeEpoch = makeEpoch
         }
     }

@@ -116,6 +116,39 @@ struct PostgresZoneStorageTests {
         }
     }
 
+    @Test("a database that crashes: calls fail promptly with storageUnavailable (503 serverBusy, Retry-After), nothing acknowledged is lost, and the same push succeeds once it is back")
+    func databaseDown() async throws {
+        // Durable commits: the server is crashed (stopped `immediate`), and what it committed must be there after.
+        let cluster = try PostgresCluster.start(durable: true)
+        defer { cluster.stop() }
+        let url = try cluster.createDatabase()
+        let storage = try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: url),
+                                                         options: PostgresZoneStorage.Options(connectionWait: .seconds(1)), logger: Logger(label: "test"))
+        _ = try await storage.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        let first = try pushed(transaction(replica, 1...2))
+        #expect(try await storage.append(zone: "notes", replica: replica, transactions: [first]).appended == 1)
+
+        try cluster.halt()
+        let next = try pushed(transaction(replica, 3...3))
+        let replica = replica
+        let down = await refusal { () async throws(ZoneStorageError) in _ = try await storage.append(zone: "notes", replica: replica, transactions: [next]) }
+        #expect(down?.code == .storageUnavailable, "\(String(describing: down))")
+        let answer = ServerError(try #require(down))
+        #expect(answer.code == .serverBusy && answer.retryAfter == 1)
+        let reading = await refusal { () async throws(ZoneStorageError) in _ = try await storage.read(zone: "notes", after: 0, limit: 10) }
+        #expect(reading?.code == .storageUnavailable)
+
+        try cluster.resume()
+        var outcome: AppendOutcome?
+        for _ in 0..<200 where outcome == nil {
+            outcome = try? await storage.append(zone: "notes", replica: replica, transactions: [first, next])
+            if outcome == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(outcome?.appended == 1 && outcome?.position == 2 && outcome?.acknowledged == 3)
+        #expect(try await storage.read(zone: "notes", after: 0, limit: 10).transactions.count == 2)
+        try await storage.close()
+    }
+
     @Test("connection URLs: TCP and Unix sockets, the password masked when printed, bad ones refused with the reason")
     func connectionURLs() throws {
         let tcp = try PostgresConnectionURL(parsing: "postgres://strata:s3cret@db.example:6543/zones?sslmode=require")

@@ -18,6 +18,9 @@ public final class PostgresCluster: @unchecked Sendable {
     public let directory: String
     private let binaries: String
     private let runAs: String?
+    /// Whether commits are durable (fsync and synchronous commit on), for the tests that crash
+    /// the server; the others run without, a test cluster dying with its test.
+    public let durable: Bool
     private var stopped = false
 
     /// A connection URL for `database` (`postgres` exists in every cluster).
@@ -25,7 +28,8 @@ public final class PostgresCluster: @unchecked Sendable {
         "postgres://\(user)@127.0.0.1:\(port)/\(database)"
     }
 
-    private init(port: Int, directory: String, binaries: String, runAs: String?) {
+    private init(port: Int, directory: String, binaries: String, runAs: String?, durable: Bool) {
+        self.durable = durable
         self.port = port
         self.directory = directory
         self.binaries = binaries
@@ -36,7 +40,7 @@ public final class PostgresCluster: @unchecked Sendable {
 
     /// Creates and starts a cluster. A port taken meanwhile by someone else is tried again on
     /// another (three times).
-    public static func start() throws -> PostgresCluster {
+    public static func start(durable: Bool = false) throws -> PostgresCluster {
         let binaries = try findBinaries()
         let runAs: String? = geteuid() == 0 ? "nobody" : nil
         var lastError: (any Error)?
@@ -44,7 +48,7 @@ public final class PostgresCluster: @unchecked Sendable {
             let directory = NSTemporaryDirectory() + "strata-pg-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             if let runAs { try run("/bin/chown", [runAs, directory]) }
-            let cluster = PostgresCluster(port: try freePort(), directory: directory, binaries: binaries, runAs: runAs)
+            let cluster = PostgresCluster(port: try freePort(), directory: directory, binaries: binaries, runAs: runAs, durable: durable)
             do {
                 try cluster.initialize()
                 try cluster.launch()
@@ -89,6 +93,17 @@ public final class PostgresCluster: @unchecked Sendable {
         return url(database: String(name))
     }
 
+    /// Stops the server as a crash or an operator would (`immediate`), keeping its files;
+    /// ``resume()`` starts it again on the same port.
+    public func halt() throws {
+        try tool("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+    }
+
+    /// Starts a halted server again.
+    public func resume() throws {
+        try launch()
+    }
+
     /// Stops the cluster (fast shutdown) and removes its files. Idempotent.
     public func stop() {
         guard !stopped else { return }
@@ -112,7 +127,8 @@ public final class PostgresCluster: @unchecked Sendable {
     }
 
     private func launch() throws {
-        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1"
+            + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
         do {
             try tool("pg_ctl", ["-D", directory + "/data", "-o", options, "-l", directory + "/log", "-w", "-t", "60", "start"])
         } catch {

@@ -117,6 +117,8 @@ extension ServerError {
         case .invalidArgument: self.init(.badRequest, error.message)
         case .quotaExceeded: self.init(.quotaExceeded, error.message)
         case .storageFull: self.init(.storageFull, "the server's storage is full; nothing of this request was kept; try again later")
+        case .storageUnavailable:
+            self.init(.serverBusy, "the server's storage cannot be reached for now; nothing of this request was done; try again shortly", retryAfter: 1)
         default: self.init(.internalError, "the server's storage failed; try again later")
         }
     }

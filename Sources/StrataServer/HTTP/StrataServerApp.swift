@@ -182,7 +182,7 @@ public struct StrataServerApp: Sendable {
 
     /// A storage error as the protocol answers it (logged when the storage itself failed).
     func answer(_ error: ZoneStorageError) -> ServerError {
-        if error.code == .storageFailure || error.code == .storageFull || ServerError(error).code == .internalError {
+        if error.code == .storageFailure || error.code == .storageFull || error.code == .storageUnavailable || ServerError(error).code == .internalError {
             logger.error("storage failed", metadata: ["error": "\(error)"])
         }
         if error.code == .storageFull { metrics.storageFull.increment() }

@@ -39,6 +39,9 @@ public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertib
         /// The disk is full (`ENOSPC`, or `EDQUOT`: the file system's quota): nothing of the call
         /// was acknowledged, and the same call succeeds once space returns.
         public static let storageFull = Code("storageFull")
+        /// The storage cannot be reached for now (a database down, restarting or out of
+        /// connections): nothing of the call was done, and the same call succeeds once it is back.
+        public static let storageUnavailable = Code("storageUnavailable")
         /// A per-user quota would be exceeded; nothing was changed. The message names the quota,
         /// its limit and the current use.
         public static let quotaExceeded = Code("quotaExceeded")
