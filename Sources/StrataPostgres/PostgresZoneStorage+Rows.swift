@@ -19,6 +19,8 @@ struct ZoneRow: Sendable {
     var storedBytes: Int64
 
     static let columns = "zone_id, owner, name, epoch, access, grants, merges, start_position, end_position, chain, stored_bytes"
+    /// ``columns`` of the table aliased `z`.
+    static let qualifiedColumns = columns.split(separator: ",").map { "z." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
     typealias Columns = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64)
 
     /// The row as read; ``decoded()`` checks its access and grants.
@@ -194,18 +196,24 @@ extension PostgresZoneStorage {
         ledger.uncheckedThrough = UInt64(bitPattern: row.2)
         let firsts = pushed.map(\.firstSequence).filter { $0 <= ledger.acknowledged }
         if let lowest = firsts.min(), let highest = firsts.max() {
-            let held = try await rows(connection.query("""
-                SELECT first_sequence, last_sequence, position, digest_high, digest_low FROM strata_transactions
-                WHERE zone_id = \(zone.key) AND replica_high = \(high) AND replica_low = \(low)
-                  AND first_sequence >= \(Int64(bitPattern: lowest)) AND first_sequence <= \(Int64(bitPattern: highest))
-                ORDER BY first_sequence
-                """, logger: logger), as: (Int64, Int64, Int64, Int64, Int64).self)
-            ledger.transactions = held.map {
-                HeldTransaction(first: UInt64(bitPattern: $0.0), last: UInt64(bitPattern: $0.1), position: UInt64($0.2),
-                                digest: TransactionDigest(high: UInt64(bitPattern: $0.3), low: UInt64(bitPattern: $0.4)))
-            }
+            ledger.transactions = try await held(replica, in: zone, from: lowest, through: highest, on: connection)
         }
         return ledger
+    }
+
+    /// The transactions the zone holds of `replica` whose first sequence is in `lowest…highest`.
+    func held(_ replica: ReplicaID, in zone: ZoneRow, from lowest: UInt64, through highest: UInt64,
+              on connection: PostgresConnection) async throws -> [HeldTransaction] {
+        let (high, low) = Self.halves(replica)
+        return try await rows(connection.query("""
+            SELECT first_sequence, last_sequence, position, digest_high, digest_low FROM strata_transactions
+            WHERE zone_id = \(zone.key) AND replica_high = \(high) AND replica_low = \(low)
+              AND first_sequence >= \(Int64(bitPattern: lowest)) AND first_sequence <= \(Int64(bitPattern: highest))
+            ORDER BY first_sequence
+            """, logger: logger), as: (Int64, Int64, Int64, Int64, Int64).self).map {
+            HeldTransaction(first: UInt64(bitPattern: $0.0), last: UInt64(bitPattern: $0.1), position: UInt64($0.2),
+                            digest: TransactionDigest(high: UInt64(bitPattern: $0.3), low: UInt64(bitPattern: $0.4)))
+        }
     }
 
     /// Writes the replica's owner and highest sequence.

@@ -210,59 +210,75 @@ public final class PostgresZoneStorage: ZoneStorage {
         guard !pushed.isEmpty else {
             throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: id.description)
         }
+        let (replicaHigh, replicaLow) = Self.halves(replica)
         return try await transaction("appending to zone \(id)", zone: id) { connection in
-            // The zone's row lock serializes this zone's pushes across instances: what is held,
-            // the check and the append below are one atomic step.
-            guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
+            // Lock the zone's row (serializing this zone's pushes across instances: what is held,
+            // the check and the append below are one atomic step) and its owner's (the
+            // stored-bytes counter), both read as they are once locked.
+            let found = try await self.rows(connection.query("""
+                SELECT \(unescaped: ZoneRow.qualifiedColumns), o.stored_bytes
+                FROM strata_zones z JOIN strata_owners o ON o.owner = z.owner
+                WHERE z.owner = \(id.owner) AND z.name = \(id.name)
+                FOR UPDATE OF z, o
+                """, logger: self.logger), as: (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, Int64).self)
+            guard let row = found.first else { throw Self.notFound(id) }
+            let zone = try ZoneRow((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10)).decoded()
+            let used = row.11
+            // Read in a statement of its own, after the lock: a statement that waited for the
+            // lock sees the other push's rows of the tables it locked, not of the others (a
+            // join with the replica's row here read it as it was before, and took a retry for
+            // new transactions).
             var ledger = try await self.ledger(of: replica, in: zone, covering: pushed, on: connection)
             let known = ledger.owner != nil
             let fresh = try ledger.check(pushed, user: user, replica: replica, zone: id)
             ledger.owner = user
+            guard !fresh.isEmpty else {
+                // The replica's owner is recorded with its first push, before anything of it is
+                // acknowledged.
+                if !known { try await self.saveLedger(ledger, of: replica, in: zone, on: connection) }
+                return AppendOutcome(epoch: zone.info.epoch, position: zone.end, acknowledged: ledger.acknowledged, appended: 0)
+            }
             let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
-            if !fresh.isEmpty {
-                if let limit = storedBytesLimit, limit > 0 {
-                    let used = try await self.values(connection.query("SELECT stored_bytes FROM strata_owners WHERE owner = \(id.owner) FOR UPDATE",
-                                                                    logger: self.logger), as: Int64.self).first ?? 0
-                    if used + adding > limit {
-                        throw ZoneStorageError.storedBytesQuota(owner: id.owner, limit: limit, used: used, adding: adding, zone: id)
-                    }
-                }
-                var chain = zone.chain
-                var positions: [Int64] = [], firsts: [Int64] = [], lasts: [Int64] = []
-                var highs: [Int64] = [], lows: [Int64] = [], chains: [Int64] = [], bytes: [ByteBuffer] = []
-                for (offset, transaction) in fresh.enumerated() {
-                    chain = HistoryChain.link(chain, transaction.digest)
-                    positions.append(Int64(zone.end) + Int64(offset))
-                    firsts.append(Int64(bitPattern: transaction.firstSequence))
-                    lasts.append(Int64(bitPattern: transaction.lastSequence))
-                    highs.append(Int64(bitPattern: transaction.digest.high))
-                    lows.append(Int64(bitPattern: transaction.digest.low))
-                    chains.append(Int64(bitPattern: chain))
-                    bytes.append(ByteBuffer(bytes: transaction.bytes))
-                    ledger.acknowledged = max(ledger.acknowledged, transaction.lastSequence)
-                }
-                let (replicaHigh, replicaLow) = Self.halves(replica)
-                try await connection.query("""
+            if let limit = storedBytesLimit, limit > 0, used + adding > limit {
+                throw ZoneStorageError.storedBytesQuota(owner: id.owner, limit: limit, used: used, adding: adding, zone: id)
+            }
+            var chain = zone.chain
+            var positions: [Int64] = [], firsts: [Int64] = [], lasts: [Int64] = []
+            var highs: [Int64] = [], lows: [Int64] = [], chains: [Int64] = [], bytes: [ByteBuffer] = []
+            for (offset, transaction) in fresh.enumerated() {
+                chain = HistoryChain.link(chain, transaction.digest)
+                positions.append(Int64(zone.end) + Int64(offset))
+                firsts.append(Int64(bitPattern: transaction.firstSequence))
+                lasts.append(Int64(bitPattern: transaction.lastSequence))
+                highs.append(Int64(bitPattern: transaction.digest.high))
+                lows.append(Int64(bitPattern: transaction.digest.low))
+                chains.append(Int64(bitPattern: chain))
+                bytes.append(ByteBuffer(bytes: transaction.bytes))
+                ledger.acknowledged = max(ledger.acknowledged, transaction.lastSequence)
+            }
+            // The append, the zone's new end and chain, the counters, the replica's ledger and
+            // the announcement (delivered on commit): one statement, one round trip.
+            try await connection.query("""
+                WITH appended AS (
                     INSERT INTO strata_transactions
                         (zone_id, position, replica_high, replica_low, first_sequence, last_sequence, digest_high, digest_low, chain, bytes)
                     SELECT \(zone.key), p, \(replicaHigh), \(replicaLow), f, l, dh, dl, c, b
                     FROM unnest(\(positions)::bigint[], \(firsts)::bigint[], \(lasts)::bigint[], \(highs)::bigint[], \(lows)::bigint[],
                                 \(chains)::bigint[], \(bytes)::bytea[]) AS t(p, f, l, dh, dl, c, b)
-                    """, logger: self.logger)
-                try await connection.query("""
+                ), ended AS (
                     UPDATE strata_zones SET end_position = end_position + \(Int64(fresh.count)), chain = \(Int64(bitPattern: chain)),
                         stored_bytes = stored_bytes + \(adding)
                     WHERE zone_id = \(zone.key)
-                    """, logger: self.logger)
-                try await connection.query("UPDATE strata_owners SET stored_bytes = stored_bytes + \(adding) WHERE owner = \(id.owner)",
-                                           logger: self.logger)
-                try await self.announce(id, on: connection)
-            }
-            if !fresh.isEmpty || !known {
-                // The replica's owner is recorded with its first push, before anything of it is
-                // acknowledged.
-                try await self.saveLedger(ledger, of: replica, in: zone, on: connection)
-            }
+                ), counted AS (
+                    UPDATE strata_owners SET stored_bytes = stored_bytes + \(adding) WHERE owner = \(id.owner)
+                ), ledger AS (
+                    INSERT INTO strata_replicas (zone_id, replica_high, replica_low, owner, acknowledged, unchecked_through)
+                    VALUES (\(zone.key), \(replicaHigh), \(replicaLow), \(user), \(Int64(bitPattern: ledger.acknowledged)), \(Int64(bitPattern: ledger.uncheckedThrough)))
+                    ON CONFLICT (zone_id, replica_high, replica_low) DO UPDATE
+                    SET owner = EXCLUDED.owner, acknowledged = EXCLUDED.acknowledged, unchecked_through = EXCLUDED.unchecked_through
+                )
+                SELECT pg_notify(\(Self.channel), \(self.announcement(id)))
+                """, logger: self.logger)
             return AppendOutcome(epoch: zone.info.epoch, position: zone.end + UInt64(fresh.count), acknowledged: ledger.acknowledged,
                                  appended: fresh.count)
         }
@@ -432,8 +448,12 @@ public final class PostgresZoneStorage: ZoneStorage {
 
     /// `NOTIFY strata_changes` with the zone (delivered when the transaction commits).
     func announce(_ id: ZoneID, on connection: PostgresConnection) async throws {
-        let payload = "\(Self.hex(instance)) \(id.name)/\(id.owner)"
-        try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+        try await connection.query("SELECT pg_notify(\(Self.channel), \(announcement(id)))", logger: logger)
+    }
+
+    /// The payload announcing a change of `id`: this instance, then the zone.
+    func announcement(_ id: ZoneID) -> String {
+        "\(Self.hex(instance)) \(id.name)/\(id.owner)"
     }
 
     /// The zone an announcement names, `nil` for this instance's own or a malformed one.

@@ -13,12 +13,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/ensure-deps.sh
 
-BIN="${STRATA_PG_BIN:-}"
-if [ -z "$BIN" ]; then
-    if command -v initdb >/dev/null 2>&1; then BIN="$(dirname "$(command -v initdb)")"
-    else BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"; fi
-fi
-[ -x "$BIN/initdb" ] || { echo "postgres-bench: no initdb in $BIN (set STRATA_PG_BIN)" >&2; exit 2; }
+# The first directory holding initdb, pg_ctl and psql together.
+BIN=""
+for candidate in ${STRATA_PG_BIN:-} $(echo "$PATH" | tr ':' ' ') $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -rV); do
+    if [ -x "$candidate/initdb" ] && [ -x "$candidate/pg_ctl" ] && [ -x "$candidate/psql" ]; then BIN="$candidate"; break; fi
+done
+[ -n "$BIN" ] || { echo "postgres-bench: no directory with initdb, pg_ctl and psql (install postgresql, or set STRATA_PG_BIN)" >&2; exit 2; }
 
 CLUSTER="$(mktemp -d /var/tmp/strata-pg-bench-XXXXXX)"
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

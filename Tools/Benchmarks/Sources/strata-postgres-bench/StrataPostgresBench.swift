@@ -96,14 +96,14 @@ struct StrataPostgresBench {
         let place = try DataPlace.make(parent: settings.parent, prefix: "strata-postgres-bench")
         defer { place.remove() }
         let embedded = try EmbeddedZoneStorage(directory: place.path("embedded"), logger: quiet)
-        let local = try await Instance.start(storage: embedded, logger: quiet)
-        defer { local.stop() }
+        let embeddedInstance = try await Instance.start(storage: embedded, logger: quiet)
+        defer { embeddedInstance.stop() }
         note("catch-up: filling a zone of \(grouped(settings.catchUpEvents)) events in each storage …")
         let catchUp = CatchUpCorpus(settings)
         for storage in [storages[0] as any ZoneStorage, embedded] { try await catchUp.fill(storage) }
         var rates: [String: Double] = [:]
         for round in 0..<2 {
-            for (name, instance) in [("postgres", instances[0]), ("embedded", local)] {
+            for (name, instance) in [("postgres", instances[0]), ("embedded", embeddedInstance)] {
                 let events = try await catchUpRun(instance: instance, expected: settings.catchUpEvents)
                 rates[name] = max(rates[name] ?? 0, events)
                 note("catch-up round \(round + 1), \(name): \(rate(events)) events/s")

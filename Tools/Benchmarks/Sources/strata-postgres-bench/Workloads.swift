@@ -144,7 +144,7 @@ func pushRun(corpus: PushCorpus, instances: [Instance], tag: Int) async throws -
     for device in corpus.batches.indices {
         _ = try await transports[device].ensureZone(ZoneReference("push-\(tag)-\(device)"), create: true)
     }
-    let latencies = Mutex<[UInt64]>([])
+    let latencies = Collected()
     let started = monotonicNanos()
     try await withThrowingTaskGroup(of: Void.self) { group in
         for (device, pushes) in corpus.batches.enumerated() {
@@ -154,15 +154,15 @@ func pushRun(corpus: PushCorpus, instances: [Instance], tag: Int) async throws -
                     let sent = monotonicNanos()
                     _ = try await transport.push(zone: ZoneReference("push-\(tag)-\(device)"), transactions: batch)
                     let took = monotonicNanos() - sent
-                    latencies.withLock { $0.append(took) }
+                    latencies.append(took)
                 }
             }
         }
         try await group.waitForAll()
     }
     let elapsed = seconds(monotonicNanos() - started)
-    let sorted = latencies.withLock { $0 }.sorted()
-    return (Double(corpus.transactions) / elapsed, percentile(sorted, 0.5), percentile(sorted, 0.99))
+    let sorted = latencies.values.sorted()
+    return (Double(corpus.transactions) / elapsed, percentile(sorted, 50), percentile(sorted, 99))
 }
 
 /// A zone of `catchUpEvents` events in transactions of 100 inserts, for the catch-up rows.
@@ -241,5 +241,12 @@ func wakeUpRun(pusher: Instance, poller: Instance, zone: String, settings: Setti
         if sample >= settings.wakeUpWarmup { samples.append(arrived - sent) }
     }
     let sorted = samples.sorted()
-    return (percentile(sorted, 0.5), percentile(sorted, 0.99))
+    return (percentile(sorted, 50), percentile(sorted, 99))
+}
+
+/// Latencies appended by concurrent tasks.
+final class Collected: Sendable {
+    private let state = Mutex<[UInt64]>([])
+    func append(_ value: UInt64) { state.withLock { $0.append(value) } }
+    var values: [UInt64] { state.withLock { $0 } }
 }
