@@ -36,4 +36,4 @@ trap cleanup EXIT
 
 SCRATCH="${BENCH_SCRATCH:-.build-bench}"
 swift build -c release --package-path Tools/Benchmarks --scratch-path "$SCRATCH" --product strata-postgres-bench
-"$SCRATCH/release/strata-postgres-bench" --postgres "postgres://strata@127.0.0.1:$PORT/bench?sslmode=disable" "$@"
+${BENCH_WRAP:-} "$SCRATCH/release/strata-postgres-bench" --postgres "postgres://strata@127.0.0.1:$PORT/bench?sslmode=disable" "$@"
