@@ -236,7 +236,8 @@ public final class PostgresZoneStorage: ZoneStorage {
                 // The replica's owner is recorded with its first push, before anything of it is
                 // acknowledged.
                 if !known { try await self.saveLedger(ledger, of: replica, in: zone, on: connection) }
-                return AppendOutcome(epoch: zone.info.epoch, position: zone.end, acknowledged: ledger.acknowledged, appended: 0)
+                return AppendOutcome(epoch: zone.info.epoch, position: zone.end, acknowledged: ledger.acknowledged, appended: 0,
+                                     fingerprint: zone.end > 0 ? zone.chain : nil)
             }
             let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
             if let limit = storedBytesLimit, limit > 0, used + adding > limit {
@@ -280,7 +281,7 @@ public final class PostgresZoneStorage: ZoneStorage {
                 SELECT pg_notify(\(Self.channel), \(self.announcement(id)))
                 """, logger: self.logger)
             return AppendOutcome(epoch: zone.info.epoch, position: zone.end + UInt64(fresh.count), acknowledged: ledger.acknowledged,
-                                 appended: fresh.count)
+                                 appended: fresh.count, fingerprint: chain)
         }
     }
 

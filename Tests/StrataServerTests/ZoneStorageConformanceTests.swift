@@ -20,7 +20,10 @@ struct ZoneStorageConformanceTests {
         let zone = try await storage.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
         let records = [transaction(replica, 1...2), transaction(replica, 3...3), transaction(replica, 4...6)]
         let outcome = try await storage.append(zone: "notes", replica: replica, transactions: records.map(pushed))
-        #expect(outcome == AppendOutcome(epoch: zone.epoch, position: 3, acknowledged: 6, appended: 3))
+        #expect(outcome.epoch == zone.epoch && outcome.position == 3 && outcome.acknowledged == 6 && outcome.appended == 3)
+        // The fingerprint an append reports (for the push's answer token) is the storage's own.
+        let atThree = try await storage.fingerprint(zone: "notes", at: 3)
+        #expect(outcome.fingerprint != nil && outcome.fingerprint == atThree)
         #expect(try await storage.endPosition(zone: "notes") == 3)
 
         let first = try await storage.read(zone: "notes", after: 0, limit: 2)
@@ -45,6 +48,8 @@ struct ZoneStorageConformanceTests {
         let first = try await storage.append(zone: "notes", replica: replica, transactions: batch)
         let retry = try await storage.append(zone: "notes", replica: replica, transactions: batch)
         #expect(first.appended == 2 && retry.appended == 0)
+        let atTwo = try await storage.fingerprint(zone: "notes", at: 2)
+        #expect(retry.fingerprint != nil && retry.fingerprint == atTwo)
         #expect(retry.position == first.position && retry.acknowledged == 4)
         #expect(try await storage.endPosition(zone: "notes") == 2)
         let overlapping = try batch + [pushed(transaction(replica, 5...5))]

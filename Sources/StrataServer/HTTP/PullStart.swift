@@ -6,9 +6,19 @@ public import StrataProtocol
 public enum PullStart {
     /// The change token of `zone` at `position`, with the fingerprint of the history before it.
     public static func token(_ zone: ZoneInfo, at position: UInt64, storage: any ZoneStorage) async throws(ServerError) -> ChangeToken {
+        try await token(zone, at: position, fingerprint: nil, storage: storage)
+    }
+
+    /// ``token(_:at:storage:)`` with the fingerprint at `position` when the caller has it (an
+    /// append's outcome), else read from the storage.
+    public static func token(_ zone: ZoneInfo, at position: UInt64, fingerprint known: UInt64?, storage: any ZoneStorage) async throws(ServerError) -> ChangeToken {
         do {
             var token = zone.token(at: position)
-            token.fingerprint = try await storage.fingerprint(zone: zone.id, at: position) ?? 0
+            if let known {
+                token.fingerprint = known
+            } else {
+                token.fingerprint = try await storage.fingerprint(zone: zone.id, at: position) ?? 0
+            }
             return token
         } catch {
             throw ServerError(error)

@@ -35,7 +35,7 @@ extension StrataServerApp {
         } else {
             logger.debug("push already held", metadata: ["zone": "\(id)", "replica": "\(replica)", "acknowledged": "\(outcome.acknowledged)"])
         }
-        return try json(PushAnswer(token: try await PullStart.token(zone, at: outcome.position, storage: storage).description,
+        return try json(PushAnswer(token: try await PullStart.token(zone, at: outcome.position, fingerprint: outcome.fingerprint, storage: storage).description,
                                    acknowledged: outcome.acknowledged))
     }
 

@@ -271,7 +271,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
                 markBroken(id, epoch: epoch, error: error)
                 throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the log failed: \(error)", zone: id.description)
             }
-            return AppendOutcome(epoch: epoch, position: log.endPosition, acknowledged: ledger.acknowledged, appended: 0)
+            let end = log.endPosition
+            return AppendOutcome(epoch: epoch, position: end, acknowledged: ledger.acknowledged, appended: 0,
+                                 fingerprint: end > 0 ? zoneStates[id]?.chain.value(at: end) : nil)
         }
         // The check above and the submit below run without a suspension in between (the owners
         // file is written synchronously), so that no other push of this zone can interleave: the
@@ -300,7 +302,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         case .success(let result):
             // The reservation becomes the record's size on disk (compressed, framed).
             if zoneStates[id]?.info.epoch == epoch { addUsage(id, Int64(result.storedSize) - adding) }
-            return AppendOutcome(epoch: epoch, position: positions.upperBound, acknowledged: ledger.acknowledged, appended: fresh.count)
+            return AppendOutcome(epoch: epoch, position: positions.upperBound, acknowledged: ledger.acknowledged, appended: fresh.count,
+                                 fingerprint: zoneStates[id]?.info.epoch == epoch ? zoneStates[id]?.chain.value(at: positions.upperBound) : nil)
         case .failure(let error):
             // The zone's bytes are measured again when its log is reopened.
             markBroken(id, epoch: epoch, error: error)

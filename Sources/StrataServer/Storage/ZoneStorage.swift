@@ -262,12 +262,17 @@ public struct AppendOutcome: Sendable, Hashable {
     public var acknowledged: UInt64
     /// How many transactions were appended (the rest were already there).
     public var appended: Int
+    /// The fingerprint of the history before ``position`` (``ZoneStorage/fingerprint(zone:at:)``),
+    /// when the storage knew it as it appended, so that the push's answer token costs no second
+    /// read; `nil` when it did not (then it is asked for).
+    public var fingerprint: UInt64?
 
-    public init(epoch: UInt64, position: UInt64, acknowledged: UInt64, appended: Int) {
+    public init(epoch: UInt64, position: UInt64, acknowledged: UInt64, appended: Int, fingerprint: UInt64? = nil) {
         self.epoch = epoch
         self.position = position
         self.acknowledged = acknowledged
         self.appended = appended
+        self.fingerprint = fingerprint
     }
 }
 
