@@ -83,6 +83,11 @@ struct StrataPostgresBench {
         let storages = try await (0..<3).asyncMap { _ in try await PostgresZoneStorage.open(url: url, logger: quiet) }
         let instances = try await (0..<3).asyncMap { index in try await Instance.start(storage: storages[index], logger: quiet) }
         defer { for instance in instances { instance.stop() } }
+        note("appends straight to the storage …")
+        let direct = try await directAppendRun(corpus: corpus, storage: storages[0])
+        report.add("2c. the same batches appended straight to the storage (no HTTP): what PostgreSQL's side of a push costs",
+                   "\(rate(direct.rows)) transactions/s, p50 \(latency(direct.p50)) p99 \(latency(direct.p99)) per append",
+                   "—", "\(fixed(direct.rows / baseline.rows, 2))× row 1")
         for (label, used) in [("one instance", Array(instances.prefix(1))), ("three instances", instances)] {
             note("push through \(label) …")
             let pushed = try await pushRun(corpus: corpus, instances: used, tag: used.count)

@@ -145,6 +145,7 @@ func pushRun(corpus: PushCorpus, instances: [Instance], tag: Int) async throws -
         _ = try await transports[device].ensureZone(ZoneReference("push-\(tag)-\(device)"), create: true)
     }
     let latencies = Collected()
+    let cpuBefore = processCPUSeconds()
     let started = monotonicNanos()
     try await withThrowingTaskGroup(of: Void.self) { group in
         for (device, pushes) in corpus.batches.enumerated() {
@@ -155,6 +156,41 @@ func pushRun(corpus: PushCorpus, instances: [Instance], tag: Int) async throws -
                     _ = try await transport.push(zone: ZoneReference("push-\(tag)-\(device)"), transactions: batch)
                     let took = monotonicNanos() - sent
                     latencies.append(took)
+                }
+            }
+        }
+        try await group.waitForAll()
+    }
+    let elapsed = seconds(monotonicNanos() - started)
+    note("  this process (devices' HTTP clients and the instances) used \(fixed((processCPUSeconds() - cpuBefore) / elapsed, 2)) cores of the run's \(fixed(elapsed, 2)) s")
+    let sorted = latencies.values.sorted()
+    return (Double(corpus.transactions) / elapsed, percentile(sorted, 50), percentile(sorted, 99))
+}
+
+/// The devices' batches appended straight to the storage (no HTTP, no server), each device into
+/// a zone of its own owned by its user: what the PostgreSQL side of a push costs.
+func directAppendRun(corpus: PushCorpus, storage: any ZoneStorage) async throws -> (rows: Double, p50: UInt64, p99: UInt64) {
+    for device in corpus.batches.indices {
+        _ = try await storage.createZone(ZoneID(owner: "device\(device)", name: "direct-\(device)"), access: .private, grants: [:])
+    }
+    let pushed = try corpus.batches.map { pushes in
+        try pushes.map { batch in
+            try batch.map { bytes in
+                let header = try TransactionHeader(decoding: bytes)
+                return PushedTransaction(bytes: bytes, firstSequence: header.firstSequence, lastSequence: header.firstSequence + header.eventCount - 1)
+            }
+        }
+    }
+    let latencies = Collected()
+    let started = monotonicNanos()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for (device, pushes) in pushed.enumerated() {
+            group.addTask {
+                for batch in pushes {
+                    let sent = monotonicNanos()
+                    _ = try await storage.append(zone: ZoneID(owner: "device\(device)", name: "direct-\(device)"), user: "device\(device)",
+                                                 replica: corpus.replicas[device], transactions: batch, storedBytesLimit: 10 << 30)
+                    latencies.append(monotonicNanos() - sent)
                 }
             }
         }
@@ -249,4 +285,11 @@ final class Collected: Sendable {
     private let state = Mutex<[UInt64]>([])
     func append(_ value: UInt64) { state.withLock { $0.append(value) } }
     var values: [UInt64] { state.withLock { $0 } }
+}
+
+/// CPU time (user and system) this process has used.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
