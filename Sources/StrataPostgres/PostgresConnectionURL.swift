@@ -1,5 +1,5 @@
 import Foundation
-public import PostgresNIO
+import PostgresNIO
 import NIOSSL
 public import StrataServer
 

@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 import PostgresNIO
-public import Strata
+import Strata
 import StrataProtocol
 public import StrataServer
 
