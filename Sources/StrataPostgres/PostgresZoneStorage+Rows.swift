@@ -68,23 +68,15 @@ extension PostgresZoneStorage {
                                            _ body: (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
         try checkOpen()
         do {
-            return try await client.withConnection { connection in
-                try await connection.query("BEGIN", logger: logger)
-                do {
-                    let value = try await body(connection)
-                    try await connection.query("COMMIT", logger: logger)
-                    return value
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    throw error
-                }
-            }
+            return try await client.withConnection { connection in try await self.inTransaction(connection, body) }
         } catch {
             throw PostgresFailure.map(error, doing(), zone: zone)
         }
     }
 
-    private func inTransaction<T>(_ connection: PostgresConnection, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    /// `BEGIN`, `body`, then `COMMIT`, or `ROLLBACK` when it throws. Runs on its caller's
+    /// executor (`nonisolated(nonsending)`), so a body that is not `Sendable` can be handed in.
+    private nonisolated(nonsending) func inTransaction<T>(_ connection: PostgresConnection, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await connection.query("BEGIN", logger: logger)
         do {
             let value = try await body(connection)

@@ -4,7 +4,7 @@ import Testing
 
 /// What the tests that drive the `strata` executable against a server share: a one-entity
 /// schema of notes, running the executable off the cooperative pool, and making a store with
-/// `strata init`.
+/// `strata init`, inserting notes and reading their titles back.
 protocol NoteStoreCLI {}
 
 extension NoteStoreCLI {
@@ -32,5 +32,21 @@ extension NoteStoreCLI {
         let created = try await strata(["init", store, "--schema", schemaFile])
         #expect(created.status == 0, "\(created.stderr)")
         return store
+    }
+
+    /// One transaction inserting a note per title, with `strata apply`.
+    func insert(_ store: String, _ titles: [String]) async throws {
+        let lines = titles.map { "{\"op\": \"insert\", \"entity\": \"Note\", \"values\": {\"title\": \"\($0)\"}}" }.joined(separator: "\n")
+        let applied = try await strata(["apply", store, "-"], input: lines)
+        #expect(applied.status == 0, "\(applied.stderr)")
+    }
+
+    /// The titles of the notes in `store` (`strata export`).
+    func titles(_ store: String) async throws -> Set<String> {
+        let exported = try await strata(["export", store])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(exported.stdout.utf8)) as? [String: Any])
+        let objects = try #require(json["objects"] as? [[String: Any]])
+        return Set(objects.compactMap { ($0["values"] as? [String: Any])?["title"] as? String })
     }
 }

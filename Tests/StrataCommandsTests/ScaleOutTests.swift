@@ -18,20 +18,6 @@ struct ScaleOutTests: NoteStoreCLI {
         return (result.status, json, result.stderr)
     }
 
-    func titles(_ store: String) async throws -> Set<String> {
-        let exported = try await strata(["export", store])
-        #expect(exported.status == 0, "\(exported.stderr)")
-        let json = try #require(try JSONSerialization.jsonObject(with: Data(exported.stdout.utf8)) as? [String: Any])
-        let objects = try #require(json["objects"] as? [[String: Any]])
-        return Set(objects.compactMap { ($0["values"] as? [String: Any])?["title"] as? String })
-    }
-
-    func insert(_ store: String, _ titles: [String]) async throws {
-        let lines = titles.map { "{\"op\": \"insert\", \"entity\": \"Note\", \"values\": {\"title\": \"\($0)\"}}" }.joined(separator: "\n")
-        let applied = try await strata(["apply", store, "-"], input: lines)
-        #expect(applied.status == 0, "\(applied.stderr)")
-    }
-
     /// The users file with alice.
     func usersFile(_ dir: TemporaryDirectory) throws -> String {
         let path = dir.sub("users.json")

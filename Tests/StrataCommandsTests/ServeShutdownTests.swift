@@ -21,14 +21,6 @@ struct ServeShutdownTests: NoteStoreCLI {
                             "not one JSON object: \(result.stdout) (stderr: \(result.stderr))")
     }
 
-    func titles(_ store: String) async throws -> Set<String> {
-        let exported = try await strata(["export", store])
-        #expect(exported.status == 0, "\(exported.stderr)")
-        let json = try #require(try JSONSerialization.jsonObject(with: Data(exported.stdout.utf8)) as? [String: Any])
-        let objects = try #require(json["objects"] as? [[String: Any]])
-        return Set(objects.compactMap { ($0["values"] as? [String: Any])?["title"] as? String })
-    }
-
     /// An HTTP answer: its status, body and the pull headers.
     struct Answer: Sendable {
         var status: Int

@@ -48,18 +48,7 @@ struct SyncCommandTests: NoteStoreCLI {
 
     /// One transaction of `titles.count` inserted notes, with `strata apply`.
     func insert(_ store: String, _ titles: String...) async throws {
-        let lines = titles.map { "{\"op\": \"insert\", \"entity\": \"Note\", \"values\": {\"title\": \"\($0)\"}}" }.joined(separator: "\n")
-        let applied = try await strata(["apply", store, "-"], input: lines)
-        #expect(applied.status == 0, "\(applied.stderr)")
-    }
-
-    /// The titles of the notes in `store` (`strata export`).
-    func titles(_ store: String) async throws -> Set<String> {
-        let exported = try await strata(["export", store])
-        #expect(exported.status == 0, "\(exported.stderr)")
-        let json = try #require(try JSONSerialization.jsonObject(with: Data(exported.stdout.utf8)) as? [String: Any])
-        let objects = try #require(json["objects"] as? [[String: Any]])
-        return Set(objects.compactMap { ($0["values"] as? [String: Any])?["title"] as? String })
+        try await insert(store, titles)
     }
 
     func int(_ json: [String: Any], _ key: String) -> Int? { (json[key] as? NSNumber)?.intValue }
