@@ -116,19 +116,19 @@ struct ScaleOutTests: NoteStoreCLI {
         let database = try PostgresCluster.shared().createDatabase()
         // Small bodies, so that the phone's history goes up in many pushes.
         let servers = try await instances(2, database: database, users: try usersFile(dir), scratch: dir.path,
-                                          arguments: ["--limit", "maxBodyBytes=65536"])
+                                          arguments: ["--limit", "maxBodyBytes=16384"])
         defer { for server in servers { server.kill9() } }
         let phone = try await makeStore(dir, "phone")
         var expected: Set<String> = []
-        for batch in 0..<12 {
-            let titles = (0..<120).map { "note \(batch)-\($0) " + String(repeating: "x", count: 200) }
+        for batch in 0..<24 {
+            let titles = (0..<60).map { "note \(batch)-\($0) " + String(repeating: "x", count: 200) }
             try await insert(phone, titles)
             expected.formUnion(titles)
         }
         let killedURL = servers[0].url
         let interrupted = Task { try await sync(phone, killedURL).status }
         // Killed once the instance has acknowledged part of the history.
-        #expect(try await waitForMetric(servers[0], "strata_push_transactions_total", atLeast: 2))
+        #expect(try await waitForMetric(servers[0], "strata_push_transactions_total", atLeast: 1))
         servers[0].kill9()
         // Failed or finished: either way nothing acknowledged may be lost.
         let status = try await interrupted.value
