@@ -176,6 +176,7 @@ public actor SyncEngine {
             // the server's clock waits for the push, which re-stamps this store's edits once the
             // device's clock is right; the heal is tried again after the pull, and only its last
             // refusal counts.
+            try await verifyAcknowledgedWithoutToken(&report)
             try await healDeferringClockSkew(&report)
             do {
                 try await pushOrHold(&report)
@@ -244,6 +245,7 @@ public actor SyncEngine {
                     canPush = access.canPush
                     limits = access
                 }
+                try await verifyAcknowledgedWithoutToken(&report)
                 try await healDeferringClockSkew(&report)
                 try await pushOrHold(&report)
                 update { $0.phase = .waiting }
@@ -562,6 +564,30 @@ public actor SyncEngine {
         cursor.bind(to: store.replicaID)
         try cursor.save(store: store, zone: zoneReference)
         return fork
+    }
+
+    /// A cursor that counts sequences as acknowledged but holds no token (the first pull after
+    /// its push never completed) gives the server nothing to answer `410 zoneRewound` to: a
+    /// server restored from a backup since then would silently hold less of this replica than the
+    /// cursor says, and nothing would push it again. So the server is asked how far it holds this
+    /// replica; when it holds less, the sync goes on as after a rewind — everything of ours is
+    /// pushed again (the server skips what it has, byte for byte) and what only the state still
+    /// holds is healed by upload. (Found by the lifecycle simulation, seed 3071333369622103560:
+    /// a push acknowledged, its pull's answer dropped, then the server rolled back to a backup
+    /// taken just before the push, whose end was the position the device pulled up to.)
+    private func verifyAcknowledgedWithoutToken(_ report: inout SyncReport) async throws {
+        guard cursor.token == nil, cursor.acknowledged > 0, cursor.replica == store.replicaID else { return }
+        let replica = store.replicaID
+        let authors = try await retrying { try await self.transport.replicas(zone: self.zoneReference) }
+        let held = authors.first { $0.replica == replica }?.acknowledged ?? 0
+        guard held < cursor.acknowledged else { return }
+        options.logger.notice("the server holds less of this replica than it acknowledged; pushing it again", metadata: [
+            "zone": "\(zoneReference)", "acknowledged": "\(cursor.acknowledged)", "held": "\(held)",
+        ])
+        cursor.needHeal(replica: replica)
+        cursor.acknowledged = 0
+        try cursor.save(store: store, zone: zoneReference)
+        report.rewinds += 1
     }
 
     /// Asks the server who pushed the replicas the store has events of but no author for, and
