@@ -34,15 +34,34 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// With a pending heal: how far a server had acknowledged `replica` before the zone lost
     /// history — what the upload claims (see `SyncTransport/uploadState`).
     public var healClaim: UInt64
+    /// How far pulls (or an adopted snapshot, or an up-to-date heal) have shown the zone's
+    /// history to hold `replica`'s sequences. Below `acknowledged` after a push no pull has
+    /// passed yet: the token says nothing about those transactions (a server restored from a copy
+    /// taken after the token but before the push lacks them, and no token shows it), so the next
+    /// sync first asks the server how far it holds the replica. Once a pull brings them back, the
+    /// token fingerprints a history that holds them, and a later restore is answered
+    /// `410 zoneRewound`. Stored only while below `acknowledged`; absent, it equals it.
+    public var pulledBack: UInt64
 
     public init(token: String? = nil, acknowledged: UInt64 = 0, replica: ReplicaID? = nil, logID: String? = nil,
-                healPending: Bool = false, healClaim: UInt64 = 0) {
+                healPending: Bool = false, healClaim: UInt64 = 0, pulledBack: UInt64? = nil) {
         self.token = token
         self.acknowledged = acknowledged
         self.replica = replica
         self.logID = logID
         self.healPending = healPending
         self.healClaim = healClaim
+        self.pulledBack = pulledBack ?? acknowledged
+    }
+
+    /// Acknowledged sequences no pull has brought back yet (see ``pulledBack``).
+    var pushUnconfirmed: Bool { pulledBack < acknowledged }
+
+    /// Forgets what the server acknowledged (it lost history, or another replica is counted):
+    /// everything is pushed again, and the server's exactly-once check skips what it holds.
+    mutating func forgetAcknowledged() {
+        acknowledged = 0
+        pulledBack = 0
     }
 
     /// Marks a heal pending, claiming what the server had acknowledged so far (kept across a
@@ -62,7 +81,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
                           healClaim: replica == current ? fresh.healClaim : 0)
     }
 
-    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim }
+    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim, pulledBack }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -72,6 +91,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         logID = try c.decodeIfPresent(String.self, forKey: .logID)
         healPending = try c.decodeIfPresent(Bool.self, forKey: .healPending) ?? false
         healClaim = try c.decodeIfPresent(UInt64.self, forKey: .healClaim) ?? 0
+        pulledBack = try c.decodeIfPresent(UInt64.self, forKey: .pulledBack) ?? acknowledged
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -84,6 +104,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
             try c.encode(true, forKey: .healPending)
             try c.encode(healClaim, forKey: .healClaim)
         }
+        if pushUnconfirmed { try c.encode(pulledBack, forKey: .pulledBack) }
     }
 
     static func path(store: Store, zone: ZoneReference) -> String {
@@ -142,7 +163,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// forgets its acknowledged count (the server's exactly-once check skips what it holds).
     mutating func bind(to replica: ReplicaID) {
         if self.replica != replica {
-            acknowledged = 0
+            forgetAcknowledged()
             healClaim = 0
             self.replica = replica
         }
@@ -175,8 +196,10 @@ public struct SyncCursor: Codable, Sendable, Hashable {
 
     /// CRC-32C (hex) of the fields, in a fixed order.
     var checksum: String {
-        // A pending heal joins the fields only when set, so cursors written before it keep their sum.
-        let fields = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""] + (healPending ? ["heal \(healClaim)"] : [])
+        // A pending heal and an unconfirmed push join the fields only when set, so cursors
+        // written before them keep their sum.
+        let fields = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""]
+            + (healPending ? ["heal \(healClaim)"] : []) + (pushUnconfirmed ? ["pulled \(pulledBack)"] : [])
         let text = fields.joined(separator: "\n")
         return String(CRC32C.checksum(Array(text.utf8)), radix: 16)
     }

@@ -176,7 +176,7 @@ public actor SyncEngine {
             // the server's clock waits for the push, which re-stamps this store's edits once the
             // device's clock is right; the heal is tried again after the pull, and only its last
             // refusal counts.
-            try await verifyAcknowledgedWithoutToken(&report)
+            try await verifyUnconfirmedPush(&report)
             try await healDeferringClockSkew(&report)
             do {
                 try await pushOrHold(&report)
@@ -245,7 +245,7 @@ public actor SyncEngine {
                     canPush = access.canPush
                     limits = access
                 }
-                try await verifyAcknowledgedWithoutToken(&report)
+                try await verifyUnconfirmedPush(&report)
                 try await healDeferringClockSkew(&report)
                 try await pushOrHold(&report)
                 update { $0.phase = .waiting }
@@ -382,6 +382,7 @@ public actor SyncEngine {
                 // sequences it holds is checked against them instead.)
                 guard let expected = error.expectedSequence, expected >= 1 else { throw error }
                 cursor.acknowledged = min(cursor.acknowledged, expected - 1)
+                cursor.pulledBack = min(cursor.pulledBack, cursor.acknowledged)
                 try cursor.save(store: store, zone: zoneReference)
                 pending = try await unpushed()
                 // The log must still hold the sequence the server expects, else pushing again
@@ -522,7 +523,12 @@ public actor SyncEngine {
         cursor.acknowledged = max(cursor.acknowledged, min(answer.acknowledged, claim))
         // Up to date: this store holds the merged state. Otherwise its token is now before the
         // zone's history, so the next pull adopts the merged snapshot.
-        if answer.upToDate { cursor.token = answer.token }
+        if answer.upToDate {
+            cursor.token = answer.token
+            // The token fingerprints a history that holds this replica through what the server
+            // answered: a later restore that loses it is answered `410 zoneRewound`.
+            cursor.pulledBack = max(cursor.pulledBack, min(answer.acknowledged, cursor.acknowledged))
+        }
         try cursor.save(store: store, zone: zoneReference)
         report.stateUploads += 1
         report.stateBytes += state.count
@@ -566,17 +572,18 @@ public actor SyncEngine {
         return fork
     }
 
-    /// A cursor that counts sequences as acknowledged but holds no token (the first pull after
-    /// its push never completed) gives the server nothing to answer `410 zoneRewound` to: a
-    /// server restored from a backup since then would silently hold less of this replica than the
-    /// cursor says, and nothing would push it again. So the server is asked how far it holds this
-    /// replica; when it holds less, the sync goes on as after a rewind — everything of ours is
-    /// pushed again (the server skips what it has, byte for byte) and what only the state still
-    /// holds is healed by upload. (Found by the lifecycle simulation, seed 3071333369622103560:
-    /// a push acknowledged, its pull's answer dropped, then the server rolled back to a backup
-    /// taken just before the push, whose end was the position the device pulled up to.)
-    private func verifyAcknowledgedWithoutToken(_ report: inout SyncReport) async throws {
-        guard cursor.token == nil, cursor.acknowledged > 0, cursor.replica == store.replicaID else { return }
+    /// Sequences the server acknowledged that no pull has brought back (``SyncCursor/pulledBack``:
+    /// a push whose pull never finished), or a cursor with no token at all, give the server nothing
+    /// to answer `410 zoneRewound` to: a server restored since from a copy taken after the token
+    /// but before the push would silently hold less of this replica than the cursor says, and
+    /// nothing would push it again. So the server is asked how far it holds this replica; when it
+    /// holds less, the sync goes on as after a rewind — everything of ours is pushed again (the
+    /// server skips what it has, byte for byte) and what only the state still holds is healed by
+    /// upload. (Found by the lifecycle simulation: seed 3071333369622103560 — a push acknowledged,
+    /// the answer to its pull dropped, then the server rolled back to a copy whose end was where
+    /// the device had pulled to; seed 5814988614578235037 — the same after an earlier pull.)
+    private func verifyUnconfirmedPush(_ report: inout SyncReport) async throws {
+        guard cursor.acknowledged > 0, cursor.replica == store.replicaID, cursor.token == nil || cursor.pushUnconfirmed else { return }
         let replica = store.replicaID
         let authors = try await retrying { try await self.transport.replicas(zone: self.zoneReference) }
         let held = authors.first { $0.replica == replica }?.acknowledged ?? 0
@@ -585,9 +592,21 @@ public actor SyncEngine {
             "zone": "\(zoneReference)", "acknowledged": "\(cursor.acknowledged)", "held": "\(held)",
         ])
         cursor.needHeal(replica: replica)
-        cursor.acknowledged = 0
+        cursor.forgetAcknowledged()
         try cursor.save(store: store, zone: zoneReference)
         report.rewinds += 1
+    }
+
+    /// Raises ``SyncCursor/pulledBack`` to the highest of this store's own sequences in a pulled
+    /// page (saved with the page's token). Sequences of a replica are held without gaps, so the
+    /// highest one stands for all before it.
+    private func notePulledBack(_ transactions: [[UInt8]]) {
+        let replica = store.replicaID
+        guard cursor.replica == replica else { return }
+        for bytes in transactions {
+            guard let header = try? TransactionHeader(decoding: bytes), header.replica == replica, header.eventCount > 0 else { continue }
+            cursor.pulledBack = max(cursor.pulledBack, header.firstSequence + header.eventCount - 1)
+        }
     }
 
     /// Asks the server who pushed the replicas the store has events of but no author for, and
@@ -630,7 +649,7 @@ public actor SyncEngine {
                 // What the zone lost but this store holds only as state goes back by upload.
                 cursor.needHeal(replica: store.replicaID)
                 cursor.token = nil
-                cursor.acknowledged = 0
+                cursor.forgetAcknowledged()
                 try cursor.save(store: store, zone: zoneReference)
                 report.rewinds += 1
                 try await healDeferringClockSkew(&report)
@@ -649,6 +668,7 @@ public actor SyncEngine {
                     throw SyncError(.store, "the store refused pulled transactions: \(error)")
                 }
                 report.pulledTransactions += page.transactions.count
+                if cursor.pushUnconfirmed { notePulledBack(page.transactions) }
                 let count = page.transactions.count
                 update { $0.pulled += count }
             }

@@ -30,4 +30,35 @@ struct CursorFilesTests {
         #expect(cursors[0].cursor == nil, "a damaged cursor was read as one")
         #expect(cursors[1].cursor?.acknowledged == saved.acknowledged && cursors[1].cursor?.token == saved.token)
     }
+
+    @Test("a push no pull has brought back is kept in the cursor file (pulledBack), checked by its checksum; a confirmed cursor has the same fields as one written before pulledBack existed")
+    func unconfirmedPushInTheFile() async throws {
+        let dir = TemporaryDirectory()
+        let transport = InMemoryTransport()
+        let store = try await Store.open(at: dir.sub("device"), schema: deviceSchema)
+        let path = dir.sub("device") + "/sync-notes.json"
+        try await store.transaction { tx in _ = try tx.insert("Folder", ["name": .string("inbox")]) }
+        var options = SyncOptions()
+        options.maxRetries = 0
+        try await SyncEngine(store: store, transport: transport, zone: "notes", options: options).sync()
+        let confirmed = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(!confirmed.contains("pulledBack"), "a confirmed cursor reads like one written before the field: \(confirmed)")
+        let synced = try #require(SyncCursor.cursors(inStoreAt: dir.sub("device")).first?.cursor)
+        #expect(synced.pulledBack == synced.acknowledged)
+
+        try await store.transaction { tx in _ = try tx.insert("Folder", ["name": .string("archive")]) }
+        let failing = try SyncEngine(store: store, transport: PullRefusingTransport(transport, refusing: true), zone: "notes", options: options)
+        await #expect(throws: SyncError.self) { try await failing.sync() }
+        let saved = await failing.currentCursor
+        try await store.close()
+        #expect(saved.acknowledged > synced.acknowledged && saved.pulledBack == synced.acknowledged)
+        let unconfirmed = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(SyncCursor.cursors(inStoreAt: dir.sub("device")).first?.cursor == saved)
+
+        // Raising pulledBack by hand would hide the push from the check: the checksum refuses it.
+        let raised = unconfirmed.replacingOccurrences(of: "\"pulledBack\":\(saved.pulledBack)", with: "\"pulledBack\":\(saved.acknowledged)")
+        #expect(raised != unconfirmed, "the test did not change the file")
+        try raised.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(SyncCursor.cursors(inStoreAt: dir.sub("device")).first?.cursor == nil)
+    }
 }

@@ -74,10 +74,11 @@ struct SimulationTests {
         // A server rolled back to a backup, then a device re-pushed its transactions after the
         // grantee's in their first order: the transaction before the other devices' tokens was the
         // same again, and tokens that fingerprinted that one transaction missed the lost history.
-        // A push acknowledged, the answer to the pull after it dropped (the cursor had no token),
-        // then the server rolled back to a backup whose end was where the device had pulled to:
-        // nothing told the device the server had lost its acknowledged edits.
-        let regressions: [UInt64] = [2_084_635_720_114_409_930, 2_084_635_720_114_409_931, 3_071_333_369_622_103_560]
+        // A push acknowledged, the answer to the pull after it dropped (the cursor had no token,
+        // …560; or a token from an earlier pull, …037), then the server rolled back to a backup
+        // whose end was where the device had pulled to: nothing told the device the server had
+        // lost its acknowledged edits.
+        let regressions: [UInt64] = [2_084_635_720_114_409_930, 2_084_635_720_114_409_931, 3_071_333_369_622_103_560, 5_814_988_614_578_235_037]
         let seeds = simulationSeeds(default: 1000, regressions: regressions)
         var tally = SimulationTally()
         for seed in seeds {
