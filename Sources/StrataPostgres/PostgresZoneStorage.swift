@@ -58,6 +58,9 @@ public final class PostgresZoneStorage: ZoneStorage {
     /// Tells this instance's own announcements from the others'.
     let instance = UInt64.random(in: 1 ... .max)
     private let runner: Task<Void, Never>
+    /// Finishes when the runner has begun `client.run()`: a query leased before that waits all
+    /// the same, but PostgresNIO logs a warning for it on every storage opened.
+    private let runnerStarted: AsyncStream<Void>
     private let state = Mutex(State())
 
     var isClosed: Bool { state.withLock { $0.closed } }
@@ -77,7 +80,12 @@ public final class PostgresZoneStorage: ZoneStorage {
         self.logger = logger
         let client = PostgresClient(configuration: url.clientConfiguration(maxConnections: options.maxConnections), backgroundLogger: logger)
         self.client = client
-        runner = Task { await client.run() }
+        let (started, signal) = AsyncStream<Void>.makeStream()
+        runnerStarted = started
+        runner = Task {
+            signal.finish()
+            await client.run()
+        }
     }
 
     /// Connects to the database and creates or migrates its schema.
@@ -88,6 +96,8 @@ public final class PostgresZoneStorage: ZoneStorage {
                             connectTimeout: Duration = .seconds(10),
                             logger: Logger = Logger(label: "strata.server.postgres")) async throws(ZoneStorageError) -> PostgresZoneStorage {
         let storage = PostgresZoneStorage(url: url, options: options, logger: logger)
+        for await _ in storage.runnerStarted {}
+        await Task.yield()
         do {
             try await storage.checkReachable(within: connectTimeout)
             let from = try await PostgresSchema.migrate(storage.client, logger: logger)

@@ -105,32 +105,32 @@ extension ServeConfiguration {
 
     // MARK: Kinds of values
 
-    private static func text(_ key: String, flag: String, _ path: WritableKeyPath<ServeConfiguration, String> & Sendable) -> ServeSetting {
+    private static func text(_ key: String, flag: String, _ path: any WritableKeyPath<ServeConfiguration, String> & Sendable) -> ServeSetting {
         ServeSetting(key: key, flag: flag, secret: false, apply: { c, v throws(ValueError) in
             guard !v.isEmpty else { throw ValueError("is empty") }
             c[keyPath: path] = v
         }, current: { $0[keyPath: path] })
     }
 
-    private static func text(_ key: String, flag: String, _ path: WritableKeyPath<ServeConfiguration, String?> & Sendable) -> ServeSetting {
+    private static func text(_ key: String, flag: String, _ path: any WritableKeyPath<ServeConfiguration, String?> & Sendable) -> ServeSetting {
         ServeSetting(key: key, flag: flag, secret: false, apply: { c, v throws(ValueError) in
             guard !v.isEmpty else { throw ValueError("is empty") }
             c[keyPath: path] = v
         }, current: { $0[keyPath: path] ?? "none" })
     }
 
-    private static func limitBytes(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Int> & Sendable) -> ServeSetting {
+    private static func limitBytes(_ name: String, _ path: any WritableKeyPath<ServerConfiguration.Limits, Int> & Sendable) -> ServeSetting {
         limitCount(name, path, minimum: 1)
     }
 
-    private static func limitCount(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Int> & Sendable,
+    private static func limitCount(_ name: String, _ path: any WritableKeyPath<ServerConfiguration.Limits, Int> & Sendable,
                                    minimum: Int) -> ServeSetting {
         ServeSetting(key: "limits." + name, flag: "--limit \(name)=", secret: false, apply: { c, v throws(ValueError) in
             c.limits[keyPath: path] = try integer(v, minimum...Int.max)
         }, current: { "\($0.limits[keyPath: path])" })
     }
 
-    private static func limitDuration(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Duration> & Sendable,
+    private static func limitDuration(_ name: String, _ path: any WritableKeyPath<ServerConfiguration.Limits, Duration> & Sendable,
                                       positive: Bool = false) -> ServeSetting {
         ServeSetting(key: "limits." + name, flag: "--limit \(name)=", secret: false, apply: { c, v throws(ValueError) in
             c.limits[keyPath: path] = try seconds(v, positive: positive)
@@ -140,7 +140,7 @@ extension ServeConfiguration {
         })
     }
 
-    private static func limitRate(_ name: String, _ path: WritableKeyPath<ServerConfiguration.Limits, Double> & Sendable) -> ServeSetting {
+    private static func limitRate(_ name: String, _ path: any WritableKeyPath<ServerConfiguration.Limits, Double> & Sendable) -> ServeSetting {
         ServeSetting(key: "limits." + name, flag: "--limit \(name)=", secret: false, apply: { c, v throws(ValueError) in
             if v == "unlimited" {
                 c.limits[keyPath: path] = .infinity
