@@ -9,12 +9,18 @@ extension Store {
     /// Returns once the commit is as durable as the store's ``StoreOptions/durability`` promises;
     /// observers get its changes in commit order.
     ///
+    /// Runs on the caller's actor (`nonisolated(nonsending)`): called from the main actor, as
+    /// SwiftUI code is, `body` may capture the caller's state without crossing an isolation
+    /// boundary. The commit only waits (never blocks) for durability.
+    ///
     /// - Throws: what `body` throws, or ``StoreError``.
     @discardableResult
+    nonisolated(nonsending)
     public func transaction<T: Sendable>(_ body: (Transaction) throws -> T) async throws -> T {
         try await commit(body)
     }
 
+    nonisolated(nonsending)
     func commit<T: Sendable>(_ body: (Transaction) throws -> T) async throws -> T {
         let (value, waiter) = try core.withLock { core -> (T, DurabilityWaiter?) in
             if let failure = core.failure { throw failure }

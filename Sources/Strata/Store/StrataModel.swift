@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A Swift type stored as objects of one entity, through `Codable`.
 ///
@@ -16,7 +17,7 @@ import Foundation
 /// ```
 ///
 /// Properties map to attributes and relationships by name; dates keep microsecond precision.
-public protocol StrataModel: Codable, Sendable {
+public protocol StrataModel: Codable, Sendable, Identifiable where ID == ObjectID {
     static var entityName: String { get }
     var id: ObjectID { get }
 }
@@ -123,11 +124,15 @@ extension Store {
     /// The objects of `M`'s entity as models, filtered on the model, sorted by attributes.
     public func fetch<M: StrataModel>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
                                       sortedBy sort: [SortKey] = [], limit: Int? = nil) throws -> [M] {
-        let snapshots = fetch(M.entityName, sortedBy: sort)
+        // One state for the whole fetch (a commit cannot land between two objects); decoding runs
+        // after the lock is released.
+        let snapshots = core.withLock { core in
+            Query(entity: M.entityName, predicate: nil, sort: sort, limit: nil).run(on: core.projection)
+                .map { core.projection.snapshot($0.id, includeToMany: true) ?? $0 }
+        }
         var result: [M] = []
         for snapshot in snapshots {
-            let withToMany = object(snapshot.id) ?? snapshot
-            let model = try ModelCoding.model(type, from: withToMany)
+            let model = try ModelCoding.model(type, from: snapshot)
             if predicate?(model) ?? true { result.append(model) }
             if let limit, result.count >= limit { break }
         }

@@ -1,0 +1,85 @@
+/// Observed queries: a fetch whose result is delivered again whenever a commit changes it.
+///
+/// Built on ``Store/changes()``: the subscription is registered *before* the first fetch, so a
+/// commit that lands in between is either in the first result or delivered afterwards — never
+/// missed. Each delivery re-runs the query against the store's current state, so a result is
+/// always one the store really held; a commit that touches no object of the entity is not even
+/// evaluated, and a result equal to the last one is not delivered again. A slow consumer gets
+/// the newest result, not a backlog of old ones.
+extension Store {
+    /// The objects of `entity` that match `predicate`, sorted by `sort` (then by ID), at most
+    /// `limit`: first the current result, then a new one after each commit — local or pulled by
+    /// sync — that changes it. Ends when the store is closed (or the task iterating it is
+    /// cancelled).
+    ///
+    /// ```swift
+    /// for await notes in store.observe("Note", sortedBy: [SortKey("title")]) {
+    ///     render(notes)
+    /// }
+    /// ```
+    public func observe(_ entity: String, where predicate: (@Sendable (ObjectSnapshot) -> Bool)? = nil,
+                        sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncStream<[ObjectSnapshot]> {
+        observed(touching: { $0.entity == entity }) { store in
+            store.fetch(entity, where: predicate, sortedBy: sort, limit: limit)
+        }
+    }
+
+    /// One object, delivered again whenever a commit changes it; `nil` while it does not exist
+    /// (deleted, or not yet pulled).
+    public func observe(_ id: ObjectID) -> AsyncStream<ObjectSnapshot?> {
+        observed(touching: { $0.id == id }) { store in store.object(id) }
+    }
+
+    /// The objects of `M`'s entity as models, filtered on the model, sorted by attributes: the
+    /// typed form of ``observe(_:where:sortedBy:limit:)``. A model that no longer decodes (the
+    /// schema changed under it) ends the sequence with its error.
+    public func observe<M: StrataModel & Equatable>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
+                                                    sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
+        let changes = self.changes()
+        let (stream, continuation) = AsyncThrowingStream<[M], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let task = Task { [weak self] in
+            do {
+                guard let first = try self?.fetch(type, where: predicate, sortedBy: sort, limit: limit) else { return continuation.finish() }
+                var last = first
+                continuation.yield(first)
+                for await change in changes where change.changes.contains(where: { $0.entity == M.entityName }) {
+                    guard let next = try self?.fetch(type, where: predicate, sortedBy: sort, limit: limit) else { break }
+                    if next != last {
+                        last = next
+                        continuation.yield(next)
+                    }
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// Subscribes first, then evaluates; re-evaluates on commits that hold a change `touching`
+    /// selects, and delivers results that differ from the last one.
+    private func observed<R: Equatable & Sendable>(touching: @escaping @Sendable (ObjectChange) -> Bool,
+                                                   evaluate: @escaping @Sendable (Store) -> R) -> AsyncStream<R> {
+        let changes = self.changes()
+        let (stream, continuation) = AsyncStream<R>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        // Weak: an observer that is never cancelled must not keep the store alive.
+        let task = Task { [weak self] in
+            guard let store = self else { return continuation.finish() }
+            var last = evaluate(store)
+            continuation.yield(last)
+            for await change in changes where change.changes.contains(where: touching) {
+                guard let store = self else { break }
+                let next = evaluate(store)
+                if next != last {
+                    last = next
+                    continuation.yield(next)
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}
