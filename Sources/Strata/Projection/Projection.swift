@@ -408,6 +408,33 @@ final class Projection {
         recomputeSchema()
     }
 
+    // MARK: Frozen copies (read views)
+
+    /// A copy of the committed state for reading outside the store's lock (``StoreView``). O(1):
+    /// the tables are copy-on-write, so the copy shares them until the next commit changes the
+    /// original, which then copies what it changes. Never called with a batch open (batches
+    /// open and close under the store's lock).
+    func frozenCopy() -> Projection {
+        precondition(!batchOpen, "internal: copy of a projection with an open batch")
+        let copy = Projection()
+        copy.names = names
+        copy.nameIDs = nameIDs
+        copy.replicas = replicas
+        copy.replicaIDs = replicaIDs
+        copy.applied = applied
+        copy.records = records
+        copy.byEntity = byEntity
+        copy.referrers = referrers
+        copy.memberships = memberships
+        copy.schemaEvents = schemaEvents
+        copy.recordedSchema = recordedSchema
+        copy.maxHLC = maxHLC
+        copy.eventCount = eventCount
+        copy.schema = schema
+        copy.storageCache = storageCache
+        return copy
+    }
+
     // MARK: Relationship storage
 
     func storage(entity: String, relationship: String) -> (Relationship, RelationshipStorage)? {

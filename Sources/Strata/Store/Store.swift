@@ -56,10 +56,14 @@ public final class Store: Sendable {
     }
 
     /// The existing objects of `entity` that match `predicate`, sorted by `sort` (then by ID), at
-    /// most `limit` of them.
+    /// most `limit` of them: one state of the store. A predicate runs outside the store's lock
+    /// (on a view, see ``read(_:)``), so a slow filter never holds up commits or sync.
     public func fetch(_ entity: String, where predicate: (@Sendable (ObjectSnapshot) -> Bool)? = nil,
                       sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
-        core.withLock { Query(entity: entity, predicate: predicate, sort: sort, limit: limit).run(on: $0.projection) }
+        guard let predicate else {
+            return core.withLock { Query(entity: entity, predicate: nil, sort: sort, limit: limit).run(on: $0.projection) }
+        }
+        return read { $0.fetch(entity, where: predicate, sortedBy: sort, limit: limit) }
     }
 
     /// The number of existing objects of `entity`.
