@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Strata
+@_spi(StrataInternals) @testable import Strata
 
 struct NoteModel: StrataModel, Equatable {
     static let entityName = "Note"
@@ -49,6 +49,41 @@ struct ModelTests {
         #expect(try store.object(NoteModel.self, note.id)?.title == "Changed")
         #expect(try store.object(NoteModel.self, note.id)?.rank == nil)
         #expect(try store.fetch(NoteModel.self, where: { $0.pinned }).map(\.id) == [note.id])
+    }
+
+    @Test("saving a model writes only the fields that changed: one edited field is a one-field event, an unchanged model writes nothing, and with its original a field another device changed meanwhile is not written back")
+    func updateWritesChangedFields() async throws {
+        let p = try await Pair.make()
+        var note = NoteModel(id: ObjectID(), title: "Hello", body: "text", pinned: false, rank: 1)
+        try await p.a.transaction { tx in try tx.insert(note) }
+        func lastEvents(_ store: Store) throws -> [Event] { try store.transactions().last?.transaction.events ?? [] }
+
+        note.title = "Edited"
+        try await p.a.transaction { tx in try tx.update(note) }
+        let edit = try lastEvents(p.a)
+        #expect(edit.count == 1)
+        if case .update(_, _, let fields)? = edit.first?.change { #expect(Array(fields.keys) == ["title"]) } else { Issue.record("not an update: \(edit)") }
+
+        let before = try p.a.transactions().count
+        try await p.a.transaction { tx in try tx.update(note) }
+        #expect(try p.a.transactions().count == before, "an unchanged model wrote a transaction")
+
+        // b edits the rank; a, still holding the model it read, edits the body: both edits stay.
+        try await p.exchange()
+        let read = try #require(try p.a.object(NoteModel.self, note.id))
+        let other = try #require(p.b.object(note.id))
+        try await p.b.transaction { tx in try tx.update(other.id, ["rank": 7]) }
+        try await p.exchange()
+        var edited = read
+        edited.body = "new text"
+        try await p.a.transaction { tx in try tx.update(edited, from: read) }
+        try await p.exchange()
+        for store in [p.a, p.b] {
+            let final = try #require(try store.object(NoteModel.self, note.id))
+            #expect(final.rank == 7 && final.body == "new text" && final.title == "Edited")
+        }
+        try await p.a.close()
+        try await p.b.close()
     }
 
     @Test("A model with a property the schema does not know is refused by name")

@@ -104,9 +104,30 @@ extension Transaction {
         try insert(M.entityName, id: model.id, try ModelCoding.values(of: model, schema: schema))
     }
 
-    /// Writes every attribute and to-one relationship of an existing object from the model.
-    public func update<M: StrataModel>(_ model: M) throws {
-        try update(model.id, try ModelCoding.values(of: model, schema: schema))
+    /// Writes the model's attributes and to-one relationships that differ — from `original` (the
+    /// model as the app read it) when given, else from the stored object. A one-field edit is a
+    /// one-field event, on the wire and under the merge rule: another device's concurrent edit of
+    /// another field of the object is kept. Nothing differs, nothing is written.
+    ///
+    /// Pass `original` when the object may have changed since the app read it (sync applied a
+    /// pull meanwhile): compared with the stored object, a field another device changed would
+    /// look edited and be written back with the app's stale value.
+    public func update<M: StrataModel>(_ model: M, from original: M? = nil) throws {
+        let values = try ModelCoding.values(of: model, schema: schema)
+        let before: [String: Value]
+        if let original {
+            guard original.id == model.id else {
+                throw StoreError(.invalidArgument, "the original of \(M.self) \(model.id) is object \(original.id)", entity: M.entityName, object: model.id)
+            }
+            before = try ModelCoding.values(of: original, schema: schema)
+        } else {
+            // A missing object goes through the plain update, which names it.
+            guard let current = object(model.id) else { return try update(model.id, values) }
+            before = current.values
+        }
+        let changed = values.filter { key, value in before[key] ?? .null != value }
+        guard !changed.isEmpty else { return }
+        try update(model.id, changed)
     }
 
     public func object<M: StrataModel>(_ type: M.Type, _ id: ObjectID) throws -> M? {
