@@ -9,7 +9,7 @@ public import StrataProtocol
 /// The protocol over HTTP with AsyncHTTPClient.
 public struct HTTPSyncTransport: SyncTransport {
     public let server: URL
-    let bearer: String
+    let tokens: TokenProvider
     let client: HTTPClient
     /// The longest a single request may take (a long poll adds its wait).
     public var timeout: Duration = .seconds(30)
@@ -21,8 +21,15 @@ public struct HTTPSyncTransport: SyncTransport {
     ///     ``defaultClient``. A client of your own should not retry connection attempts either
     ///     (``configuration(trusting:)``).
     public init(server: URL, bearer: String, client: HTTPClient = HTTPSyncTransport.defaultClient) {
+        self.init(server: server, tokens: .fixed(bearer), client: client)
+    }
+
+    /// - Parameters:
+    ///   - tokens: where the bearer token comes from; asked for a fresh one after a `401`, and
+    ///     the request is sent once more with it.
+    public init(server: URL, tokens: TokenProvider, client: HTTPClient = HTTPSyncTransport.defaultClient) {
         self.server = server
-        self.bearer = bearer
+        self.tokens = tokens
         self.client = client
     }
 
@@ -60,9 +67,31 @@ public struct HTTPSyncTransport: SyncTransport {
         return components?.string ?? server.absoluteString + "/" + path
     }
 
+    /// Sends with the current token; a `401` gets a fresh token from the provider and one more try
+    /// (request bodies are bytes in memory, so they can be sent again).
     func send(_ request: HTTPClientRequest, extra: Duration = .zero) async throws -> (HTTPClientResponse, [UInt8]) {
+        let token: String
+        do {
+            token = try await tokens.token()
+        } catch {
+            throw SyncError(.unauthorized, "the token provider failed: \(error)")
+        }
+        do {
+            return try await send(request, token: token, extra: extra)
+        } catch let refusal as SyncError where refusal.code == .unauthorized {
+            let fresh: String
+            do {
+                fresh = try await tokens.token(replacing: token)
+            } catch {
+                throw SyncError(.unauthorized, "\(refusal.message); the token provider could not refresh the token: \(error)", status: refusal.status)
+            }
+            return try await send(request, token: fresh, extra: extra)
+        }
+    }
+
+    private func send(_ request: HTTPClientRequest, token: String, extra: Duration) async throws -> (HTTPClientResponse, [UInt8]) {
         var request = request
-        request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(bearer)")
+        request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
         do {
             let seconds = (timeout + extra).components.seconds
             let response = try await client.execute(request, timeout: .seconds(max(1, seconds)))

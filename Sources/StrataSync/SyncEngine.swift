@@ -119,6 +119,12 @@ public actor SyncEngine {
         try self.init(store: store, transport: HTTPSyncTransport(server: server, bearer: credentials), zone: zone, owner: owner, options: options)
     }
 
+    /// Syncs over HTTP with tokens from `tokens`, which is asked for a fresh one whenever the
+    /// server answers `401` (an expired access token).
+    public init(store: Store, server: URL, zone: String, owner: String? = nil, tokens: TokenProvider, options: SyncOptions = SyncOptions()) throws {
+        try self.init(store: store, transport: HTTPSyncTransport(server: server, tokens: tokens), zone: zone, owner: owner, options: options)
+    }
+
     /// An engine over any transport (simulations use an in-process one).
     public init(store: Store, transport: any SyncTransport, zone: String, owner: String? = nil, options: SyncOptions = SyncOptions()) throws {
         self.store = store

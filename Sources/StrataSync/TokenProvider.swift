@@ -1,0 +1,48 @@
+import Synchronization
+
+/// Where a transport gets the bearer token it sends: asked before the first request, and asked
+/// for a fresh one when the server answers `401 unauthorized` (the token expired, or was
+/// revoked and reissued). Apps that sign in against their own identity service return the
+/// current access token here and refresh it on demand.
+///
+/// ```swift
+/// let tokens = TokenProvider { refresh in
+///     refresh ? try await auth.refreshAccessToken() : try await auth.currentAccessToken()
+/// }
+/// let engine = try SyncEngine(store: store, server: url, zone: "notes", tokens: tokens)
+/// ```
+public final class TokenProvider: Sendable {
+    /// `refresh` is `true` when the server refused the token this provider returned last.
+    public typealias Fetch = @Sendable (_ refresh: Bool) async throws -> String
+
+    private let fetch: Fetch
+    /// The token in use, so that concurrent requests share one, and a `401` answered to several
+    /// of them refreshes it once.
+    private let current = Mutex<String?>(nil)
+
+    public init(_ fetch: @escaping Fetch) {
+        self.fetch = fetch
+    }
+
+    /// A token that never changes (a token made with `strata users add`).
+    public static func fixed(_ token: String) -> TokenProvider {
+        TokenProvider { _ in token }
+    }
+
+    /// The token to send.
+    func token() async throws -> String {
+        if let token = current.withLock({ $0 }) { return token }
+        let token = try await fetch(false)
+        current.withLock { $0 = $0 ?? token }
+        return current.withLock { $0 ?? token }
+    }
+
+    /// A fresh token after the server refused `refused`; a request that lost the race to another
+    /// one that already refreshed gets the newer token without asking again.
+    func token(replacing refused: String) async throws -> String {
+        if let token = current.withLock({ $0 }), token != refused { return token }
+        let token = try await fetch(true)
+        current.withLock { $0 = token }
+        return token
+    }
+}
