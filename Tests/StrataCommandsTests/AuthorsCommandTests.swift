@@ -65,8 +65,9 @@ struct AuthorsCommandTests {
         #expect(blameLine.contains(" by alice at "))
         let json = try cli.strata("replay", store, "--object", CommandLineTests.note, "--json")
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
-        #expect((parsed["blameUser"] as? [String: Any])?["pinned"] as? String == "alice")
-        #expect((parsed["blame"] as? [String: String])?["pinned"]?.contains("by alice") == true)
+        let pinned = try #require((parsed["blame"] as? [String: Any])?["pinned"] as? [String: Any], "blame is structured: \(json.stdout)")
+        #expect(pinned["user"] as? String == "alice")
+        #expect((pinned["replica"] as? String).map { UUID(uuidString: $0) != nil } == true && pinned["sequence"] is Int && pinned["time"] is String)
         let steps = try #require(parsed["steps"] as? [[String: Any]])
         #expect(steps.allSatisfy { ($0["event"] as? [String: Any])?["user"] as? String == "alice" })
     }

@@ -63,6 +63,72 @@ struct CommandLineTests {
         #expect(unknown.status == 2 && unknown.stderr.contains("no entity Nope"))
     }
 
+    @Test("--version; init --json lists the entities; IDs as log and diff print them (8 hex digits) name objects, an unknown or ambiguous prefix is a usage error; replay blame is structured; export --jsonl streams one object per line")
+    func scriptingEdges() throws {
+        let version = try strata("--version")
+        #expect(version.status == 0 && version.stdout.hasPrefix("strata ") && version.stdout.contains("sync protocol v1"), "\(version)")
+
+        let dir = TemporaryDirectory()
+        let schemaFile = dir.sub("schema.json")
+        try Data(Self.schema.utf8).write(to: URL(fileURLWithPath: schemaFile))
+        let created = try strata("init", dir.sub("plain"), "--schema", schemaFile, "--json")
+        let info = try #require(try JSONSerialization.jsonObject(with: Data(created.stdout.utf8)) as? [String: Any])
+        #expect(info["entities"] as? [String] == ["Folder", "Note"])
+
+        let store = try makeStore(dir)
+        let short = String(Self.note.prefix(8))
+        let byPrefix = try strata("get", store, "Note", short, "--json")
+        #expect(byPrefix.status == 0, "\(byPrefix.stderr)")
+        #expect(byPrefix.stdout.contains(Self.note))
+        let replay = try strata("replay", store, "--object", short, "--json")
+        #expect(replay.status == 0, "\(replay.stderr)")
+        let history = try #require(try JSONSerialization.jsonObject(with: Data(replay.stdout.utf8)) as? [String: Any])
+        let blame = try #require((history["blame"] as? [String: Any])?["title"] as? [String: Any])
+        #expect(blame["sequence"] as? Int != nil && blame["replica"] is String && blame.keys.contains("user"))
+        #expect(try strata("log", store, "--object", short).stdout.split(separator: "\n").count == 2)
+        let unknown = try strata("replay", store, "--object", "ffffffff")
+        #expect(unknown.status == 2 && unknown.stderr.contains("no object"), "\(unknown)")
+        let notAnID = try strata("replay", store, "--object", "xyz")
+        #expect(notAnID.status == 2)
+
+        let lines = try strata("export", store, "--jsonl").stdout.split(separator: "\n")
+        #expect(lines.count == 3, "a header and two objects: \(lines)")
+        let header = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect(header["objectCount"] as? Int == 2 && header["digest"] is String)
+        let ids = try lines.dropFirst().map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])["id"] as? String }
+        #expect(ids == [Self.folder, Self.note], "sorted by entity, then ID")
+    }
+
+    @Test("log --json: a remove lists the adds it names")
+    func removeNamesItsAdds() throws {
+        let dir = TemporaryDirectory()
+        let schemaFile = dir.sub("schema.json")
+        try Data(Self.tagSchema.utf8).write(to: URL(fileURLWithPath: schemaFile))
+        let store = dir.sub("tags")
+        #expect(try strata("init", store, "--schema", schemaFile).status == 0)
+        let note = "11111111-2222-4333-8444-555555555555", tag = "aaaaaaaa-2222-4333-8444-555555555555"
+        let changes = """
+        {"op": "insert", "entity": "Note", "id": "\(note)", "values": {"title": "Milk"}}
+        {"op": "insert", "entity": "Tag", "id": "\(tag)", "values": {"label": "food"}}
+        {"op": "add", "id": "\(note)", "relationship": "tags", "target": "\(tag)"}
+        """
+        #expect(try strata("apply", store, "-", input: changes).status == 0)
+        #expect(try strata("apply", store, "-", input: #"{"op": "remove", "id": "\#(note)", "relationship": "tags", "target": "\#(tag)"}"#).status == 0)
+        let log = try strata("log", store, "--json", "--kind", "remove")
+        let event = try #require(try JSONSerialization.jsonObject(with: Data(log.stdout.utf8)) as? [String: Any], "\(log)")
+        let adds = try #require(event["adds"] as? [[String: Any]])
+        #expect(adds.count == 1 && adds[0]["sequence"] as? Int == 4 && adds[0]["replica"] is String)
+    }
+
+    static let tagSchema = """
+    {"entities": [
+      {"name": "Note", "attributes": [{"name": "title", "type": "string"}],
+       "relationships": [{"name": "tags", "destination": "Tag", "toMany": true, "inverse": "notes"}]},
+      {"name": "Tag", "attributes": [{"name": "label", "type": "string"}],
+       "relationships": [{"name": "notes", "destination": "Note", "toMany": true, "inverse": "tags"}]}
+    ]}
+    """
+
     @Test("apply: a bad line names the line and the field, and nothing is committed")
     func applyErrors() throws {
         let dir = TemporaryDirectory()

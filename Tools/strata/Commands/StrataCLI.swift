@@ -16,6 +16,7 @@ public struct StrataCLI: AsyncParsableCommand {
         commandName: "strata",
         abstract: "Strata: an event-sourced sync core — stores, the log server, and the tools to debug them.",
         discussion: "Exit codes: 0 success, 1 a finding (verify found corruption, diff found divergence), 2 usage or I/O error.",
+        version: StrataVersion.description,
         subcommands: [
             DemoCommand.self, InitCommand.self, ApplyCommand.self, GetCommand.self, ExportCommand.self,
             InspectCommand.self, LogCommand.self, VerifyCommand.self, ReplayCommand.self, DiffCommand.self,

@@ -19,6 +19,14 @@ struct EventDescription: Codable, Sendable, Hashable {
     var fields: [String: JSONValue]?
     var relationship: String?
     var target: String?
+    /// For a remove: the adds of the member it removes (those it saw); later or unseen adds keep
+    /// the member (add-wins).
+    var adds: [EventRef]?
+
+    struct EventRef: Codable, Sendable, Hashable {
+        var replica: String
+        var sequence: UInt64
+    }
 
     init(_ event: Event, position: UInt64?, stored: Int64?, user: String? = nil) {
         self.position = position
@@ -34,9 +42,13 @@ struct EventDescription: Codable, Sendable, Hashable {
         switch event.change {
         case .insert(_, _, let values), .update(_, _, let values):
             fields = values.mapValues(JSONValue.init)
-        case .add(_, _, let relationship, let target), .remove(_, _, let relationship, let target, _):
+        case .add(_, _, let relationship, let target):
             self.relationship = relationship
             self.target = target.description
+        case .remove(_, _, let relationship, let target, let adds):
+            self.relationship = relationship
+            self.target = target.description
+            self.adds = adds.map { EventRef(replica: $0.replica.description, sequence: $0.sequence) }
         case .delete, .schema:
             break
         }
@@ -47,7 +59,7 @@ struct EventDescription: Codable, Sendable, Hashable {
     private(set) var textDetail = ""
 
     enum CodingKeys: String, CodingKey {
-        case position, stored, replica, user, sequence, hlc, time, kind, entity, object, fields, relationship, target
+        case position, stored, replica, user, sequence, hlc, time, kind, entity, object, fields, relationship, target, adds
     }
 
     /// Written out so that `user` is `null` when unknown (scripts see the field either way); the
@@ -67,6 +79,7 @@ struct EventDescription: Codable, Sendable, Hashable {
         try container.encodeIfPresent(fields, forKey: .fields)
         try container.encodeIfPresent(relationship, forKey: .relationship)
         try container.encodeIfPresent(target, forKey: .target)
+        try container.encodeIfPresent(adds, forKey: .adds)
     }
 
     /// `#12  2026-11-21T10:00:00.123Z  a1b2c3d4:5  by alice  update Note 1f2e3d4c  title="x" pinned=true`

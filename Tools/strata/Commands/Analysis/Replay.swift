@@ -60,11 +60,33 @@ struct ObjectHistory: Codable, Sendable {
     var until: String?
     var steps: [Step]
     var current: ObjectJSON?
-    /// Field → the event that set its current value (and who pushed it, when known).
-    var blame: [String: String]
-    /// Field → the user who pushed the event that set its current value (`null`: not known).
-    var blameUser: [String: String?]
+    /// Field → the event that set its current value, and who pushed it (`user`: `null` when not known).
+    var blame: [String: Blame]
     var notes: [String]
+
+    /// The event that set a field's current value.
+    struct Blame: Codable, Sendable, Hashable {
+        var replica: String
+        var sequence: UInt64
+        var hlc: UInt64
+        /// The HLC's physical time.
+        var time: String
+        var user: String?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(replica, forKey: .replica)
+            try container.encode(sequence, forKey: .sequence)
+            try container.encode(hlc, forKey: .hlc)
+            try container.encode(time, forKey: .time)
+            try container.encode(user, forKey: .user)  // null when unknown, so scripts always see it
+        }
+
+        /// `a1b2c3d4:5 by alice at 2026-…`
+        var text: String {
+            "\(replica.prefix(8)):\(sequence)\(Authors.by(user)) at \(time)"
+        }
+    }
 
     static func run(_ files: StoreFiles, object id: ObjectID, until cutoff: Cutoff?, progress: Progress?) throws -> ObjectHistory {
         var events: [(Event, UInt64, Int64)] = []
@@ -88,16 +110,14 @@ struct ObjectHistory: Codable, Sendable {
         let steps = events.map { event, position, stored -> Step in
             Step(event: EventDescription(event, position: position, stored: stored, user: authors.user(event.id.replica)), effect: effect(of: event, on: id, lifecycle: lifecycle, provenance: provenance))
         }
-        var blame: [String: String] = [:]
-        var blameUser: [String: String?] = [:]
+        var blame: [String: Blame] = [:]
         for (field, source) in provenance {
-            let user = authors.user(source.event.replica)
-            blame[field] = "\(Format.event(source.event))\(Authors.by(user)) at \(Format.time(source.hlc))"
-            blameUser[field] = .some(user)
+            blame[field] = Blame(replica: source.event.replica.description, sequence: source.event.sequence, hlc: source.hlc.rawValue,
+                                 time: Format.time(source.hlc), user: authors.user(source.event.replica))
         }
         return ObjectHistory(store: files.directory, object: id.description, entity: lifecycle?.entity, exists: lifecycle?.exists ?? false,
                              until: cutoff?.description, steps: steps, current: projection.object(id).map(ObjectJSON.init), blame: blame,
-                             blameUser: blameUser, notes: notes)
+                             notes: notes)
     }
 
     private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
@@ -151,7 +171,7 @@ struct ObjectHistory: Codable, Sendable {
         if let current {
             lines.append("current value:")
             for key in current.values.keys.sorted() {
-                lines.append("  \(key) = \(StoreDiff.show(current.values[key]))\(blame[key].map { "   ← \($0)" } ?? "")")
+                lines.append("  \(key) = \(StoreDiff.show(current.values[key]))\(blame[key].map { "   ← \($0.text)" } ?? "")")
             }
             for key in current.toMany.keys.sorted() { lines.append("  \(key) = \(current.toMany[key]?.map { String($0.prefix(8)) } ?? [])") }
         }

@@ -192,14 +192,15 @@ struct ReplayCommand: ParsableCommand {
 
     func validate() throws {
         if let until, Cutoff(argument: until) == nil { throw ValidationError("--until: neither a log position nor a time: \(until)") }
-        if let object, ObjectID(object) == nil { throw ValidationError("--object: not an object ID (UUID): \(object)") }
+        if let object, !ObjectReference.isValid(object) { throw ValidationError("--object: neither an object ID (UUID) nor the start of one (at least 4 hex digits): \(object)") }
     }
 
     func run() throws {
         let files = try StoreFiles(store)
         let cutoff = until.flatMap(Cutoff.init(argument:))
         let progress = Progress("replay", total: files.segmentBytes())
-        if let object, let id = ObjectID(object) {
+        if let object {
+            let id = try ObjectReference.resolve(object, in: files)
             let history = try ObjectHistory.run(files, object: id, until: cutoff, progress: progress)
             print(json ? try JSONOutput.string(history) : history.text)
         } else {

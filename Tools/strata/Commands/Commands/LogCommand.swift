@@ -48,7 +48,7 @@ struct LogCommand: ParsableCommand {
     func validate() throws {
         if let since, TimeArgument.microseconds(since) == nil { throw ValidationError("--since: not a time: \(since)") }
         if let until, TimeArgument.microseconds(until) == nil { throw ValidationError("--until: not a time: \(until)") }
-        if let object, ObjectID(object) == nil { throw ValidationError("--object: not an object ID (UUID): \(object)") }
+        if let object, !ObjectReference.isValid(object) { throw ValidationError("--object: neither an object ID (UUID) nor the start of one (at least 4 hex digits): \(object)") }
         if let kind, !["insert", "update", "delete", "add", "remove", "schema"].contains(kind) { throw ValidationError("--kind: unknown kind \(kind)") }
         if let from, let to, from > to { throw ValidationError("--from \(from) is after --to \(to)") }
         if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
@@ -66,7 +66,7 @@ struct LogCommand: ParsableCommand {
             StandardError.line("note: no replica of \(store) is known to be \(user)'s (its authors: \(Set(authors.users.values).sorted().joined(separator: ", ")))")
         }
         let filter = EventFilter(from: from, to: to, since: since.flatMap(TimeArgument.microseconds), until: until.flatMap(TimeArgument.microseconds),
-                                 entity: entity, object: object.flatMap(ObjectID.init), replicaPrefix: replica?.lowercased(), kind: kind,
+                                 entity: entity, object: try object.map { try ObjectReference.resolve($0, in: files) }, replicaPrefix: replica?.lowercased(), kind: kind,
                                  user: user, authors: authors)
         var printed = 0
         let limit = self.limit ?? .max

@@ -32,7 +32,12 @@ struct InitCommand: AsyncParsableCommand {
         let replica = opened.replicaID
         try await opened.close()
         if json {
-            print(try JSONOutput.string(["store": store, "replica": replica.description, "entities": parsed.entities.map(\.name).joined(separator: ",")]))
+            struct Created: Encodable {
+                var store: String
+                var replica: String
+                var entities: [String]
+            }
+            print(try JSONOutput.string(Created(store: store, replica: replica.description, entities: parsed.entities.map(\.name))))
         } else {
             print("store \(store) ready: replica \(replica), entities \(parsed.entities.map(\.name).joined(separator: ", "))")
         }
@@ -130,24 +135,26 @@ struct GetCommand: ParsableCommand {
     @Argument(help: "The entity.")
     var entity: String
 
-    @Argument(help: "An object ID (UUID).")
+    @Argument(help: "An object ID (UUID), or the start of one (the 8 hex digits log and diff print).")
     var id: String?
 
     @OptionGroup var output: JSONFlag
     var json: Bool { output.json }
 
     func validate() throws {
-        if let id, ObjectID(id) == nil { throw ValidationError("not an object ID (UUID): \(id)") }
+        if let id, !ObjectReference.isValid(id) { throw ValidationError("neither an object ID (UUID) nor the start of one (at least 4 hex digits): \(id)") }
     }
 
     func run() throws {
-        let loaded = try LoadedStore.load(try StoreFiles(store))
+        let files = try StoreFiles(store)
+        let loaded = try LoadedStore.load(files)
         if let warning = loaded.report.readWarning { StandardError.line(warning) }
         let projection = loaded.projection
         guard projection.schema.entity(entity) != nil || !projection.objectIDs(of: entity).isEmpty else {
             throw CLIError("no entity \(entity) in \(store) (entities: \(projection.schema.entities.map(\.name).joined(separator: ", ")))")
         }
-        if let id, let objectID = ObjectID(id) {
+        if let id {
+            let objectID = try ObjectID(id) ?? Self.resolve(id, among: projection.knownObjectIDs(), store: store)
             guard let object = projection.object(objectID), object.entity == entity else {
                 throw CLIError("no \(entity) \(id) in \(store)", exitCode: ExitStatus.finding)
             }
@@ -163,12 +170,36 @@ struct GetCommand: ParsableCommand {
     }
 }
 
-/// `strata export STORE`: the whole projection as JSON.
+extension GetCommand {
+    /// The one object among `known` whose ID starts with `prefix`.
+    static func resolve(_ prefix: String, among known: [ObjectID], store: String) throws -> ObjectID {
+        let matches = known.filter { $0.description.hasPrefix(prefix.lowercased()) }
+        guard matches.count == 1 else {
+            throw CLIError(matches.isEmpty ? "no object of \(store) has an ID starting with \(prefix)"
+                                           : "\(matches.count) objects of \(store) have IDs starting with \(prefix); give more of the ID",
+                           exitCode: matches.isEmpty ? ExitStatus.finding : ExitStatus.usageOrIO)
+        }
+        return matches[0]
+    }
+}
+
+/// `strata export STORE [--jsonl]`: the whole projection as JSON, or as JSON Lines.
 struct ExportCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "export", abstract: "Print the store's objects (and schema) as JSON.")
+    static let configuration = CommandConfiguration(
+        commandName: "export", abstract: "Print the store's objects (and schema) as JSON.",
+        discussion: """
+        By default one JSON document: {"store", "replica", "digest", "schema", "objects": [...]}. With --jsonl, JSON \
+        Lines written as they are produced, for stores too large for one document: a first line {"store", "replica", \
+        "digest", "schema", "objectCount"}, then one object per line ({"id", "entity", "values", "toMany"}), sorted by \
+        entity then ID.
+        """
+    )
 
     @OptionGroup var storeArgument: StoreArgument
     var store: String { storeArgument.store }
+
+    @Flag(help: "Print JSON Lines: a header line, then one object per line.")
+    var jsonl = false
 
     func run() throws {
         let progress = Progress("export", total: 0)
@@ -176,6 +207,35 @@ struct ExportCommand: ParsableCommand {
         let loaded = try LoadedStore.load(files, progress: progress)
         if let warning = loaded.report.readWarning { StandardError.line(warning) }
         let projection = loaded.projection
+        let schemaJSON = (try? JSONDecoder().decode(JSONValue.self, from: projection.schema.jsonData())) ?? .null
+        if jsonl {
+            // Sorted by entity, then ID, one object decoded at a time: memory holds the IDs, not the document.
+            var ids: [(entity: String, id: ObjectID)] = []
+            for entity in Set(projection.schema.entities.map(\.name)).sorted() {
+                for id in projection.objectIDs(of: entity) { ids.append((entity, id)) }
+            }
+            let known = Set(ids.map(\.id))
+            for id in projection.allObjectIDs() where !known.contains(id) {
+                if let object = projection.object(id) { ids.append((object.entity, id)) }
+            }
+            ids.sort { ($0.entity, $0.id) < ($1.entity, $1.id) }
+            struct Header: Encodable {
+                var store: String
+                var replica: String
+                var digest: String
+                var schema: JSONValue
+                var objectCount: Int
+            }
+            var output = BufferedOutput()
+            output.line(try JSONOutput.string(Header(store: store, replica: files.replicaID.description, digest: projection.digest(),
+                                                     schema: schemaJSON, objectCount: ids.count), pretty: false))
+            for (_, id) in ids {
+                guard let object = projection.object(id) else { continue }
+                output.line(try JSONOutput.string(ObjectJSON(object), pretty: false))
+            }
+            output.flush()
+            return
+        }
         let objects = projection.allObjectIDs().compactMap { projection.object($0) }
             .sorted { ($0.entity, $0.id) < ($1.entity, $1.id) }.map(ObjectJSON.init)
         struct Export: Encodable {
@@ -185,7 +245,6 @@ struct ExportCommand: ParsableCommand {
             var schema: JSONValue
             var objects: [ObjectJSON]
         }
-        let schemaJSON = (try? JSONDecoder().decode(JSONValue.self, from: projection.schema.jsonData())) ?? .null
         print(try JSONOutput.string(Export(store: store, replica: files.replicaID.description, digest: projection.digest(), schema: schemaJSON, objects: objects)))
     }
 }
