@@ -86,6 +86,82 @@ struct ModelTests {
         try await p.b.close()
     }
 
+    @Test("models round-trip every attribute type straight to values (no JSON): integer widths, Float, raw-value enums, dates to the microsecond, bytes, UUIDs, to-one and to-many; nil properties as null")
+    func everyAttributeType() async throws {
+        struct Full: StrataModel, Equatable {
+            static let entityName = "Note"
+            enum Kind: String, Codable { case memo, list }
+            var id: ObjectID
+            var title: String
+            var body: Kind?
+            var pinned: Bool
+            var rank: Int32?
+            var score: Float?
+            var due: Date?
+            var blob: Data?
+            var ref: UUID?
+            var folder: ObjectID?
+            var tags: [ObjectID] = []
+        }
+        let dir = StoreDirectory()
+        let store = try await Store.open(at: dir.path, schema: notesSchema, options: storeOptions())
+        let folder = FolderModel(id: ObjectID(), name: "Inbox")
+        let tag = try await store.transaction { tx in
+            try tx.insert(folder)
+            return try tx.insert("Tag", ["label": "t"])
+        }
+        var note = Full(id: ObjectID(), title: "Hello", body: .list, pinned: true, rank: -7, score: 1.5,
+                        due: Date(timeIntervalSince1970: 1_767_225_600.000_001), blob: Data([0, 255]), ref: UUID(), folder: folder.id)
+        try await store.transaction { tx in
+            try tx.insert(note)
+            try tx.add(note.id, "tags", tag)
+        }
+        note.tags = [tag]
+        #expect(try store.object(Full.self, note.id) == note)
+        let stored = try #require(store.object(note.id))
+        #expect(stored["body"] == "list" && stored["rank"] == .integer(-7) && stored["score"] == .double(1.5))
+        #expect(stored["due"] == .date(1_767_225_600_000_001))
+
+        var cleared = note
+        cleared.body = nil; cleared.rank = nil; cleared.score = nil; cleared.due = nil; cleared.blob = nil; cleared.ref = nil; cleared.folder = nil
+        try await store.transaction { tx in try tx.update(cleared) }
+        #expect(try store.object(Full.self, note.id) == cleared)
+        #expect(store.object(note.id)?["rank"] == .null)
+
+        // A stored value the property cannot hold is named, not truncated.
+        try await store.transaction { tx in try tx.update(note.id, ["rank": .integer(1 << 40)]) }
+        #expect { try store.object(Full.self, note.id) } throws: { error in
+            (error as? StoreError)?.code == .encoding && "\(error)".contains("rank")
+        }
+        try await store.close()
+    }
+
+    @Test("a property of the wrong type, or a nested structure, is refused with the entity and property named")
+    func refusedProperties() async throws {
+        struct WrongType: StrataModel {
+            static let entityName = "Note"
+            var id: ObjectID
+            var rank: String
+        }
+        struct Nested: StrataModel {
+            static let entityName = "Note"
+            struct Pair: Codable { var a = 1, b = 2 }
+            var id: ObjectID
+            var title: Pair
+        }
+        let dir = StoreDirectory()
+        let store = try await Store.open(at: dir.path, schema: notesSchema, options: storeOptions())
+        await #expect { try await store.transaction { tx in try tx.insert(WrongType(id: ObjectID(), rank: "high")) } } throws: { error in
+            let error = error as? StoreError
+            return error?.code == .typeMismatch && error?.attribute == "rank" && error?.entity == "Note"
+        }
+        await #expect { try await store.transaction { tx in try tx.insert(Nested(id: ObjectID(), title: .init())) } } throws: { error in
+            (error as? StoreError)?.code == .encoding && "\(error)".contains("nested")
+        }
+        #expect(store.fetch("Note").isEmpty, "nothing was written")
+        try await store.close()
+    }
+
     @Test("A model with a property the schema does not know is refused by name")
     func unknownProperty() async throws {
         struct Odd: StrataModel {

@@ -22,76 +22,20 @@ public protocol StrataModel: Codable, Sendable, Identifiable where ID == ObjectI
     var id: ObjectID { get }
 }
 
+/// Models to values and back, through ``ModelEncoder`` and ``ModelDecoder`` (no JSON between).
 enum ModelCoding {
-    static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(Int64((date.timeIntervalSince1970 * 1_000_000).rounded()))
-        }
-        return encoder
-    }
-
-    static func decoder() -> JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let micros = try decoder.singleValueContainer().decode(Int64.self)
-            return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
-        }
-        return decoder
-    }
-
     /// The model's attributes and to-one relationships as values, typed by the schema. To-many
     /// relationships are left out (they change through add and remove).
     static func values<M: StrataModel>(of model: M, schema: Schema) throws -> [String: Value] {
         guard let entity = schema.entity(M.entityName) else {
             throw StoreError(.unknownEntity, "no entity \(M.entityName) in the schema", entity: M.entityName, object: model.id)
         }
-        let data: Data
-        do {
-            data = try encoder().encode(model)
-        } catch {
-            throw StoreError(.encoding, "\(M.self) does not encode: \(error)", entity: M.entityName, object: model.id)
-        }
-        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw StoreError(.encoding, "\(M.self) does not encode to an object", entity: M.entityName, object: model.id)
-        }
-        var values: [String: Value] = [:]
-        // JSONEncoder leaves out nil optionals: a property the model has but did not encode is null.
-        for child in Mirror(reflecting: model).children {
-            guard let label = child.label, object[label] == nil else { continue }
-            if entity.attribute(label) != nil || entity.relationship(label).map({ !$0.isToMany }) == true { values[label] = .null }
-        }
-        for (key, json) in object where key != "id" {
-            if let attribute = entity.attribute(key) {
-                do {
-                    values[key] = try Value(json: json, type: attribute.type)
-                } catch let error as StoreError {
-                    throw StoreError(.typeMismatch, error.message, entity: entity.name, object: model.id, attribute: key)
-                }
-            } else if let relationship = entity.relationship(key) {
-                if relationship.isToMany { continue }
-                if json is NSNull { values[key] = .null; continue }
-                guard let text = json as? String, let target = ObjectID(text) else {
-                    throw StoreError(.typeMismatch, "expected an ObjectID", entity: entity.name, object: model.id, attribute: key)
-                }
-                values[key] = .reference(target)
-            } else {
-                throw StoreError(.unknownAttribute, "\(M.self).\(key) matches no attribute or relationship", entity: entity.name, object: model.id, attribute: key)
-            }
-        }
-        return values
+        return try ModelEncoder(entity: entity, object: model.id).values(of: model)
     }
 
     static func model<M: StrataModel>(_ type: M.Type, from snapshot: ObjectSnapshot) throws -> M {
-        var object: [String: Any] = ["id": snapshot.id.description]
-        for (key, value) in snapshot.values {
-            if case .date(let micros) = value { object[key] = micros } else { object[key] = value.jsonObject }
-        }
-        for (key, targets) in snapshot.toMany { object[key] = targets.map(\.description) }
         do {
-            let data = try JSONSerialization.data(withJSONObject: object)
-            return try decoder().decode(M.self, from: data)
+            return try M(from: ModelDecoder(snapshot: snapshot))
         } catch let error as DecodingError {
             throw StoreError(.encoding, "\(M.self) does not decode: \(error.readableDescription)", entity: snapshot.entity, object: snapshot.id)
         }
