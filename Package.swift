@@ -132,6 +132,12 @@ let package = Package(
         // some of the other's events), for the diff, replay and verify tests.
         .target(name: "DivergentStores", dependencies: ["Strata"], path: "Tools/strata-fixtures/DivergentStores"),
         .executableTarget(name: "strata-fixtures", dependencies: ["FixtureGenerator", "DivergentStores"], path: "Tools/strata-fixtures/Main"),
+        // The getting-started example (Examples/Notes): the tests run it and check what it prints.
+        .executableTarget(
+            name: "strata-example-notes",
+            dependencies: ["Strata", "StrataSync", "StrataServer", .product(name: "Logging", package: "swift-log")],
+            path: "Examples/Notes"
+        ),
         // Child processes for the crash tests: they append (commit) and report what was acknowledged
         // until they are killed.
         .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
@@ -157,6 +163,7 @@ let package = Package(
             name: "StrataCommandsTests",
             dependencies: [
                 "StrataCommands", "StrataSync", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
+                "strata-example-notes",
                 // The TLS tests sync over HTTPS with a client trusting a test CA.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

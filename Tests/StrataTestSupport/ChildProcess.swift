@@ -4,10 +4,18 @@ public import Foundation
 public enum ChildProcess {
     /// The executable `name` built in the same directory as the running test binary.
     public static func executable(_ name: String) throws -> URL {
-        let here = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        for directory in [here, URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()] {
-            let url = directory.appendingPathComponent(name)
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        // The test binary's own path, found without /proc (which macOS lacks): the running
+        // bundle's executable, else argv[0]. SwiftPM puts products beside the test binary on
+        // Linux, and beside the .xctest bundle (three levels up from its executable) on macOS.
+        let bases = [Bundle.main.executableURL, URL(fileURLWithPath: CommandLine.arguments[0])]
+            .compactMap { $0?.resolvingSymlinksInPath().deletingLastPathComponent() }
+        for base in bases {
+            var directory = base
+            for _ in 0..<4 {
+                let url = directory.appendingPathComponent(name)
+                if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+                directory = directory.deletingLastPathComponent()
+            }
         }
         throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "\(name) is not built next to the test binary (run `swift build --build-tests`)"])
     }

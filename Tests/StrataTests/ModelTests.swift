@@ -162,6 +162,33 @@ struct ModelTests {
         try await store.close()
     }
 
+    @Test("Schema(models:) collects the entities declared next to the models, and names a model that declares none or one of another name")
+    func schemaFromModels() async throws {
+        struct Declared: StrataModel {
+            static let entityName = "Memo"
+            static let entity: Entity? = Entity("Memo", attributes: [Attribute("text", .string, default: "")])
+            var id: ObjectID
+            var text: String
+        }
+        struct Misnamed: StrataModel {
+            static let entityName = "Memo"
+            static let entity: Entity? = Entity("Note")
+            var id: ObjectID
+        }
+        let schema = try Schema(models: Declared.self)
+        #expect(schema.entities.map(\.name) == ["Memo"])
+        #expect { try Schema(models: Declared.self, NoteModel.self) } throws: { error in
+            (error as? StoreError)?.code == .invalidSchema && "\(error)".contains("NoteModel declares no entity")
+        }
+        #expect { try Schema(models: Misnamed.self) } throws: { error in (error as? StoreError)?.code == .invalidSchema }
+        let dir = StoreDirectory()
+        let store = try await Store.open(at: dir.path, schema: schema, options: storeOptions())
+        let memo = Declared(id: ObjectID(), text: "hi")
+        try await store.transaction { tx in try tx.insert(memo) }
+        #expect(try store.object(Declared.self, memo.id)?.text == "hi")
+        try await store.close()
+    }
+
     @Test("A model with a property the schema does not know is refused by name")
     func unknownProperty() async throws {
         struct Odd: StrataModel {

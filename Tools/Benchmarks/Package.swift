@@ -5,6 +5,7 @@
 //     swift run -c release --package-path Tools/Benchmarks strata-log-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-store-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-sync-bench
+//     swift run -c release --package-path Tools/Benchmarks strata-models-bench
 //     bash Tools/scripts/postgres-bench.sh     # strata-postgres-bench on a throwaway PostgreSQL cluster
 //     bash Tools/scripts/bench-compare.sh     # strata-vs-sqlite + catch-up, into Benchmarks.md
 import PackageDescription
@@ -74,6 +75,16 @@ let package = Package(
         .executableTarget(
             name: "strata-cli-bench",
             dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataLog", package: "Strata")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Typed model fetches next to GRDB's FetchableRecord, and remote apply → observed query latency.
+        .executableTarget(
+            name: "strata-models-bench",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Strata next to SQLite (GRDB) on the same corpus with the same durability: durable

@@ -19,7 +19,45 @@ import Synchronization
 /// Properties map to attributes and relationships by name; dates keep microsecond precision.
 public protocol StrataModel: Codable, Sendable, Identifiable where ID == ObjectID {
     static var entityName: String { get }
+    /// The entity the model is stored as, declared next to the model so that the schema is
+    /// written once: ``Schema/init(models:)`` collects them. `nil` (the default) for a model
+    /// whose entity is declared in a schema of its own.
+    static var entity: Entity? { get }
     var id: ObjectID { get }
+}
+
+extension StrataModel {
+    public static var entity: Entity? { nil }
+}
+
+extension Schema {
+    /// The schema of these models, each declaring its ``StrataModel/entity``.
+    ///
+    /// ```swift
+    /// struct Note: StrataModel {
+    ///     static let entityName = "Note"
+    ///     static let entity: Entity? = Entity("Note", attributes: [Attribute("title", .string, default: "")])
+    ///     var id: ObjectID
+    ///     var title: String
+    /// }
+    /// let store = try await Store.open(at: path, schema: try Schema(models: Note.self))
+    /// ```
+    ///
+    /// - Throws: ``StoreError/Code/invalidSchema`` when a model declares no entity, or one
+    ///   named other than its ``StrataModel/entityName``.
+    public init(models: any StrataModel.Type...) throws {
+        var entities: [Entity] = []
+        for model in models {
+            guard let entity = model.entity else {
+                throw StoreError(.invalidSchema, "\(model) declares no entity (static let entity: Entity? = Entity(\"\(model.entityName)\", …))", entity: model.entityName)
+            }
+            guard entity.name == model.entityName else {
+                throw StoreError(.invalidSchema, "\(model)'s entity is named \(entity.name), its entityName \(model.entityName)", entity: model.entityName)
+            }
+            entities.append(entity)
+        }
+        self.init(entities: entities)
+    }
 }
 
 /// Models to values and back, through ``ModelEncoder`` and ``ModelDecoder`` (no JSON between).
