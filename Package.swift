@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.25.0"),
+        // `swift package generate-documentation` (a plugin: nothing of it is linked).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // The system liblz4 (no vendored C source). Only LZ4Codec.swift imports it.

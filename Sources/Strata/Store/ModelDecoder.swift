@@ -53,10 +53,73 @@ struct ModelDecoder: Decoder {
         func decodeNil(forKey key: Key) throws -> Bool { !contains(key) }
 
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-            guard let field = field(key), contains(key) else {
-                throw DecodingError.keyNotFound(key, .init(codingPath: [key], debugDescription: "the object has no value for \(key.stringValue)"))
-            }
+            try ModelDecoder.decode(type, from: present(key), path: [key])
+        }
+
+        func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+            guard let field = field(key) else { return nil }
+            if case .value(.null) = field { return nil }
             return try ModelDecoder.decode(type, from: field, path: [key])
+        }
+
+        /// The key's field, or the error for a property that is missing or null.
+        private func present(_ key: Key) throws -> Field {
+            switch field(key) {
+            case nil, .value(.null)?:
+                throw DecodingError.keyNotFound(key, .init(codingPath: [key], debugDescription: "the object has no value for \(key.stringValue)"))
+            case let field?:
+                return field
+            }
+        }
+
+        // The plain types synthesized conformances ask for by name: read without the generic
+        // path's type tests (a typed fetch decodes every property of every object).
+        func decode(_ type: String.Type, forKey key: Key) throws -> String {
+            if case .value(.string(let v))? = field(key) { return v }
+            return try ModelDecoder.decode(type, from: present(key), path: [key])
+        }
+        func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+            if case .value(.bool(let v))? = field(key) { return v }
+            return try ModelDecoder.decode(type, from: present(key), path: [key])
+        }
+        func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+            if case .value(.integer(let v))? = field(key), let i = Int(exactly: v) { return i }
+            return try ModelDecoder.decode(type, from: present(key), path: [key])
+        }
+        func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+            if case .value(.integer(let v))? = field(key) { return v }
+            return try ModelDecoder.decode(type, from: present(key), path: [key])
+        }
+        func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+            if case .value(let v)? = field(key), let d = v.doubleValue { return d }
+            return try ModelDecoder.decode(type, from: present(key), path: [key])
+        }
+        func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+            switch field(key) {
+            case nil, .value(.null)?: return nil
+            case .value(.string(let v))?: return v
+            case let field?: return try ModelDecoder.decode(type, from: field, path: [key])
+            }
+        }
+        func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
+            switch field(key) {
+            case nil, .value(.null)?: return nil
+            case .value(.bool(let v))?: return v
+            case let field?: return try ModelDecoder.decode(type, from: field, path: [key])
+            }
+        }
+        func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
+            switch field(key) {
+            case nil, .value(.null)?: return nil
+            case let field?: return try ModelDecoder.decode(type, from: field, path: [key])
+            }
+        }
+        func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
+            switch field(key) {
+            case nil, .value(.null)?: return nil
+            case .value(let v)? where v.doubleValue != nil: return v.doubleValue
+            case let field?: return try ModelDecoder.decode(type, from: field, path: [key])
+            }
         }
 
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {

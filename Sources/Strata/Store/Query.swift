@@ -16,11 +16,13 @@ struct Query {
     var predicate: ((ObjectSnapshot) -> Bool)?
     var sort: [SortKey]
     var limit: Int?
+    /// Whether the snapshots hold the to-many relationships too (typed models read them).
+    var includeToMany = false
 
     func run(on projection: Projection) -> [ObjectSnapshot] {
         var results: [ObjectSnapshot] = []
         for id in projection.objectIDs(of: entity) {
-            guard let snapshot = projection.snapshot(id) else { continue }
+            guard let snapshot = projection.snapshot(id, includeToMany: includeToMany) else { continue }
             if let predicate, !predicate(snapshot) { continue }
             results.append(snapshot)
         }

@@ -52,8 +52,8 @@ public final class StoreView {
     public func fetch<M: StrataModel>(_ type: M.Type, where predicate: ((M) -> Bool)? = nil,
                                       sortedBy sort: [SortKey] = [], limit: Int? = nil) throws -> [M] {
         var result: [M] = []
-        for snapshot in Query(entity: M.entityName, predicate: nil, sort: sort, limit: nil).run(on: projection) {
-            let model = try ModelCoding.model(type, from: projection.snapshot(snapshot.id, includeToMany: true) ?? snapshot)
+        for snapshot in Query(entity: M.entityName, predicate: nil, sort: sort, limit: nil, includeToMany: true).run(on: projection) {
+            let model = try ModelCoding.model(type, from: snapshot)
             if predicate?(model) ?? true { result.append(model) }
             if let limit, result.count >= limit { break }
         }

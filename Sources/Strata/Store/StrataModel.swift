@@ -130,8 +130,7 @@ extension Store {
         // One state for the whole fetch (a commit cannot land between two objects); decoding runs
         // after the lock is released.
         let snapshots = core.withLock { core in
-            Query(entity: M.entityName, predicate: nil, sort: sort, limit: nil).run(on: core.projection)
-                .map { core.projection.snapshot($0.id, includeToMany: true) ?? $0 }
+            Query(entity: M.entityName, predicate: nil, sort: sort, limit: nil, includeToMany: true).run(on: core.projection)
         }
         var result: [M] = []
         for snapshot in snapshots {

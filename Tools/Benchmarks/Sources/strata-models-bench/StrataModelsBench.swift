@@ -10,7 +10,7 @@
 import BenchSupport
 import Foundation
 import GRDB
-import Strata
+@_spi(StrataInternals) import Strata
 
 struct Note: StrataModel, Equatable, Codable, FetchableRecord, PersistableRecord {
     static let entityName = "Note"
@@ -84,17 +84,22 @@ struct StrataModelsBench {
         let count = 10_000
         let rounds = quick ? 3 : 15
         var rng = SplitMix64(seed: 42)
-        let notes = (0..<count).map { i in
-            Note(id: ObjectID(), title: "note \(i) \(rng.next() % 100_000)", body: i % 3 == 0 ? nil : "body of note \(i)",
-                 pinned: i % 7 == 0, rank: Int(rng.next() % 1000), due: i % 2 == 0 ? Date(timeIntervalSince1970: 1_767_225_600 + Double(i)) : nil)
+        var notes: [Note] = []
+        for i in 0..<count {
+            let title = "note \(i) \(rng.next() % 100_000)"
+            let body: String? = i % 3 == 0 ? nil : "body of note \(i)"
+            let due: Date? = i % 2 == 0 ? Date(timeIntervalSince1970: 1_767_225_600 + Double(i)) : nil
+            let rank = Int(rng.next() % 1000)
+            notes.append(Note(id: ObjectID(), title: title, body: body, pinned: i % 7 == 0, rank: rank, due: due))
         }
         note("writing \(count) notes to both stores")
         let store = try await Store.open(at: place.path("strata"), schema: schema, options: StoreOptions(durability: .buffered))
         try await store.transaction { tx in for note in notes { try tx.insert(note) } }
         let pool = try DatabasePool(path: place.path("sqlite.db"))
+        let rows = notes
         try await pool.write { db in
             try db.execute(sql: "CREATE TABLE note (id TEXT PRIMARY KEY, title TEXT NOT NULL, body TEXT, pinned BOOLEAN NOT NULL, rank INTEGER NOT NULL, due DATETIME)")
-            for note in notes { try note.insert(db) }
+            for note in rows { try note.insert(db) }
         }
 
         // 1. Typed fetches, alternated.
@@ -105,9 +110,9 @@ struct StrataModelsBench {
             strataNanos.append(monotonicNanos() - start)
             guard fetched.count == count else { throw BenchError("Strata fetched \(fetched.count) notes") }
             start = monotonicNanos()
-            let rows = try await pool.read { db in try Note.fetchAll(db) }
+            let read = try await pool.read { db in try Note.fetchAll(db) }
             grdbNanos.append(monotonicNanos() - start)
-            guard rows.count == count else { throw BenchError("GRDB fetched \(rows.count) notes") }
+            guard read.count == count else { throw BenchError("GRDB fetched \(read.count) notes") }
         }
         strataNanos.sort(); grdbNanos.sort()
         let strataMedian = percentile(strataNanos, 0.5), grdbMedian = percentile(grdbNanos, 0.5)
