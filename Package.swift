@@ -144,6 +144,8 @@ let package = Package(
         // until they are killed.
         .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
         .executableTarget(name: "store-crash-child", dependencies: ["Strata"], path: "Tools/store-crash-child"),
+        // The second process of the multi-process reader test: follows a store another process writes.
+        .executableTarget(name: "store-reader-child", dependencies: ["Strata"], path: "Tools/store-reader-child"),
 
         // Helpers shared by the test targets: temporary directories, seeded randomness, child processes.
         .target(name: "StrataTestSupport", path: "Tests/StrataTestSupport"),
@@ -151,7 +153,7 @@ let package = Package(
             name: "StrataLogTests",
             dependencies: ["StrataLog", "StrataTestSupport", "FixtureGenerator", "log-crash-child"]
         ),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTestSupport", "store-crash-child"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTestSupport", "store-crash-child", "store-reader-child"]),
         .testTarget(
             name: "StrataServerTests",
             dependencies: [
