@@ -6,11 +6,14 @@ public import NIOSSL
 public import Strata
 public import StrataProtocol
 
-/// The protocol over HTTP with AsyncHTTPClient.
+/// The protocol over HTTP: every endpoint's request and how its answer is read, over an HTTP
+/// stack that sends them — AsyncHTTPClient by default, `URLSession` with
+/// ``init(server:tokens:session:)`` (on Apple platforms: the system's proxies and trust
+/// settings), or any ``HTTPExchange``.
 public struct HTTPSyncTransport: SyncTransport {
     public let server: URL
     let tokens: TokenProvider
-    let client: HTTPClient
+    let exchange: any HTTPExchange
     /// The longest a single request may take (a long poll adds its wait).
     public var timeout: Duration = .seconds(30)
 
@@ -28,9 +31,14 @@ public struct HTTPSyncTransport: SyncTransport {
     ///   - tokens: where the bearer token comes from; asked for a fresh one after a `401`, and
     ///     the request is sent once more with it.
     public init(server: URL, tokens: TokenProvider, client: HTTPClient = HTTPSyncTransport.defaultClient) {
+        self.init(server: server, tokens: tokens, exchange: AsyncHTTPClientExchange(client: client))
+    }
+
+    /// - Parameter exchange: the HTTP stack that sends the requests.
+    public init(server: URL, tokens: TokenProvider, exchange: any HTTPExchange) {
         self.server = server
         self.tokens = tokens
-        self.client = client
+        self.exchange = exchange
     }
 
     /// AsyncHTTPClient's shared configuration, except that a failed connection attempt fails
@@ -69,7 +77,7 @@ public struct HTTPSyncTransport: SyncTransport {
 
     /// Sends with the current token; a `401` gets a fresh token from the provider and one more try
     /// (request bodies are bytes in memory, so they can be sent again).
-    func send(_ request: HTTPClientRequest, extra: Duration = .zero) async throws -> (HTTPClientResponse, [UInt8]) {
+    func send(_ request: HTTPExchangeRequest, extra: Duration = .zero) async throws -> HTTPExchangeResponse {
         let token: String
         do {
             token = try await tokens.token()
@@ -89,35 +97,20 @@ public struct HTTPSyncTransport: SyncTransport {
         }
     }
 
-    private func send(_ request: HTTPClientRequest, token: String, extra: Duration) async throws -> (HTTPClientResponse, [UInt8]) {
+    private func send(_ request: HTTPExchangeRequest, token: String, extra: Duration) async throws -> HTTPExchangeResponse {
         var request = request
-        request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
-        do {
-            let seconds = (timeout + extra).components.seconds
-            let response = try await client.execute(request, timeout: .seconds(max(1, seconds)))
-            let body = try await response.body.collect(upTo: 256 << 20)
-            let bytes = body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? []
-            guard (200..<300).contains(Int(response.status.code)) else { throw Self.error(from: response, body: bytes) }
-            return (response, bytes)
-        } catch let error as SyncError {
-            throw error
-        } catch where Self.isTLSFailure(error) {
-            throw SyncError(.untrustedServer, "\(request.method) \(request.url): the TLS handshake failed (\(error)); is the server's certificate trusted by this client, current, and for this host?")
-        } catch {
-            throw SyncError(.transport, "\(request.method) \(request.url): \(error)")
-        }
-    }
-
-    /// Whether `error` is a failed TLS handshake or certificate check (which no retry can fix),
-    /// rather than the network failing.
-    static func isTLSFailure(_ error: any Error) -> Bool {
-        error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError
+        request.headers.append(("Authorization", "Bearer \(token)"))
+        request.timeout = timeout + extra
+        let response = try await exchange.send(request)
+        guard (200..<300).contains(response.status) else { throw Self.error(from: response) }
+        return response
     }
 
     /// The server's JSON error, or a transport error when the body is not one.
-    static func error(from response: HTTPClientResponse, body: [UInt8]) -> SyncError {
-        let status = Int(response.status.code)
-        let retryAfter = response.headers.first(name: "Retry-After").flatMap(Double.init)
+    static func error(from response: HTTPExchangeResponse) -> SyncError {
+        let status = response.status
+        let body = response.body
+        let retryAfter = response.header("Retry-After").flatMap(Double.init)
         guard let envelope = try? JSONDecoder().decode(ErrorEnvelope.self, from: Data(body)) else {
             return SyncError(.transport, "unexpected answer \(status): \(String(decoding: body.prefix(200), as: UTF8.self))", status: status, retryAfter: retryAfter)
         }
@@ -127,10 +120,8 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
-        var request = HTTPClientRequest(url: url(zone))
-        request.method = .GET
         do {
-            let (_, body) = try await send(request)
+            let body = try await send(HTTPExchangeRequest(method: "GET", url: url(zone))).body
             guard let described = try? JSONDecoder().decode(ZoneDescription.self, from: Data(body)) else {
                 throw SyncError(.malformedResponse, "the zone's description is not {name, owner, …}: \(String(decoding: body.prefix(200), as: UTF8.self))")
             }
@@ -141,22 +132,16 @@ public struct HTTPSyncTransport: SyncTransport {
             return ZoneAccessInfo(canPush: described.canPush ?? true, maxPushBytes: described.limits?.maxBodyBytes,
                                   maxStateBytes: described.limits?.maxStateBytes)
         } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil && create {
-            var create = HTTPClientRequest(url: url(zone))
-            create.method = .PUT
-            create.headers.add(name: "Content-Type", value: "application/json")
-            create.body = .bytes(Array(try JSONEncoder().encode(ZoneSettings(access: .private))))
-            _ = try await send(create)
+            _ = try await send(HTTPExchangeRequest(method: "PUT", url: url(zone), headers: [("Content-Type", "application/json")],
+                                                   body: Array(try JSONEncoder().encode(ZoneSettings(access: .private)))))
             // Asked again for the limits the creation's answer does not carry.
             return try await ensureZone(zone, create: false)
         }
     }
 
     public func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
-        var request = HTTPClientRequest(url: url(zone, "/push"))
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: StrataMediaType.transactions)
-        request.body = .bytes(TransactionFrames.encode(transactions))
-        let (_, body) = try await send(request)
+        let body = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, "/push"), headers: [("Content-Type", StrataMediaType.transactions)],
+                                                      body: TransactionFrames.encode(transactions))).body
         guard let answer = try? JSONDecoder().decode(PushAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "push answer is not {token, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
@@ -167,13 +152,12 @@ public struct HTTPSyncTransport: SyncTransport {
         var query = [("limit", String(limit))]
         if let token, !token.isEmpty { query.append(("after", token)) }
         if let wait { query.append(("wait", String(wait.components.seconds))) }
-        var request = HTTPClientRequest(url: url(zone, "/changes", query: query))
-        request.method = .GET
-        let (response, body) = try await send(request, extra: wait ?? .zero)
-        guard let next = response.headers.first(name: StrataHeader.nextToken) else {
+        let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, "/changes", query: query)), extra: wait ?? .zero)
+        let body = response.body
+        guard let next = response.header(StrataHeader.nextToken) else {
             throw SyncError(.malformedResponse, "pull answer without \(StrataHeader.nextToken)")
         }
-        let more = response.headers.first(name: StrataHeader.moreComing) == "true"
+        let more = response.header(StrataHeader.moreComing) == "true"
         let frames: [[UInt8]]
         do {
             frames = try TransactionFrames.decode(body)
@@ -184,23 +168,19 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
-        var request = HTTPClientRequest(url: url(zone, "/snapshot"))
-        request.method = .GET
         do {
-            let (response, body) = try await send(request)
-            guard let token = response.headers.first(name: StrataHeader.snapshotToken) else {
+            let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, "/snapshot")))
+            guard let token = response.header(StrataHeader.snapshotToken) else {
                 throw SyncError(.malformedResponse, "snapshot answer without \(StrataHeader.snapshotToken)")
             }
-            return ZoneSnapshotPayload(payload: body, token: token)
+            return ZoneSnapshotPayload(payload: response.body, token: token)
         } catch let error as SyncError where error.code == .notFound {
             return nil
         }
     }
 
     public func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {
-        var request = HTTPClientRequest(url: url(zone, "/replicas"))
-        request.method = .GET
-        let (_, body) = try await send(request)
+        let body = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, "/replicas"))).body
         guard let answer = try? JSONDecoder().decode(ReplicaList.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "replicas answer is not {replicas: [{replica, user, acknowledged}]}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
@@ -214,12 +194,9 @@ public struct HTTPSyncTransport: SyncTransport {
             query.append(("replica", replica.description))
             query.append(("through", String(claim)))
         }
-        var request = HTTPClientRequest(url: url(zone, "/state", query: query))
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: StrataMediaType.snapshot)
-        request.body = .bytes(state)
+        let request = HTTPExchangeRequest(method: "POST", url: url(zone, "/state", query: query), headers: [("Content-Type", StrataMediaType.snapshot)], body: state)
         // A large state takes a while to send and to merge.
-        let (_, body) = try await send(request, extra: .seconds(Int64(state.count >> 20)))
+        let body = try await send(request, extra: .seconds(Int64(state.count >> 20))).body
         guard let answer = try? JSONDecoder().decode(StateAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "state answer is not {token, upToDate, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }

@@ -1,7 +1,7 @@
 public import Foundation
 public import Logging
 @_spi(StrataInternals) public import Strata
-public import StrataProtocol
+import StrataProtocol
 import StrataLog
 
 /// Where the engine is, for a status display.

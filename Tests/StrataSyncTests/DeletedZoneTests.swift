@@ -24,9 +24,7 @@ struct DeletedZoneTests {
             try await phoneEngine.sync()
 
             let admin = HTTPSyncTransport(server: url, bearer: "alice-secret")
-            var delete = HTTPClientRequest(url: admin.url(ZoneReference("notes")))
-            delete.method = .DELETE
-            _ = try await admin.send(delete)
+            _ = try await admin.send(HTTPExchangeRequest(method: "DELETE", url: admin.url(ZoneReference("notes"))))
 
             for engine in [phoneEngine, laptopEngine] {
                 await #expect { try await engine.sync() } throws: { ($0 as? SyncError)?.code == .zoneDeleted }

@@ -56,9 +56,6 @@ struct ReadOnlySyncTests {
 extension HTTPSyncTransport {
     /// Changes one of the caller's zones' access and grants (a `PUT` body).
     func setAccess(_ zone: String, _ settings: String) async throws {
-        var request = HTTPClientRequest(url: url(ZoneReference(zone)))
-        request.method = .PUT
-        request.body = .bytes(Array(settings.utf8))
-        _ = try await send(request)
+        _ = try await send(HTTPExchangeRequest(method: "PUT", url: url(ZoneReference(zone)), body: Array(settings.utf8)))
     }
 }

@@ -292,9 +292,7 @@ extension HTTPSyncTransport {
 
     /// `owner/name` of every zone the caller may read.
     func zoneOwners() async throws -> [String] {
-        var request = HTTPClientRequest(url: url("v1/zones"))
-        request.method = .GET
-        let (_, body) = try await send(request)
+        let body = try await send(HTTPExchangeRequest(method: "GET", url: url("v1/zones"))).body
         return try JSONDecoder().decode(ZoneList.self, from: Data(body)).zones.map { "\($0.owner)/\($0.name)" }
     }
 }
