@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "Strata",
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2), .macCatalyst(.v18)],
     products: [
         .library(name: "StrataLog", targets: ["StrataLog"]),
         .library(name: "Strata", targets: ["Strata"]),
@@ -39,14 +39,18 @@ let package = Package(
         // CRC-32C with the CPU's instruction where there is one (our own few lines of C: Swift
         // cannot reach the instruction); StrataLog falls back to tables elsewhere.
         .target(name: "CCRC32C"),
+        // The kernel's CSPRNG for identifiers, declared through a C header (getrandom on Linux,
+        // glibc and musl; arc4random_buf on Apple platforms).
+        .target(name: "CSystemRandom"),
         // The on-disk format: segments, records, checksums, recovery, index, snapshot files.
-        .target(name: "StrataLog", dependencies: ["CLZ4", "CCRC32C"]),
+        // LZ4 through liblz4 on Linux, through the Compression framework on Apple platforms.
+        .target(name: "StrataLog", dependencies: [.target(name: "CLZ4", condition: .when(platforms: [.linux])), "CCRC32C"]),
         // The app-facing library: schema, events, merge rule, projection, transactions, queries,
         // observation, snapshots. No networking.
         .target(
             name: "Strata",
             dependencies: [
-                "StrataLog",
+                "StrataLog", "CSystemRandom",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -188,7 +192,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.type != .system && target.name != "CCRC32C" {
+for target in package.targets where target.type != .system && target.name != "CCRC32C" && target.name != "CSystemRandom" {
     var settings = target.swiftSettings ?? []
     settings.append(contentsOf: [
         .swiftLanguageMode(.v6),

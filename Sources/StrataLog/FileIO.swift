@@ -2,6 +2,8 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -365,6 +367,8 @@ private func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
 private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
     #if canImport(Glibc)
     return Glibc.open(path, flags, mode)
+    #elseif canImport(Musl)
+    return Musl.open(path, flags, mode)
     #else
     return Darwin.open(path, flags, mode)
     #endif
@@ -373,6 +377,8 @@ private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
 private func systemClose(_ fd: Int32) -> Int32 {
     #if canImport(Glibc)
     return Glibc.close(fd)
+    #elseif canImport(Musl)
+    return Musl.close(fd)
     #else
     return Darwin.close(fd)
     #endif
@@ -381,6 +387,8 @@ private func systemClose(_ fd: Int32) -> Int32 {
 private func systemRename(_ from: String, _ to: String) -> Int32 {
     #if canImport(Glibc)
     return Glibc.rename(from, to)
+    #elseif canImport(Musl)
+    return Musl.rename(from, to)
     #else
     return Darwin.rename(from, to)
     #endif

@@ -1,8 +1,11 @@
+#if canImport(CLZ4)
 import CLZ4
 
-/// LZ4 block compression over the system liblz4.
+/// LZ4 block compression over the system liblz4 (Linux).
 ///
 /// This is the only file that imports `CLZ4`, so no C type leaks into the rest of the module.
+/// Apple platforms, which have no system liblz4 an app may link, use the Compression framework
+/// below: the same block format, so logs written on either read on both.
 enum LZ4Codec {
     /// The largest input the LZ4 block format accepts.
     static var maxInputSize: Int { Int(CLZ4_maxInputSize()) }
@@ -50,3 +53,50 @@ enum LZ4Codec {
         return Int(produced) == output.count
     }
 }
+#elseif canImport(Compression)
+import Compression
+
+/// LZ4 block compression over Apple's Compression framework (`COMPRESSION_LZ4_RAW` is the raw
+/// LZ4 block format that liblz4 reads and writes): what iOS has, and what a Mac app may ship.
+/// Its encoder may choose other matches than liblz4's, so the compressed bytes can differ from
+/// those liblz4 writes for the same input; both decode each other's blocks to the same bytes.
+enum LZ4Codec {
+    /// LZ4_MAX_INPUT_SIZE.
+    static var maxInputSize: Int { 0x7E00_0000 }
+
+    /// As the liblz4 version: `nil` when compression does not pay within `limit` bytes.
+    static func compress(_ input: UnsafeRawBufferPointer, limit: Int, acceleration: Int = 1, reserving: Int = 0) -> [UInt8]? {
+        guard input.count > 0, input.count <= maxInputSize, limit > 0, let source = input.baseAddress else { return nil }
+        // LZ4_COMPRESSBOUND.
+        let capacity = min(input.count + input.count / 255 + 16, limit)
+        var written = 0
+        let output = [UInt8](unsafeUninitializedCapacity: reserving + capacity) { buffer, count in
+            guard let base = buffer.baseAddress else { count = 0; return }
+            base.initialize(repeating: 0, count: reserving)
+            written = compression_encode_buffer(base + reserving, capacity, source.assumingMemoryBound(to: UInt8.self), input.count,
+                                                nil, COMPRESSION_LZ4_RAW)
+            count = reserving + written
+        }
+        // 0 means "did not fit in `capacity`", which is exactly "compression does not pay".
+        guard written > 0, written < limit else { return nil }
+        return output
+    }
+
+    /// As the liblz4 version: `false` unless `input` is a valid block of exactly `output.count`
+    /// bytes. The framework stops at a full buffer without saying whether more would follow, so
+    /// it decodes into one byte more to tell.
+    static func decompress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
+        guard input.count > 0, output.count > 0, let source = input.baseAddress, let destination = output.baseAddress else {
+            return output.count == 0 && input.count == 0
+        }
+        var scratch = [UInt8](repeating: 0, count: output.count + 1)
+        let produced = scratch.withUnsafeMutableBufferPointer { buffer -> Int in
+            guard let base = buffer.baseAddress else { return -1 }
+            return compression_decode_buffer(base, buffer.count, source.assumingMemoryBound(to: UInt8.self), input.count, nil, COMPRESSION_LZ4_RAW)
+        }
+        guard produced == output.count else { return false }
+        scratch.withUnsafeBytes { if let copied = $0.baseAddress { destination.copyMemory(from: copied, byteCount: output.count) } }
+        return true
+    }
+}
+#endif

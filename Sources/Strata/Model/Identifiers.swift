@@ -1,7 +1,10 @@
 public import Foundation
 import Synchronization
+import CSystemRandom
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -123,7 +126,7 @@ enum SecureRandomPool {
     /// Bumped in a forked child (`pthread_atfork`), so that it never reuses the parent's words.
     fileprivate static let forks = Atomic<UInt64>(0)
     private static let registered: Bool = {
-        #if canImport(Glibc) || canImport(Darwin)
+        #if canImport(Glibc) || canImport(Musl) || canImport(Darwin)
         pthread_atfork(nil, nil, { SecureRandomPool.forks.add(1, ordering: .relaxed) })
         #endif
         return true
@@ -146,15 +149,15 @@ enum SecureRandomPool {
     private static func refill(_ buffer: inout [UInt64]) {
         if buffer.count != words { buffer = [UInt64](repeating: 0, count: words) }
         buffer.withUnsafeMutableBytes { raw in
-            #if canImport(Glibc)
+            guard let base = raw.baseAddress else { return }
             var filled = 0
             while filled < raw.count {
-                // Above 256 bytes a signal may interrupt it part way: take what came and go on.
-                let n = strata_getrandom(raw.baseAddress! + filled, raw.count - filled, 0)
+                // Above 256 bytes a signal may interrupt getrandom part way: take what came and go on.
+                let n = strata_system_random(base + filled, raw.count - filled)
                 if n > 0 {
                     filled += n
                 } else if n < 0 && errno != EINTR && errno != EAGAIN {
-                    // No getrandom (ancient kernel): the standard library's generator.
+                    // No such call (an ancient kernel, another system): the standard library's generator.
                     var g = SystemRandomNumberGenerator()
                     for i in stride(from: filled & ~7, to: raw.count, by: 8) {
                         raw.storeBytes(of: g.next() as UInt64, toByteOffset: i, as: UInt64.self)
@@ -162,20 +165,7 @@ enum SecureRandomPool {
                     filled = raw.count
                 }
             }
-            #elseif canImport(Darwin)
-            arc4random_buf(raw.baseAddress!, raw.count)
-            #else
-            var g = SystemRandomNumberGenerator()
-            for i in stride(from: 0, to: raw.count, by: 8) {
-                raw.storeBytes(of: g.next() as UInt64, toByteOffset: i, as: UInt64.self)
-            }
-            #endif
         }
     }
 }
 
-#if canImport(Glibc)
-/// glibc's `getrandom(2)` wrapper (glibc 2.25 and later), which the Glibc module does not export.
-@_silgen_name("getrandom")
-private func strata_getrandom(_ buffer: UnsafeMutableRawPointer?, _ count: Int, _ flags: UInt32) -> Int
-#endif

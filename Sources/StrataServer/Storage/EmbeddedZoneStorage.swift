@@ -6,6 +6,8 @@ public import StrataLog
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif

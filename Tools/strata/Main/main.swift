@@ -1,6 +1,8 @@
 // The `strata` executable: everything is in StrataCommands, so that tests can run the same code.
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif

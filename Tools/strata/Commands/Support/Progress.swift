@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -84,6 +86,8 @@ enum StandardError {
 
 #if canImport(Glibc)
 private let systemWrite = Glibc.write
+#elseif canImport(Musl)
+private let systemWrite = Musl.write
 #elseif canImport(Darwin)
 private let systemWrite = Darwin.write
 #endif
