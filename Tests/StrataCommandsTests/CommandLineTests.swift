@@ -63,7 +63,7 @@ struct CommandLineTests {
         #expect(unknown.status == 2 && unknown.stderr.contains("no entity Nope"))
     }
 
-    @Test("--version; init --json lists the entities; IDs as log and diff print them (8 hex digits) name objects, an unknown or ambiguous prefix is a usage error; replay blame is structured; export --jsonl streams one object per line")
+    @Test("--version; init --json lists the entities; IDs as log and diff print them (8 hex digits) name objects (a prefix that names none is a finding, exit 1); replay blame is structured; export --jsonl streams one object per line")
     func scriptingEdges() throws {
         let version = try strata("--version")
         #expect(version.status == 0 && version.stdout.hasPrefix("strata ") && version.stdout.contains("sync protocol v1"), "\(version)")
@@ -87,7 +87,7 @@ struct CommandLineTests {
         #expect(blame["sequence"] as? Int != nil && blame["replica"] is String && blame.keys.contains("user"))
         #expect(try strata("log", store, "--object", short).stdout.split(separator: "\n").count == 2)
         let unknown = try strata("replay", store, "--object", "ffffffff")
-        #expect(unknown.status == 2 && unknown.stderr.contains("no object"), "\(unknown)")
+        #expect(unknown.status == 1 && unknown.stderr.contains("no object"), "nothing found is a finding, as get of a missing object: \(unknown)")
         let notAnID = try strata("replay", store, "--object", "xyz")
         #expect(notAnID.status == 2)
 

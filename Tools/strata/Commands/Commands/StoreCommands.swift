@@ -154,7 +154,7 @@ struct GetCommand: ParsableCommand {
             throw CLIError("no entity \(entity) in \(store) (entities: \(projection.schema.entities.map(\.name).joined(separator: ", ")))")
         }
         if let id {
-            let objectID = try ObjectID(id) ?? Self.resolve(id, among: projection.knownObjectIDs(), store: store)
+            let objectID = try ObjectReference.resolve(id, among: projection.knownObjectIDs(), store: store)
             guard let object = projection.object(objectID), object.entity == entity else {
                 throw CLIError("no \(entity) \(id) in \(store)", exitCode: ExitStatus.finding)
             }
@@ -167,19 +167,6 @@ struct GetCommand: ParsableCommand {
         } else {
             for object in objects { print(ObjectText.line(object)) }
         }
-    }
-}
-
-extension GetCommand {
-    /// The one object among `known` whose ID starts with `prefix`.
-    static func resolve(_ prefix: String, among known: [ObjectID], store: String) throws -> ObjectID {
-        let matches = known.filter { $0.description.hasPrefix(prefix.lowercased()) }
-        guard matches.count == 1 else {
-            throw CLIError(matches.isEmpty ? "no object of \(store) has an ID starting with \(prefix)"
-                                           : "\(matches.count) objects of \(store) have IDs starting with \(prefix); give more of the ID",
-                           exitCode: matches.isEmpty ? ExitStatus.finding : ExitStatus.usageOrIO)
-        }
-        return matches[0]
     }
 }
 

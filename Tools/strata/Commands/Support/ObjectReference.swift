@@ -17,15 +17,23 @@ enum ObjectReference {
     /// - Throws: ``CLIError`` when no object starts with it, or several do (they are listed).
     static func resolve(_ text: String, in files: StoreFiles, progress: Progress? = nil) throws -> ObjectID {
         if let id = ObjectID(text) { return id }
-        let prefix = text.lowercased()
         let loaded = try LoadedStore.load(files, start: .earliest, progress: progress)
-        let matches = loaded.projection.knownObjectIDs().filter { $0.description.hasPrefix(prefix) }
+        return try resolve(text, among: loaded.projection.knownObjectIDs(), store: files.directory)
+    }
+
+    /// The one object among `known` whose ID is or starts with `text`.
+    ///
+    /// - Throws: ``CLIError``: exit 1 when none does (nothing found), 2 when several do (say more).
+    static func resolve(_ text: String, among known: [ObjectID], store: String) throws -> ObjectID {
+        if let id = ObjectID(text) { return id }
+        let prefix = text.lowercased()
+        let matches = known.filter { $0.description.hasPrefix(prefix) }
         switch matches.count {
         case 1: return matches[0]
-        case 0: throw CLIError("no object of \(files.directory) has an ID starting with \(text)")
+        case 0: throw CLIError("no object of \(store) has an ID starting with \(text)", exitCode: ExitStatus.finding)
         default:
             let listed = matches.prefix(10).map(\.description).joined(separator: ", ")
-            throw CLIError("\(matches.count) objects of \(files.directory) have IDs starting with \(text) (\(listed)\(matches.count > 10 ? ", …" : "")); give more of the ID")
+            throw CLIError("\(matches.count) objects of \(store) have IDs starting with \(text) (\(listed)\(matches.count > 10 ? ", …" : "")); give more of the ID")
         }
     }
 }
