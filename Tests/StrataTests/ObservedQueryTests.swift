@@ -122,6 +122,23 @@ struct ObservedQueryTests {
         try await store.close()
     }
 
+    @Test("typed fetches and observed queries sort by key paths of the model (ties in ID order), cut to the limit")
+    func keyPathSorting() async throws {
+        let dir = StoreDirectory()
+        let store = try await Store.open(at: dir.path, schema: notesSchema, options: storeOptions())
+        let notes = [("b", 2), ("a", 2), ("c", 1)].map { NoteModel(id: ObjectID(), title: $0.0, pinned: false, rank: $0.1) }
+        try await store.transaction { tx in for note in notes { try tx.insert(note) } }
+        let byRankThenTitle = [KeyPathComparator(\NoteModel.rank, order: .reverse), KeyPathComparator(\NoteModel.title)]
+        #expect(try store.fetch(NoteModel.self, sortedBy: byRankThenTitle).map(\.title) == ["a", "b", "c"])
+        #expect(try store.fetch(NoteModel.self, sortedBy: [KeyPathComparator(\NoteModel.title, order: .reverse)], limit: 2).map(\.title) == ["c", "b"])
+        #expect(try store.read { try $0.fetch(NoteModel.self, sortedBy: byRankThenTitle) }.map(\.title) == ["a", "b", "c"])
+        var observed = store.observe(NoteModel.self, sortedBy: [KeyPathComparator(\NoteModel.title)], limit: 2).makeAsyncIterator()
+        #expect(try await observed.next()?.map(\.title) == ["a", "b"])
+        try await store.transaction { tx in try tx.insert(NoteModel(id: ObjectID(), title: "0", pinned: false)) }
+        #expect(try await observed.next()?.map(\.title) == ["0", "a"])
+        try await store.close()
+    }
+
     @Test("typed models observed, and a LiveQuery (Observation) that tells SwiftUI when its results change")
     @MainActor
     func typedAndLive() async throws {

@@ -1,3 +1,5 @@
+public import Foundation
+
 /// Observed queries: a fetch whose result is delivered again whenever a commit changes it.
 ///
 /// Built on ``Store/changes()``: the subscription is registered *before* the first fetch, so a
@@ -44,6 +46,31 @@ extension Store {
                 continuation.yield(first)
                 for await change in changes where change.changes.contains(where: { $0.entity == M.entityName }) {
                     guard let next = try self?.fetch(type, where: predicate, sortedBy: sort, limit: limit) else { break }
+                    if next != last {
+                        last = next
+                        continuation.yield(next)
+                    }
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// The typed form sorted by key paths of the model (see
+    /// ``Store/fetch(_:where:sortedBy:limit:)-(M.Type,_,[KeyPathComparator<M>],_)``).
+    public func observe<M: StrataModel & Equatable>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
+                                                    sortedBy comparators: [KeyPathComparator<M>], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
+        let sorted = observe(type, where: predicate)
+        let (stream, continuation) = AsyncThrowingStream<[M], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let task = Task {
+            do {
+                var last: [M]?
+                for try await models in sorted {
+                    let next = Store.sorted(models, by: comparators, limit: limit)
                     if next != last {
                         last = next
                         continuation.yield(next)

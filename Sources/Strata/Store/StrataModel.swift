@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// A Swift type stored as objects of one entity, through `Codable`.
@@ -139,5 +139,30 @@ extension Store {
             if let limit, result.count >= limit { break }
         }
         return result
+    }
+}
+
+extension Store {
+    /// The objects of `M`'s entity as models, filtered on the model and sorted by key paths of the
+    /// model (`[KeyPathComparator(\Note.title), KeyPathComparator(\Note.due, order: .reverse)]`);
+    /// ties keep ID order, so results are deterministic.
+    public func fetch<M: StrataModel>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
+                                      sortedBy comparators: [KeyPathComparator<M>], limit: Int? = nil) throws -> [M] {
+        Self.sorted(try fetch(type, where: predicate), by: comparators, limit: limit)
+    }
+
+    /// Models sorted by key paths, stably (so the ID order of equal ones stays), cut to `limit`.
+    static func sorted<M: StrataModel>(_ models: [M], by comparators: [KeyPathComparator<M>], limit: Int?) -> [M] {
+        var sorted = comparators.isEmpty ? models : models.sorted(using: comparators)
+        if let limit, sorted.count > limit { sorted.removeSubrange(limit...) }
+        return sorted
+    }
+}
+
+extension StoreView {
+    /// The objects of `M`'s entity as models, sorted by key paths of the model.
+    public func fetch<M: StrataModel>(_ type: M.Type, where predicate: ((M) -> Bool)? = nil,
+                                      sortedBy comparators: [KeyPathComparator<M>], limit: Int? = nil) throws -> [M] {
+        Store.sorted(try fetch(type, where: predicate), by: comparators, limit: limit)
     }
 }
