@@ -21,7 +21,9 @@ public final class LogTail {
     /// record there must start at.
     private var current: (name: String, file: FileHandle, logID: LogID, offset: Int64, expected: LogPosition)?
 
-    /// - Parameter position: the first entry to return (a snapshot's position, say).
+    /// - Parameters:
+    ///   - directory: the log's directory.
+    ///   - position: the first entry to return (a snapshot's position, say).
     public init(directory: String, from position: LogPosition) {
         self.directory = directory
         self.nextPosition = position

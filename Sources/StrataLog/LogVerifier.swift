@@ -1,4 +1,4 @@
-/// The findings of ``SegmentLog/verify(at:progress:)``.
+/// The findings of ``SegmentLog/verify(at:progress:record:)``.
 public struct VerifyReport: Sendable, Hashable {
     public var segments = 0
     public var records = 0
@@ -63,6 +63,7 @@ extension SegmentLog {
     /// checksum and decoding, position continuity, indexes and snapshots. Never modifies anything.
     ///
     /// - Parameters:
+    ///   - directory: the log's directory.
     ///   - progress: called after each record with the bytes checked so far.
     ///   - record: called with each record that verified, in log order — so that tools can read a
     ///     log they must not open for writing (a copy from a device, a log in use) in the same pass

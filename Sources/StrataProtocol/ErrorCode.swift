@@ -1,6 +1,6 @@
 /// An error code of the sync protocol: the name a server answers in
 /// `{"error": {"code": "<name>", "message": …}}` and the HTTP status it answers it with. The one
-/// list both sides use: the server's ``ServerError`` codes and the client's `SyncError` codes are
+/// list both sides use: the server's `ServerError` codes and the client's `SyncError` codes are
 /// made from these.
 public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public let name: String

@@ -28,13 +28,18 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     /// - Parameters:
+    ///   - server: the server's base URL (`https://host:port`).
     ///   - tokens: where the bearer token comes from; asked for a fresh one after a `401`, and
     ///     the request is sent once more with it.
+    ///   - client: the HTTP client to use (the caller shuts it down); by default ``defaultClient``.
     public init(server: URL, tokens: TokenProvider, client: HTTPClient = HTTPSyncTransport.defaultClient) {
         self.init(server: server, tokens: tokens, exchange: AsyncHTTPClientExchange(client: client))
     }
 
-    /// - Parameter exchange: the HTTP stack that sends the requests.
+    /// - Parameters:
+    ///   - server: the server's base URL.
+    ///   - tokens: where the bearer token comes from (see ``TokenProvider``).
+    ///   - exchange: the HTTP stack that sends the requests.
     public init(server: URL, tokens: TokenProvider, exchange: any HTTPExchange) {
         self.server = server
         self.tokens = tokens

@@ -90,7 +90,7 @@ public struct SyncOptions: Sendable {
 /// - `replicaForked` (this store is a copy of another, or restored from a backup, and both wrote
 ///   under the same replica) and `replicaNotYours` (the replica belongs to another user): the
 ///   store forks — takes a new replica ID and re-authors every transaction the server does not
-///   hold (``Store/fork(keepingThrough:reason:restamp:)``) — and pushes again. Nothing is lost.
+///   hold (`Store.fork(keepingThrough:reason:restamp:)`) — and pushes again. Nothing is lost.
 /// - `clockSkew` (the device's clock is ahead of the server's by more than it accepts): the edits
 ///   stay pending, the pull still runs, and the sync ends with the typed error. Once the
 ///   device's clock agrees with the server's again, the pending edits are re-stamped (a fork
@@ -111,10 +111,15 @@ public actor SyncEngine {
     /// An engine over HTTP.
     ///
     /// - Parameters:
+    ///   - store: the store to sync.
+    ///   - server: the log server's base URL.
     ///   - zone: the zone's name.
     ///   - owner: the zone's owner when it is another user's (shared with the caller, or public);
     ///     `nil` for the caller's own zone, which is created when it does not exist. Another
     ///     user's zone is never created, and never used unless named with its owner.
+    ///   - credentials: the user's bearer token (a fixed one; see the `tokens:` initializer for
+    ///     tokens that expire).
+    ///   - options: batch sizes, long polls, retries.
     public init(store: Store, server: URL, zone: String, owner: String? = nil, credentials: String, options: SyncOptions = SyncOptions()) throws {
         try self.init(store: store, transport: HTTPSyncTransport(server: server, bearer: credentials), zone: zone, owner: owner, options: options)
     }
@@ -552,7 +557,7 @@ public actor SyncEngine {
         }
     }
 
-    /// Forks the store (see ``Store/fork(keepingThrough:reason:restamp:)``), starts counting the
+    /// Forks the store (see `Store.fork(keepingThrough:reason:restamp:)`), starts counting the
     /// new replica's acknowledged sequences from 0, and pulls the zone again from its start.
     private func fork(keepingThrough kept: UInt64, reason: ReplicaFork.Reason, restamp: Bool, after refusal: SyncError) async throws -> ReplicaFork {
         let old = store.replicaID

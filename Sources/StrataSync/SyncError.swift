@@ -8,7 +8,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public init(_ name: String) { self.name = name }
         public var description: String { name }
 
-        /// The code of the protocol's `code` (``StrataProtocol/ErrorCode`` says what each means).
+        /// The code of the protocol's `code` (`StrataProtocol.ErrorCode` says what each means).
         public init(_ code: ErrorCode) { self.init(code.name) }
 
         // The server's codes.

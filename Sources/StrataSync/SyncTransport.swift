@@ -1,7 +1,7 @@
 public import Strata
 public import StrataProtocol
 
-/// The answer to a push: the protocol's own (``StrataProtocol/PushAnswer``: the token after the
+/// The answer to a push: the protocol's own (`StrataProtocol.PushAnswer`: the token after the
 /// append, the highest sequence of the pushing replica the server now holds).
 public typealias PushResult = PushAnswer
 
@@ -52,11 +52,11 @@ public struct ZoneAccessInfo: Sendable, Hashable {
     }
 }
 
-/// The answer to a state upload: the protocol's own (``StrataProtocol/StateAnswer``).
+/// The answer to a state upload: the protocol's own (`StrataProtocol.StateAnswer`).
 public typealias StateUploadResult = StateAnswer
 
 /// A replica as the server knows it, with the user who pushed its events: the protocol's own
-/// (``StrataProtocol/ReplicaInfo``).
+/// (`StrataProtocol.ReplicaInfo`).
 public typealias ReplicaAuthor = ReplicaInfo
 
 /// How the engine talks to a log server: HTTP in production (``HTTPSyncTransport``), anything

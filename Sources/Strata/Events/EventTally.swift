@@ -24,7 +24,9 @@ public struct EventTally: Sendable {
 
     /// Decodes one encoded transaction (a log entry) completely and counts its events.
     ///
-    /// - Parameter position: the entry's log position, named in errors.
+    /// - Parameters:
+    ///   - bytes: the encoded transaction.
+    ///   - position: the entry's log position, named in errors.
     /// - Returns: the transaction's header (author, sequences).
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong and at which byte.
     @discardableResult

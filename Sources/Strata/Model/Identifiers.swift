@@ -17,7 +17,7 @@ public protocol Identifier128: Hashable, Comparable, Sendable, Codable, CustomSt
 
 extension Identifier128 {
     /// A fresh random identifier: 128 bits from the operating system's cryptographically secure
-    /// generator (drawn in blocks, see ``SecureRandomPool``).
+    /// generator (drawn in blocks, see `SecureRandomPool`).
     public static func random() -> Self {
         let (high, low) = SecureRandomPool.next128()
         return Self(rawValue: UInt128(high) << 64 | UInt128(low))

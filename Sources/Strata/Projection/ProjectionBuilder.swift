@@ -34,7 +34,9 @@ public final class ProjectionBuilder {
     /// Applies one encoded transaction (a log entry); returns the events newly applied. An entry
     /// that the identity's lineage abandoned (known by its `position`) applies nothing.
     ///
-    /// - Parameter position: the entry's log position, named in errors.
+    /// - Parameters:
+    ///   - bytes: the encoded transaction (a log entry).
+    ///   - position: the entry's log position, named in errors.
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong, at which byte and position.
     @discardableResult
     public func apply(encoded bytes: [UInt8], position: UInt64? = nil) throws -> Int {
@@ -46,7 +48,7 @@ public final class ProjectionBuilder {
     }
 
     /// Merges another builder's whole state (a device's projection, say) into this one: the join
-    /// of the two (see ``Store/adoptSnapshot(_:)``). Its values are all merged; its claims of
+    /// of the two (see `Store.adoptSnapshot(_:)`). Its values are all merged; its claims of
     /// which events it has applied only for the replicas in `believingApplied`, up to the sequence
     /// given (`nil`: all, wholly). A server merging a state a client uploaded believes those
     /// claims for the uploader's own replica only, and only as far as it acknowledged them, so

@@ -11,7 +11,7 @@ public import Observation
 /// }
 /// ```
 ///
-/// Lives on the main actor, as views do; the query runs off it (see ``Store/observe(_:where:sortedBy:limit:)-(M.Type,_,_,_)``).
+/// Lives on the main actor, as views do; the query runs off it (see ``Store/observe(_:where:sortedBy:limit:)-(M.Type,_,[SortKey],_)``).
 @MainActor
 @Observable
 public final class LiveQuery<Model: StrataModel & Equatable> {

@@ -40,7 +40,7 @@ extension Store {
         return changes.count
     }
 
-    /// The store's whole state as a projection snapshot payload (what ``adoptSnapshot(_:)`` of
+    /// The store's whole state as a projection snapshot payload (what `adoptSnapshot(_:)` of
     /// another store merges): every value with the event that set it, tombstones, set adds and
     /// removes, the applied sequences. Sync uploads it to heal a zone that lost history this store
     /// has (a server restored from a backup, a zone recreated), including history compacted away

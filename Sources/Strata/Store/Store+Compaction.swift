@@ -12,7 +12,7 @@ extension Store {
     ///
     /// While unpushed transactions are kept, the log is kept from the newest older snapshot that
     /// precedes them (and that snapshot with it), when there is one: a fork that re-authors them
-    /// (``fork(keepingThrough:reason:restamp:)``) rebuilds the projection from a snapshot older
+    /// (`fork(keepingThrough:reason:restamp:)`) rebuilds the projection from a snapshot older
     /// than the first transaction it abandons.
     ///
     /// Stores also compact on their own (``StoreOptions/autoCompaction``); compactions run one at

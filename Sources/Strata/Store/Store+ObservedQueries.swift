@@ -33,7 +33,7 @@ extension Store {
     }
 
     /// The objects of `M`'s entity as models, filtered on the model, sorted by attributes: the
-    /// typed form of ``observe(_:where:sortedBy:limit:)``. A model that no longer decodes (the
+    /// typed form of ``observe(_:where:sortedBy:limit:)->AsyncStream<[ObjectSnapshot]>``. A model that no longer decodes (the
     /// schema changed under it) ends the sequence with its error.
     public func observe<M: StrataModel & Equatable>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
                                                     sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
@@ -61,7 +61,7 @@ extension Store {
     }
 
     /// The typed form sorted by key paths of the model (see
-    /// ``Store/fetch(_:where:sortedBy:limit:)-(M.Type,_,[KeyPathComparator<M>],_)``).
+    /// ``Store/fetch(_:where:sortedBy:limit:)-(_,_,[KeyPathComparator<M>],_)``).
     public func observe<M: StrataModel & Equatable>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
                                                     sortedBy comparators: [KeyPathComparator<M>], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
         let sorted = observe(type, where: predicate)

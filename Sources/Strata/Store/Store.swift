@@ -20,7 +20,7 @@ public final class Store: Sendable {
     /// The store's directory: `store.json` (identity) and `log/` (the segment log).
     public let directory: String
     /// The replica this store authors under now: every event it authors carries it. A fork
-    /// (``fork(keepingThrough:reason:restamp:)``) or a lost log gives the store a new one.
+    /// (`fork(keepingThrough:reason:restamp:)`) or a lost log gives the store a new one.
     public var replicaID: ReplicaID { core.withLock { $0.replica } }
     /// The store's identity: its current replica, its log's ID, the replicas it abandoned.
     public var identity: StoreIdentity { core.withLock { $0.identity } }

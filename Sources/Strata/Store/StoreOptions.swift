@@ -3,7 +3,7 @@ public import StrataLog
 
 /// Options of a ``Store``.
 public struct StoreOptions: Sendable {
-    /// How commits reach the disk (see ``Durability``).
+    /// How commits reach the disk (see `Durability`).
     public var durability: Durability = .groupCommit
     /// Size of the log's segment files.
     public var segmentSize: Int = 64 << 20
@@ -22,7 +22,7 @@ public struct StoreOptions: Sendable {
     public var maxClockLead: UInt64 = StoreOptions.defaultMaxClockLead
 
     /// Whether compaction keeps, in the log, this store's transactions that a sync engine has
-    /// not pushed yet (see ``Store/pinUnpushed(_:acknowledged:)``): the push path reads them from
+    /// not pushed yet (see `Store.pinUnpushed(_:acknowledged:)`): the push path reads them from
     /// the log, so retiring them would strand them. On by default; it concerns stores that have
     /// a sync engine (a store that never synced has no pin and compacts as before).
     public var retainsUnpushed = true

@@ -12,8 +12,8 @@ import StrataLog
 /// ```
 ///
 /// It takes no lock and writes nothing: it loads the newest snapshot, replays the log after it,
-/// and ``refresh()`` follows what the writer appends (``LogTail``), as far as whole records are on
-/// disk — with ``Durability/buffered``, what the writer has handed to the file system. When the
+/// and ``refresh()`` follows what the writer appends (`LogTail` (StrataLog)), as far as whole records are on
+/// disk — with `Durability.buffered`, what the writer has handed to the file system. When the
 /// writer compacts away history the reader has not read yet, or forks (its lineage changes which
 /// transactions count), the reader loads again from the newest snapshot. The schema is the one
 /// recorded in the store's log, so the reader needs none of the app's code.
