@@ -30,7 +30,7 @@ public struct PostgresConnectionURL: Sendable, Hashable, CustomStringConvertible
 
     /// Parses `text`. `password`, when given, is used when the URL has none.
     ///
-    /// - Throws: ``ZoneStorageError/Code/invalidArgument`` naming what is wrong.
+    /// - Throws: `ZoneStorageError.Code.invalidArgument` naming what is wrong.
     public init(parsing text: String, password fallback: String? = nil) throws(ZoneStorageError) {
         guard let components = URLComponents(string: text), let scheme = components.scheme,
               scheme == "postgres" || scheme == "postgresql" else {

@@ -10,7 +10,7 @@ extension PostgresZoneStorage {
     static let compactionLockClass: Int32 = 0x5354_5241
 
     /// Snapshots the zone at the position `retaining` transactions before its end and retires the
-    /// history below it (see ``ZoneStorage/compact(zone:retaining:)``).
+    /// history below it (see `ZoneStorage.compact(zone:retaining:)`).
     ///
     /// Instances serialize on a per-zone advisory lock; one that waited finds the work done and
     /// returns the snapshot written meanwhile. The state is computed from history no push changes
@@ -38,7 +38,7 @@ extension PostgresZoneStorage {
     }
 
     /// Merges a state a client uploaded into the zone (see
-    /// ``ZoneStorage/mergeState(zone:user:replica:claim:state:basis:)``), under the zone's row
+    /// `ZoneStorage.mergeState(zone:user:replica:claim:state:basis:)`), under the zone's row
     /// lock: the merged snapshot is exactly the state at the zone's end.
     public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder,
                            basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {

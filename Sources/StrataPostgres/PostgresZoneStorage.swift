@@ -7,10 +7,10 @@ public import StrataProtocol
 public import StrataServer
 import Synchronization
 
-/// A ``ZoneStorage`` in a PostgreSQL database, shared by any number of `strata serve` instances:
+/// A `ZoneStorage` in a PostgreSQL database, shared by any number of `strata serve` instances:
 /// they keep no state of their own, so clients may be spread across them and fail over freely.
 ///
-/// Every rule of ``ZoneStorage`` holds across instances because it is checked inside one
+/// Every rule of `ZoneStorage` holds across instances because it is checked inside one
 /// database transaction that holds the row lock of the zone (`SELECT … FOR UPDATE`): two
 /// instances receiving the same retry at the same moment append it once, positions are handed
 /// out without gaps, and the exactly-once and fork checks see every committed push. Quotas lock
@@ -24,7 +24,7 @@ import Synchronization
 /// a time, and appends are held up only while the new snapshot is written, not while it is
 /// computed.
 ///
-/// The schema is created and migrated by ``open(url:options:logger:)`` (see `PostgresSchema`).
+/// The schema is created and migrated by ``open(url:options:connectTimeout:logger:)`` (see `PostgresSchema`).
 ///
 /// ```swift
 /// let storage = try await PostgresZoneStorage.open(url: try PostgresConnectionURL(parsing: "postgres://strata@db/strata"))
@@ -38,7 +38,7 @@ public final class PostgresZoneStorage: ZoneStorage {
         /// Chooses the epoch of a new zone. Random by default; tests may make it deterministic.
         public var makeEpoch: @Sendable () -> UInt64
         /// The longest a call waits for a connection before it fails with
-        /// ``ZoneStorageError/Code/storageUnavailable`` (`503` with `Retry-After`): the database
+        /// `ZoneStorageError.Code.storageUnavailable` (`503` with `Retry-After`): the database
         /// down, or every connection busy.
         public var connectionWait: Duration
 
@@ -90,7 +90,7 @@ public final class PostgresZoneStorage: ZoneStorage {
 
     /// Connects to the database and creates or migrates its schema.
     ///
-    /// - Throws: ``ZoneStorageError/Code/storageFailure`` when the database cannot be reached
+    /// - Throws: `ZoneStorageError.Code.storageFailure` when the database cannot be reached
     ///   (within `connectTimeout`) or its schema is newer than this server's.
     public static func open(url: PostgresConnectionURL, options: Options = Options(),
                             connectTimeout: Duration = .seconds(10),
@@ -302,6 +302,8 @@ public final class PostgresZoneStorage: ZoneStorage {
         }
     }
 
+    /// The zone's transactions from a position on, read in one statement (see the protocol's
+    /// `read(zone:epoch:after:limit:)` for the errors).
     public func read(zone id: ZoneID, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
         guard limit > 0 else { throw ZoneStorageError(.invalidArgument, "the limit must be positive, got \(limit)", zone: id.description) }
         return try await withConnection("reading zone \(id)", zone: id) { connection in

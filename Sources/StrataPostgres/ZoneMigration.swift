@@ -10,7 +10,7 @@ public import StrataServer
 /// digests (retired ones included) — so that devices go on with the change tokens they hold, and
 /// retries are still checked for forks. Each zone is copied in one database transaction (a zone
 /// is in the database wholly or not at all) and verified afterwards by comparing its
-/// ``ZoneDigest`` on both sides. A zone already in the database with the same digest is skipped
+/// `ZoneDigest` on both sides. A zone already in the database with the same digest is skipped
 /// (a migration run again after an interruption); one that differs is refused.
 public enum ZoneMigration {
     public struct Report: Sendable, Hashable {
@@ -58,7 +58,7 @@ extension PostgresZoneStorage {
     /// Writes a zone exported from an embedded storage (its log entries read from `source`), in
     /// one transaction. Returns the log entries and bytes copied.
     ///
-    /// - Throws: ``ZoneStorageError/Code/zoneExists`` when the database has the zone already.
+    /// - Throws: `ZoneStorageError.Code.zoneExists` when the database has the zone already.
     func importZone(_ export: ZoneExport, from source: EmbeddedZoneStorage) async throws(ZoneStorageError) -> (Int, Int64) {
         let id = export.info.id
         let grants = try Self.encode(export.info.grants)

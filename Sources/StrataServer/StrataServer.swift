@@ -15,6 +15,8 @@ public import Logging
 ///   - usersFile: the users and their token digests (see ``UserDirectory``).
 ///   - host: the address to listen on.
 ///   - limits: request limits.
+///   - retention: how much history zones keep and how often the compactor runs (`nil`: never
+///     compacts).
 ///   - logger: where the server logs.
 /// - Throws: ``UserDirectoryError`` for a bad users file, ``ZoneStorageError`` when the data
 ///   directory cannot be opened, or the error that stopped the HTTP server.

@@ -34,6 +34,7 @@ public final class RateLimiter: Sendable {
     private let buckets = Mutex<[String: Bucket]>([:])
 
     /// - Parameters:
+    ///   - limit: the rate and burst allowed per key.
     ///   - now: monotonic time since any fixed origin (by default the continuous clock's).
     public init(limit: RateLimit, now: (@Sendable () -> Duration)? = nil) {
         self.limit = limit

@@ -4,7 +4,7 @@ import Foundation
 /// The users the server knows and how they authenticate: each has a bearer token of which only a
 /// hash is stored.
 ///
-/// The users file is JSON (see <doc:UsersFile> for every field):
+/// The users file is JSON (see <doc:UsersFileFormat> for every field):
 ///
 /// ```json
 /// {"users": [

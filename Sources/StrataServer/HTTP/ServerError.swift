@@ -24,7 +24,7 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
 
         public var description: String { name }
 
-        /// The code of the protocol's `code` (see ``StrataProtocol/ErrorCode``, which says what each means).
+        /// The code of the protocol's `code` (see `StrataProtocol.ErrorCode`, which says what each means).
         public init(_ code: ErrorCode) {
             // HTTPTypes knows no reason phrase for 507.
             let status = code.status == 507

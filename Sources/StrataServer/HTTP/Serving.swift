@@ -61,7 +61,11 @@ extension StrataServerApp {
     /// A service that fails (the port taken, the storage failing to close) shuts the others down
     /// in the same order, and its error is thrown. SIGHUP reloads the users file.
     ///
-    /// - Parameter onRunning: called with the port listened on once the server accepts connections.
+    /// - Parameters:
+    ///   - options: what to serve and how (storage, users file, configuration, retention, TLS).
+    ///   - logger: where the server logs.
+    ///   - metrics: where the server counts.
+    ///   - onRunning: called with the port listened on once the server accepts connections.
     public static func serve(_ options: ServeOptions, logger: Logger = Logger(label: "strata.server"),
                              metrics: ServerMetrics = ServerMetrics(),
                              onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {

@@ -38,6 +38,10 @@ public struct StrataServerApp: Sendable {
     let wallClock: @Sendable () -> UInt64
 
     /// - Parameters:
+    ///   - storage: where the zones live.
+    ///   - users: the users and their token digests.
+    ///   - configuration: host, port, limits, quotas.
+    ///   - logger: where the server logs.
     ///   - now: monotonic time for the rate limiter and the failed-authentication limit (by
     ///     default the continuous clock's).
     ///   - wallClock: the server's time in milliseconds since 1970 (by default the system's), for

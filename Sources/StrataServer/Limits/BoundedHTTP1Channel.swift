@@ -22,9 +22,10 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
     private let logger: Logger
 
     /// - Parameters:
-    ///   - responder: the HTTP responder (Hummingbird passes it to an ``HTTPServerBuilder``'s closure).
+    ///   - responder: the HTTP responder (Hummingbird passes it to an `HTTPServerBuilder`'s closure).
     ///   - limits: the caps and timeouts; every other field is ignored here.
     ///   - metrics: where refused connections are counted (`strata_server_busy_total`).
+    ///   - logger: where refusals are logged.
     public init(responder: @escaping HTTPChannelHandler.Responder, limits: ServerConfiguration.Limits,
                 metrics: ServerMetrics? = nil, logger: Logger) {
         self.init(responder: responder, limits: limits, admission: ConnectionAdmission(limits: limits, metrics: metrics), metrics: metrics, logger: logger)

@@ -61,7 +61,7 @@ public final class ServerMetrics: Sendable {
     /// `strata_fsync_duration_seconds`: how long each such fsync took.
     let fsyncDuration: Prometheus.DurationHistogram
 
-    /// Feeds ``groupCommitSize`` and ``fsyncDuration``: give it to every zone log's options
+    /// Feeds `groupCommitSize` and `fsyncDuration`: give it to every zone log's options
     /// (``EmbeddedZoneStorage/Options/log``), as `strata serve` does.
     public var commitObserver: CommitObserver {
         CommitObserver { [groupCommitSize, fsyncDuration] entries, sync in

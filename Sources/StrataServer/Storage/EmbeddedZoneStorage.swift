@@ -12,7 +12,7 @@ import Musl
 import Darwin
 #endif
 
-/// A ``ZoneStorage`` in a local data directory: one ``SegmentLog`` per zone, the zones' metadata in
+/// A ``ZoneStorage`` in a local data directory: one `SegmentLog` per zone, the zones' metadata in
 /// one JSON file.
 ///
 /// Layout of the data directory:
@@ -28,8 +28,8 @@ import Darwin
 /// - `LOCK`: held while the storage is open.
 ///
 /// Per zone and replica, the owner, the highest sequence held and each held transaction's digest
-/// are kept in memory (``ReplicaLedger``) and rebuilt on open from those files and a scan of the
-/// zone's log. Appends are durable under ``Durability/groupCommit`` by default: a
+/// are kept in memory (`ReplicaLedger`) and rebuilt on open from those files and a scan of the
+/// zone's log. Appends are durable under `Durability.groupCommit` by default: a
 /// push is answered only once its record is on stable storage, and concurrent pushes share a sync.
 ///
 /// ```swift
@@ -313,6 +313,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
     }
 
+    /// The zone's transactions from a position on, from its log (see the protocol's
+    /// `read(zone:epoch:after:limit:)` for the errors).
     public nonisolated func read(zone id: ZoneID, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
         guard limit > 0 else { throw ZoneStorageError(.invalidArgument, "the limit must be positive, got \(limit)", zone: id.description) }
         let (log, zoneEpoch) = try await readHandle(id)
@@ -391,12 +393,20 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// its devices hold but no longer have as events.
     ///
     /// The upload's values are merged, its claims of which events it applied are not (see
-    /// ``ProjectionBuilder/merge(state:includingApplied:)``): the replicas' ledgers stay what the
+    /// `ProjectionBuilder.merge(_:believingApplied:withholding:)`): the replicas' ledgers stay what the
     /// log holds, and events that really arrive later still apply.
     ///
-    /// - Parameter basis: the position the uploader had pulled through (from a token of the
-    ///   zone's newest merge); the outcome says whether that was the zone's end (then the
-    ///   uploader holds the merged state already and goes on from the new token).
+    /// - Parameters:
+    ///   - id: the zone.
+    ///   - user: who uploads (the replica's owner when `replica` is given).
+    ///   - replica: the uploader's own replica, whose sequences through `claim` the server then
+    ///     counts as held (`nil`: no claim).
+    ///   - claim: how far a server had acknowledged `replica`; believed only as far as this zone
+    ///     acknowledged it.
+    ///   - upload: the uploaded state.
+    ///   - basis: the position the uploader had pulled through (from a token of the
+    ///     zone's newest merge); the outcome says whether that was the zone's end (then the
+    ///     uploader holds the merged state already and goes on from the new token).
     public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let state = try await usableZone(id)
         // The uploader's claim of how far its own replica goes is believed (a false one can only
@@ -507,7 +517,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         }
     }
 
-    /// The fingerprint of the zone's history before `position`: its ``HistoryChain`` value (see
+    /// The fingerprint of the zone's history before `position`: its `HistoryChain` value (see
     /// ``ZoneStorage/fingerprint(zone:at:)``).
     public func fingerprint(zone id: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
         guard position > 0 else { return nil }

@@ -32,7 +32,7 @@ public struct ZoneDigest: Sendable, Hashable, CustomStringConvertible {
     public var end: UInt64
     public var fingerprint: UInt64?
     public var replicas: [ReplicaInfo]
-    /// ``ProjectionBuilder/digest()`` of the zone's state at its end.
+    /// `ProjectionBuilder.digest()` of the zone's state at its end.
     public var state: String
 
     /// Reads the zone from `storage` (its whole retained log).

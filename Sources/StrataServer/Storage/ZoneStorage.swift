@@ -10,7 +10,7 @@ public import StrataProtocol
 /// there is no such zone.
 ///
 /// An implementation must be safe to call from many tasks at once, and must keep the
-/// exactly-once rule of ``append(zone:replica:transactions:)`` atomic: two concurrent pushes of
+/// exactly-once rule of ``append(zone:user:replica:transactions:)`` atomic: two concurrent pushes of
 /// the same batch append it once.
 public protocol ZoneStorage: Sendable {
     /// Creates a zone with a fresh random epoch and an empty log, in its owner's namespace
@@ -72,8 +72,11 @@ public protocol ZoneStorage: Sendable {
     /// At most `limit` transactions from position `position` on.
     ///
     /// - Parameters:
+    ///   - zone: the zone.
     ///   - epoch: when given, the epoch the caller's position belongs to: a zone whose epoch
     ///     differs (deleted and recreated meanwhile) throws ``ZoneStorageError/Code/zoneReset``.
+    ///   - position: the first position wanted.
+    ///   - limit: the most transactions to return.
     /// - Throws: ``ZoneStorageError/Code/positionRetired`` when `position` is before
     ///   ``startPosition(zone:)``, ``ZoneStorageError/Code/positionBeyondEnd`` when it is after
     ///   ``endPosition(zone:)``.
@@ -150,7 +153,7 @@ public protocol ZoneStorage: Sendable {
     func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot?
 }
 
-/// The result of ``ZoneStorage/mergeState(zone:payload:basis:)``.
+/// The result of ``ZoneStorage/mergeState(zone:user:replica:claim:state:basis:)``.
 public struct StateMergeOutcome: Sendable, Hashable {
     public var epoch: UInt64
     /// The ID of this merge, the zone's generation now (see ``ZoneInfo/merges``).
@@ -230,7 +233,7 @@ extension ZoneStorage {
     }
 }
 
-/// One transaction of a push: its encoding (``TransactionRecord/encoded()``), the sequence
+/// One transaction of a push: its encoding (`TransactionRecord.encoded()`), the sequence
 /// numbers of its first and last event, and the digest the exactly-once check compares.
 public struct PushedTransaction: Sendable, Hashable {
     public let bytes: [UInt8]
@@ -252,7 +255,7 @@ public struct PushedTransaction: Sendable, Hashable {
     }
 }
 
-/// The result of ``ZoneStorage/append(zone:replica:transactions:)``.
+/// The result of ``ZoneStorage/append(zone:user:replica:transactions:)``.
 public struct AppendOutcome: Sendable, Hashable {
     /// The epoch of the zone appended to.
     public var epoch: UInt64

@@ -14,7 +14,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
     /// The user who created the zone; only the owner may change or delete it.
     public var owner: String
     public var access: ZoneAccess
-    /// Users granted access to a ``ZoneAccess/shared`` zone (on a public zone a `readWrite` grant
+    /// Users granted access to a `ZoneAccess.shared` zone (on a public zone a `readWrite` grant
     /// still lets its user push; on a private zone grants are ignored).
     public var grants: [String: ZoneGrant]
     /// The zone's epoch (see the type's discussion).
