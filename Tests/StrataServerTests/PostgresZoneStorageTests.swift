@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import Strata
-import StrataPostgres
+@_spi(StrataInternals) import StrataPostgres
 @testable import StrataServer
 import StrataProtocol
 import StrataTestSupport
@@ -38,6 +38,15 @@ struct PostgresZoneStorageTests {
             }
         }
         #expect(appended == 12)
+        // Both ways of appending ran: the first append of the zone can only be a compare and
+        // set (nothing had changed yet), and seven of each push's eight copies are decided under
+        // the lock (retries, or a compare and set that lost to another append).
+        let paths = try [first, second].map { try #require($0 as? PostgresZoneStorage).appendPaths }
+        let compareAndSet: Int = paths.reduce(0) { $0 + $1.compareAndSet }
+        let underLock: Int = paths.reduce(0) { $0 + $1.underLock }
+        #expect(compareAndSet >= 1)
+        #expect(underLock >= 12 * 7)
+        #expect(compareAndSet + underLock == 12 * 8)
         #expect(try await first.endPosition(zone: "notes") == 12)
         let read = try await second.read(zone: "notes", after: 0, limit: 100)
         #expect(read.transactions.map(\.position) == Array(0..<12))
@@ -45,6 +54,44 @@ struct PostgresZoneStorageTests {
             #expect(try await first.acknowledged(zone: "notes", replica: replica) == 6)
             #expect(try await second.acknowledged(zone: "notes", replica: replica) == 6)
         }
+        try await first.close()
+        try await second.close()
+    }
+
+    @Test("a replica's pushes through one instance start from the basis its last push left; a basis another instance or a delete made stale changes nothing and the push still lands once")
+    func rememberedBasis() async throws {
+        let site = try StorageSite(.postgres)
+        let first = try await site.open()
+        let second = try await site.openAnotherInstance()
+        let a = try #require(first as? PostgresZoneStorage), b = try #require(second as? PostgresZoneStorage)
+        _ = try await first.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        let replica = ReplicaID.random(), other = ReplicaID.random()
+        // Read, then remembered.
+        #expect(try await first.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 1...1))]).position == 1)
+        #expect(try await first.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 2...2))]).position == 2)
+        #expect(a.appendPaths.afterRead == 1 && a.appendPaths.fromRememberedBasis == 1)
+        // Another replica through the other instance moves the zone's end: the remembered basis
+        // is stale, the compare and set refuses it, a fresh read appends at the right place.
+        #expect(try await second.append(zone: "notes", replica: other, transactions: [pushed(transaction(other, 1...1))]).position == 3)
+        let third = try await first.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 3...3))])
+        #expect(third.position == 4 && third.acknowledged == 3 && third.appended == 1)
+        #expect(a.appendPaths.afterRead == 2 && a.appendPaths.fromRememberedBasis == 1 && a.appendPaths.underLock == 0)
+        // The same replica through the other instance (a client failing over): the first
+        // instance's basis now has a stale ledger as well as a stale end.
+        let fourth = try pushed(transaction(replica, 4...4))
+        #expect(try await second.append(zone: "notes", replica: replica, transactions: [fourth]).position == 5)
+        // A retry of what the other instance appended is decided under the lock, appended once.
+        let retry = try await first.append(zone: "notes", replica: replica, transactions: [fourth])
+        #expect(retry.appended == 0 && retry.acknowledged == 4 && retry.position == 5)
+        #expect(a.appendPaths.underLock == 1)
+        // The zone deleted and recreated under the same name: the basis names the old row.
+        _ = try await first.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 5...5))])
+        try await second.deleteZone(ZoneID(owner: "alice", name: "notes"))
+        _ = try await second.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        let fresh = try await first.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 1...1))])
+        #expect(fresh.position == 1 && fresh.appended == 1)
+        #expect(try await first.read(zone: "notes", after: 0, limit: 10).transactions.map(\.position) == [0])
+        #expect(b.appendPaths.underLock == 0)
         try await first.close()
         try await second.close()
     }
@@ -83,19 +130,39 @@ struct PostgresZoneStorageTests {
         try await second.close()
     }
 
-    @Test("the schema is migrated once and recorded; a database migrated by a newer server is refused")
+    @Test("the schema is migrated once and recorded, also from version 1; a database migrated by a newer server is refused")
     func migrations() async throws {
         let cluster = try PostgresCluster.shared()
         let site = try StorageSite(.postgres)
         let storage = try await site.open()
         try await storage.close()
         let database = try #require(site.url?.split(separator: "/").last.map(String.init))
-        #expect(try cluster.psql("SELECT string_agg(version::text, ',') FROM strata_schema_migrations", database: database)
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        func versions() throws -> String {
+            try cluster.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM strata_schema_migrations", database: database)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try versions() == "1,2")
         let again = try await site.open()
         try await again.close()
         #expect(try cluster.psql("SELECT count(*) FROM strata_schema_migrations", database: database)
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "2")
+        // A database a version-1 server wrote (a zone with a push in it) is brought to version 2
+        // and keeps its log; pushes then take the two-round-trip path.
+        let old = try await site.open()
+        _ = try await old.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        let replica = ReplicaID.random()
+        _ = try await old.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 1...1))])
+        try await old.close()
+        try cluster.psql("DROP FUNCTION strata_append_if_unchanged; DELETE FROM strata_schema_migrations WHERE version = 2", database: database)
+        #expect(try versions() == "1")
+        let upgraded = try await site.open()
+        #expect(try versions() == "1,2")
+        let outcome = try await upgraded.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 2...3))])
+        #expect(outcome.appended == 1 && outcome.position == 2 && outcome.acknowledged == 3)
+        let postgres = try #require(upgraded as? PostgresZoneStorage)
+        #expect(postgres.appendPaths.afterRead == 1 && postgres.appendPaths.underLock == 0)
+        #expect(try await upgraded.read(zone: "notes", after: 0, limit: 10).transactions.map(\.position) == [0, 1])
+        try await upgraded.close()
         try cluster.psql("INSERT INTO strata_schema_migrations (version) VALUES (99)", database: database)
         do {
             _ = try await site.open()

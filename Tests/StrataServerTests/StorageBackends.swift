@@ -6,12 +6,20 @@ import StrataPostgres
 import StrataTestSupport
 import Testing
 
-/// The storage backends the conformance tests run on, unchanged.
+/// The storage backends the conformance tests run on, unchanged. PostgreSQL runs twice: as
+/// configured by default (the common push by compare and set) and with every push decided under
+/// the row locks, so that both ways of appending are held to the same rules.
 enum StorageBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case embedded
     case postgres
+    case postgresLocked
 
-    var testDescription: String { rawValue }
+    var testDescription: String {
+        switch self {
+        case .embedded, .postgres: rawValue
+        case .postgresLocked: "postgres, every push under the row locks"
+        }
+    }
 }
 
 /// Where one test's storage lives: a temporary directory, or a fresh database of the tests'
@@ -28,7 +36,7 @@ final class StorageSite: Sendable {
         directory = TemporaryDirectory(label)
         switch backend {
         case .embedded: url = nil
-        case .postgres: url = try PostgresCluster.shared().createDatabase()
+        case .postgres, .postgresLocked: url = try PostgresCluster.shared().createDatabase()
         }
     }
 
@@ -41,8 +49,8 @@ final class StorageSite: Sendable {
             options.log.segmentSize = 4096
             if let makeEpoch { options.makeEpoch = makeEpoch }
             return try EmbeddedZoneStorage(directory: directory.sub("data"), options: options)
-        case .postgres:
-            var options = PostgresZoneStorage.Options()
+        case .postgres, .postgresLocked:
+            var options = PostgresZoneStorage.Options(compareAndSetAppends: backend == .postgres)
             if let makeEpoch { options.makeEpoch = makeEpoch }
             return try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: url ?? ""), options: options,
                                                       logger: Logger(label: "test.postgres"))
@@ -52,7 +60,7 @@ final class StorageSite: Sendable {
     /// A second storage on the same data while the first is open: another `strata serve`
     /// instance on the same database. Only PostgreSQL allows this.
     func openAnotherInstance() async throws -> any ZoneStorage {
-        guard backend == .postgres else { throw PostgresClusterError("the embedded storage is one process's") }
+        guard backend != .embedded else { throw PostgresClusterError("the embedded storage is one process's") }
         return try await open()
     }
 }

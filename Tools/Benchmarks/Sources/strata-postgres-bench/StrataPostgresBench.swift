@@ -13,7 +13,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Strata
-import StrataPostgres
+@_spi(StrataInternals) import StrataPostgres
 import StrataProtocol
 import StrataServer
 import StrataSync
@@ -25,7 +25,9 @@ struct Settings {
     /// Push: concurrent devices, each its own zone and replica, each sending `pushes` pushes of
     /// `batch` transactions of `eventsPerTransaction` inserts.
     let devices = 8
-    var pushes: Int { quick ? 5 : 40 }
+    var pushes: Int { quick ? 5 : 80 }
+    /// Interleaved rounds of rows 1 and 2a–2d (as many as there are phases: each runs once in each place).
+    var rounds: Int { quick ? 1 : 5 }
     let batch = 64
     let eventsPerTransaction = 10
     /// Catch-up: one zone of this many events, in transactions of 100.
@@ -72,30 +74,85 @@ struct StrataPostgresBench {
         var quiet = Logger(label: "bench")
         quiet.logLevel = .error
 
-        // 1. PostgreSQL's own rate for the same rows.
+        // 1–2. PostgreSQL's own rate for the same rows, next to the same rows appended straight to
+        // the storage and pushed through one and through three instances: in interleaved rounds
+        // (the order rotating each round, so that each row runs once in each place; fresh zones
+        // and a fresh table each time; a CHECKPOINT before each phase), so that drift
+        // on this noisy machine hits every row alike; each row's ratio is the median of the
+        // per-round ratios to that round's baseline.
         let corpus = PushCorpus(settings)
-        note("baseline: \(corpus.transactions) rows by \(settings.devices) writers, \(settings.batch) per INSERT …")
-        let baseline = try await insertBaseline(url: url, corpus: corpus, logger: quiet)
-        report.add("1. PostgreSQL: multi-row INSERT of the same rows (\(settings.devices) writers, \(settings.batch) rows per transaction)",
-                   "\(rate(baseline.rows)) rows/s (\(rate(baseline.rows * Double(settings.eventsPerTransaction))) events/s)", "baseline", "—")
-
-        // 2. Pushes through one instance and through three.
         let storages = try await (0..<3).asyncMap { _ in try await PostgresZoneStorage.open(url: url, logger: quiet) }
         let instances = try await (0..<3).asyncMap { index in try await Instance.start(storage: storages[index], logger: quiet) }
-        defer { for instance in instances { instance.stop() } }
-        note("appends straight to the storage …")
-        let direct = try await directAppendRun(corpus: corpus, storage: storages[0])
+        // Row 2d: an instance appending every push under the row locks, as before schema 2.
+        let lockedStorage = try await PostgresZoneStorage.open(url: url, options: .init(compareAndSetAppends: false), logger: quiet)
+        let lockedInstance = try await Instance.start(storage: lockedStorage, logger: quiet)
+        defer {
+            for instance in instances { instance.stop() }
+            lockedInstance.stop()
+        }
+        enum Phase: CaseIterable { case baseline, direct, one, three, oneLocked }
+        var results: [Phase: [(rows: Double, p50: UInt64, p99: UInt64)]] = [:]
+        for round in 0..<settings.rounds {
+            let phases = Phase.allCases
+            let order = phases[(round % phases.count)...] + phases[..<(round % phases.count)]
+            for phase in order {
+                // Every phase starts from a clean buffer cache: the dirty pages the phase before
+                // left (and the checkpoint their WAL would trigger) are not charged to it.
+                try await checkpoint(url: url, logger: quiet)
+                let tag = round * 10 + phases.firstIndex(of: phase)!
+                let result: (rows: Double, p50: UInt64, p99: UInt64)
+                switch phase {
+                case .baseline:
+                    note("round \(round + 1): baseline, \(corpus.transactions) rows by \(settings.devices) writers, \(settings.batch) per INSERT …")
+                    let baseline = try await insertBaseline(url: url, corpus: corpus, logger: quiet)
+                    result = (baseline.rows, 0, 0)
+                case .direct:
+                    note("round \(round + 1): appends straight to the storage …")
+                    result = try await directAppendRun(corpus: corpus, storage: storages[0], tag: tag)
+                case .one:
+                    note("round \(round + 1): push through one instance …")
+                    result = try await pushRun(corpus: corpus, instances: Array(instances.prefix(1)), tag: tag)
+                case .three:
+                    note("round \(round + 1): push through three instances …")
+                    result = try await pushRun(corpus: corpus, instances: instances, tag: tag)
+                case .oneLocked:
+                    note("round \(round + 1): push through one instance, every push under the row locks …")
+                    result = try await pushRun(corpus: corpus, instances: [lockedInstance], tag: tag)
+                }
+                note("  \(rate(result.rows)) rows/s")
+                results[phase, default: []].append(result)
+            }
+        }
+        let baselines = results[.baseline] ?? []
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        func summary(_ phase: Phase) -> (rows: Double, ratio: Double, ratios: [Double], p50: UInt64, p99: UInt64) {
+            let runs = results[phase] ?? []
+            let ratios = zip(runs, baselines).map { $0.rows / $1.rows }
+            return (median(runs.map(\.rows)), median(ratios), ratios, runs.map(\.p50).sorted()[runs.count / 2], runs.map(\.p99).sorted()[runs.count / 2])
+        }
+        func roundsNote(_ values: [Double], _ format: (Double) -> String) -> String {
+            settings.rounds > 1 ? " (rounds: \(values.map(format).joined(separator: ", ")))" : ""
+        }
+        let baselineRows = median(baselines.map(\.rows))
+        report.add("1. PostgreSQL: multi-row INSERT of the same rows (\(settings.devices) writers, \(settings.batch) rows per transaction), median of \(settings.rounds) rounds",
+                   "\(rate(baselineRows)) rows/s (\(rate(baselineRows * Double(settings.eventsPerTransaction))) events/s)\(roundsNote(baselines.map(\.rows)) { rate($0) })",
+                   "baseline", "—")
+        let direct = summary(.direct)
         report.add("2c. the same batches appended straight to the storage (no HTTP): what PostgreSQL's side of a push costs",
                    "\(rate(direct.rows)) transactions/s, p50 \(latency(direct.p50)) p99 \(latency(direct.p99)) per append",
-                   "—", "\(fixed(direct.rows / baseline.rows, 2))× row 1")
-        for (label, used) in [("one instance", Array(instances.prefix(1))), ("three instances", instances)] {
-            note("push through \(label) …")
-            let pushed = try await pushRun(corpus: corpus, instances: used, tag: used.count)
-            let ratio = pushed.rows / baseline.rows
-            report.add("2\(used.count == 1 ? "a" : "b"). push through \(label) (HTTP, \(settings.devices) devices, each its own zone)",
+                   "—", "\(fixed(direct.ratio, 2))× row 1\(roundsNote(direct.ratios) { fixed($0, 2) })")
+        for (phase, label) in [(Phase.one, "one instance"), (.three, "three instances")] {
+            let pushed = summary(phase)
+            report.add("2\(phase == .one ? "a" : "b"). push through \(label) (HTTP, \(settings.devices) devices, each its own zone)",
                        "\(rate(pushed.rows)) transactions/s (\(rate(pushed.rows * Double(settings.eventsPerTransaction))) events/s), p50 \(latency(pushed.p50)) p99 \(latency(pushed.p99)) per push",
-                       "≥ 0.5× row 1", verdict(ratio, goal: 0.5, unit: "×"))
+                       "≥ 0.5× row 1", verdict(pushed.ratio, goal: 0.5, unit: "×") + roundsNote(pushed.ratios) { fixed($0, 2) })
         }
+        let locked = summary(.oneLocked)
+        report.add("2d. push through one instance appending every push under the row locks (compareAndSetAppends off: five statements, as before schema 2)",
+                   "\(rate(locked.rows)) transactions/s, p50 \(latency(locked.p50)) p99 \(latency(locked.p99)) per push",
+                   "—", "\(fixed(locked.ratio, 2))× row 1\(roundsNote(locked.ratios) { fixed($0, 2) }); 2a ÷ 2d \(fixed(summary(.one).ratio / max(locked.ratio, 0.0001), 2))×")
+        let paths = storages.map(\.appendPaths)
+        note("appends by compare and set: \(paths.reduce(0) { $0 + $1.fromRememberedBasis }) from a remembered basis, \(paths.reduce(0) { $0 + $1.afterRead }) after a read; under the row locks: \(paths.reduce(0) { $0 + $1.underLock })")
 
         // 3. Catch-up of a large zone over HTTP: PostgreSQL next to the embedded storage.
         let place = try DataPlace.make(parent: settings.parent, prefix: "strata-postgres-bench")
@@ -128,6 +185,7 @@ struct StrataPostgresBench {
         report.add("4b. long-poll wake-up across instances (LISTEN/NOTIFY)", "p50 \(latency(across.p50)) p99 \(latency(across.p99))",
                    "p99 ≤ 50 ms", verdict(50_000_000 / Double(max(across.p99, 1)), goal: 1, unit: "× goal"))
         for storage in storages { try await storage.close() }
+        try await lockedStorage.close()
         try await embedded.close()
         return report
     }

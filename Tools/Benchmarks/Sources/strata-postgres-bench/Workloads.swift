@@ -101,6 +101,11 @@ func insertBaseline(url: PostgresConnectionURL, corpus: PushCorpus, logger: Logg
             chain bigint NOT NULL, bytes bytea, PRIMARY KEY (zone_id, position))
         """, logger: logger)
     try await client.query("CREATE INDEX ON bench_rows (zone_id, replica_high, replica_low, first_sequence)", logger: logger)
+    // The writers' connections are open before the clock starts, as the storage's are.
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in corpus.batches.indices { group.addTask { try await client.query("SELECT pg_sleep(0.05)", logger: logger) } }
+        try await group.waitForAll()
+    }
     let started = monotonicNanos()
     try await withThrowingTaskGroup(of: Void.self) { group in
         for (device, pushes) in corpus.batches.enumerated() {
@@ -127,6 +132,14 @@ func insertBaseline(url: PostgresConnectionURL, corpus: PushCorpus, logger: Logg
     let elapsed = seconds(monotonicNanos() - started)
     try await client.query("DROP TABLE bench_rows", logger: logger)
     return (Double(corpus.transactions) / elapsed, elapsed)
+}
+
+/// `CHECKPOINT`: writes out every dirty page, so the next phase starts clean.
+func checkpoint(url: PostgresConnectionURL, logger: Logger) async throws {
+    let client = PostgresClient(configuration: clientConfiguration(url), backgroundLogger: logger)
+    let running = Task { await client.run() }
+    defer { running.cancel() }
+    try await client.query("CHECKPOINT", logger: logger)
 }
 
 func clientConfiguration(_ url: PostgresConnectionURL) -> PostgresClient.Configuration {
@@ -169,9 +182,9 @@ func pushRun(corpus: PushCorpus, instances: [Instance], tag: Int) async throws -
 
 /// The devices' batches appended straight to the storage (no HTTP, no server), each device into
 /// a zone of its own owned by its user: what the PostgreSQL side of a push costs.
-func directAppendRun(corpus: PushCorpus, storage: any ZoneStorage) async throws -> (rows: Double, p50: UInt64, p99: UInt64) {
+func directAppendRun(corpus: PushCorpus, storage: any ZoneStorage, tag: Int) async throws -> (rows: Double, p50: UInt64, p99: UInt64) {
     for device in corpus.batches.indices {
-        _ = try await storage.createZone(ZoneID(owner: "device\(device)", name: "direct-\(device)"), access: .private, grants: [:])
+        _ = try await storage.createZone(ZoneID(owner: "device\(device)", name: "direct-\(tag)-\(device)"), access: .private, grants: [:])
     }
     let pushed = try corpus.batches.map { pushes in
         try pushes.map { batch in
@@ -188,7 +201,7 @@ func directAppendRun(corpus: PushCorpus, storage: any ZoneStorage) async throws 
             group.addTask {
                 for batch in pushes {
                     let sent = monotonicNanos()
-                    _ = try await storage.append(zone: ZoneID(owner: "device\(device)", name: "direct-\(device)"), user: "device\(device)",
+                    _ = try await storage.append(zone: ZoneID(owner: "device\(device)", name: "direct-\(tag)-\(device)"), user: "device\(device)",
                                                  replica: corpus.replicas[device], transactions: batch, storedBytesLimit: 10 << 30)
                     latencies.append(monotonicNanos() - sent)
                 }
