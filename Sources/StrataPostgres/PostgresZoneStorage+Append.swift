@@ -85,20 +85,9 @@ extension PostgresZoneStorage {
         let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
         let limit: Int64? = storedBytesLimit.flatMap { $0 > 0 ? $0 : nil }
         if let limit, basis.used + adding > limit { return nil }
-        var chain = basis.chain
-        var positions: [Int64] = [], firsts: [Int64] = [], lasts: [Int64] = []
-        var highs: [Int64] = [], lows: [Int64] = [], chains: [Int64] = [], bytes: [ByteBuffer] = []
-        for (offset, transaction) in fresh.enumerated() {
-            chain = HistoryChain.link(chain, transaction.digest)
-            positions.append(basis.end + Int64(offset))
-            firsts.append(Int64(bitPattern: transaction.firstSequence))
-            lasts.append(Int64(bitPattern: transaction.lastSequence))
-            highs.append(Int64(bitPattern: transaction.digest.high))
-            lows.append(Int64(bitPattern: transaction.digest.low))
-            chains.append(Int64(bitPattern: chain))
-            bytes.append(ByteBuffer(bytes: transaction.bytes))
-            ledger.acknowledged = max(ledger.acknowledged, transaction.lastSequence)
-        }
+        let rows = AppendedRows(fresh, at: basis.end, after: basis.chain)
+        let chain = rows.chain
+        ledger.acknowledged = max(ledger.acknowledged, rows.acknowledged)
         let (replicaHigh, replicaLow) = Self.halves(replica)
         let expected = basis.ledger
         let appended = try await values(connection.query("""
@@ -107,8 +96,8 @@ extension PostgresZoneStorage {
                 \(replicaHigh), \(replicaLow), \(basis.hasLedger), \(expected.owner)::text,
                 \(Int64(bitPattern: expected.acknowledged)), \(Int64(bitPattern: expected.uncheckedThrough)),
                 \(user), \(Int64(bitPattern: ledger.acknowledged)), \(adding), \(limit)::bigint, \(Int64(bitPattern: chain)),
-                \(positions)::bigint[], \(firsts)::bigint[], \(lasts)::bigint[], \(highs)::bigint[], \(lows)::bigint[],
-                \(chains)::bigint[], \(bytes)::bytea[], \(Self.channel), \(announcement(id)))
+                \(rows.positions)::bigint[], \(rows.firsts)::bigint[], \(rows.lasts)::bigint[], \(rows.digestHighs)::bigint[],
+                \(rows.digestLows)::bigint[], \(rows.chains)::bigint[], \(rows.bytes)::bytea[], \(Self.channel), \(announcement(id)))
             """, logger: logger), as: Bool.self)
         guard appended.first == true else { return nil }
         ledger.owner = user
@@ -155,20 +144,9 @@ extension PostgresZoneStorage {
             if let limit = storedBytesLimit, limit > 0, used + adding > limit {
                 throw ZoneStorageError.storedBytesQuota(owner: id.owner, limit: limit, used: used, adding: adding, zone: id)
             }
-            var chain = zone.chain
-            var positions: [Int64] = [], firsts: [Int64] = [], lasts: [Int64] = []
-            var highs: [Int64] = [], lows: [Int64] = [], chains: [Int64] = [], bytes: [ByteBuffer] = []
-            for (offset, transaction) in fresh.enumerated() {
-                chain = HistoryChain.link(chain, transaction.digest)
-                positions.append(Int64(zone.end) + Int64(offset))
-                firsts.append(Int64(bitPattern: transaction.firstSequence))
-                lasts.append(Int64(bitPattern: transaction.lastSequence))
-                highs.append(Int64(bitPattern: transaction.digest.high))
-                lows.append(Int64(bitPattern: transaction.digest.low))
-                chains.append(Int64(bitPattern: chain))
-                bytes.append(ByteBuffer(bytes: transaction.bytes))
-                ledger.acknowledged = max(ledger.acknowledged, transaction.lastSequence)
-            }
+            let rows = AppendedRows(fresh, at: Int64(zone.end), after: zone.chain)
+            let chain = rows.chain
+            ledger.acknowledged = max(ledger.acknowledged, rows.acknowledged)
             // The append, the zone's new end and chain, the counters, the replica's ledger and
             // the announcement (delivered on commit): one statement, one round trip.
             try await connection.query("""
@@ -176,8 +154,8 @@ extension PostgresZoneStorage {
                     INSERT INTO strata_transactions
                         (zone_id, position, replica_high, replica_low, first_sequence, last_sequence, digest_high, digest_low, chain, bytes)
                     SELECT \(zone.key), p, \(replicaHigh), \(replicaLow), f, l, dh, dl, c, b
-                    FROM unnest(\(positions)::bigint[], \(firsts)::bigint[], \(lasts)::bigint[], \(highs)::bigint[], \(lows)::bigint[],
-                                \(chains)::bigint[], \(bytes)::bytea[]) AS t(p, f, l, dh, dl, c, b)
+                    FROM unnest(\(rows.positions)::bigint[], \(rows.firsts)::bigint[], \(rows.lasts)::bigint[], \(rows.digestHighs)::bigint[],
+                                \(rows.digestLows)::bigint[], \(rows.chains)::bigint[], \(rows.bytes)::bytea[]) AS t(p, f, l, dh, dl, c, b)
                 ), ended AS (
                     UPDATE strata_zones SET end_position = end_position + \(Int64(fresh.count)), chain = \(Int64(bitPattern: chain)),
                         stored_bytes = stored_bytes + \(adding)
@@ -194,6 +172,34 @@ extension PostgresZoneStorage {
                 """, logger: self.logger)
             return AppendOutcome(epoch: zone.info.epoch, position: zone.end + UInt64(fresh.count), acknowledged: ledger.acknowledged,
                                  appended: fresh.count, fingerprint: chain)
+        }
+    }
+}
+
+/// The rows of `strata_transactions` an append writes, as the arrays its statement unnests: each
+/// transaction's position (from `end` on), sequences, digest, its bytes and the history chain
+/// after it.
+struct AppendedRows {
+    var positions: [Int64] = [], firsts: [Int64] = [], lasts: [Int64] = []
+    var digestHighs: [Int64] = [], digestLows: [Int64] = [], chains: [Int64] = []
+    var bytes: [ByteBuffer] = []
+    /// The history chain after the last transaction.
+    var chain: UInt64
+    /// The highest sequence appended.
+    var acknowledged: UInt64 = 0
+
+    init(_ transactions: [PushedTransaction], at end: Int64, after chain: UInt64) {
+        self.chain = chain
+        for (offset, transaction) in transactions.enumerated() {
+            self.chain = HistoryChain.link(self.chain, transaction.digest)
+            positions.append(end + Int64(offset))
+            firsts.append(Int64(bitPattern: transaction.firstSequence))
+            lasts.append(Int64(bitPattern: transaction.lastSequence))
+            digestHighs.append(Int64(bitPattern: transaction.digest.high))
+            digestLows.append(Int64(bitPattern: transaction.digest.low))
+            chains.append(Int64(bitPattern: self.chain))
+            bytes.append(ByteBuffer(bytes: transaction.bytes))
+            acknowledged = max(acknowledged, transaction.lastSequence)
         }
     }
 }
