@@ -107,10 +107,11 @@ public final class PostgresZoneStorage: ZoneStorage {
                             logger: Logger = Logger(label: "strata.server.postgres")) async throws(ZoneStorageError) -> PostgresZoneStorage {
         let storage = PostgresZoneStorage(url: url, options: options, logger: logger)
         // The runner signals just before it calls `client.run()`, which marks the client running
-        // without suspending first; a millisecond covers the gap on a busy machine, where a
-        // yield alone did not (PostgresNIO's warning still appeared in the simulations).
+        // without suspending first. A lease before that only waits (and PostgresNIO logs a
+        // warning), so this is about noise, not correctness: a yield or 1 ms still lost the race
+        // a few times per test run on a loaded two-core machine; 10 ms, once per storage opened.
         for await _ in storage.runnerStarted {}
-        try? await Task.sleep(for: .milliseconds(1))
+        try? await Task.sleep(for: .milliseconds(10))
         do {
             try await storage.checkReachable(within: connectTimeout)
             let from = try await PostgresSchema.migrate(storage.client, logger: logger)
