@@ -1,7 +1,9 @@
 import Foundation
 
 /// An object as readers see it: its attributes and to-one references after the merge rule, with
-/// references to objects that do not exist reading as absent.
+/// references to objects that do not exist reading as absent, and attributes the object lacks
+/// (it was written by an app version whose schema did not have them) reading as their
+/// ``Attribute/defaultValue`` (or null).
 public struct ObjectSnapshot: Sendable, Hashable {
     public var id: ObjectID
     public var entity: String
@@ -137,8 +139,12 @@ extension Projection {
         }
         var toMany: [String: [ObjectID]] = [:]
         if let entity = schema.entity(entityName) {
-            // Fill in what is declared but not stored here, so every key of the entity is present.
-            for attribute in entity.attributes where values[attribute.name] == nil { values[attribute.name] = .null }
+            // Fill in what is declared but not stored here, so every key of the entity is present:
+            // an attribute the object lacks (written by an app version that did not know it, or
+            // an insert older than the attribute) reads as its default.
+            for attribute in entity.attributes where values[attribute.name] == nil {
+                values[attribute.name] = attribute.defaultValue ?? .null
+            }
             for relationship in entity.relationships {
                 if relationship.isToMany {
                     if includeToMany { toMany[relationship.name] = related(id, relationship: relationship.name) }

@@ -3,6 +3,21 @@ import Foundation
 /// The type of an attribute.
 public enum AttributeType: String, Sendable, Hashable, Codable, CaseIterable {
     case string, integer, double, bool, date, bytes, uuid
+
+    /// The value a required attribute without a default reads as in an object written by an app
+    /// version that did not know it (see ``Schema/merged(with:)``): `""`, `0`, `0.0`, `false`,
+    /// 1970-01-01, empty bytes, the all-zero UUID.
+    public var zeroValue: Value {
+        switch self {
+        case .string: .string("")
+        case .integer: .integer(0)
+        case .double: .double(0)
+        case .bool: .bool(false)
+        case .date: .date(0)
+        case .bytes: .bytes(Data())
+        case .uuid: .uuid(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        }
+    }
 }
 
 /// What deleting an object does to the objects related to it.
@@ -20,7 +35,11 @@ public struct Attribute: Sendable, Hashable {
     public var name: String
     public var type: AttributeType
     public var isOptional: Bool
-    /// The value an insert gets when it names none (`nil`: null, allowed only when optional).
+    /// The value an insert gets when it names none (`nil`: null, allowed only when optional),
+    /// and the value the attribute reads as in an object that has none: one written by an app
+    /// version whose schema did not have the attribute yet (or no longer has it). Reads — fetches,
+    /// observed queries, typed models — see it; the object itself is not changed, so its digest
+    /// and history stay what its events made them.
     public var defaultValue: Value?
     /// Stored on this device, never pushed by sync (and left out of the projection digest).
     public var isLocalOnly: Bool
@@ -31,6 +50,17 @@ public struct Attribute: Sendable, Hashable {
         self.isOptional = optional
         self.defaultValue = defaultValue
         self.isLocalOnly = localOnly
+    }
+}
+
+extension Attribute {
+    /// The attribute as merged into a definition of its entity that lacks it: a required one
+    /// without a default gets its type's zero value as default (see ``Schema/merged(with:)``).
+    var readableWithout: Attribute {
+        guard !isOptional, defaultValue == nil else { return self }
+        var copy = self
+        copy.defaultValue = type.zeroValue
+        return copy
     }
 }
 
@@ -96,7 +126,16 @@ public struct Schema: Sendable, Hashable {
 
     /// The union of two schemas: every entity, attribute and relationship of either. Where both
     /// define the same name, `self`'s definition stays, except that an attribute may become
-    /// optional. Used for additive schema changes and for schemas recorded by other replicas.
+    /// optional and may gain a default. Used for additive schema changes and for schemas
+    /// recorded by other replicas.
+    ///
+    /// An attribute that only one of two definitions of an entity has, required and without a
+    /// default, gets its type's ``AttributeType/zeroValue`` as default: the other definition is
+    /// another app version's, whose objects lack the attribute and whose inserts cannot name it,
+    /// so objects without it read as that value and that version's inserts store it — neither
+    /// version's reads nor writes fail for it. (Opening a store with a schema that adds such an
+    /// attribute to an entity the store already records is refused instead, see
+    /// ``incompatibilities(with:)``: this only happens when two versions meet through sync.)
     public func merged(with other: Schema) -> Schema {
         var result = self
         for entity in other.entities {
@@ -104,12 +143,20 @@ public struct Schema: Sendable, Hashable {
                 result.entities.append(entity)
                 continue
             }
+            let own = result.entities[index]
             for attribute in entity.attributes {
                 if let existing = result.entities[index].attributes.firstIndex(where: { $0.name == attribute.name }) {
                     if attribute.isOptional { result.entities[index].attributes[existing].isOptional = true }
+                    if result.entities[index].attributes[existing].defaultValue == nil, let value = attribute.defaultValue,
+                       value.attributeType == result.entities[index].attributes[existing].type {
+                        result.entities[index].attributes[existing].defaultValue = value
+                    }
                 } else {
-                    result.entities[index].attributes.append(attribute)
+                    result.entities[index].attributes.append(attribute.readableWithout)
                 }
+            }
+            for (position, attribute) in own.attributes.enumerated() where entity.attribute(attribute.name) == nil {
+                result.entities[index].attributes[position] = attribute.readableWithout
             }
             for relationship in entity.relationships where result.entities[index].relationship(relationship.name) == nil {
                 result.entities[index].relationships.append(relationship)

@@ -2,15 +2,22 @@ import Foundation
 
 /// Decodes a ``StrataModel`` straight from an object's values — no JSON in between: the
 /// counterpart of ``ModelEncoder``. `id` is the object's ID; a to-many relationship is its
-/// targets (`[ObjectID]`, when the snapshot holds them); a missing or null value decodes as `nil`
-/// for an optional property and fails, naming the property, for any other.
+/// targets (`[ObjectID]`, when the snapshot holds them).
+///
+/// Across app versions: values of attributes the model does not declare (a newer version's) are
+/// ignored; an attribute the object lacks reads as its default — the store's schema fills it in
+/// the snapshot (see ``ObjectSnapshot``), and the model's own ``StrataModel/entity``, when
+/// given, supplies it where the store's schema has none. Without a default, a missing or null
+/// value decodes as `nil` for an optional property and fails, naming the property, for any other.
 struct ModelDecoder: Decoder {
     let snapshot: ObjectSnapshot
+    /// The model's declared entity: its defaults stand in for values the snapshot lacks.
+    var entity: Entity? = nil
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(Properties<Key>(snapshot: snapshot))
+        KeyedDecodingContainer(Properties<Key>(snapshot: snapshot, entity: entity))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -29,6 +36,7 @@ struct ModelDecoder: Decoder {
 
     struct Properties<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let snapshot: ObjectSnapshot
+        let entity: Entity?
         var codingPath: [any CodingKey] { [] }
 
         var allKeys: [Key] {
@@ -40,7 +48,14 @@ struct ModelDecoder: Decoder {
             if name == "id" { return .value(.reference(snapshot.id)) }
             if let value = snapshot.values[name] { return .value(value) }
             if let targets = snapshot.toMany[name] { return .toMany(targets) }
-            return nil
+            // Not in the store's schema (a store opened with another schema than the model's).
+            return declaredDefault(name).map(Field.value)
+        }
+
+        /// The default the model's entity declares for an attribute.
+        private func declaredDefault(_ name: String) -> Value? {
+            guard let value = entity?.attribute(name)?.defaultValue, value != .null else { return nil }
+            return value
         }
 
         func contains(_ key: Key) -> Bool {
@@ -62,10 +77,12 @@ struct ModelDecoder: Decoder {
             return try ModelDecoder.decode(type, from: field, path: [key])
         }
 
-        /// The key's field, or the error for a property that is missing or null.
+        /// The key's field, or the error for a property that is missing or null (and has no
+        /// declared default to stand in).
         private func present(_ key: Key) throws -> Field {
             switch field(key) {
             case nil, .value(.null)?:
+                if let value = declaredDefault(key.stringValue) { return .value(value) }
                 throw DecodingError.keyNotFound(key, .init(codingPath: [key], debugDescription: "the object has no value for \(key.stringValue)"))
             case let field?:
                 return field
@@ -131,7 +148,7 @@ struct ModelDecoder: Decoder {
             }
             return Targets(targets: targets, codingPath: [key])
         }
-        func superDecoder() throws -> any Decoder { ModelDecoder(snapshot: snapshot) }
+        func superDecoder() throws -> any Decoder { ModelDecoder(snapshot: snapshot, entity: entity) }
         func superDecoder(forKey key: Key) throws -> any Decoder {
             guard let field = field(key) else { throw DecodingError.keyNotFound(key, .init(codingPath: [key], debugDescription: "no value")) }
             return Single(field: field, codingPath: [key])

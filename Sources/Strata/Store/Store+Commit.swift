@@ -58,6 +58,10 @@ extension Store {
     /// Applies transactions from other replicas (what the sync engine pulls) under the merge rule.
     /// Events already applied are skipped; the new ones are stored in the log as one record, so
     /// the batch is all or nothing. Returns the number of events newly applied.
+    ///
+    /// A schema among them (another app version's) is merged into ``schema`` at once: this
+    /// store's later inserts fill in that version's attributes with their defaults, and reads
+    /// give objects that lack one its default.
     @discardableResult
     @_spi(StrataInternals)
     public func applyRemote(_ transactions: [TransactionRecord]) async throws -> Int {
@@ -83,6 +87,7 @@ extension Store {
             guard projection.replicas.count + newReplicas <= Ref.maxReplicas else {
                 throw StoreError(.invalidArgument, "a store can hold events of at most \(Ref.maxReplicas) replicas")
             }
+            let schemaEventsBefore = projection.schemaEvents.count
             projection.beginBatch(tracking: report)
             var fresh: [[UInt8]] = []
             var applied = 0
@@ -106,6 +111,12 @@ extension Store {
             }
             let entries = fresh
             let changes = projection.commitBatch(report: report)
+            if projection.schemaEvents.count != schemaEventsBefore {
+                // Another app version's schema arrived: merged into the running one at once (as
+                // opening the store would merge it), so that this app's inserts store what the
+                // other version requires and reads give its attributes their defaults.
+                projection.schema = projection.recordedSchema.merged(with: projection.schema)
+            }
             // Keep the local clock ahead of everything applied.
             core.clock.observe(HLC(rawValue: projection.maxHLC))
             // Events of this store's own replica that it did not author here come from another copy
