@@ -73,7 +73,7 @@ enum ModelCoding {
 
     static func model<M: StrataModel>(_ type: M.Type, from snapshot: ObjectSnapshot) throws -> M {
         do {
-            return try M(from: ModelDecoder(snapshot: snapshot))
+            return try M(from: ModelDecoder(snapshot: snapshot, entity: M.entity))
         } catch let error as DecodingError {
             throw StoreError(.encoding, "\(M.self) does not decode: \(error.readableDescription)", entity: snapshot.entity, object: snapshot.id)
         }
