@@ -88,8 +88,13 @@ struct BuildingBlockTests {
         #expect(found.findings.first?.message.contains("does not match a replay of the log up to position 10") == true)
         #expect(found.findings.first?.position == 10)
         #expect(found.wrongSnapshots.count == 1)
-        let moved = try RepairText.setAsideSnapshots(found, in: Store.logDirectory(ofStoreAt: store))
+        // The log holds everything the (empty) snapshot holds: it is set aside, into the quarantine.
+        #expect(found.snapshots.first { $0.position == 10 }?.heldByLog == true)
+        let quarantine = try Quarantine(store: store)
+        let (moved, refused) = try RepairText.setAsideSnapshots(found, in: Store.logDirectory(ofStoreAt: store), quarantine: quarantine)
         #expect(moved == ["snapshot-00000000000000000010.snap"])
+        #expect(refused.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: quarantine.folder + "/snapshots/snapshot-00000000000000000010.snap"))
         #expect(try Verification.run(try StoreFiles(store), progress: nil).healthy)
         // A right snapshot is confirmed.
         let opened = try Store.open(at: store)

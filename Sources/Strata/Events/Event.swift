@@ -100,11 +100,22 @@ public struct TransactionHeader: Sendable, Hashable {
 
     public var sequences: Range<UInt64> { firstSequence..<(firstSequence + eventCount) }
 
-    /// Reads the header of an encoded transaction (a log entry).
+    /// Whether the entry is an ``AdoptionRecord`` rather than a transaction: it then holds no
+    /// events (`eventCount` 0) of no replica (the all-zero ID), so every reader that indexes
+    /// headers passes over it, and only the readers that rebuild state act on it.
+    public var isAdoption: Bool = false
+
+    /// Reads the header of an encoded transaction (a log entry), or of an adoption record.
     ///
     /// - Throws: ``StoreError/Code/corruptEvent`` when the bytes are too short or of an unknown
     ///   version.
     public init(decoding bytes: [UInt8], position: UInt64? = nil) throws {
+        if AdoptionRecord.isAdoption(bytes) {
+            _ = try AdoptionRecord(decoding: bytes, position: position)
+            self.init(replica: ReplicaID(rawValue: 0), firstSequence: 0, eventCount: 0, baseHLC: HLC(rawValue: 0))
+            isAdoption = true
+            return
+        }
         let parsed: TransactionHeader? = bytes.withUnsafeBytes { raw in
             var r = ByteReader(raw)
             guard r.u8() == EventCodec.formatVersion, let replica = r.bytes(16), let first = r.varint(), let count = r.varint(),

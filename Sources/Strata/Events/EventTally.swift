@@ -15,6 +15,8 @@ public struct EventTally: Sendable {
     public private(set) var byEntity: [String: Int] = [:]
     public private(set) var events = 0
     public private(set) var transactions = 0
+    /// Adoption records (states the store adopted from a zone: ``AdoptionRecord``).
+    public private(set) var adoptions = 0
     /// The schemas recorded by schema events, in the order read.
     public private(set) var schemas: [Schema] = []
 
@@ -31,6 +33,12 @@ public struct EventTally: Sendable {
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong and at which byte.
     @discardableResult
     public mutating func add(encoded bytes: [UInt8], position: UInt64? = nil) throws -> TransactionHeader {
+        // An adoption record holds no events: checked, counted apart.
+        if AdoptionRecord.isAdoption(bytes) {
+            let header = try TransactionHeader(decoding: bytes, position: position)
+            adoptions += 1
+            return header
+        }
         let t = try EventCodec.decodeRaw(bytes, position: position)
         transactions += 1
         events += t.events.count

@@ -8,6 +8,10 @@ public final class ProjectionBuilder {
     /// The store's identity, whose lineage says which transactions a fork abandoned (see
     /// ``StoreIdentity/isAbandoned(header:position:)``); `nil` applies everything.
     public var identity: StoreIdentity?
+    /// Where the store being replayed keeps the states it adopted: an ``AdoptionRecord`` entry
+    /// merges the state it names from here (`nil`: such an entry is refused, as a zone's log on
+    /// a server never holds one).
+    package var adoptedStates: AdoptedStates?
 
     public init(identity: StoreIdentity? = nil) {
         self.identity = identity
@@ -27,7 +31,7 @@ public final class ProjectionBuilder {
     ///
     /// - Throws: ``StoreError/Code/corruptEvent`` when the header does not decode.
     public func isAbandoned(encoded bytes: [UInt8], position: UInt64) throws -> Bool {
-        guard let identity, !identity.lineage.isEmpty else { return false }
+        guard let identity, !identity.lineage.isEmpty, !AdoptionRecord.isAdoption(bytes) else { return false }
         return identity.isAbandoned(header: try TransactionHeader(decoding: bytes, position: position), position: position)
     }
 
@@ -41,6 +45,20 @@ public final class ProjectionBuilder {
     @discardableResult
     public func apply(encoded bytes: [UInt8], position: UInt64? = nil) throws -> Int {
         if let position, try isAbandoned(encoded: bytes, position: position) { return 0 }
+        if AdoptionRecord.isAdoption(bytes), let adoptedStates {
+            let record = try AdoptionRecord(decoding: bytes, position: position)
+            let payload = try adoptedStates.payload(for: record, position: position)
+            let before = projection.eventCount
+            projection.beginBatch(tracking: false)
+            do {
+                try projection.adopt(payload: payload)
+            } catch {
+                projection.commitBatch(report: false)
+                throw error
+            }
+            projection.commitBatch(report: false)
+            return Int(projection.eventCount &- before)
+        }
         let transaction = try EventCodec.decodeRaw(bytes, position: position)
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }

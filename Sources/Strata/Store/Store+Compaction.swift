@@ -62,6 +62,7 @@ extension Store {
             let base = keep < info.position ? try forkBase(atOrBelow: keep) : nil
             try log.retireSegments(coveredBy: info, keepingFrom: base?.position ?? keep)
             try pruneSnapshots(keeping: base)
+            try pruneAdoptedStates()
             return info
         } catch let error as LogError {
             throw StoreError(error)
@@ -79,6 +80,26 @@ extension Store {
             if (try? log.readSnapshot(info)) != nil { return info }
         }
         return nil
+    }
+
+    /// Deletes the adopted states that no adoption record in the retained log names any more
+    /// (their effect is in the snapshots that replaced those entries). The log is read only when
+    /// some state is kept, which is rare: an adoption is followed by a compaction.
+    private func pruneAdoptedStates() throws {
+        let adopted = AdoptedStates(storeDirectory: directory)
+        guard !adopted.kept().isEmpty else { return }
+        var named: Set<String> = []
+        do {
+            var cursor = try log.records(from: log.startPosition)
+            while let record = try cursor.next() {
+                for entry in record.entries where AdoptionRecord.isAdoption(entry.payload) {
+                    named.insert(try AdoptionRecord(decoding: entry.payload, position: entry.position).contentHash)
+                }
+            }
+        } catch let error as LogError {
+            throw StoreError(error)
+        }
+        try adopted.prune(keeping: named)
     }
 
     /// Deletes the snapshots older than the two newest that verify, except `base`.

@@ -22,6 +22,8 @@ extension Store {
             var cursor = try log.records(from: max(position, log.startPosition))
             while result.count < limit, let record = try cursor.next() {
                 for entry in record.entries where entry.position >= position && result.count < limit {
+                    // An adoption record is not a transaction (it holds no events to push or show).
+                    if AdoptionRecord.isAdoption(entry.payload) { continue }
                     if !identity.lineage.isEmpty,
                        identity.isAbandoned(header: try TransactionHeader(decoding: entry.payload, position: entry.position), position: entry.position) {
                         continue

@@ -224,12 +224,20 @@ extension Store {
     static func replay(_ log: SegmentLog, from position: UInt64, into projection: Projection, identity: StoreIdentity,
                        report: inout OpenReport, own: inout OwnTransactions) throws {
         let checkLineage = !identity.lineage.isEmpty
+        let adopted = AdoptedStates(logDirectory: log.directory)
         do {
             var cursor = try log.records(from: position)
             while let record = try cursor.next() {
                 projection.beginBatch(tracking: false)
                 for entry in record.entries where entry.position >= position {
                     let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+                    if header.isAdoption {
+                        // The state the store adopted here, merged again as it was then.
+                        let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
+                        try projection.adopt(payload: adopted.payload(for: record, position: entry.position))
+                        report.replayedBytes += entry.payload.count
+                        continue
+                    }
                     if checkLineage, identity.isAbandoned(header: header, position: entry.position) {
                         continue
                     }

@@ -58,7 +58,7 @@ public final class StoreReader: Sendable {
                 return 1
             }
             do {
-                return try Self.apply(try state.tail.read(), to: state.projection, identity: identity)
+                return try Self.apply(try state.tail.read(), to: state.projection, identity: identity, adopted: AdoptedStates(storeDirectory: directory))
             } catch let error as LogError where error.code == .positionOutOfRange {
                 state = try Self.load(directory)
                 return 1
@@ -118,7 +118,7 @@ public final class StoreReader: Sendable {
         }
         let tail = LogTail(directory: logDirectory, from: start)
         do {
-            _ = try apply(try tail.read(), to: projection, identity: identity)
+            _ = try apply(try tail.read(), to: projection, identity: identity, adopted: AdoptedStates(storeDirectory: directory))
         } catch let error as LogError {
             throw StoreError(.storeFailed, "cannot read the log of \(directory)", logError: error)
         }
@@ -126,7 +126,7 @@ public final class StoreReader: Sendable {
     }
 
     /// Applies log entries (skipping what a fork abandoned); returns the transactions applied.
-    private static func apply(_ entries: [StoredEntry], to projection: Projection, identity: StoreIdentity) throws -> Int {
+    private static func apply(_ entries: [StoredEntry], to projection: Projection, identity: StoreIdentity, adopted: AdoptedStates) throws -> Int {
         guard !entries.isEmpty else { return 0 }
         projection.beginBatch(tracking: false)
         defer {
@@ -135,6 +135,13 @@ public final class StoreReader: Sendable {
         }
         var applied = 0
         for entry in entries {
+            if AdoptionRecord.isAdoption(entry.payload) {
+                // A state the writer adopted: merged here as it was there.
+                let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
+                try projection.adopt(payload: adopted.payload(for: record, position: entry.position))
+                applied += 1
+                continue
+            }
             let transaction = try EventCodec.decodeRaw(entry.payload, position: entry.position)
             if !identity.lineage.isEmpty,
                identity.isAbandoned(header: try TransactionHeader(decoding: entry.payload, position: entry.position), position: entry.position) { continue }

@@ -106,3 +106,37 @@ struct EventDescription: Codable, Sendable, Hashable {
         }
     }
 }
+
+/// An adoption record as `strata log` shows it: where the store merged a state from elsewhere
+/// (a zone's snapshot), which one (its digest), and whether the state is still kept.
+struct AdoptionDescription: Codable, Sendable {
+    var position: UInt64
+    var stored: String
+    var kind = "adopt"
+    var origin: String
+    var stateDigest: String
+    var contentHash: String
+    var bytes: UInt64
+    /// Whether the adopted state is kept beside the log (it must be while the log holds the entry).
+    var kept: Bool
+
+    init(entry: HistoryEntry, directory: String) throws {
+        let record: AdoptionRecord
+        do {
+            record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
+        } catch {
+            throw CLIError("\(directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+        }
+        position = entry.position
+        stored = JSONValue.isoMicroseconds(entry.timestamp)
+        origin = record.origin
+        stateDigest = record.stateDigest
+        contentHash = record.contentHash
+        bytes = record.size
+        kept = (try? AdoptedStates(storeDirectory: directory).payload(for: record, position: entry.position)) != nil
+    }
+
+    var text: String {
+        "#\(position) \(stored) adopt \(origin): state \(stateDigest.prefix(16)), \(bytes) bytes" + (kept ? "" : " (THE ADOPTED STATE IS MISSING)")
+    }
+}

@@ -95,7 +95,12 @@ struct ObjectHistory: Codable, Sendable {
         // An entry can name the object only if its 16 bytes appear in it (IDs are stored raw):
         // only those entries are decoded a second time, into events.
         let idBytes = id.bytes
-        let loaded = try LoadedStore.load(files, start: .earliest, until: cutoff, progress: progress) { entry, _, applied in
+        var adoptions: [(UInt64, AdoptionRecord)] = []
+        let loaded = try LoadedStore.load(files, start: .earliest, until: cutoff, progress: progress) { entry, header, applied in
+            if header.isAdoption {
+                if applied { adoptions.append((entry.position, try AdoptionRecord(decoding: entry.payload, position: entry.position))) }
+                return
+            }
             guard applied, Self.contains(entry.payload, idBytes) else { return }
             let record = try TransactionRecord(decoding: entry.payload)
             for event in record.events where event.change.mentions(id) {
@@ -108,6 +113,10 @@ struct ObjectHistory: Codable, Sendable {
         let authors = Authors(ofStoreAt: files.directory)
         var notes = loaded.notes + authors.warnings
         if let base = loaded.base { notes.append("events before position \(base.position) are folded into the snapshot \(base.name) and not listed") }
+        for (position, adoption) in adoptions {
+            // Its events are not in this log: the blame below still names the events that set each value.
+            notes.append("at position \(position) the store adopted \(adoption.origin) (state \(adoption.stateDigest.prefix(16))); what that state held of this object came from events not in this log")
+        }
         if lifecycle == nil && events.isEmpty { throw CLIError("no event of \(files.directory) names the object \(id)") }
         let steps = events.map { event, position, stored -> Step in
             Step(event: EventDescription(event, position: position, stored: stored, user: authors.user(event.id.replica)), effect: effect(of: event, on: id, lifecycle: lifecycle, provenance: provenance))

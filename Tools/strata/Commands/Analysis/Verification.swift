@@ -25,6 +25,10 @@ struct Verification: Codable, Sendable {
         var position: UInt64
         /// ok, damaged, matches replay, differs from replay, not cross-checked.
         var status: String
+        /// For a snapshot that differs from the replay: whether the replay already holds
+        /// everything it holds (merging it into the replay changes nothing), so that setting it
+        /// aside loses nothing. `nil` for the others.
+        var heldByLog: Bool? = nil
     }
 
     var store: String
@@ -75,7 +79,9 @@ struct Verification: Codable, Sendable {
         }
         // The base: an empty projection when the whole history is still here, else the oldest
         // snapshot that verifies; every later snapshot is then checked against the replay.
+        let adopted = AdoptedStates(storeDirectory: files.directory)
         var projection = ProjectionBuilder(identity: storeIdentity)
+        projection.adoptedStates = adopted
         var base: SnapshotInfo?
         var pending = identity.snapshots.filter { $0.position >= identity.startPosition && !(storeIdentity?.isTainted(snapshotAt: $0.position) ?? false) }
             .sorted { $0.position < $1.position }
@@ -101,6 +107,7 @@ struct Verification: Codable, Sendable {
             }
             do {
                 projection = try ProjectionBuilder(snapshot: payload, identity: storeIdentity)
+                projection.adoptedStates = adopted
             } catch {
                 findings.append(Finding(message: "snapshot \(oldest.name) does not decode: \(error)", file: oldest.path))
             }
@@ -130,7 +137,14 @@ struct Verification: Codable, Sendable {
                 if expected == projection.digest() {
                     checks.append(SnapshotCheck(name: next.name, position: next.position, status: "ok (digest matches a replay)"))
                 } else {
-                    checks.append(SnapshotCheck(name: next.name, position: next.position, status: "DIGEST DIFFERS from a replay of the log"))
+                    // Does the log hold everything the snapshot holds? Then it is merely wrong;
+                    // otherwise it may be the only copy of something (never removed by a repair).
+                    var held = false
+                    if let merged = try? ProjectionBuilder(snapshot: projection.snapshotPayload()),
+                       let other = try? ProjectionBuilder(snapshot: payload), (try? merged.merge(other, believingApplied: nil)) != nil {
+                        held = merged.digest() == projection.digest()
+                    }
+                    checks.append(SnapshotCheck(name: next.name, position: next.position, status: "DIGEST DIFFERS from a replay of the log", heldByLog: held))
                     findings.append(Finding(message: "snapshot \(next.name) does not match a replay of the log up to position \(next.position)",
                                             file: next.path, position: next.position))
                     wrong.append(next.path)
@@ -141,11 +155,19 @@ struct Verification: Codable, Sendable {
         // Every event is decoded; they are applied only as far as a snapshot is left to check
         // against the replay (past the last one, a replay would prove nothing more).
         var decoder = EventTally()
+        var adoptions = 0
         let report = try files.scan(progress: progress) { entry in
             guard !replayBroken else { return }
             checkSnapshots(upTo: entry.position)
             do {
                 let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
+                if header.isAdoption {
+                    // The state it names must be kept as long as the log holds the entry (a full
+                    // replay merges it), whether or not this replay goes through it.
+                    let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
+                    _ = try adopted.payload(for: record, position: entry.position)
+                    adoptions += 1
+                }
                 if entry.position >= from && !pending.isEmpty {
                     try projection.apply(encoded: entry.payload, position: entry.position)
                 } else {
@@ -163,6 +185,9 @@ struct Verification: Codable, Sendable {
         let logFindings = report.problems.map { Finding(message: $0.message, file: $0.file, offset: $0.offset) }
         for (info, problem) in report.snapshots where problem != nil && !checks.contains(where: { $0.name == info.name }) {
             checks.append(SnapshotCheck(name: info.name, position: info.position, status: "damaged: \(problem.map { "\($0)" } ?? "")"))
+        }
+        if adoptions > 0 {
+            notes.append("the log records \(adoptions) adopted state(s) (a zone snapshot merged in: `strata log --kind adopt` lists them); a replay merges each where it was adopted")
         }
         if let tail = report.tornTail {
             notes.append("torn tail in \(tail.segment) at byte \(tail.offset): \(tail.reason); \(tail.droppedBytes) bytes of an interrupted, never acknowledged append, cut when the store next opens")

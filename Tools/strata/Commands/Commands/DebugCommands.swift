@@ -54,7 +54,7 @@ struct VerifyCommand: ParsableCommand {
     @Argument(help: "The store directory (or a bare log directory).")
     var store: String
 
-    @Flag(help: "Truncate the log at the first bad record (copies of what is cut are kept) and set aside snapshots that disagree with the log.")
+    @Flag(help: "Truncate the log at the first bad record and set aside damaged snapshots, keeping everything removed in STORE/quarantine/; resets the sync cursors so the next sync pulls the zone again. Never removes an intact snapshot.")
     var repair = false
 
     @Flag(help: "Do not ask before repairing.")
@@ -82,8 +82,12 @@ struct VerifyCommand: ParsableCommand {
         }
         first = firstRepairable
         let logProblem = first.file.map { $0.hasPrefix(files.logDirectory) && $0.hasSuffix(".seg") } ?? false
-        let what = logProblem ? "truncate the log at \(first.file ?? "?") byte \(first.offset ?? 0)" : "set aside \(verification.wrongSnapshots.count + verification.snapshots.filter { $0.status.hasPrefix("damaged") }.count) snapshot(s)"
+        let what = (logProblem ? "truncate the log at \(first.file ?? "?") byte \(first.offset ?? 0), " : "")
+            + "move what is removed into \(store)/\(Quarantine.folderName)/ and reset the sync cursors (the next sync pulls the zone again)"
         guard try confirm("Repair \(store): \(what)?") else { throw ExitCode(ExitStatus.finding) }
+        let quarantine = try Quarantine(store: store)
+        var current = verification
+        var repaired = false
         if logProblem {
             let salvage: SalvageReport
             do {
@@ -91,11 +95,20 @@ struct VerifyCommand: ParsableCommand {
             } catch {
                 throw CLIError("cannot repair \(store): \(error)")
             }
-            print("repaired: \(RepairText.describe(salvage))")
+            if let cut = salvage.quarantine { try quarantine.move(cut, as: "log-cut") }
+            print("repaired: \(RepairText.describe(salvage).replacingOccurrences(of: salvage.quarantine ?? "\u{0}", with: quarantine.folder + "/log-cut"))")
+            repaired = true
+            current = try Verification.run(files, progress: nil)
         }
-        let setAside = try RepairText.setAsideSnapshots(verification, in: files.logDirectory)
-        for name in setAside { print("set aside snapshot \(name)") }
+        let (moved, refused) = try RepairText.setAsideSnapshots(current, in: files.logDirectory, quarantine: quarantine)
+        for name in moved { print("set aside snapshot \(name) (kept in \(quarantine.folder))") }
+        repaired = repaired || !moved.isEmpty
+        if repaired {
+            for cursor in try quarantine.moveSyncCursors(of: store) { print("reset the sync cursor \(cursor) (kept in \(quarantine.folder)): the next sync pulls the zone again") }
+        }
+        quarantine.removeIfEmpty()
         let again = try Verification.run(files, progress: nil)
+        for reason in refused { print("not repaired: \(reason)") }
         print(again.healthy ? "the store now verifies" : "still wrong: \(again.findings.first.map { "\($0)" } ?? "")")
         if !again.healthy { throw ExitCode(ExitStatus.finding) }
     }
@@ -112,23 +125,87 @@ enum RepairText {
         "truncated \(salvage.truncatedSegment ?? "-") at byte \(salvage.truncatedAt.map(String.init) ?? "-"), removed \(salvage.removedSegments.count) later segment(s); dropped \(salvage.droppedRecords) record(s) that still verified (\(salvage.droppedEntries) entries) and \(salvage.droppedBytes) bytes, positions \(salvage.droppedPositions.lowerBound)..<\(salvage.droppedPositions.upperBound); copies in \(salvage.quarantine ?? "-"); the log now ends at position \(salvage.endPosition)"
     }
 
-    /// Moves damaged snapshots and ones that disagree with the log into `salvaged-snapshots/`.
-    static func setAsideSnapshots(_ verification: Verification, in logDirectory: String) throws -> [String] {
-        let damaged = verification.snapshots.filter { $0.status.hasPrefix("damaged") }.map { logDirectory + "/" + $0.name }
-        let paths = verification.wrongSnapshots + damaged
-        guard !paths.isEmpty else { return [] }
-        let folder = logDirectory + "/salvaged-snapshots"
+    /// Moves into the quarantine the snapshots that cannot be used: damaged ones (their checksum
+    /// fails: the store already skips them), ones past the end of a log a repair cut (they count
+    /// positions the log no longer holds, and the log goes on from its new end), and ones that
+    /// differ from a replay of the log while the replay holds everything they hold (merging them
+    /// into it changes nothing). A snapshot that holds something the log does not is never
+    /// moved: it may be the only copy of a state (the store loads it), so the repair refuses and
+    /// says why.
+    ///
+    /// - Returns: the names moved, and why others were not.
+    static func setAsideSnapshots(_ verification: Verification, in logDirectory: String, quarantine: Quarantine) throws -> (moved: [String], refused: [String]) {
+        var moved: [String] = []
+        var refused: [String] = []
+        for check in verification.snapshots {
+            let damaged = check.status.hasPrefix("damaged")
+            let differs = check.status.hasPrefix("DIGEST DIFFERS")
+            guard damaged || differs else { continue }
+            let path = logDirectory + "/" + check.name
+            guard FileManager.default.fileExists(atPath: path) else { continue }
+            if damaged || check.position > verification.endPosition || check.heldByLog == true {
+                try quarantine.move(path, as: "snapshots/" + check.name)
+                moved.append(check.name)
+            } else {
+                refused.append("snapshot \(check.name) (position \(check.position)) is intact, differs from a replay of the log and holds what the log does not; it is kept, since it may be the only copy of that (the store loads it). Compare it with the zone by syncing a copy of the store with --from-scratch")
+            }
+        }
+        return (moved, refused)
+    }
+}
+
+/// Where `strata verify --repair` keeps what it removes from a store: `STORE/quarantine/<time>/`
+/// (cut log records under `log-cut/`, snapshots under `snapshots/`, sync cursors as they were).
+/// Nothing a repair removes is deleted: a repair never destroys the only copy of anything.
+struct Quarantine {
+    static let folderName = "quarantine"
+    let folder: String
+
+    init(store: String) throws {
+        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+        var folder = store + "/" + Self.folderName + "/" + stamp
+        var n = 1
+        while FileManager.default.fileExists(atPath: folder) {
+            n += 1
+            folder = store + "/" + Self.folderName + "/" + stamp + "-\(n)"
+        }
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            var moved: [String] = []
-            for path in paths where FileManager.default.fileExists(atPath: path) {
-                let name = (path as NSString).lastPathComponent
-                try FileManager.default.moveItem(atPath: path, toPath: folder + "/" + name)
-                moved.append(name)
-            }
-            return moved
         } catch {
-            throw CLIError("cannot set aside snapshots in \(logDirectory): \(error)")
+            throw CLIError("cannot create the quarantine folder \(folder): \(error)")
+        }
+        self.folder = folder
+    }
+
+    /// Moves `path` to `name` inside the quarantine.
+    func move(_ path: String, as name: String) throws {
+        let target = folder + "/" + name
+        do {
+            try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try FileManager.default.moveItem(atPath: path, toPath: target)
+        } catch {
+            throw CLIError("cannot move \(path) into the quarantine \(folder): \(error)")
+        }
+    }
+
+    /// Moves the store's sync cursors (`sync-<zone>.json`) into the quarantine: after a repair
+    /// they may claim that the store holds what the repair cut, so the next sync must start
+    /// over (it pulls the zone again and pushes what the server lacks). Returns their names.
+    func moveSyncCursors(of store: String) throws -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: store)) ?? []
+        let cursors = names.filter { $0.hasPrefix("sync-") && $0.hasSuffix(".json") && $0 != "sync-pins.json" }.sorted()
+        for name in cursors { try move(store + "/" + name, as: name) }
+        return cursors
+    }
+
+    /// Removes the folder when the repair moved nothing into it.
+    func removeIfEmpty() {
+        if let contents = try? FileManager.default.contentsOfDirectory(atPath: folder), contents.isEmpty {
+            try? FileManager.default.removeItem(atPath: folder)
+            let parent = (folder as NSString).deletingLastPathComponent
+            if let rest = try? FileManager.default.contentsOfDirectory(atPath: parent), rest.isEmpty {
+                try? FileManager.default.removeItem(atPath: parent)
+            }
         }
     }
 }

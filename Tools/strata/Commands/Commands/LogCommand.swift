@@ -36,7 +36,7 @@ struct LogCommand: ParsableCommand {
     @Option(help: "Only events of replicas this user pushed (as the store recorded from the log server).")
     var user: String?
 
-    @Option(help: "Only events of this kind: insert, update, delete, add, remove, schema.")
+    @Option(help: "Only events of this kind: insert, update, delete, add, remove, schema; or adopt: only the states the store adopted from a zone.")
     var kind: String?
 
     @Option(help: "Stop after this many events.")
@@ -49,7 +49,7 @@ struct LogCommand: ParsableCommand {
         if let since, TimeArgument.microseconds(since) == nil { throw ValidationError("--since: not a time: \(since)") }
         if let until, TimeArgument.microseconds(until) == nil { throw ValidationError("--until: not a time: \(until)") }
         if let object, !ObjectReference.isValid(object) { throw ValidationError("--object: neither an object ID (UUID) nor the start of one (at least 4 hex digits): \(object)") }
-        if let kind, !["insert", "update", "delete", "add", "remove", "schema"].contains(kind) { throw ValidationError("--kind: unknown kind \(kind)") }
+        if let kind, !["insert", "update", "delete", "add", "remove", "schema", "adopt"].contains(kind) { throw ValidationError("--kind: unknown kind \(kind)") }
         if let from, let to, from > to { throw ValidationError("--from \(from) is after --to \(to)") }
         if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
     }
@@ -75,6 +75,15 @@ struct LogCommand: ParsableCommand {
         do {
             let report = try files.scan(progress: nil) { entry in
                 guard filter.admits(position: entry.position, timestamp: entry.timestamp) else { return }
+                if AdoptionRecord.isAdoption(entry.payload) {
+                    // A state the store adopted: listed unless the filter asks for events only.
+                    guard filter.admitsAdoptions else { return }
+                    guard printed < limit else { throw Enough() }
+                    let adoption = try AdoptionDescription(entry: entry, directory: store)
+                    output.line(json ? try JSONOutput.string(adoption, pretty: false) : adoption.text)
+                    printed += 1
+                    return
+                }
                 let record: TransactionRecord
                 do {
                     record = try TransactionRecord(decoding: entry.payload)
@@ -116,6 +125,13 @@ struct EventFilter {
         if let since, timestamp < since { return false }
         if let until, timestamp > until { return false }
         return true
+    }
+
+    /// Adoption records have no entity, object, replica or author: listed only when no filter
+    /// names one (or the kind asked for is `adopt`).
+    var admitsAdoptions: Bool {
+        if let kind { return kind == "adopt" }
+        return entity == nil && object == nil && replicaPrefix == nil && user == nil
     }
 
     func admits(_ event: Event) -> Bool {

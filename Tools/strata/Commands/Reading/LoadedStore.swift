@@ -96,7 +96,9 @@ final class LoadedStore: @unchecked Sendable {
         for info in candidates {
             do {
                 let snapshot = try SegmentLog.readSnapshot(info, logID: identity.logID)
-                loaded = LoadedStore(files: files, projection: try ProjectionBuilder(snapshot: snapshot.payload, identity: files.storeIdentity), base: info)
+                let builder = try ProjectionBuilder(snapshot: snapshot.payload, identity: files.storeIdentity)
+                builder.adoptedStates = AdoptedStates(storeDirectory: files.directory)
+                loaded = LoadedStore(files: files, projection: builder, base: info)
                 break
             } catch {
                 skipped.append("skipped the damaged snapshot \(info.name): \(error)")
@@ -110,7 +112,9 @@ final class LoadedStore: @unchecked Sendable {
                 }
                 throw CLIError("no valid snapshot covers the history before position \(identity.startPosition) that \(files.directory) retired (snapshots: \(held.isEmpty ? "none" : held))")
             }
-            loaded = LoadedStore(files: files, projection: ProjectionBuilder(identity: files.storeIdentity), base: nil)
+            let builder = ProjectionBuilder(identity: files.storeIdentity)
+            builder.adoptedStates = AdoptedStates(storeDirectory: files.directory)
+            loaded = LoadedStore(files: files, projection: builder, base: nil)
         }
         guard let store = loaded else { throw CLIError("internal: no projection") }
         store.notes = skipped
