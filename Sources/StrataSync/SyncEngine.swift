@@ -11,10 +11,13 @@ public struct SyncStatus: Sendable, Hashable {
     }
 
     public var phase: Phase
-    /// Local transactions not yet acknowledged by the server.
+    /// Local transactions with edits not yet acknowledged by the server (what
+    /// `Store.unpushedChangeCount()` counts, for this engine's zone). Kept right while the server
+    /// cannot be reached: counted from the store before every round and after every local
+    /// commit. Records of the app's schema are pushed too but are not counted.
     public var pending: Int
     /// Why the pending transactions cannot be pushed now (read-only access to the zone); `nil`
-    /// when they can.
+    /// when they can, or when nothing but schema records waits.
     public var blocked: String?
     /// Transactions pushed and pulled since the engine started.
     public var pushed: Int
@@ -33,8 +36,10 @@ public struct SyncReport: Sendable, Hashable {
     /// Times the server held less than the device had seen (restored from a backup) and the
     /// device pulled the zone again from its start.
     public var rewinds = 0
-    /// Local transactions that wait because the caller may only read the zone (they are pushed
-    /// once write access is granted); 0 when the caller may push.
+    /// Local transactions with edits that wait because the caller may only read the zone (they
+    /// are pushed once write access is granted); 0 when the caller may push. The record of the
+    /// app's schema that opening a store writes is no edit and is not counted: a reader that
+    /// never edited has none.
     public var unpushable = 0
     /// Replica forks this sync made: the store was a copy (or restored), its replica belonged to
     /// another user, or its edits were stamped by a wrong clock; each took a new replica ID and
@@ -175,6 +180,9 @@ public actor SyncEngine {
     public func sync() async throws -> SyncReport {
         var report = SyncReport()
         do {
+            // Counted before any request, so that a sync that cannot reach the server says how
+            // much waits.
+            try await refreshPending()
             // Every sync asks what the caller may do: a grant can change between two syncs.
             let access = try await existingZone()
             canPush = access.canPush
@@ -238,9 +246,12 @@ public actor SyncEngine {
     private var poll: Task<Void, any Error>?
     private var dirty = false
 
-    private func localCommitted() {
+    private func localCommitted() async {
         dirty = true
         poll?.cancel()
+        // The count is right at once, also while the server cannot be reached (the loop may be
+        // backing off, and pushes nothing until it is back).
+        try? await refreshPending()
     }
 
     private func runLoop() async {
@@ -249,6 +260,7 @@ public actor SyncEngine {
             do {
                 dirty = false
                 var report = SyncReport()
+                try await refreshPending()
                 // The caller's rights and the server's limits: on the first round and after a
                 // failure (a grant may have changed, the server may have been replaced).
                 if limits == nil || failures > 0 {
@@ -296,6 +308,24 @@ public actor SyncEngine {
         } catch {
             throw SyncError(.store, "cannot read the store's log: \(error)")
         }
+    }
+
+    /// This store's own transactions that edit objects and that this engine has not had
+    /// acknowledged (schema records left out: see `Store.unpushedEdits(after:)`), by position.
+    private func unpushedEdits() async throws -> [UInt64: Set<ObjectID>] {
+        let store = self.store
+        let acknowledged = cursor.replica == store.replicaID ? cursor.acknowledged : 0
+        do {
+            return try await BlockingIO.run { try store.unpushedEdits(after: acknowledged) }
+        } catch {
+            throw SyncError(.store, "cannot read the store's log: \(error)")
+        }
+    }
+
+    /// Counts the status's pending edits from the store.
+    private func refreshPending() async throws {
+        let count = try await unpushedEdits().count
+        update { $0.pending = count }
     }
 
     /// Whether the caller may push to the zone, as the server last said.
@@ -363,12 +393,9 @@ public actor SyncEngine {
             }
         }
         cursor.bind(to: store.replicaID)
-        let waiting: Int
-        do {
-            waiting = try store.unpushedCount(after: cursor.acknowledged)
-        } catch {
-            throw SyncError(.store, "cannot read the store's log: \(error)")
-        }
+        // Edits only: the store's record of its schema is pushed once the caller may write, but
+        // a reader is not blocked by it.
+        let waiting = try await unpushedEdits().count
         report.unpushable = waiting
         let reason = "user may only read zone \(zoneReference): \(waiting) local transaction(s) wait for write access"
         update { $0.pending = waiting; $0.blocked = waiting > 0 ? reason : nil }
@@ -377,7 +404,10 @@ public actor SyncEngine {
     private func pushAll(_ report: inout SyncReport) async throws {
         cursor.bind(to: store.replicaID)
         var pending = try await unpushed()
-        update { $0.phase = .pushing; $0.pending = pending.count }
+        // Which of them are edits (the status counts those; schema records go out uncounted).
+        var edits = try await unpushedEdits()
+        let editCount = edits.count
+        update { $0.phase = .pushing; $0.pending = editCount }
         var batchLimit = max(1, options.pushBatchSize)
         var forks = 0
         var restamped = false
@@ -396,6 +426,7 @@ public actor SyncEngine {
                 cursor.pulledBack = min(cursor.pulledBack, cursor.acknowledged)
                 try cursor.save(store: store, zone: zoneReference)
                 pending = try await unpushed()
+                edits = try await unpushedEdits()
                 // The log must still hold the sequence the server expects, else pushing again
                 // would meet the same gap forever: say what is missing instead.
                 if let first = pending.first?.sequences.lowerBound, first != expected {
@@ -420,6 +451,7 @@ public actor SyncEngine {
                 let kept = error.code == .replicaForked ? (error.sequence ?? 1) - 1 : cursor.acknowledged
                 report.forks.append(try await fork(keepingThrough: kept, reason: .forked, restamp: false, after: error))
                 pending = try await unpushed()
+                edits = try await unpushedEdits()
                 continue
             } catch let error as SyncError where error.code == .clockSkew {
                 // Our edits are stamped ahead of the server's clock. If the device's clock agrees
@@ -432,6 +464,7 @@ public actor SyncEngine {
                 restamped = true
                 report.forks.append(try await fork(keepingThrough: cursor.acknowledged, reason: .clockRestamp, restamp: true, after: error))
                 pending = try await unpushed()
+                edits = try await unpushedEdits()
                 continue
             }
             // Only what this batch holds counts as acknowledged: the server's count may include
@@ -442,7 +475,9 @@ public actor SyncEngine {
             try cursor.save(store: store, zone: zoneReference)
             report.pushedTransactions += batch.count
             let done = batch.count
-            update { $0.pushed += done; $0.pending = max(0, $0.pending - done) }
+            var editsDone = 0
+            for transaction in batch where edits.removeValue(forKey: transaction.position) != nil { editsDone += 1 }
+            update { $0.pushed += done; $0.pending = max(0, $0.pending - editsDone) }
             pending.removeFirst(min(batch.count, pending.count))
         }
     }

@@ -205,14 +205,14 @@ struct SyncCommand: AsyncParsableCommand {
         return nil
     }
 
-    /// The store's own transactions the server has not acknowledged (what the engine pushes
-    /// next), counted from the log and the engine's cursor; `nil` when the log cannot be read.
+    /// The store's own transactions with edits the server has not acknowledged (what the engine
+    /// pushes next, less the records of the app's schema, which are no edit: the count the
+    /// engine's status gives), counted from the log and the engine's cursor; `nil` when the log
+    /// cannot be read.
     private func pendingCount(_ store: Store, _ engine: SyncEngine) async -> Int? {
         let cursor = await engine.currentCursor
-        let replica = store.replicaID
         // A cursor of another replica (the store forked since) counts none of this one's.
-        let acknowledged = cursor.replica == replica ? cursor.acknowledged : 0
-        guard let transactions = try? store.transactions() else { return nil }
-        return transactions.count { $0.transaction.replica == replica && ($0.transaction.sequences?.upperBound ?? 0) > acknowledged }
+        let acknowledged = cursor.replica == store.replicaID ? cursor.acknowledged : 0
+        return try? store.unpushedEditCount(after: acknowledged)
     }
 }
