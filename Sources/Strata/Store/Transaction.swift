@@ -8,7 +8,6 @@ public final class Transaction {
     let core: StoreCore
     /// The transaction's events, encoded as they are made: the log entry the commit writes.
     private(set) var encoder: TransactionEncoder
-    private var deleting: Set<ObjectID> = []
     /// This store's replica in the projection's table (interned at the first insert).
     private var replicaIndex: UInt32?
     /// How inserts of each entity used so far lay out their fields (see ``InsertLayout``).
@@ -135,9 +134,21 @@ public final class Transaction {
 
     /// Deletes an object, applying the delete rules of its relationships: cascade deletes the
     /// related objects, nullify clears their references, deny refuses while any exist.
+    ///
+    /// A refused delete changes nothing: what the cascade would reach is worked out and checked
+    /// against every deny rule before the first event is written, so a caller that catches the
+    /// error goes on with the transaction as it was.
+    ///
+    /// - Throws: ``StoreError/Code/objectNotFound``; ``StoreError/Code/deleteDenied`` naming the
+    ///   object and relationship that deny it.
     public func delete(_ id: ObjectID) throws {
         let entity = try existingEntity(id)
-        try delete(id, entity: entity)
+        try checkDenyRules(deleting: id, entity: entity)
+        // Which objects this one delete has visited, so that a cascade cycle ends. It lives for
+        // this call only: once deleted, an object is absent from the projection, and anything
+        // this transaction does to it later (a re-insert, another delete) must be done again.
+        var visited: Set<ObjectID> = []
+        try delete(id, entity: entity, visited: &visited)
     }
 
     /// Adds `target` to the to-many relationship `relationship` of `id`.
@@ -176,6 +187,18 @@ public final class Transaction {
             }
         default:
             try removeFromSet(id, entity: entity, key: relationship, member: target)
+        }
+    }
+
+    /// Checks that `targets` may be added to `relationship` of `object` (an `entity`): the
+    /// relationship is to-many and every target exists as its destination — what `add(_:_:_:)`
+    /// checks, done before anything is written so that a typed insert or update that would fail
+    /// part way writes nothing. With `inserting`, `object` itself may be a target (it exists by
+    /// the time it is added).
+    func checkMembers(_ targets: [ObjectID], of relationship: String, entity: String, object: ObjectID, inserting: Bool) throws {
+        let r = try toMany(relationship, of: entity, object: object)
+        for target in targets where !(inserting && target == object && r.destination == entity) {
+            _ = try checkReference(.reference(target), r, entity: entity, object: object)
         }
     }
 
@@ -305,7 +328,7 @@ public final class Transaction {
             }
             return nil
         case .reference(let target):
-            guard let record = projection.existing(target), !deleting.contains(target) else {
+            guard let record = projection.existing(target) else {
                 throw StoreError(.invalidReference, "target \(target) does not exist", entity: entity, object: object, attribute: relationship.name)
             }
             let targetEntity = projection.entityName(of: record)
@@ -352,18 +375,56 @@ public final class Transaction {
         try emit(.remove(entity: entity, object: id, relationship: key, target: member, adds: adds))
     }
 
-    private func delete(_ id: ObjectID, entity: String) throws {
-        guard !deleting.contains(id) else { return }
-        deleting.insert(id)
+    /// Refuses the delete of `id` when an object it would delete (itself, or one its cascade
+    /// rules reach) has a deny relationship holding an object the delete would not remove.
+    private func checkDenyRules(deleting id: ObjectID, entity: String) throws {
+        var doomed: Set<ObjectID> = [id]
+        var pending = [(id, entity)]
+        var denials: [(object: ObjectID, entity: String, relationship: String, related: [ObjectID])] = []
+        while let (object, entity) = pending.popLast() {
+            for relationship in schema.entity(entity)?.relationships ?? [] {
+                let related = projection.related(object, relationship: relationship.name)
+                guard !related.isEmpty else { continue }
+                switch relationship.deleteRule {
+                case .cascade:
+                    for target in related where doomed.insert(target).inserted {
+                        pending.append((target, existingEntityName(target) ?? relationship.destination))
+                    }
+                case .deny:
+                    denials.append((object, entity, relationship.name, related))
+                case .nullify:
+                    break
+                }
+            }
+        }
+        // Checked once the whole cascade is known, so the answer does not depend on the order
+        // in which relationships or objects are visited.
+        for denial in denials {
+            let blocking = denial.related.filter { !doomed.contains($0) }
+            guard !blocking.isEmpty else { continue }
+            throw StoreError(.deleteDenied, "\(blocking.count) related object(s) in \(denial.relationship) deny the delete",
+                             entity: denial.entity, object: denial.object, attribute: denial.relationship)
+        }
+    }
+
+    private func existingEntityName(_ id: ObjectID) -> String? {
+        projection.existing(id).map(projection.entityName(of:))
+    }
+
+    /// Writes the delete of `id` and what its delete rules imply (deny rules were checked by
+    /// `checkDenyRules(deleting:entity:)`; only objects this delete removes remain behind them).
+    private func delete(_ id: ObjectID, entity: String, visited: inout Set<ObjectID>) throws {
+        guard visited.insert(id).inserted, projection.exists(id) else { return }
         for relationship in schema.entity(entity)?.relationships ?? [] {
-            let related = projection.related(id, relationship: relationship.name).filter { !deleting.contains($0) }
+            let related = projection.related(id, relationship: relationship.name).filter { !visited.contains($0) }
             guard !related.isEmpty else { continue }
             switch relationship.deleteRule {
             case .deny:
-                throw StoreError(.deleteDenied, "\(related.count) related object(s) in \(relationship.name) deny the delete",
-                                 entity: entity, object: id, attribute: relationship.name)
+                continue
             case .cascade:
-                for target in related { try delete(target, entity: relationship.destination) }
+                for target in related {
+                    try delete(target, entity: existingEntityName(target) ?? relationship.destination, visited: &visited)
+                }
             case .nullify:
                 switch projection.storage(entity: entity, relationship: relationship.name)?.1 {
                 case .derived(let otherEntity, let other, let storedIsToMany)?:
