@@ -4,14 +4,27 @@ import Foundation
 /// entity's schema: each stored property becomes the attribute or to-one relationship of the same
 /// name. Properties are Swift's plain types (`String`, the integer and floating-point types,
 /// `Bool`, `Date`, `Data`, `UUID`, `ObjectID`), their optionals, and types that encode as one of
-/// those (a `String` or `Int` raw-value enum); to-many relationships (`[ObjectID]`) are left out,
-/// as they change through add and remove.
+/// those (a `String` or `Int` raw-value enum); a to-many relationship is an `[ObjectID]` (or a
+/// `Set<ObjectID>`): its members, which the typed insert and update write as adds and removes.
 struct ModelEncoder {
     let entity: Entity
     let object: ObjectID
 
-    /// The model's values by attribute or relationship name (`nil` properties as `.null`).
-    func values<M: StrataModel>(of model: M) throws -> [String: Value] {
+    /// What a model encodes to.
+    struct Encoded {
+        /// Attributes and to-one relationships by name (`nil` properties as `.null`).
+        var values: [String: Value] = [:]
+        /// The members of each to-many relationship the model has a property for, without
+        /// duplicates, in the model's order (a `nil` optional array as no members).
+        var toMany: [String: [ObjectID]] = [:]
+    }
+
+    /// The model's values by attribute or relationship name, and its to-many members.
+    ///
+    /// - Throws: ``StoreError`` naming the entity and property: a property that matches nothing
+    ///   in the entity, or whose type does not fit it (an `[ObjectID]` for an attribute or a
+    ///   to-one relationship, anything but object IDs for a to-many one).
+    func encode<M: StrataModel>(_ model: M) throws -> Encoded {
         let storage = Storage()
         do {
             try model.encode(to: TopEncoder(storage: storage))
@@ -20,15 +33,24 @@ struct ModelEncoder {
         } catch {
             throw StoreError(.encoding, "\(M.self) does not encode: \(error)", entity: entity.name, object: object)
         }
-        var values: [String: Value] = [:]
+        var encoded = Encoded()
         for (key, raw) in storage.fields where key != "id" {
             if let attribute = entity.attribute(key) {
-                values[key] = try Self.coerce(raw, to: attribute.type, entity: entity.name, object: object, key: key)
+                encoded.values[key] = try Self.coerce(raw, to: attribute.type, entity: entity.name, object: object, key: key)
             } else if let relationship = entity.relationship(key) {
-                guard !relationship.isToMany else { continue }
+                if relationship.isToMany {
+                    switch raw {
+                    case .value(.null): encoded.toMany[key] = []
+                    case .toMany(let targets):
+                        var seen: Set<ObjectID> = []
+                        encoded.toMany[key] = targets.filter { seen.insert($0).inserted }
+                    default: throw StoreError(.typeMismatch, "\(M.self).\(key) is a to-many relationship: expected [ObjectID], got \(raw)", entity: entity.name, object: object, attribute: key)
+                    }
+                    continue
+                }
                 switch raw {
-                case .value(.null): values[key] = .null
-                case .value(.reference(let target)): values[key] = .reference(target)
+                case .value(.null): encoded.values[key] = .null
+                case .value(.reference(let target)): encoded.values[key] = .reference(target)
                 default: throw StoreError(.typeMismatch, "\(M.self).\(key) is a to-one relationship: expected an ObjectID, got \(raw)", entity: entity.name, object: object, attribute: key)
                 }
             } else if case .toMany = raw {
@@ -37,7 +59,7 @@ struct ModelEncoder {
                 throw StoreError(.unknownAttribute, "\(M.self).\(key) matches no attribute or relationship", entity: entity.name, object: object, attribute: key)
             }
         }
-        return values
+        return encoded
     }
 
     /// A Swift value in the attribute's type: integers widen to doubles; anything else must match.
@@ -151,6 +173,7 @@ struct ModelEncoder {
         case let v as UUID: return .value(.uuid(v))
         case let v as ObjectID: return .reference(v)
         case let v as [ObjectID]: return .toMany(v)
+        case let v as Set<ObjectID>: return .toMany(v.sorted())
         case let v as Value: return .value(v)
         default:
             // A type that encodes as one plain value (a raw-value enum, a wrapper).

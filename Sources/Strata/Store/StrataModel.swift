@@ -10,13 +10,16 @@ import Synchronization
 ///     var title: String
 ///     var due: Date?
 ///     var folder: ObjectID?      // a to-one relationship
-///     var tags: [ObjectID] = []  // a to-many relationship: read on fetch, changed with add/remove
+///     var tags: [ObjectID] = []  // a to-many relationship: its members (insert and update write them)
 /// }
 /// try await store.transaction { tx in try tx.insert(Note(id: ObjectID(), title: "Hi")) }
 /// let notes = try store.fetch(Note.self)
 /// ```
 ///
 /// Properties map to attributes and relationships by name; dates keep microsecond precision.
+/// A to-many relationship is an `[ObjectID]` (or a `Set<ObjectID>`): inserting the model adds
+/// its members, updating it adds and removes the difference, and reading it back gives the
+/// members sorted by ID. A model without a property for a to-many relationship leaves it as is.
 public protocol StrataModel: Codable, Sendable, Identifiable where ID == ObjectID {
     static var entityName: String { get }
     /// The entity the model is stored as, declared next to the model so that the schema is
@@ -62,13 +65,13 @@ extension Schema {
 
 /// Models to values and back, through ``ModelEncoder`` and ``ModelDecoder`` (no JSON between).
 enum ModelCoding {
-    /// The model's attributes and to-one relationships as values, typed by the schema. To-many
-    /// relationships are left out (they change through add and remove).
-    static func values<M: StrataModel>(of model: M, schema: Schema) throws -> [String: Value] {
+    /// The model's attributes and to-one relationships as values, typed by the schema, and the
+    /// members of its to-many relationships.
+    static func encode<M: StrataModel>(_ model: M, schema: Schema) throws -> ModelEncoder.Encoded {
         guard let entity = schema.entity(M.entityName) else {
             throw StoreError(.unknownEntity, "no entity \(M.entityName) in the schema", entity: M.entityName, object: model.id)
         }
-        return try ModelEncoder(entity: entity, object: model.id).values(of: model)
+        return try ModelEncoder(entity: entity, object: model.id).encode(model)
     }
 
     static func model<M: StrataModel>(_ type: M.Type, from snapshot: ObjectSnapshot) throws -> M {
@@ -81,35 +84,80 @@ enum ModelCoding {
 }
 
 extension Transaction {
-    /// Inserts a model as a new object with its ID.
+    /// Inserts a model as a new object with its ID, and adds the members of its to-many
+    /// relationships.
+    ///
+    /// Everything is checked before anything is written: a model that is refused (an unknown
+    /// property, a wrong type, a member that does not exist or is of another entity) leaves the
+    /// transaction as it was.
+    ///
+    /// - Throws: ``StoreError`` naming the entity and the property.
     public func insert<M: StrataModel>(_ model: M) throws {
-        try insert(M.entityName, id: model.id, try ModelCoding.values(of: model, schema: schema))
+        let encoded = try ModelCoding.encode(model, schema: schema)
+        let members = encoded.toMany.sorted { $0.key < $1.key }
+        for (relationship, targets) in members {
+            try checkMembers(targets, of: relationship, entity: M.entityName, object: model.id, inserting: true)
+        }
+        try insert(M.entityName, id: model.id, encoded.values)
+        for (relationship, targets) in members {
+            for target in targets { try add(model.id, relationship, target) }
+        }
     }
 
-    /// Writes the model's attributes and to-one relationships that differ — from `original` (the
-    /// model as the app read it) when given, else from the stored object. A one-field edit is a
-    /// one-field event, on the wire and under the merge rule: another device's concurrent edit of
-    /// another field of the object is kept. Nothing differs, nothing is written.
+    /// Writes what differs between the model and `original` (the model as the app read it) when
+    /// given, else the stored object: the attributes and to-one relationships that changed, and
+    /// for each to-many relationship an add of every member the model gained and a remove of
+    /// every member it lost — so the relationship ends up holding exactly the model's members.
+    /// A one-field edit is a one-field event, on the wire and under the merge rule: another
+    /// device's concurrent edit of another field of the object (or of another member) is kept.
+    /// Nothing differs, nothing is written.
     ///
     /// Pass `original` when the object may have changed since the app read it (sync applied a
     /// pull meanwhile): compared with the stored object, a field another device changed would
-    /// look edited and be written back with the app's stale value.
+    /// look edited and be written back with the app's stale value, and a member another device
+    /// added would be removed.
+    ///
+    /// - Throws: ``StoreError`` naming the entity and the property (checked before anything is
+    ///   written).
     public func update<M: StrataModel>(_ model: M, from original: M? = nil) throws {
-        let values = try ModelCoding.values(of: model, schema: schema)
+        let encoded = try ModelCoding.encode(model, schema: schema)
         let before: [String: Value]
+        let membersBefore: [String: [ObjectID]]
         if let original {
             guard original.id == model.id else {
                 throw StoreError(.invalidArgument, "the original of \(M.self) \(model.id) is object \(original.id)", entity: M.entityName, object: model.id)
             }
-            before = try ModelCoding.values(of: original, schema: schema)
+            let encodedOriginal = try ModelCoding.encode(original, schema: schema)
+            before = encodedOriginal.values
+            membersBefore = encodedOriginal.toMany
         } else {
             // A missing object goes through the plain update, which names it.
-            guard let current = object(model.id) else { return try update(model.id, values) }
+            guard let current = object(model.id) else { return try update(model.id, encoded.values) }
             before = current.values
+            membersBefore = current.toMany
         }
-        let changed = values.filter { key, value in before[key] ?? .null != value }
-        guard !changed.isEmpty else { return }
-        try update(model.id, changed)
+        let changed = encoded.values.filter { key, value in before[key] ?? .null != value }
+        var additions: [(String, [ObjectID])] = []
+        var removals: [(String, [ObjectID])] = []
+        for (relationship, members) in encoded.toMany.sorted(by: { $0.key < $1.key }) {
+            let old = membersBefore[relationship] ?? []
+            let kept = Set(members)
+            let oldSet = Set(old)
+            let added = members.filter { !oldSet.contains($0) }
+            let removed = old.filter { !kept.contains($0) }
+            if !added.isEmpty {
+                try checkMembers(added, of: relationship, entity: M.entityName, object: model.id, inserting: false)
+                additions.append((relationship, added))
+            }
+            if !removed.isEmpty { removals.append((relationship, removed)) }
+        }
+        if !changed.isEmpty { try update(model.id, changed) }
+        for (relationship, targets) in removals {
+            for target in targets { try remove(model.id, relationship, target) }
+        }
+        for (relationship, targets) in additions {
+            for target in targets { try add(model.id, relationship, target) }
+        }
     }
 
     public func object<M: StrataModel>(_ type: M.Type, _ id: ObjectID) throws -> M? {
