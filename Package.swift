@@ -183,6 +183,8 @@ let package = Package(
             name: "StrataSyncTests",
             dependencies: [
                 "StrataSync", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
+                // The tools' own verification and replay, run on every simulated device's store.
+                "StrataCommands",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
