@@ -6,8 +6,25 @@ import StrataLog
 
 /// Where the engine is, for a status display.
 public struct SyncStatus: Sendable, Hashable {
+    /// What the engine is doing.
+    ///
+    /// ```swift
+    /// for await status in await engine.statusUpdates() {
+    ///     switch status.phase {
+    ///     case .unauthorized: showSignInPrompt()      // resumes by itself once the tokens work
+    ///     case .backingOff: showOfflineBadge(status.pending)
+    ///     default: hideBanners()
+    ///     }
+    /// }
+    /// ```
     public enum Phase: String, Sendable, Hashable {
         case idle, pushing, pulling, waiting, backingOff, stopped
+        /// The server refused the credentials, and the fresh token the ``TokenProvider`` gave
+        /// after that was refused too (revoked, or the user signed out): the app should let the
+        /// user sign in again. Continuous mode keeps trying with a growing backoff
+        /// (``SyncOptions/unauthorizedBackoff``), asking the provider for a fresh token once per
+        /// try — never in a tight loop — and goes on by itself once a token works.
+        case unauthorized
     }
 
     public var phase: Phase
@@ -78,6 +95,12 @@ public struct SyncOptions: Sendable {
     /// The jitter of a backoff: the fraction of the capped delay to wait, in `0.5...1` (random by
     /// default; injected for deterministic tests).
     public var jitter: @Sendable () -> Double = { Double.random(in: 0.5...1.0) }
+    /// The first wait of continuous mode after the server refused the credentials and a fresh
+    /// token (``SyncStatus/Phase/unauthorized``); it doubles with each refusal in a row, up to
+    /// ``maxUnauthorizedBackoff``, with the same jitter. Each try asks the ``TokenProvider`` for
+    /// one fresh token, so this bounds how often a revoked user's provider is asked.
+    public var unauthorizedBackoff: Duration = .seconds(2)
+    public var maxUnauthorizedBackoff: Duration = .seconds(120)
 
     public init() {}
 }
@@ -208,7 +231,7 @@ public actor SyncEngine {
             if let deferred { throw deferred }
             update { $0.phase = .idle; $0.lastError = nil }
         } catch let error as SyncError {
-            update { $0.phase = .idle; $0.lastError = error }
+            update { $0.phase = error.code == .unauthorized ? .unauthorized : .idle; $0.lastError = error }
             throw error
         }
         report.token = cursor.token
@@ -256,6 +279,8 @@ public actor SyncEngine {
 
     private func runLoop() async {
         var failures = 0
+        // Refusals of the credentials in a row: they back off on their own, longer schedule.
+        var refusals = 0
         while !Task.isCancelled {
             do {
                 dirty = false
@@ -281,7 +306,18 @@ public actor SyncEngine {
                 }
                 poll = nil
                 failures = 0
+                refusals = 0
                 update { $0.lastError = nil }
+            } catch let error as SyncError where error.code == .unauthorized {
+                // The transport already asked the provider for a fresh token once, and the server
+                // refused it too: waiting is all that helps (until the provider has a working
+                // token), and the app is told it is a sign-in problem, not a network one.
+                if Task.isCancelled { break }
+                failures += 1
+                refusals += 1
+                update { $0.phase = .unauthorized; $0.lastError = error }
+                try? await options.clock.sleep(for: backoff(refusals, retryAfter: nil,
+                                                            initial: options.unauthorizedBackoff, cap: options.maxUnauthorizedBackoff))
             } catch let error as SyncError {
                 if Task.isCancelled { break }
                 failures += 1
@@ -780,9 +816,13 @@ public actor SyncEngine {
     }
 
     private func backoff(_ attempt: Int, retryAfter: Double?) -> Duration {
+        backoff(attempt, retryAfter: retryAfter, initial: options.initialBackoff, cap: options.maxBackoff)
+    }
+
+    private func backoff(_ attempt: Int, retryAfter: Double?, initial: Duration, cap: Duration) -> Duration {
         if let retryAfter { return .milliseconds(Int(retryAfter * 1000)) }
-        let base = options.initialBackoff * Int(1 << min(attempt - 1, 16))
-        let capped = min(base, options.maxBackoff)
+        let base = initial * Int(1 << min(max(attempt, 1) - 1, 16))
+        let capped = min(base, cap)
         // Full jitter: anywhere between half and all of the capped delay.
         let millis = Double(capped.components.seconds) * 1000 + Double(capped.components.attoseconds) / 1e15
         return .milliseconds(Int(millis * min(1, max(0.5, options.jitter()))))
