@@ -9,7 +9,7 @@ import StrataLog
 /// snapshot holds objects that no event of its log names, and every reader of history (the
 /// store's own replay, `strata verify`, `replay`, blame, `diff`) would take the log for the whole
 /// history and misread the store. With it, a replay reaching the entry merges the adopted state
-/// (the same join ``Store/adoptSnapshot(_:origin:)`` did), so replaying the log gives exactly
+/// (the same join `Store.adoptSnapshot(_:origin:)` did), so replaying the log gives exactly
 /// the states the store had: its own before the adoption, the merged one after.
 ///
 /// The adopted payload itself (a projection snapshot, possibly large) is not in the entry: it is

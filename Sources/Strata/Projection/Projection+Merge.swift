@@ -18,7 +18,7 @@ extension Projection {
     /// them against what another copy of the store pushed under the same sequences (one of the
     /// copies then forks), rather than taking both copies' values under one event's name.
     /// Merges an adopted state (a projection snapshot payload) wholly into this one — every value,
-    /// every claim of applied events — as ``Store/adoptSnapshot(_:origin:)`` did when the
+    /// every claim of applied events — as `Store.adoptSnapshot(_:origin:)` did when the
     /// store adopted it: what replaying an ``AdoptionRecord`` does. Inside a batch.
     ///
     /// - Throws: ``StoreError/Code/corruptSnapshot`` when the payload does not decode.

@@ -165,8 +165,15 @@ struct Verification: Codable, Sendable {
                     // The state it names must be kept as long as the log holds the entry (a full
                     // replay merges it), whether or not this replay goes through it.
                     let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
-                    _ = try adopted.payload(for: record, position: entry.position)
                     adoptions += 1
+                    do {
+                        _ = try adopted.payload(for: record, position: entry.position)
+                    } catch {
+                        replayBroken = true
+                        findings.append(Finding(message: "the state adopted at position \(entry.position) (\(record.origin)) cannot be replayed: \(error)",
+                                                file: adopted.path(of: record.contentHash), position: entry.position))
+                        return
+                    }
                 }
                 if entry.position >= from && !pending.isEmpty {
                     try projection.apply(encoded: entry.payload, position: entry.position)
