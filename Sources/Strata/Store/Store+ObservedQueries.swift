@@ -33,8 +33,19 @@ extension Store {
     }
 
     /// The objects of `M`'s entity as models, filtered on the model, sorted by attributes: the
-    /// typed form of ``observe(_:where:sortedBy:limit:)->AsyncStream<[ObjectSnapshot]>``. A model that no longer decodes (the
-    /// schema changed under it) ends the sequence with its error.
+    /// typed form of ``observe(_:where:sortedBy:limit:)->AsyncStream<[ObjectSnapshot]>``.
+    ///
+    /// ```swift
+    /// for try await notes in store.observe(Note.self, where: { !$0.done }) {
+    ///     render(notes)
+    /// }
+    /// ```
+    ///
+    /// Schema changes of other app versions keep it running: their attributes are ignored, and
+    /// an attribute an object lacks reads as its default (see ``Attribute/defaultValue``). An
+    /// object that does not decode as `M` — a stored value of another type than the property's,
+    /// or a required property with no value and no default — ends the sequence with a
+    /// ``StoreError`` naming the model, the entity and the object.
     public func observe<M: StrataModel & Equatable>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
                                                     sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
         let changes = self.changes()
