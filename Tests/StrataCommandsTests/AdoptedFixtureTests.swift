@@ -72,6 +72,24 @@ struct AdoptedFixtureTests: NoteStoreCLI {
         try await opened.close()
     }
 
+    @Test("inspect counts the replicas of the adopted state and lists the adoption; diff against the device it came from names only the store's own events and shows the adoption in its timeline")
+    func inspectAndDiff() async throws {
+        let dir = TemporaryDirectory()
+        let d = try FixturePaths.copy(Self.store, to: dir, as: "d")
+        let a = try FixturePaths.copy(FixturePaths.deviceA, to: dir, as: "a")
+        let inspected = try await strata(["inspect", d, "--json"])
+        #expect(inspected.status == 0, "\(inspected.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(inspected.stdout.utf8)) as? [String: Any])
+        let replicas = try #require(json["replicas"] as? [[String: Any]]).compactMap { $0["replica"] as? String }
+        #expect(replicas.contains(DivergentStores.replicaA.description), "\(replicas)")
+        #expect((json["adoptions"] as? [String])?.count == 1)
+        #expect((json["problems"] as? [String])?.isEmpty == true)
+        let diffed = try await strata(["diff", d, a, "--json"])
+        #expect(diffed.status == 1, "\(diffed.stdout)\(diffed.stderr)")
+        #expect(!diffed.stdout.contains("a1a10000-0000-0000-0000-000000000001\",\"sequence\""), "A's events must not be missing from D")
+        #expect(diffed.stdout.contains("adopt zone alice/notes"), "\(diffed.stdout)")
+    }
+
     @Test("a missing adopted state is a finding naming the file and the position; the store itself still opens from its snapshot")
     func missingState() async throws {
         let dir = TemporaryDirectory()

@@ -70,6 +70,8 @@ struct Inspection: Codable, Sendable {
     var syncCursors: [Cursor]
     var schema: [EntitySchema]
     var problems: [String]
+    /// The states the store adopted from a zone, where (see `strata log --kind adopt`).
+    var adoptions: [String] = []
     var tornTail: String?
 
     /// Reads the whole log once, decoding every event without applying it (a summary needs no
@@ -94,10 +96,13 @@ struct Inspection: Codable, Sendable {
                 }
             }
         }
+        var adopted: [(UInt64, AdoptionRecord)] = []
+        var adoptionLines: [String] = []
         let report = try files.scan(progress: progress) { entry in
             let header: TransactionHeader
             do {
                 header = try tally.add(encoded: entry.payload, position: entry.position)
+                if header.isAdoption { adopted.append((entry.position, try AdoptionRecord(decoding: entry.payload, position: entry.position))) }
             } catch {
                 throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
@@ -114,12 +119,25 @@ struct Inspection: Codable, Sendable {
         }
         var schema = base?.schema ?? .empty
         for recorded in tally.schemas { schema = schema.merged(with: recorded) }
-        let snapshotApplied = Dictionary(uniqueKeysWithValues: (base?.appliedSequences() ?? []).map { ($0.replica, $0) })
-        let replicaIDs = Set(snapshotApplied.keys).union(perReplica.keys).sorted()
+        // What the store holds: the log's events, the base snapshot's, and those of every state
+        // it adopted (their events are not in its log).
+        var held: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+        for applied in base?.appliedSequences() ?? [] { held[applied.replica, default: []] += SequenceRanges(applied).ranges }
+        for (position, record) in adopted {
+            adoptionLines.append("position \(position): \(record.origin) (state \(record.stateDigest.prefix(16)), \(record.size) bytes)")
+            guard let payload = try? AdoptedStates(storeDirectory: files.directory).payload(for: record, position: position),
+                  let state = try? ProjectionBuilder(snapshot: payload) else {
+                notes.append("the state adopted at position \(position) is missing or damaged (run `strata verify`)")
+                continue
+            }
+            for applied in state.appliedSequences() { held[applied.replica, default: []] += SequenceRanges(applied).ranges }
+            schema = schema.merged(with: state.schema)
+        }
+        let replicaIDs = Set(held.keys).union(perReplica.keys).sorted()
         let known = Authors(ofStoreAt: files.directory)
         let replicas = replicaIDs.map { id -> Replica in
             let inLog = perReplica[id]
-            let held = SequenceRanges(unsorted: (inLog?.ranges ?? []) + SequenceRanges(snapshotApplied[id]).ranges)
+            let held = SequenceRanges(unsorted: (inLog?.ranges ?? []) + (held[id] ?? []))
             return Replica(replica: id.description, user: known.user(id), isThisStore: id == files.replicaID, eventsInLog: inLog?.count ?? 0,
                            sequences: held.description, count: held.count)
         }
@@ -159,6 +177,7 @@ struct Inspection: Codable, Sendable {
             objects: objectCount, objectsByEntity: objectsByEntity, digest: digest,
             syncCursors: files.syncCursors().map { Cursor(zone: $0.zone, token: $0.token, acknowledged: $0.acknowledged) },
             schema: entitySchemas, problems: report.problems.map { "\($0)" } + notes,
+            adoptions: adoptionLines,
             tornTail: report.tornTail.map { "\($0.segment) at byte \($0.offset): \($0.reason) (\($0.droppedBytes) bytes; truncated when the store next opens)" })
     }
 
@@ -166,7 +185,9 @@ struct Inspection: Codable, Sendable {
         var lines: [String] = []
         lines.append("store     \(store)")
         lines.append("replica   \(replica)")
-        lines.append("log       positions \(startPosition)..<\(endPosition): \(records) records, \(transactions) transactions, \(events) events")
+        lines.append("log       positions \(startPosition)..<\(endPosition): \(records) records, \(transactions) transactions, \(events) events"
+                     + (adoptions.isEmpty ? "" : ", \(adoptions.count) adopted state(s)"))
+        for adoption in adoptions { lines.append("          adopted at \(adoption)") }
         lines.append("size      \(Format.bytes(storedBytes)) on disk for \(Format.bytes(payloadBytes)) of events (compression ratio \(String(format: "%.2f", compressionRatio)))")
         lines.append("")
         lines.append("segments")

@@ -214,6 +214,8 @@ struct StoreDiff: Codable, Sendable {
 
         // 4. Read back just the records those events and timelines are in (the index knows where).
         var decoded: [[UInt64: (entry: HistoryEntry, record: TransactionRecord)]] = [[:], [:]]
+        // Adoption records in the timelines: states a side adopted from a zone (no events).
+        var adoptions: [[UInt64: (entry: HistoryEntry, record: AdoptionRecord)]] = [[:], [:]]
         for side in 0..<2 {
             let index = sides[side].index
             var positions = Set(timelinePositions[side])
@@ -235,6 +237,10 @@ struct StoreDiff: Codable, Sendable {
                 guard let stored = records[key]?.entries.first(where: { $0.position == entry.position }) else { continue }
                 let historyEntry = HistoryEntry(position: stored.position, timestamp: stored.timestamp, payload: stored.payload,
                                                 segment: segment, recordOffset: entry.recordOffset)
+                if AdoptionRecord.isAdoption(stored.payload) {
+                    adoptions[side][entry.position] = (historyEntry, try AdoptionRecord(decoding: stored.payload, position: stored.position))
+                    continue
+                }
                 decoded[side][entry.position] = (historyEntry, try TransactionRecord(decoding: stored.payload))
             }
         }
@@ -323,6 +329,11 @@ struct StoreDiff: Codable, Sendable {
         // 6. Timelines.
         func timeline(_ side: Int) -> [TimelineEntry] {
             timelinePositions[side].compactMap { position -> TimelineEntry? in
+                if let adopted = adoptions[side][position] {
+                    return TimelineEntry(position: position, stored: Format.time(microseconds: adopted.entry.timestamp), replica: "-",
+                                         sequences: "-", summary: ["adopt \(adopted.record.origin): state \(adopted.record.stateDigest.prefix(16))"],
+                                         missingOnOtherSide: false, divergencePoint: false)
+                }
                 guard let found = decoded[side][position] else { return nil }
                 let record = found.record
                 let sequences = record.sequences.map { $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" } ?? "-"
