@@ -219,13 +219,18 @@ enum DocSamples {
             let map = build.appendingPathComponent(entry).appendingPathComponent("module.modulemap")
             if fileManager.fileExists(atPath: map.path) { maps.append(map.path) }
         }
-        for root in [packageRoot.appendingPathComponent("Sources"), packageRoot.appendingPathComponent(".build/checkouts")] {
+        // The dependencies' checkouts: in the scratch directory the build directory is in
+        // (`<scratch>/<triple>/debug`), which is the package's `.build` unless `--scratch-path` moved it.
+        let scratch = build.resolvingSymlinksInPath().deletingLastPathComponent().deletingLastPathComponent()
+        var roots = [packageRoot.appendingPathComponent("Sources"), scratch.appendingPathComponent("checkouts")]
+        if !fileManager.fileExists(atPath: roots[1].path) { roots[1] = packageRoot.appendingPathComponent(".build/checkouts") }
+        for root in roots {
             guard let walker = fileManager.enumerator(atPath: root.path) else { continue }
             while let relative = walker.nextObject() as? String {
                 guard relative.hasSuffix("/module.modulemap") else { continue }
                 // A dependency's own tests and examples may define modules of the same names.
                 let parts = relative.split(separator: "/")
-                guard root.lastPathComponent == "Sources" || parts.dropFirst().first == "Sources" else { continue }
+                guard root == roots[0] || parts.dropFirst().first == "Sources" else { continue }
                 maps.append(root.appendingPathComponent(relative).path)
             }
         }
