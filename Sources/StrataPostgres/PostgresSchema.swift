@@ -37,11 +37,19 @@ import StrataServer
 ///   answers `false` (the caller then takes the locked path). Its statements run one after the
 ///   other, so the ledger is read after the locks are held.
 ///
+/// Version 3:
+///
+/// - `strata_deleted_zones(owner, name, access, grants, deleted_order)`: the access and grants of
+///   deleted zones, kept for their recreation (`ZoneStorage.deletedZoneRules(_:)`): a delete
+///   writes the row, a create of that owner and name reads and removes it, both in their own
+///   transaction (a create under the owner's row lock). At most
+///   `ZoneStorage.keptDeletedZoneRulesPerOwner` rows per owner, the latest deleted.
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 2
+    static let version = 3
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -158,6 +166,18 @@ enum PostgresSchema {
                 RETURN true;
             END
             $$
+            """,
+        ],
+        3: [
+            """
+            CREATE TABLE strata_deleted_zones (
+                owner text NOT NULL,
+                name text NOT NULL,
+                access text NOT NULL,
+                grants text NOT NULL,
+                deleted_order bigserial NOT NULL,
+                PRIMARY KEY (owner, name)
+            )
             """,
         ],
     ]

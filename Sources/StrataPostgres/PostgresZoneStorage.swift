@@ -157,14 +157,21 @@ public final class PostgresZoneStorage: ZoneStorage {
 
     public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
                            maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
+        // Rules given in full: nothing kept of a deleted zone applies (it is forgotten all the same).
+        try await createZone(id, settings: ZoneSettings(access: access, grants: grants), maxZonesPerOwner: maxZonesPerOwner)
+    }
+
+    /// Creates the zone with the rules `settings` names and, for the rest, those kept of the
+    /// deleted zone (see ``ZoneStorage/createZone(_:settings:maxZonesPerOwner:)``): read and
+    /// removed in the create's transaction, under the owner's row lock.
+    public func createZone(_ id: ZoneID, settings: ZoneSettings, maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
         guard ZoneInfo.isValidName(id.name) else {
             throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(id.name)\": 1–64 of [A-Za-z0-9._-]")
         }
         guard !id.owner.isEmpty else { throw ZoneStorageError(.invalidArgument, "a zone needs an owner") }
-        let grantsText = try Self.encode(grants)
+        if let grants = settings.grants { _ = try Self.encode(grants) }
         let epoch = options.makeEpoch()
-        let info = ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: epoch)
-        try await transaction("creating zone \(id)", zone: id) { connection in
+        let info = try await transaction("creating zone \(id)", zone: id) { connection in
             // The owner's row serializes the creates of one owner across instances: the quota
             // count and the insert cannot interleave with another create.
             try await connection.query("INSERT INTO strata_owners (owner) VALUES (\(id.owner)) ON CONFLICT DO NOTHING", logger: self.logger)
@@ -177,13 +184,37 @@ public final class PostgresZoneStorage: ZoneStorage {
                                                 as: Int64.self).first ?? 0
                 if owned >= limit { throw ZoneStorageError.zonesQuota(owner: id.owner, limit: limit, owned: Int(owned), zone: id) }
             }
+            let (access, grants) = Self.rules(settings, keeping: try await self.deletedZoneRules(id, on: connection))
+            let grantsText = try Self.encode(grants)
             try await connection.query("""
                 INSERT INTO strata_zones (owner, name, epoch, access, grants)
                 VALUES (\(id.owner), \(id.name), \(Int64(bitPattern: epoch)), \(access.rawValue), \(grantsText))
                 """, logger: self.logger)
+            // The zone has its own rules now: what was kept of a deleted one is forgotten.
+            try await connection.query("DELETE FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)", logger: self.logger)
+            return ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: epoch)
         }
-        logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
+        logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(info.access.rawValue)"])
         return info
+    }
+
+    public func deletedZoneRules(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneSettings? {
+        try await withConnection("reading the rules kept of deleted zone \(id)", zone: id) { connection in
+            try await self.deletedZoneRules(id, on: connection)
+        }
+    }
+
+    /// The rules kept of deleted zone `id` (see ``deletedZoneRules(_:)``).
+    private func deletedZoneRules(_ id: ZoneID, on connection: PostgresConnection) async throws -> ZoneSettings? {
+        let found = try await rows(connection.query("""
+            SELECT access, grants FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)
+            """, logger: logger), as: (String, String).self)
+        guard let (accessText, grantsText) = found.first else { return nil }
+        guard let access = ZoneAccess(rawValue: accessText),
+              let grants = try? JSONDecoder().decode([String: ZoneGrant].self, from: Data(grantsText.utf8)) else {
+            throw ZoneStorageError(.storageFailure, "the rules kept of deleted zone \(id) do not decode: access \(accessText), grants \(grantsText)", zone: id.description)
+        }
+        return ZoneSettings(access: access, grants: grants)
     }
 
     public func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo? {
@@ -216,6 +247,21 @@ public final class PostgresZoneStorage: ZoneStorage {
         try await transaction("deleting zone \(id)", zone: id) { connection in
             guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
             try await connection.query("DELETE FROM strata_zones WHERE zone_id = \(zone.key)", logger: self.logger)
+            // Its rules are kept for a recreation (the defaults need no keeping); beyond the
+            // per-owner limit the oldest kept are dropped.
+            try await connection.query("DELETE FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)", logger: self.logger)
+            if zone.info.access != .private || !zone.info.grants.isEmpty {
+                let grantsText = try Self.encode(zone.info.grants)
+                try await connection.query("""
+                    INSERT INTO strata_deleted_zones (owner, name, access, grants)
+                    VALUES (\(id.owner), \(id.name), \(zone.info.access.rawValue), \(grantsText))
+                    """, logger: self.logger)
+                let limit = Self.keptDeletedZoneRulesPerOwner
+                try await connection.query("""
+                    DELETE FROM strata_deleted_zones WHERE owner = \(id.owner) AND deleted_order NOT IN (
+                        SELECT deleted_order FROM strata_deleted_zones WHERE owner = \(id.owner) ORDER BY deleted_order DESC LIMIT \(limit))
+                    """, logger: self.logger)
+            }
             try await connection.query("UPDATE strata_owners SET stored_bytes = stored_bytes - \(zone.storedBytes) WHERE owner = \(id.owner)",
                                        logger: self.logger)
             try await self.announce(id, on: connection)

@@ -137,8 +137,11 @@ public struct HTTPSyncTransport: SyncTransport {
             return ZoneAccessInfo(canPush: described.canPush ?? true, maxPushBytes: described.limits?.maxBodyBytes,
                                   maxStateBytes: described.limits?.maxStateBytes)
         } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil && create {
+            // No rules named: a new zone is private, and a deleted one the engine recreates
+            // (`SyncEngine.recreateZone()`) gets back the access and grants it had, so that its
+            // grantees are not cut off.
             _ = try await send(HTTPExchangeRequest(method: "PUT", url: url(zone), headers: [("Content-Type", "application/json")],
-                                                   body: Array(try JSONEncoder().encode(ZoneSettings(access: .private)))))
+                                                   body: Array(try JSONEncoder().encode(ZoneSettings()))))
             // Asked again for the limits the creation's answer does not carry.
             return try await ensureZone(zone, create: false)
         }

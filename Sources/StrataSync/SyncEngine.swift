@@ -403,7 +403,9 @@ public actor SyncEngine {
 
     /// Recreates the caller's own zone after it was deleted (``SyncError/Code/zoneDeleted``) and
     /// seeds it with everything this store authored that its log still holds: the cursor starts
-    /// over, so every own transaction is pushed, and the zone's new history is pulled.
+    /// over, so every own transaction is pushed, and the zone's new history is pulled. The server
+    /// gives the zone back the access and grants it had when it was deleted (a grant revoked
+    /// before the deletion stays revoked), so that its grantees are not cut off.
     @discardableResult
     public func recreateZone() async throws -> SyncReport {
         recreating = true

@@ -24,7 +24,8 @@ extension StrataServerApp {
 
     /// `PUT /v1/zones/{zone}`: creates the zone in the caller's namespace (201), or lets its owner
     /// change its access and grants (200). Nobody creates or changes a zone in another user's
-    /// namespace.
+    /// namespace. Either way what the body leaves out stays as it was — for a zone that was
+    /// deleted, as it was at the deletion.
     func putZone(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
         let name = try context.requestedZoneID()
@@ -81,11 +82,12 @@ extension StrataServerApp {
         return Response(status: .noContent)
     }
 
-    /// Creates a zone; `nil` when one of that name appeared meanwhile.
+    /// Creates a zone; `nil` when one of that name appeared meanwhile. What the settings leave
+    /// out is what the zone had when it was deleted, if it was (its grantees keep their access
+    /// through a recreation), else the defaults: private, no grants.
     private func create(_ id: ZoneID, _ settings: ZoneSettings) async throws(ServerError) -> ZoneInfo? {
         do {
-            return try await storage.createZone(id, access: settings.access ?? .private, grants: settings.grants ?? [:],
-                                                maxZonesPerOwner: configuration.limits.maxZonesPerUser)
+            return try await storage.createZone(id, settings: settings, maxZonesPerOwner: configuration.limits.maxZonesPerUser)
         } catch {
             if error.code == .zoneExists { return nil }
             throw answer(error)

@@ -59,6 +59,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     private let logger: Logger
     private let lock: DirectoryLock
     private var zoneStates: [ZoneID: ZoneState]
+    /// The rules of deleted zones, kept for their recreation (in the catalog).
+    private var keptRules: [ZoneID: KeptRules] = [:]
     /// Recoveries of zones whose log failed.
     private var recoveries: [ZoneID: Task<Void, Never>] = [:]
     /// Why the last reopen of a failed zone log failed (a full disk answers `storageFull`).
@@ -84,6 +86,22 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     private struct Catalog: Codable {
         var formatVersion: Int
         var zones: [ZoneInfo]
+        /// The access rules of deleted zones, kept for their recreation, oldest deletion first
+        /// (absent in catalogs written before they were kept; older servers ignore the key).
+        var deleted: [KeptRules]?
+    }
+
+    /// A deleted zone's access and grants (see ``ZoneStorage/deletedZoneRules(_:)``).
+    private struct KeptRules: Codable {
+        var owner: String
+        var name: String
+        var access: ZoneAccess
+        var grants: [String: ZoneGrant]
+        /// Orders deletions (the oldest are dropped beyond the per-owner limit).
+        var order: UInt64
+
+        var id: ZoneID { ZoneID(owner: owner, name: name) }
+        var settings: ZoneSettings { ZoneSettings(access: access, grants: grants) }
     }
 
     private static let catalogVersion = 2
@@ -105,8 +123,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         let lock = try DirectoryLock.forDataDirectory(directory)
         self.lock = lock
         var states: [ZoneID: ZoneState] = [:]
+        var kept: [ZoneID: KeptRules] = [:]
         do {
-            try Self.openZones(in: directory, options: options, logger: logger, into: &states)
+            try Self.openZones(in: directory, options: options, logger: logger, into: &states, keeping: &kept)
         } catch {
             for state in states.values { Task { try? await state.log.close() } }
             lock.release()
@@ -116,6 +135,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             if let state = states[id] { states[id]?.storedBytes = Self.measure(state.log) }
         }
         self.zoneStates = states
+        self.keptRules = kept
         self.usage = states.values.reduce(into: [:]) { $0[$1.info.owner, default: 0] += $1.storedBytes }
     }
 
@@ -160,10 +180,13 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "cannot create the log of zone \(id) at \(path): \(error)", zone: id.description)
         }
         zoneStates[id] = ZoneState(info: info, log: log, ledgers: [:], chain: HistoryChain(), storedBytes: Self.measure(log))
+        // The zone has its own rules now: what was kept of a deleted one is forgotten.
+        let forgotten = keptRules.removeValue(forKey: id)
         do {
             try writeCatalog()
         } catch {
             zoneStates[id] = nil
+            keptRules[id] = forgotten
             try? await log.close()
             try? DurableFile.removeTree(path)
             throw error
@@ -171,6 +194,20 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         usage[id.owner, default: 0] += zoneStates[id]?.storedBytes ?? 0
         logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return info
+    }
+
+    /// Creates the zone with the rules `settings` names and, for the rest, those kept of the
+    /// deleted zone (see ``ZoneStorage/createZone(_:settings:maxZonesPerOwner:)``). Atomic: the
+    /// actor does not suspend between reading the kept rules and the create, which forgets them.
+    public func createZone(_ id: ZoneID, settings: ZoneSettings, maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
+        try checkOpen()
+        let (access, grants) = Self.rules(settings, keeping: keptRules[id]?.settings)
+        return try await createZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner)
+    }
+
+    public func deletedZoneRules(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneSettings? {
+        try checkOpen()
+        return keptRules[id]?.settings
     }
 
     public func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo? {
@@ -204,10 +241,21 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         try checkOpen()
         guard let state = zoneStates[id] else { throw Self.notFound(id) }
         zoneStates[id] = nil
+        // Its rules are kept for a recreation (the defaults need no keeping), in the same catalog
+        // write that deletes it; beyond the per-owner limit the oldest kept are dropped.
+        let keptBefore = keptRules
+        keptRules[id] = nil
+        if state.info.access != .private || !state.info.grants.isEmpty {
+            let order = (keptRules.values.map(\.order).max() ?? 0) + 1
+            keptRules[id] = KeptRules(owner: id.owner, name: id.name, access: state.info.access, grants: state.info.grants, order: order)
+            let owners = keptRules.values.filter { $0.owner == id.owner }.sorted { $0.order < $1.order }
+            for dropped in owners.dropLast(Self.keptDeletedZoneRulesPerOwner) { keptRules[dropped.id] = nil }
+        }
         do {
             try writeCatalog()
         } catch {
             zoneStates[id] = state
+            keptRules = keptBefore
             throw error
         }
         usage[id.owner, default: 0] -= state.storedBytes
@@ -586,7 +634,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// Reads the catalog and opens every zone's log into `states` (which holds what was opened so
     /// far when this throws), then removes orphaned zone directories.
     private static func openZones(in directory: String, options: Options, logger: Logger,
-                                  into states: inout [ZoneID: ZoneState]) throws(ZoneStorageError) {
+                                  into states: inout [ZoneID: ZoneState], keeping kept: inout [ZoneID: KeptRules]) throws(ZoneStorageError) {
         let catalogPath = DurableFile.join(directory, "zones.json")
         var infos: [ZoneInfo] = []
         if let bytes = try DurableFile.read(catalogPath) {
@@ -602,6 +650,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
                 throw ZoneStorageError(.storageFailure, "\(catalogPath) has format version \(catalog.formatVersion); this server reads 1 and \(catalogVersion)")
             }
             infos = catalog.zones
+            for rules in catalog.deleted ?? [] where ZoneInfo.isValidName(rules.name) { kept[rules.id] = rules }
         }
         for info in infos {
             guard ZoneInfo.isValidName(info.name), states[info.id] == nil else {
@@ -730,7 +779,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     }
 
     private func writeCatalog() throws(ZoneStorageError) {
-        let catalog = Catalog(formatVersion: Self.catalogVersion, zones: zoneStates.values.map(\.info).sorted { $0.id < $1.id })
+        let deleted = keptRules.values.sorted { $0.order < $1.order }
+        let catalog = Catalog(formatVersion: Self.catalogVersion, zones: zoneStates.values.map(\.info).sorted { $0.id < $1.id },
+                              deleted: deleted.isEmpty ? nil : deleted)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data

@@ -14,7 +14,8 @@ public import StrataProtocol
 /// the same batch append it once.
 public protocol ZoneStorage: Sendable {
     /// Creates a zone with a fresh random epoch and an empty log, in its owner's namespace
-    /// (`id.owner` is the creator).
+    /// (`id.owner` is the creator), with exactly the access and grants given: rules kept of a
+    /// deleted zone of that name (``deletedZoneRules(_:)``) are forgotten.
     ///
     /// - Throws: ``ZoneStorageError/Code/zoneExists`` when the owner already has a zone of that
     ///   name, ``ZoneStorageError/Code/invalidArgument`` for an invalid name.
@@ -24,6 +25,21 @@ public protocol ZoneStorage: Sendable {
     /// the owner already has `maxZonesPerOwner` zones, checked atomically with the create. `nil`
     /// or `0`: no limit.
     func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant], maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo
+
+    /// Creates a zone as ``createZone(_:access:grants:maxZonesPerOwner:)`` does, with the rules
+    /// `settings` names; what it leaves out (`nil`) is what the zone had when it was last deleted
+    /// (``deletedZoneRules(_:)``) — as a change of an existing zone keeps what it leaves out — or
+    /// the defaults (private, no grants) when nothing is kept. So a zone deleted and then
+    /// recreated keeps its grantees, as they were at the deletion: a grant revoked before it stays
+    /// revoked. The kept rules are read and forgotten atomically with the create.
+    func createZone(_ id: ZoneID, settings: ZoneSettings, maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo
+
+    /// The access and grants zone `id` had when it was deleted, kept for its recreation
+    /// (``createZone(_:settings:maxZonesPerOwner:)``); `nil` when nothing is kept: the zone was
+    /// never deleted, was created again since, or was private with no grants (the defaults).
+    /// A storage keeps the rules of at most ``keptDeletedZoneRulesPerOwner`` deleted zones per
+    /// owner, the latest deleted.
+    func deletedZoneRules(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneSettings?
 
     /// The zone `id`, or `nil` when there is none.
     func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo?
@@ -35,7 +51,8 @@ public protocol ZoneStorage: Sendable {
     /// and returns the zone as stored.
     func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo
 
-    /// Deletes a zone and its log. A zone later created with the same name gets a new epoch.
+    /// Deletes a zone and its log, keeping its access and grants (``deletedZoneRules(_:)``) for
+    /// a recreation. A zone later created with the same name gets a new epoch.
     func deleteZone(_ id: ZoneID) async throws(ZoneStorageError)
 
     /// Appends a push by `user`: transactions of one replica, in order.
@@ -191,6 +208,26 @@ public struct ZoneSnapshot: Sendable, Hashable {
 }
 
 extension ZoneStorage {
+    /// How many deleted zones' rules a storage keeps per owner (the latest deleted): one user
+    /// deleting zone after zone cannot grow the server's catalog without bound.
+    public static var keptDeletedZoneRulesPerOwner: Int { 256 }
+
+    /// The access and grants a zone is created with: what `settings` names, the rest from the
+    /// rules `kept` of the deleted zone, else the defaults (private, no grants).
+    public static func rules(_ settings: ZoneSettings, keeping kept: ZoneSettings?) -> (access: ZoneAccess, grants: [String: ZoneGrant]) {
+        (settings.access ?? kept?.access ?? .private, settings.grants ?? kept?.grants ?? [:])
+    }
+
+    /// A storage that keeps no rules of deleted zones: none.
+    public func deletedZoneRules(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneSettings? { nil }
+
+    /// Reads the kept rules, then creates (not atomically: storages that keep rules implement
+    /// this themselves).
+    public func createZone(_ id: ZoneID, settings: ZoneSettings, maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
+        let (access, grants) = Self.rules(settings, keeping: try await deletedZoneRules(id))
+        return try await createZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner)
+    }
+
     /// A storage of one process: nothing to announce.
     public func changesByOthers() -> AsyncStream<ZoneID> {
         AsyncStream { $0.finish() }
