@@ -162,7 +162,7 @@ public final class PostgresZoneStorage: ZoneStorage {
     }
 
     /// Creates the zone with the rules `settings` names and, for the rest, those kept of the
-    /// deleted zone (see ``ZoneStorage/createZone(_:settings:maxZonesPerOwner:)``): read and
+    /// deleted zone (see `ZoneStorage.createZone(_:settings:maxZonesPerOwner:)`): read and
     /// removed in the create's transaction, under the owner's row lock.
     public func createZone(_ id: ZoneID, settings: ZoneSettings, maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
         guard ZoneInfo.isValidName(id.name) else {

@@ -73,8 +73,10 @@ public struct ZoneList: Sendable, Hashable, Codable {
     public init(zones: [ZoneDescription]) { self.zones = zones }
 }
 
-/// The body of `PUT /v1/zones/{zone}`: `{"access": …, "grants": {…}}`, both optional. On creation
-/// an absent field takes its default (private, no grants); on an update it keeps its value.
+/// The body of `PUT /v1/zones/{zone}`: `{"access": …, "grants": {…}}`, both optional. An absent
+/// field keeps its value: on an update, the zone's; on the creation of a zone its owner deleted,
+/// the value it had at the deletion (so a recreated zone keeps its grantees); on the creation of
+/// a zone never deleted, its default (private, no grants).
 public struct ZoneSettings: Sendable, Hashable, Codable {
     public var access: ZoneAccess?
     public var grants: [String: ZoneGrant]?
