@@ -32,9 +32,11 @@ struct SimulationTally {
     var zoneDeletions = 0
     var deviceCompactions = 0
     var largeTransactions = 0
+    /// Past states checked against `replay --until` (bootstrapped and healed stores among them).
+    var replaysChecked = 0
 
     var summary: String {
-        "\(bootstraps) bootstraps from an expired token, \(clones) clones, \(forks) forks, \(spoofsRefused) spoofed pushes and \(skewsRefused) far-future pushes refused, \(grantChanges) grant changes, \(rollbacks) server rollbacks to a backup, \(zoneDeletions) zone deletions, \(heals) state uploads, \(deviceCompactions) device compactions, \(largeTransactions) transactions near the push limit"
+        "\(bootstraps) bootstraps from an expired token, \(clones) clones, \(forks) forks, \(spoofsRefused) spoofed pushes and \(skewsRefused) far-future pushes refused, \(grantChanges) grant changes, \(rollbacks) server rollbacks to a backup, \(zoneDeletions) zone deletions, \(heals) state uploads, \(deviceCompactions) device compactions, \(largeTransactions) transactions near the push limit, \(replaysChecked) past states replayed"
     }
 
     mutating func add(_ other: SimulationTally) {
@@ -43,6 +45,7 @@ struct SimulationTally {
         zoneDeletions += other.zoneDeletions
         deviceCompactions += other.deviceCompactions
         largeTransactions += other.largeTransactions
+        replaysChecked += other.replaysChecked
         grantChanges += other.grantChanges
         bootstraps += other.bootstraps
         forks += other.forks
@@ -67,6 +70,7 @@ struct SimulationTests {
             #expect(tally.forks > 0, "no clone ever forked: the simulation is too gentle")
             #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
             #expect(tally.deviceCompactions > 0, "no device compacted: the simulation is too gentle")
+            #expect(tally.replaysChecked > 0, "no past state was replayed")
         }
     }
 
@@ -178,6 +182,13 @@ struct SimulationTests {
         var notes: [ObjectID] = []
         /// After a deletion the zone is gone until an owner's device asks for it again.
         var zoneDeleted = false
+        /// States the devices really had, as (log end position, digest), after their syncs:
+        /// `replay --until` of each position must show exactly that state.
+        var states: [String: [(end: UInt64, digest: String)]] = [:]
+        func noteState(_ c: Int) {
+            let store = devices[c].store
+            states[devices[c].path, default: []].append((store.segmentLog.endPosition, store.digest()))
+        }
         func noteSync(_ report: SyncReport) {
             tally.bootstraps += report.bootstraps
             tally.forks += report.forks.count
@@ -234,6 +245,7 @@ struct SimulationTests {
                 } catch {
                     if tracing { print("  failed: \(error)".prefix(200)) }
                 }
+                noteState(c)
                 let exists = try await network.zoneExists(Self.zone)
                 if zoneDeleted && creates && exists {
                     zoneDeleted = false
@@ -409,6 +421,9 @@ struct SimulationTests {
             #expect(store.fetch("Note").allSatisfy { $0["title"].stringValue != "pinned by mallory" }, "seed \(seed): a refused event reached a device")
         }
         let liveDigests = devices.map { $0.store.digest() }
+        // Positions a fork's rewriting of history applies to (before it, abandoned transactions
+        // no longer count: a replay differs from what the store had then, by design).
+        let forkedBefore = Dictionary(devices.map { ($0.path, $0.store.identity.lineage.map(\.before).max() ?? 0) }, uniquingKeysWith: max)
         for device in devices { try await device.store.close() }
         // Every store — bootstrapped from a snapshot, healed, forked, compacted — reads right with
         // the tools: `strata verify` passes, and a replay of its whole history (from the start of
@@ -420,6 +435,13 @@ struct SimulationTests {
             #expect(verified.healthy, "seed \(seed): strata verify \(device.path): \(verified.findings.first.map { "\($0)" } ?? "")")
             let replayed = try LoadedStore.load(files, start: .earliest)
             #expect(replayed.projection.digest() == live, "seed \(seed): a replay of \(device.path)'s history differs from its state")
+            // replay --until: a few of the states the store had (those compaction left replayable).
+            let had = (states[device.path] ?? []).filter { $0.end > 0 && $0.end > (forkedBefore[device.path] ?? 0) }
+            for state in had.shuffled(using: &rng).prefix(4) {
+                guard let past = try? LoadedStore.load(files, start: .newest, until: .position(state.end - 1)) else { continue }
+                #expect(past.projection.digest() == state.digest, "seed \(seed): replay --until \(state.end - 1) of \(device.path) is not the state it had then")
+                tally.replaysChecked += 1
+            }
         }
         try await network.close()
         return tally
