@@ -120,15 +120,17 @@ struct SegmentSummary: Hashable, Sendable {
                   let id = r.bytes(16), Array(id) == logID.bytes,
                   let first = r.u64(), first == firstPosition,
                   let end = r.u64(), end >= first, let length = r.u64(), let records = r.u32(), let count = r.u32(),
-                  Int(count) * 16 == r.remaining
+                  Int(count) * 16 == r.remaining,
+                  // A file offset beyond Int64 is damage (the index is then rebuilt), not a trap.
+                  let size = Int64(exactly: length)
             else { return nil }
             var summary = SegmentSummary(firstPosition: first)
             summary.endPosition = end
-            summary.length = Int64(length)
+            summary.length = size
             summary.recordCount = Int(records)
             for _ in 0..<count {
-                guard let position = r.u64(), let offset = r.u64() else { return nil }
-                summary.points.append(IndexPoint(position: position, offset: Int64(offset)))
+                guard let position = r.u64(), let offset = r.u64(), let at = Int64(exactly: offset) else { return nil }
+                summary.points.append(IndexPoint(position: position, offset: at))
             }
             return summary
         }

@@ -110,13 +110,21 @@ private struct SnapshotDecoder {
 
     mutating func decode(into projection: Projection) throws {
         guard r.u8() == ProjectionCodec.version else { throw corrupt("unknown projection snapshot version") }
+        // Names and replicas are tables that references index into, and the projection looks them
+        // up by value: a repeated one is damage (or a hostile upload), never something to trap on.
+        var seenNames = Set<String>()
         for _ in 0..<(try count()) {
             guard let n = r.lengthPrefixed() else { throw corrupt("truncated name") }
-            names.append(String(decoding: n, as: UTF8.self))
+            let name = String(decoding: n, as: UTF8.self)
+            guard seenNames.insert(name).inserted else { throw corrupt("repeated name \"\(name)\"") }
+            names.append(name)
         }
+        var seenReplicas = Set<ReplicaID>()
         for _ in 0..<(try count(16)) {
             guard let b = r.bytes(16) else { throw corrupt("truncated replica") }
-            replicas.append(ReplicaID(bytes: b))
+            let replica = ReplicaID(bytes: b)
+            guard seenReplicas.insert(replica).inserted else { throw corrupt("repeated replica \(replica)") }
+            replicas.append(replica)
         }
         guard let maxHLC = r.u64(), let eventCount = r.varint() else { throw corrupt("truncated header") }
         var applied = [AppliedSet](repeating: AppliedSet(), count: replicas.count)
