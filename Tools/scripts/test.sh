@@ -2,13 +2,19 @@
 # The test command of README.md (and of CI): installs missing system libraries, builds, runs every
 # test, then checks the OpenAPI document against a live server (Tools/scripts/schemathesis.sh;
 # STRATA_SCHEMATHESIS=0 skips that) and builds the documentation with DocC warnings as errors
-# (Tools/scripts/docs.sh; STRATA_DOCS=0 skips that). STRATA_CRASH_ROUNDS (default 200) sets the rounds of the
+# (Tools/scripts/docs.sh; STRATA_DOCS=0 skips that), then runs every libFuzzer target of Tools/Fuzz
+# over its corpus (Tools/scripts/fuzz.sh, 100,000 executions each; STRATA_FUZZ=0 skips that,
+# STRATA_FUZZ_RUNS raises it). STRATA_CRASH_ROUNDS (default 200) sets the rounds of the
 # SIGKILL crash test.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/ensure-deps.sh
 swift build --build-tests
 swift test --skip-build "$@"
+# Every decoder of bytes from disk or the network under libFuzzer (its own release build in .build-fuzz).
+if [ "${STRATA_FUZZ:-1}" != 0 ]; then
+    bash Tools/scripts/fuzz.sh
+fi
 # The OpenAPI document (Tools/openapi/openapi.yaml) against a live `strata serve`.
 if [ "${STRATA_SCHEMATHESIS:-1}" != 0 ]; then
     bash Tools/scripts/schemathesis.sh
