@@ -45,11 +45,18 @@ import StrataServer
 ///   transaction (a create under the owner's row lock). At most
 ///   `ZoneStorage.keptDeletedZoneRulesPerOwner` rows per owner, the latest deleted.
 ///
+/// Version 4:
+///
+/// - `strata_append_if_unchanged(…)` replaced: it also takes the zone's access and grants as the
+///   caller read them (and decided from them that the user may push) and appends only if they are
+///   unchanged, so that a grant revoked after the basis was read refuses the push (the locked
+///   path then decides it under the row lock, as the zone is then).
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 3
+    static let version = 4
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -178,6 +185,71 @@ enum PostgresSchema {
                 deleted_order bigserial NOT NULL,
                 PRIMARY KEY (owner, name)
             )
+            """,
+        ],
+        4: [
+            // Version 2's function, whose compare and set did not look at who may push, is
+            // replaced by one that also checks the zone's access and grants are those the
+            // caller decided from (a grant revoked after the basis was read is noticed).
+            """
+            DROP FUNCTION strata_append_if_unchanged(
+                bigint, text, bigint, bigint, bigint, bigint, boolean, text, bigint, bigint, text, bigint, bigint, bigint, bigint,
+                bigint[], bigint[], bigint[], bigint[], bigint[], bigint[], bytea[], text, text)
+            """,
+            """
+            CREATE FUNCTION strata_append_if_unchanged(
+                p_zone bigint, p_owner text, p_end bigint, p_chain bigint, p_access text, p_grants text,
+                p_replica_high bigint, p_replica_low bigint, p_had_ledger boolean, p_ledger_owner text,
+                p_acknowledged bigint, p_unchecked_through bigint,
+                p_user text, p_new_acknowledged bigint, p_adding bigint, p_limit bigint, p_new_chain bigint,
+                p_positions bigint[], p_firsts bigint[], p_lasts bigint[], p_digest_highs bigint[], p_digest_lows bigint[],
+                p_chains bigint[], p_bytes bytea[], p_channel text, p_announcement text
+            ) RETURNS boolean LANGUAGE plpgsql AS $$
+            DECLARE
+                zone_end bigint;
+                zone_chain bigint;
+                zone_access text;
+                zone_grants text;
+                used bigint;
+                held_owner text;
+                held_acknowledged bigint;
+                held_unchecked bigint;
+                has_ledger boolean;
+            BEGIN
+                SELECT z.end_position, z.chain, z.access, z.grants, o.stored_bytes INTO zone_end, zone_chain, zone_access, zone_grants, used
+                FROM strata_zones z JOIN strata_owners o ON o.owner = z.owner
+                WHERE z.zone_id = p_zone AND z.owner = p_owner
+                FOR UPDATE OF z, o;
+                IF NOT FOUND OR zone_end <> p_end OR zone_chain <> p_chain OR zone_access <> p_access OR zone_grants <> p_grants THEN
+                    RETURN false;
+                END IF;
+                IF p_limit IS NOT NULL AND used + p_adding > p_limit THEN
+                    RETURN false;
+                END IF;
+                SELECT owner, acknowledged, unchecked_through INTO held_owner, held_acknowledged, held_unchecked
+                FROM strata_replicas
+                WHERE zone_id = p_zone AND replica_high = p_replica_high AND replica_low = p_replica_low;
+                has_ledger := FOUND;
+                IF has_ledger <> p_had_ledger OR (has_ledger AND (held_owner IS DISTINCT FROM p_ledger_owner
+                    OR held_acknowledged <> p_acknowledged OR held_unchecked <> p_unchecked_through)) THEN
+                    RETURN false;
+                END IF;
+                INSERT INTO strata_transactions
+                    (zone_id, position, replica_high, replica_low, first_sequence, last_sequence, digest_high, digest_low, chain, bytes)
+                SELECT p_zone, t.p, p_replica_high, p_replica_low, t.f, t.l, t.dh, t.dl, t.c, t.b
+                FROM unnest(p_positions, p_firsts, p_lasts, p_digest_highs, p_digest_lows, p_chains, p_bytes) AS t(p, f, l, dh, dl, c, b);
+                UPDATE strata_zones SET end_position = end_position + cardinality(p_positions), chain = p_new_chain,
+                    stored_bytes = stored_bytes + p_adding
+                WHERE zone_id = p_zone;
+                UPDATE strata_owners SET stored_bytes = stored_bytes + p_adding WHERE owner = p_owner;
+                INSERT INTO strata_replicas (zone_id, replica_high, replica_low, owner, acknowledged, unchecked_through)
+                VALUES (p_zone, p_replica_high, p_replica_low, p_user, p_new_acknowledged, p_unchecked_through)
+                ON CONFLICT (zone_id, replica_high, replica_low) DO UPDATE
+                SET owner = EXCLUDED.owner, acknowledged = EXCLUDED.acknowledged, unchecked_through = EXCLUDED.unchecked_through;
+                PERFORM pg_notify(p_channel, p_announcement);
+                RETURN true;
+            END
+            $$
             """,
         ],
     ]

@@ -44,7 +44,7 @@ extension PostgresZoneStorage {
                 self.appendPaths.noteRemembered()
                 return outcome
             }
-            guard let basis = try await self.readBasis(zone: id, replica: replica, on: connection),
+            guard let basis = try await self.readBasis(zone: id, user: user, replica: replica, on: connection),
                   let (outcome, next) = try await self.appendIfUnchanged(since: basis, zone: id, user: user, replica: replica, transactions: pushed,
                                                                         storedBytesLimit: storedBytesLimit, on: connection)
             else { return nil }
@@ -55,22 +55,28 @@ extension PostgresZoneStorage {
     }
 
     /// What the zone holds that a push of `replica` is checked against, read without a lock.
-    private func readBasis(zone id: ZoneID, replica: ReplicaID, on connection: PostgresConnection) async throws -> AppendBasis? {
+    private func readBasis(zone id: ZoneID, user: String, replica: ReplicaID, on connection: PostgresConnection) async throws -> AppendBasis? {
         let (replicaHigh, replicaLow) = Self.halves(replica)
         let found = try await rows(connection.query("""
-            SELECT z.zone_id, z.epoch, z.end_position, z.chain, o.stored_bytes, r.owner, r.acknowledged, r.unchecked_through
+            SELECT z.zone_id, z.epoch, z.end_position, z.chain, o.stored_bytes, r.owner, r.acknowledged, r.unchecked_through,
+                   \(unescaped: ZoneRow.qualifiedColumns)
             FROM strata_zones z JOIN strata_owners o ON o.owner = z.owner
             LEFT JOIN strata_replicas r ON r.zone_id = z.zone_id AND r.replica_high = \(replicaHigh) AND r.replica_low = \(replicaLow)
             WHERE z.owner = \(id.owner) AND z.name = \(id.name)
-            """, logger: logger), as: (Int64, Int64, Int64, Int64, Int64, String?, Int64?, Int64?).self)
+            """, logger: logger), as: (Int64, Int64, Int64, Int64, Int64, String?, Int64?, Int64?,
+                                        Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64).self)
         guard let row = found.first else { return nil }
         var ledger = ReplicaLedger()
         ledger.owner = row.5
         ledger.acknowledged = UInt64(bitPattern: row.6 ?? 0)
         ledger.uncheckedThrough = UInt64(bitPattern: row.7 ?? 0)
+        // Who may push, decided once per basis (a remembered basis keeps it) and checked again
+        // by the compare and set against the access and grants it was decided from.
+        let zone = try ZoneRow((row.8, row.9, row.10, row.11, row.12, row.13, row.14, row.15, row.16, row.17, row.18)).decoded()
         // `acknowledged` is never NULL in a row: NULL means the replica has none yet.
         return AppendBasis(key: row.0, epoch: UInt64(bitPattern: row.1), end: row.2, chain: UInt64(bitPattern: row.3), used: row.4,
-                           hasLedger: row.6 != nil, ledger: ledger)
+                           hasLedger: row.6 != nil, ledger: ledger, access: row.12, grants: row.13,
+                           pushers: zone.info.canPush(user) ? [user] : [])
     }
 
     /// Appends `pushed` if the zone is still as `basis` says (`strata_append_if_unchanged`):
@@ -78,8 +84,9 @@ extension PostgresZoneStorage {
     private func appendIfUnchanged(since basis: AppendBasis, zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
                                    storedBytesLimit: Int64?, on connection: PostgresConnection) async throws -> (AppendOutcome, AppendBasis)? {
         var ledger = basis.ledger
-        // Retries need the held digests; refusals are decided under the lock.
-        guard pushed.allSatisfy({ $0.firstSequence > ledger.acknowledged }),
+        // Retries need the held digests; refusals (a user who may not push included) are decided
+        // under the lock.
+        guard basis.pushers.contains(user), pushed.allSatisfy({ $0.firstSequence > ledger.acknowledged }),
               let fresh = try? ledger.check(pushed, user: user, replica: replica, zone: id), fresh.count == pushed.count
         else { return nil }
         let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
@@ -92,7 +99,7 @@ extension PostgresZoneStorage {
         let expected = basis.ledger
         let appended = try await values(connection.query("""
             SELECT strata_append_if_unchanged(
-                \(basis.key), \(id.owner), \(basis.end), \(Int64(bitPattern: basis.chain)),
+                \(basis.key), \(id.owner), \(basis.end), \(Int64(bitPattern: basis.chain)), \(basis.access), \(basis.grants),
                 \(replicaHigh), \(replicaLow), \(basis.hasLedger), \(expected.owner)::text,
                 \(Int64(bitPattern: expected.acknowledged)), \(Int64(bitPattern: expected.uncheckedThrough)),
                 \(user), \(Int64(bitPattern: ledger.acknowledged)), \(adding), \(limit)::bigint, \(Int64(bitPattern: chain)),
@@ -102,7 +109,7 @@ extension PostgresZoneStorage {
         guard appended.first == true else { return nil }
         ledger.owner = user
         let next = AppendBasis(key: basis.key, epoch: basis.epoch, end: basis.end + Int64(fresh.count), chain: chain, used: basis.used + adding,
-                               hasLedger: true, ledger: ledger)
+                               hasLedger: true, ledger: ledger, access: basis.access, grants: basis.grants, pushers: basis.pushers)
         return (AppendOutcome(epoch: basis.epoch, position: UInt64(next.end), acknowledged: ledger.acknowledged, appended: fresh.count, fingerprint: chain),
                 next)
     }
@@ -125,6 +132,9 @@ extension PostgresZoneStorage {
             guard let row = found.first else { throw Self.notFound(id) }
             let zone = try ZoneRow((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10)).decoded()
             let used = row.11
+            // The access as it is under the lock: a grant revoked after the server looked the
+            // zone up holds.
+            try Self.checkPush(zone.info, user: user)
             // Read in a statement of its own, after the lock: a statement that waited for the
             // lock sees the other push's rows of the tables it locked, not of the others (a
             // join with the replica's row here read it as it was before, and took a retry for
@@ -206,7 +216,8 @@ struct AppendedRows {
 
 /// What a compare-and-set append is computed from: the zone's row (its key, epoch, end, history
 /// chain), its owner's stored bytes and the replica's ledger (without held digests), as they were
-/// read or as this instance's last append left them. Any of it may be stale;
+/// read or as this instance's last append left them, and who may push by its access and grants.
+/// Any of it may be stale;
 /// `strata_append_if_unchanged` finds out under the lock.
 struct AppendBasis: Sendable {
     var key: Int64
@@ -216,6 +227,11 @@ struct AppendBasis: Sendable {
     var used: Int64
     var hasLedger: Bool
     var ledger: ReplicaLedger
+    /// The zone's access and grants as stored (the compare and set checks they are unchanged).
+    var access: String
+    var grants: String
+    /// The users these allow to push, of those asked about (the pusher of the basis's replica).
+    var pushers: Set<String>
 }
 
 /// The basis each (zone, replica) pushed through this instance left, so that its next push needs

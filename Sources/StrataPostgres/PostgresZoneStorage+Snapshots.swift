@@ -48,6 +48,7 @@ extension PostgresZoneStorage {
         func believed(_ replica: ReplicaID) -> UInt64 { min(claim, contiguous[replica] ?? 0) }
         let outcome = try await unboundedTransaction("merging a state into zone \(id)", zone: id) { connection -> StateMergeOutcome in
             guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
+            try Self.checkPush(zone.info, user: user)
             var ledger: ReplicaLedger?
             if let replica {
                 var own = try await self.ledger(of: replica, in: zone, covering: [], on: connection)

@@ -296,7 +296,9 @@ public actor SyncEngine {
                 try await verifyUnconfirmedPush(&report)
                 try await healDeferringClockSkew(&report)
                 try await pushOrHold(&report)
-                update { $0.phase = .waiting }
+                // The server answered this round: whatever failed before (a refused token, a
+                // server that was down) is over, also while the long poll below waits.
+                update { $0.phase = .waiting; $0.lastError = nil }
                 let waiting = Task { var r = SyncReport(); try await self.pullAll(wait: dirty ? nil : self.options.longPoll, &r) }
                 poll = waiting
                 do {

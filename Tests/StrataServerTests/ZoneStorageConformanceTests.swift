@@ -235,7 +235,8 @@ struct ZoneStorageConformanceTests {
     func mergedState(_ backend: StorageBackend) async throws {
         let site = try StorageSite(backend)
         let storage = try await site.open()
-        _ = try await storage.createZone(name: "z", owner: "alice", access: .private, grants: [:])
+        // Bob may push (his refusal below is for the replica, not for the zone).
+        _ = try await storage.createZone(name: "z", owner: "alice", access: .shared, grants: ["bob": .readWrite])
         let other = ReplicaID.random()
         _ = try await storage.append(zone: "z", replica: other, transactions: [pushed(transaction(other, 1...3))])
         // The uploader's state: its own replica through 4 (acknowledged by a server that lost it).
@@ -265,6 +266,52 @@ struct ZoneStorageConformanceTests {
             _ = try await storage.mergeState(zone: "z", user: "bob", replica: replica, claim: 1, state: ProjectionBuilder(), basis: nil)
         }
         #expect(bobs?.code == .replicaNotYours)
+        try await storage.close()
+    }
+
+    @Test("the storage itself refuses a push or a state upload by a user who may not push, as the zone is at that moment (a grant revoked after a lookup holds), and changes nothing; the grant given back, pushes go on", arguments: StorageBackend.allCases)
+    func pushAccessAtAppend(_ backend: StorageBackend) async throws {
+        let site = try StorageSite(backend)
+        let storage = try await site.open()
+        let zone = ZoneID(owner: "alice", name: "board")
+        _ = try await storage.createZone(zone, access: .shared, grants: ["bob": .readWrite, "carol": .read])
+        let bobs = ReplicaID.random(), carols = ReplicaID.random()
+        // Twice, so that PostgreSQL's second push starts from the basis the first left.
+        _ = try await storage.append(zone: zone, user: "bob", replica: bobs, transactions: [pushed(transaction(bobs, 1...1))])
+        _ = try await storage.append(zone: zone, user: "bob", replica: bobs, transactions: [pushed(transaction(bobs, 2...2))])
+        // A reader, a stranger: refused by the storage, whatever the server checked before.
+        for (user, replica) in [("carol", carols), ("mallory", ReplicaID.random())] {
+            let batch = try pushed(transaction(replica, 1...1))
+            let refused = await refusal { () async throws(ZoneStorageError) in
+                _ = try await storage.append(zone: zone, user: user, replica: replica, transactions: [batch])
+            }
+            #expect(refused?.code == .forbidden, "\(user): \(String(describing: refused))")
+        }
+        // Bob's grant revoked between his pushes.
+        _ = try await storage.updateZone(zone, access: .shared, grants: ["bob": .read])
+        let third = try pushed(transaction(bobs, 3...3))
+        let revoked = await refusal { () async throws(ZoneStorageError) in
+            _ = try await storage.append(zone: zone, user: "bob", replica: bobs, transactions: [third])
+        }
+        #expect(revoked?.code == .forbidden)
+        let upload = ProjectionBuilder()
+        _ = try upload.apply(encoded: transaction(bobs, 1...3, title: "state").encoded())
+        do {
+            _ = try await storage.mergeState(zone: zone, user: "bob", replica: bobs, claim: 2, state: upload, basis: nil)
+            Issue.record("a state upload by a reader was merged")
+        } catch {
+            #expect(error.code == .forbidden, "\(error)")
+        }
+        #expect(try await storage.endPosition(zone: zone) == 2)
+        #expect(try await storage.acknowledged(zone: zone, replica: bobs) == 2)
+        #expect(try await storage.snapshot(zone: zone) == nil)
+        // The owner is never refused; the grant given back, Bob's push lands after his others.
+        _ = try await storage.updateZone(zone, access: .private, grants: [:])
+        let owners = ReplicaID.random()
+        _ = try await storage.append(zone: zone, user: "alice", replica: owners, transactions: [pushed(transaction(owners, 1...1))])
+        _ = try await storage.updateZone(zone, access: .shared, grants: ["bob": .readWrite])
+        let resumed = try await storage.append(zone: zone, user: "bob", replica: bobs, transactions: [third])
+        #expect(resumed.appended == 1 && resumed.position == 4 && resumed.acknowledged == 3)
         try await storage.close()
     }
 

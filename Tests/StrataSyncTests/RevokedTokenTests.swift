@@ -65,7 +65,7 @@ struct RevokedTokenTests {
             // The user signs in again: the next try gets a working token and goes on by itself.
             tokens.works.store(true, ordering: .relaxed)
             clock.advance(by: .seconds(64))
-            let resumed = await waitForStatus(engine) { $0.pending == 0 && $0.pushed == 1 }
+            let resumed = await waitForStatus(engine) { $0.pending == 0 && $0.pushed == 1 && $0.lastError == nil }
             #expect(resumed.pending == 0 && resumed.pushed == 1, "\(resumed)")
             #expect(resumed.phase != .unauthorized && resumed.lastError == nil, "\(resumed)")
             #expect(tokens.refreshes.load(ordering: .relaxed) == 6)

@@ -110,6 +110,7 @@ extension ServerError {
         case .zoneReset: self.init(.zoneReset, error.message)
         case .sequenceGap: self.init(.sequenceGap, error.message, expected: error.expected)
         case .replicaNotYours: self.init(.replicaNotYours, error.message)
+        case .forbidden: self.init(.forbidden, error.message)
         case .replicaForked: self.init(.replicaForked, error.message, sequence: error.sequence)
         case .positionRetired: self.init(.tokenExpired, error.message)
         case .positionBeyondEnd: self.init(.zoneRewound, error.message)

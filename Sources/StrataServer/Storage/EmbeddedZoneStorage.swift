@@ -290,6 +290,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         guard !transactions.isEmpty else {
             throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: id.description)
         }
+        // Checked here, with no suspension before the submit below, so that an `updateZone`
+        // revoking the grant either comes first (refused) or after (the push was allowed).
+        try Self.checkPush(state.info, user: user)
         var ledger = state.ledgers[replica] ?? ReplicaLedger()
         let fresh = try ledger.check(transactions, user: user, replica: replica, zone: id)
         // The quota counts the owner's bytes with every append still in flight (reserved below at
@@ -457,6 +460,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     ///     uploader holds the merged state already and goes on from the new token).
     public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let state = try await usableZone(id)
+        try Self.checkPush(state.info, user: user)
         // The uploader's claim of how far its own replica goes is believed (a false one can only
         // hold back its own edits), as far as the state really holds it; the replica must be the
         // uploader's, or new to the zone.

@@ -58,6 +58,9 @@ public protocol ZoneStorage: Sendable {
     /// Appends a push by `user`: transactions of one replica, in order.
     ///
     /// The rules, checked atomically with the append:
+    /// - `user` may push to the zone (``ZoneInfo/canPush(_:)``: its owner, or a `readWrite` grant)
+    ///   as the zone is when the push is appended, else ``ZoneStorageError/Code/forbidden`` and
+    ///   nothing changes: a grant revoked after the server looked the zone up still holds.
     /// - A replica belongs to the user who first pushed it to the zone; a push of another user's
     ///   replica throws ``ZoneStorageError/Code/replicaNotYours`` and changes nothing.
     /// - Transactions the zone already holds under the same sequences are skipped when their
@@ -145,7 +148,8 @@ public protocol ZoneStorage: Sendable {
     /// what its log still holds. Only acknowledged sequences are claimed, since a server
     /// acknowledges each (replica, sequence) to one copy of a store only: two copies never claim
     /// different events. The replica must be `user`'s or new to the zone, else
-    /// ``ZoneStorageError/Code/replicaNotYours``.
+    /// ``ZoneStorageError/Code/replicaNotYours``; `user` must be able to push to the zone as it is
+    /// when the state is merged, else ``ZoneStorageError/Code/forbidden``.
     func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
 
     /// A fingerprint of the zone's history before `position`: a running hash folding in the
@@ -208,6 +212,13 @@ public struct ZoneSnapshot: Sendable, Hashable {
 }
 
 extension ZoneStorage {
+    /// ``ZoneStorageError/Code/forbidden`` unless `user` may push to the zone `info` describes.
+    package static func checkPush(_ info: ZoneInfo, user: String) throws(ZoneStorageError) {
+        guard info.canPush(user) else {
+            throw ZoneStorageError(.forbidden, "user \(user) may not push to zone \(info.id)", zone: info.id.description)
+        }
+    }
+
     /// How many deleted zones' rules a storage keeps per owner (the latest deleted): one user
     /// deleting zone after zone cannot grow the server's catalog without bound.
     public static var keptDeletedZoneRulesPerOwner: Int { 256 }

@@ -22,6 +22,9 @@ public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertib
         public static let sequenceGap = Code("sequenceGap")
         /// A push of a replica that belongs to another user.
         public static let replicaNotYours = Code("replicaNotYours")
+        /// A push or a state upload by a user who may not push to the zone (not its owner, no
+        /// `readWrite` grant), as the zone is at the moment of the append.
+        public static let forbidden = Code("forbidden")
         /// A push whose transaction differs from the one the zone holds under the same replica
         /// and sequences (a copied or restored store); ``ZoneStorageError/sequence`` is the first
         /// sequence that differs.
