@@ -84,29 +84,12 @@ public struct AdoptionRecord: Sendable, Hashable {
         hex(SHA256.hash(data: bytes))
     }
 
-    static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ bytes: some Sequence<UInt8>) -> String { Hex.encode(bytes) }
 
     /// 32 bytes from 64 hex digits (zeros for anything else: the hashes here are always made by
     /// ``hex(_:)``).
     static func bytes(ofHex text: String) -> [UInt8] {
-        func nibble(_ c: UInt8) -> UInt8 {
-            switch c {
-            case 48...57: c - 48
-            case 97...102: c - 87
-            case 65...70: c - 55
-            default: 0
-            }
-        }
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 64 else { return [UInt8](repeating: 0, count: 32) }
-        return (0..<32).map { nibble(utf8[2 * $0]) << 4 | nibble(utf8[2 * $0 + 1]) }
+        guard let bytes = Hex.decode(text), bytes.count == 32 else { return [UInt8](repeating: 0, count: 32) }
+        return bytes
     }
 }

@@ -108,13 +108,5 @@ enum StoreIdentityFile {
         }
     }
 
-    private static func hex(_ digest: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in digest {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    private static func hex(_ digest: some Sequence<UInt8>) -> String { Hex.encode(digest) }
 }
