@@ -151,6 +151,21 @@ struct SchemaEvolutionTests {
         try await v2.close()
     }
 
+    @Test("an observed query evaluates again when another version's schema arrives alone, showing the new attribute's default")
+    func observersSeeMergedDefaults() async throws {
+        let dirs = (StoreDirectory(), StoreDirectory())
+        let v1 = try await Store.open(at: dirs.0.path, schema: try Schema(models: EntryV1.self), options: storeOptions())
+        let v2 = try await Store.open(at: dirs.1.path, schema: try Schema(models: EntryV2.self), options: storeOptions())
+        let entry = try await v1.transaction { tx in try tx.insert("Entry", ["title": "t"]) }
+        var results = v1.observe("Entry").makeAsyncIterator()
+        #expect(await results.next()?.map { $0["mood"] } == [.null])
+        try await deliver(v2, to: v1)  // version 2's store holds its schema and nothing else
+        #expect(await results.next()?.map { $0["mood"] } == ["calm"])
+        #expect(v1.object(entry)?["mood"] == "calm")
+        try await v1.close()
+        try await v2.close()
+    }
+
     @Test("a required attribute a newer version added without a default reads as its type's zero value, and the older version keeps inserting")
     func requiredWithoutDefault() async throws {
         let dirs = (StoreDirectory(), StoreDirectory())

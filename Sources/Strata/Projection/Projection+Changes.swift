@@ -23,6 +23,10 @@ public struct ChangeSet: Sendable, Hashable {
     /// The log positions the commit occupies.
     public var positions: Range<UInt64>
     public var changes: [ObjectChange]
+    /// Whether the commit changed the schema in effect: another app version's schema, pulled by
+    /// sync, was merged into it. Objects the commit did not change may then read differently
+    /// (an attribute they lack now reads as its new default), so observed queries evaluate again.
+    public var schemaChanged = false
 
     public var inserted: [ObjectChange] { changes.filter { $0.kind == .inserted } }
     public var updated: [ObjectChange] { changes.filter { $0.kind == .updated } }

@@ -111,7 +111,8 @@ extension Store {
             }
             let entries = fresh
             let changes = projection.commitBatch(report: report)
-            if projection.schemaEvents.count != schemaEventsBefore {
+            let schemaChanged = projection.schemaEvents.count != schemaEventsBefore
+            if schemaChanged {
                 // Another app version's schema arrived: merged into the running one at once (as
                 // opening the store would merge it), so that this app's inserts store what the
                 // other version requires and reads give its attributes their defaults.
@@ -123,7 +124,7 @@ extension Store {
             // of the store (a restored backup): never author those sequences again (the server
             // then tells the copies apart, and the one that pushes second forks).
             core.nextSequence = max(core.nextSequence, projection.highestSequence(of: core.replica) + 1)
-            return (applied, try submit(entries, origin: .remote, changes: changes, core: core))
+            return (applied, try submit(entries, origin: .remote, changes: changes, schemaChanged: schemaChanged, core: core))
         }
         try await waiter?.wait()
         return count
@@ -132,7 +133,8 @@ extension Store {
     /// Hands committed transactions to the log. The projection already holds them; if the log
     /// cannot take them, the store fails (it must be reopened, which rebuilds the projection from
     /// what is really on disk).
-    func submit(_ entries: [[UInt8]], origin: ChangeSet.Origin, changes: [ObjectChange], core: StoreCore) throws -> DurabilityWaiter {
+    func submit(_ entries: [[UInt8]], origin: ChangeSet.Origin, changes: [ObjectChange], schemaChanged: Bool = false,
+                core: StoreCore) throws -> DurabilityWaiter {
         let waiter = DurabilityWaiter()
         let timestamp = currentLogTimestamp()
         let positions: Range<UInt64>
@@ -140,7 +142,7 @@ extension Store {
             positions = try log.submit(entries.map { LogEntry($0, timestamp: timestamp) }) { [weak self] result in
                 switch result {
                 case .success(let appended):
-                    self?.deliver(ChangeSet(origin: origin, positions: appended.positions, changes: changes))
+                    self?.deliver(ChangeSet(origin: origin, positions: appended.positions, changes: changes, schemaChanged: schemaChanged))
                     waiter.complete(.success(()))
                 case .failure(let error):
                     let failure = StoreError(.storeFailed, "a commit could not be made durable; reopen the store", logError: error)

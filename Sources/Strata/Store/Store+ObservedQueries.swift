@@ -7,7 +7,9 @@ public import Foundation
 /// missed. Each delivery re-runs the query against the store's current state, so a result is
 /// always one the store really held; a commit that touches no object of the entity is not even
 /// evaluated, and a result equal to the last one is not delivered again. A slow consumer gets
-/// the newest result, not a backlog of old ones.
+/// the newest result, not a backlog of old ones. A schema pulled from another app version
+/// (``ChangeSet/schemaChanged``) evaluates every query again: objects it did not touch may read
+/// differently (an attribute they lack reads as its new default).
 extension Store {
     /// The objects of `entity` that match `predicate`, sorted by `sort` (then by ID), at most
     /// `limit`: first the current result, then a new one after each commit — local or pulled by
@@ -55,7 +57,7 @@ extension Store {
                 guard let first = try self?.fetch(type, where: predicate, sortedBy: sort, limit: limit) else { return continuation.finish() }
                 var last = first
                 continuation.yield(first)
-                for await change in changes where change.changes.contains(where: { $0.entity == M.entityName }) {
+                for await change in changes where change.schemaChanged || change.changes.contains(where: { $0.entity == M.entityName }) {
                     guard let next = try self?.fetch(type, where: predicate, sortedBy: sort, limit: limit) else { break }
                     if next != last {
                         last = next
@@ -107,7 +109,7 @@ extension Store {
             guard let store = self else { return continuation.finish() }
             var last = evaluate(store)
             continuation.yield(last)
-            for await change in changes where change.changes.contains(where: touching) {
+            for await change in changes where change.schemaChanged || change.changes.contains(where: touching) {
                 guard let store = self else { break }
                 let next = evaluate(store)
                 if next != last {
