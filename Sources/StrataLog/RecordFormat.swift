@@ -186,6 +186,11 @@ enum RecordDecoder {
         case .raw:
             return decodeTable(header: header, payload: stored)
         case .lz4:
+            // An LZ4 block expands at most ~255 times (one length byte per 255 bytes of a match):
+            // a larger claim is damage, refused before allocating (up to a gigabyte) for it.
+            guard Int(header.payloadLength) <= stored.count * 256 + 64 else {
+                return .failure(FormatViolation("payload length \(header.payloadLength) is more than an LZ4 block of \(stored.count) bytes can hold"))
+            }
             var payload = [UInt8](repeating: 0, count: Int(header.payloadLength))
             let ok = payload.withUnsafeMutableBytes { LZ4Codec.decompress(stored, into: $0) }
             guard ok else { return .failure(FormatViolation("LZ4 block does not decompress to \(header.payloadLength) bytes")) }
