@@ -205,6 +205,11 @@ struct AdoptedSnapshotToolsTests: NoteStoreCLI {
                 for name in removed {
                     #expect(quarantined.values.contains(try #require(before[name])), "\(name) is gone and not in the quarantine")
                 }
+                if kind == .firstRecord {
+                    // The cut took the adoption record: the state it named goes to the quarantine
+                    // with it (else the next compaction would delete the only copy).
+                    #expect(quarantined.keys.contains { $0.contains("/adopted/") }, "\(quarantined.keys.sorted()) \(output)")
+                }
             }
             // Sync (the cursor was reset by any repair that changed the store): the zone's state.
             let synced = try await sync.syncJSON(b, url)

@@ -42,7 +42,8 @@ public struct AdoptionRecord: Sendable, Hashable {
         self.size = size
         self.stateDigest = stateDigest
         self.newestHLC = newestHLC
-        self.origin = origin
+        // It may carry text a server chose (a token): no control characters reach a terminal.
+        self.origin = String(String.UnicodeScalarView(origin.unicodeScalars.map { $0.properties.generalCategory == .control ? "?" : $0 }))
     }
 
     /// Whether a log entry is an adoption record (else it is a transaction, or damaged).

@@ -1,4 +1,16 @@
 extension Projection {
+    /// Merges an adopted state (a projection snapshot payload) wholly into this one — every value,
+    /// every claim of applied events — as `Store.adoptSnapshot(_:origin:)` did when the
+    /// store adopted it: what replaying an ``AdoptionRecord`` does. Inside a batch.
+    ///
+    /// - Throws: ``StoreError/Code/corruptSnapshot`` when the payload does not decode.
+    func adopt(payload: [UInt8]) throws {
+        let other = Projection()
+        try ProjectionCodec.decode(payload, into: other)
+        try merge(from: other)
+        schema = recordedSchema.merged(with: schema)
+    }
+
     /// Merges another projection's whole state into this one (inside an open batch): the join of
     /// the two, as if every event either had applied were applied here. Registers keep the newer
     /// value, inserts and deletes the newer event, sets the union of adds and removals, applied
@@ -17,18 +29,6 @@ extension Projection {
     /// own events past its claim, which it pushes as events instead — where the server checks
     /// them against what another copy of the store pushed under the same sequences (one of the
     /// copies then forks), rather than taking both copies' values under one event's name.
-    /// Merges an adopted state (a projection snapshot payload) wholly into this one — every value,
-    /// every claim of applied events — as `Store.adoptSnapshot(_:origin:)` did when the
-    /// store adopted it: what replaying an ``AdoptionRecord`` does. Inside a batch.
-    ///
-    /// - Throws: ``StoreError/Code/corruptSnapshot`` when the payload does not decode.
-    func adopt(payload: [UInt8]) throws {
-        let other = Projection()
-        try ProjectionCodec.decode(payload, into: other)
-        try merge(from: other)
-        schema = recordedSchema.merged(with: schema)
-    }
-
     func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
                withholding: (replica: ReplicaID, above: UInt64)? = nil) throws {
         precondition(batchOpen, "internal: merge outside a batch")

@@ -6,8 +6,9 @@ import StrataLog
 /// Content-addressed: a file's name is the SHA-256 of its bytes, so a reader checks that what it
 /// loads is what the log entry names, and writing the same state twice is harmless. A state is
 /// written (temporary file, fsync, rename, fsync of the folder) *before* the log entry that names
-/// it is appended: a crash in between leaves a file no entry names (removed by the next
-/// compaction), never an entry naming a missing state.
+/// it is appended, and no compaction (which prunes the states no entry names) runs in between: a
+/// crash in between leaves a file no entry names (removed by the next compaction), never an entry
+/// naming a missing state.
 package struct AdoptedStates: Sendable {
     static let folderName = "adopted"
     /// The folder (`STORE/adopted`).
@@ -74,6 +75,11 @@ package struct AdoptedStates: Sendable {
         return names.filter { $0.hasSuffix(".state") }.map { String($0.dropLast(6)) }.sorted()
     }
 
+    /// Whether the folder holds anything (a state, or a temporary file of an interrupted write).
+    package var isEmpty: Bool {
+        ((try? FileSystem.list(directory)) ?? []).isEmpty
+    }
+
     /// Removes the states no record in `referenced` names (after compaction retired the log
     /// entries that named them, the snapshot holds their effect).
     package func prune(keeping referenced: Set<String>, only: String? = nil) throws {
@@ -83,6 +89,11 @@ package struct AdoptedStates: Sendable {
             } catch {
                 throw StoreError(.storeFailed, "cannot remove the adopted state \(path(of: hash)): \(error)")
             }
+        }
+        // Temporary files of writes a crash or a full disk interrupted (never named by a record:
+        // a state is renamed into place before its record is appended).
+        for name in (try? FileSystem.list(directory)) ?? [] where name.hasSuffix(".tmp") {
+            try? FileSystem.remove(directory + "/" + name)
         }
     }
 }

@@ -1,3 +1,4 @@
+import Logging
 import StrataLog
 import Synchronization
 
@@ -20,7 +21,12 @@ extension Store {
     @discardableResult
     @_spi(StrataInternals)
     public func adoptSnapshot(_ payload: [UInt8], origin: String = "a snapshot") async throws -> Int {
-        // The state is on disk before the log names it (see `AdoptedStates`).
+        // The state is on disk before the log names it (see `AdoptedStates`). No compaction runs
+        // from here until the record naming it is durable: a compaction prunes the states no
+        // record names, and would take this one before its record is appended.
+        await compactionGate.enter()
+        var gateHeld = true
+        defer { if gateHeld { compactionGate.leave() } }
         let adopted = AdoptedStates(storeDirectory: directory)
         let contentHash = try adopted.keep(payload)
         let result: (Int, DurabilityWaiter)
@@ -50,16 +56,23 @@ extension Store {
                 let changes = projection.commitBatch(report: true)
                 return (changes.count, try submit([record.encoded()], origin: .remote, changes: changes, core: core))
             }
-        } catch let error as StoreError where error.code == .corruptSnapshot {
-            // Refused before the log named it: the kept copy goes (the next compaction would
-            // remove it anyway).
-            try? adopted.prune(keeping: [], only: contentHash)
-            throw error
         }
+        // (A payload refused above leaves its kept copy to the next compaction, which removes
+        // what no record names: an earlier record may name the same bytes.)
         let (changes, waiter) = result
         try await waiter.wait()
+        gateHeld = false
+        compactionGate.leave()
         // A snapshot past the adoption: a reopen loads it instead of merging the state again.
-        try await compact()
+        // The adoption is durable already: a compaction that fails now only makes the next
+        // open merge the state again from `adopted/`.
+        do {
+            try await compact()
+        } catch {
+            logger.warning("could not compact after adopting a snapshot; the next open merges it again", metadata: [
+                "store": "\(directory)", "error": "\(error)",
+            ])
+        }
         return changes
     }
 

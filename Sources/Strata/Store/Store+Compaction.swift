@@ -83,11 +83,13 @@ extension Store {
     }
 
     /// Deletes the adopted states that no adoption record in the retained log names any more
-    /// (their effect is in the snapshots that replaced those entries). The log is read only when
-    /// some state is kept, which is rare: an adoption is followed by a compaction.
+    /// (their effect is in the snapshots that replaced those entries), and temporary files of
+    /// interrupted writes. The retained log is read only while some state is kept: after an
+    /// adoption, until the segment holding its record is retired. Runs under the compaction gate,
+    /// which an adoption holds from writing its state until its record is durable.
     private func pruneAdoptedStates() throws {
         let adopted = AdoptedStates(storeDirectory: directory)
-        guard !adopted.kept().isEmpty else { return }
+        guard !adopted.isEmpty else { return }
         var named: Set<String> = []
         do {
             var cursor = try log.records(from: log.startPosition)

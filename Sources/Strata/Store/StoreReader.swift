@@ -62,6 +62,12 @@ public final class StoreReader: Sendable {
             } catch let error as LogError where error.code == .positionOutOfRange {
                 state = try Self.load(directory)
                 return 1
+            } catch is StoreError {
+                // Applying failed part way (an adopted state compaction has since removed, a
+                // record the writer's fork rewrote): the tail has moved past what was read, so
+                // the state read so far would silently lack it. Start again from the files.
+                state = try Self.load(directory)
+                return 1
             } catch let error as LogError {
                 throw StoreError(.storeFailed, "cannot read the log of \(directory)", logError: error)
             }

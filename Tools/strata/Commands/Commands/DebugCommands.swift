@@ -54,7 +54,7 @@ struct VerifyCommand: ParsableCommand {
     @Argument(help: "The store directory (or a bare log directory).")
     var store: String
 
-    @Flag(help: "Truncate the log at the first bad record and set aside damaged snapshots, keeping everything removed in STORE/quarantine/; resets the sync cursors so the next sync pulls the zone again. Never removes an intact snapshot.")
+    @Flag(help: "Truncate the log at the first bad record and set aside damaged snapshots and those past the repaired log's end, keeping everything removed in STORE/quarantine/; resets the sync cursors so the next sync pulls the zone again. Never removes an intact snapshot within the log that holds what the log does not.")
     var repair = false
 
     @Flag(help: "Do not ask before repairing.")
@@ -98,6 +98,15 @@ struct VerifyCommand: ParsableCommand {
             if let cut = salvage.quarantine { try quarantine.move(cut, as: "log-cut") }
             print("repaired: \(RepairText.describe(salvage).replacingOccurrences(of: salvage.quarantine ?? "\u{0}", with: quarantine.folder + "/log-cut"))")
             repaired = true
+            // The states whose adoption records the cut took go with them (a damaged log does not
+            // read past the damage, so what it named before cannot be listed: every kept state no
+            // record of the repaired log names goes, which the next compaction would delete).
+            let adopted = AdoptedStates(storeDirectory: store)
+            let named = Self.adoptedStatesNamed(in: files)
+            for hash in adopted.kept() where !named.contains(hash) {
+                try quarantine.move(adopted.path(of: hash), as: "adopted/" + hash + ".state")
+                print("set aside the adopted state \(hash) (kept in \(quarantine.folder)): no record of the repaired log names it")
+            }
             current = try Verification.run(files, progress: nil)
         }
         let (moved, refused) = try RepairText.setAsideSnapshots(current, in: files.logDirectory, quarantine: quarantine)
@@ -111,6 +120,16 @@ struct VerifyCommand: ParsableCommand {
         for reason in refused { print("not repaired: \(reason)") }
         print(again.healthy ? "the store now verifies" : "still wrong: \(again.findings.first.map { "\($0)" } ?? "")")
         if !again.healthy { throw ExitCode(ExitStatus.finding) }
+    }
+
+    /// The content hashes of the states the adoption records in the store's log name (records that
+    /// do not read are left out: verify reports them).
+    static func adoptedStatesNamed(in files: StoreFiles) -> Set<String> {
+        var named: Set<String> = []
+        _ = try? files.scan(progress: nil) { entry in
+            if AdoptionRecord.isAdoption(entry.payload), let record = try? AdoptionRecord(decoding: entry.payload) { named.insert(record.contentHash) }
+        }
+        return named
     }
 
     func confirm(_ question: String) throws -> Bool {
@@ -140,10 +159,13 @@ enum RepairText {
         for check in verification.snapshots {
             let damaged = check.status.hasPrefix("damaged")
             let differs = check.status.hasPrefix("DIGEST DIFFERS")
-            guard damaged || differs else { continue }
+            // Past the end of the log (a cut took what it covers): unusable whatever it holds,
+            // since the log goes on from its new end.
+            let pastEnd = check.position > verification.endPosition
+            guard damaged || differs || pastEnd else { continue }
             let path = logDirectory + "/" + check.name
             guard FileManager.default.fileExists(atPath: path) else { continue }
-            if damaged || check.position > verification.endPosition || check.heldByLog == true {
+            if damaged || pastEnd || check.heldByLog == true {
                 try quarantine.move(path, as: "snapshots/" + check.name)
                 moved.append(check.name)
             } else {
