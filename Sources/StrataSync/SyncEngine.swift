@@ -784,7 +784,7 @@ public actor SyncEngine {
             throw SyncError(.tokenExpired, "zone \(zoneReference) no longer holds the history after the token and serves no snapshot of it: \(error.message)", status: error.status)
         }
         do {
-            try await store.adoptSnapshot(snapshot.payload)
+            try await store.adoptSnapshot(snapshot.payload, origin: "zone \(zoneReference) snapshot at \(snapshot.token) (\(error.code))")
         } catch {
             throw SyncError(.store, "the store refused the zone's snapshot: \(error)")
         }
