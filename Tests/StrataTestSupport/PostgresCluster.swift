@@ -127,7 +127,9 @@ public final class PostgresCluster: @unchecked Sendable {
     }
 
     private func launch() throws {
-        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1"
+        // Suites run in parallel, each storage with a pool of up to 20 connections: PostgreSQL's
+        // default of 100 was reached in a CI run ("sorry, too many clients already").
+        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c max_connections=400"
             + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
         do {
             try tool("pg_ctl", ["-D", directory + "/data", "-o", options, "-l", directory + "/log", "-w", "-t", "60", "start"])
