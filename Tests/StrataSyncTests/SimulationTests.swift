@@ -429,7 +429,8 @@ struct SimulationTests {
         // the tools: `strata verify` passes, and a replay of its whole history (from the start of
         // its log, or its oldest snapshot) gives the state it holds. Equal digests across devices
         // mean equal blame too (the digest covers the event that set each field).
-        for (device, live) in zip(devices, liveDigests) {
+        // On every fourth seed (the tools' checks cost as much as the run itself).
+        for (device, live) in zip(devices, liveDigests) where seed % 4 == 0 {
             let files = try StoreFiles(device.path)
             let verified = try Verification.run(files, progress: nil)
             #expect(verified.healthy, "seed \(seed): strata verify \(device.path): \(verified.findings.first.map { "\($0)" } ?? "")")
