@@ -52,11 +52,20 @@ import StrataServer
 ///   unchanged, so that a grant revoked after the basis was read refuses the push (the locked
 ///   path then decides it under the row lock, as the zone is then).
 ///
+/// Version 5:
+///
+/// - `strata_limit_buckets(name, key, tokens, updated, taken)`: the token buckets of the rate
+///   limit and the failed-authentication limit, shared by every instance
+///   (`PostgresZoneStorage.take(_:limit:always:)`): how many tokens a bucket held at `updated`
+///   (the database's clock, seconds since 1970) and whether its last take took one. `UNLOGGED`:
+///   a crash of the database forgets them (every bucket full again), and counting a request
+///   costs no WAL flush.
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 4
+    static let version = 5
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -250,6 +259,18 @@ enum PostgresSchema {
                 RETURN true;
             END
             $$
+            """,
+        ],
+        5: [
+            """
+            CREATE UNLOGGED TABLE strata_limit_buckets (
+                name text NOT NULL,
+                key text NOT NULL,
+                tokens double precision NOT NULL,
+                updated double precision NOT NULL,
+                taken boolean NOT NULL,
+                PRIMARY KEY (name, key)
+            )
             """,
         ],
     ]

@@ -141,24 +141,24 @@ struct PostgresZoneStorageTests {
             try cluster.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM strata_schema_migrations", database: database)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        #expect(try versions() == "1,2,3,4")
+        #expect(try versions() == "1,2,3,4,5")
         let again = try await site.open()
         try await again.close()
         #expect(try cluster.psql("SELECT count(*) FROM strata_schema_migrations", database: database)
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "4")
-        // A database a version-1 server wrote (a zone with a push in it) is brought to version 4
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "5")
+        // A database a version-1 server wrote (a zone with a push in it) is brought to version 5
         // (version 2's append function created, then replaced by version 4's, which also checks
-        // who may push) and keeps its log; pushes then take the two-round-trip path.
+        // who may push; version 5's shared limit buckets) and keeps its log; pushes then take the two-round-trip path.
         let old = try await site.open()
         _ = try await old.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
         let replica = ReplicaID.random()
         _ = try await old.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 1...1))])
         try await old.close()
-        try cluster.psql("DROP FUNCTION strata_append_if_unchanged; DROP TABLE strata_deleted_zones; DELETE FROM strata_schema_migrations WHERE version >= 2",
+        try cluster.psql("DROP FUNCTION strata_append_if_unchanged; DROP TABLE strata_deleted_zones; DROP TABLE strata_limit_buckets; DELETE FROM strata_schema_migrations WHERE version >= 2",
                          database: database)
         #expect(try versions() == "1")
         let upgraded = try await site.open()
-        #expect(try versions() == "1,2,3,4")
+        #expect(try versions() == "1,2,3,4,5")
         let outcome = try await upgraded.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 2...3))])
         #expect(outcome.appended == 1 && outcome.position == 2 && outcome.acknowledged == 3)
         let postgres = try #require(upgraded as? PostgresZoneStorage)

@@ -21,46 +21,39 @@ public struct RateLimit: Sendable, Hashable {
     public static let unlimited = RateLimit(requestsPerSecond: .infinity, burst: .infinity)
 }
 
-/// Per-user token buckets: each request takes a token; tokens come back at the limit's rate up to
-/// its burst. Time comes from an injected monotonic clock so that tests are deterministic.
+/// The per-user rate limit: each request takes a token from its user's bucket; tokens come back
+/// at the limit's rate up to its burst. The buckets are the storage's shared ones when it has
+/// them (``ZoneStorage/limitBuckets``: several instances on one database count together), else
+/// this process's own.
 public final class RateLimiter: Sendable {
-    private struct Bucket {
-        var tokens: Double
-        var updated: Duration
-    }
-
     public let limit: RateLimit
-    private let now: @Sendable () -> Duration
-    private let buckets = Mutex<[String: Bucket]>([:])
+    private let buckets: any LimitBuckets
+    /// Used when the shared buckets cannot be reached, so that a database failing does not lift
+    /// the limit (it then holds per instance, as it did before the buckets were shared).
+    private let fallback: InProcessLimitBuckets
 
     /// - Parameters:
     ///   - limit: the rate and burst allowed per key.
-    ///   - now: monotonic time since any fixed origin (by default the continuous clock's).
-    public init(limit: RateLimit, now: (@Sendable () -> Duration)? = nil) {
+    ///   - buckets: where the buckets live (by default this process's memory).
+    ///   - now: monotonic time since any fixed origin for the in-process buckets (by default the
+    ///     continuous clock's).
+    public init(limit: RateLimit, buckets: (any LimitBuckets)? = nil, now: (@Sendable () -> Duration)? = nil) {
         self.limit = limit
-        self.now = now ?? elapsedOnContinuousClock()
+        fallback = InProcessLimitBuckets(now: now)
+        self.buckets = buckets ?? fallback
     }
 
     /// Takes a token for `user`: `nil` when the request may go ahead, else how long until a token
     /// is available again.
-    public func acquire(_ user: String) -> Duration? {
+    public func acquire(_ user: String) async -> Duration? {
         guard limit.requestsPerSecond.isFinite else { return nil }
-        let now = now()
-        return buckets.withLock { buckets -> Duration? in
-            var bucket = buckets[user] ?? Bucket(tokens: limit.burst, updated: now)
-            let elapsed = Double((now - bucket.updated) / .nanoseconds(1)) / 1e9
-            bucket.tokens = min(limit.burst, bucket.tokens + max(0, elapsed) * limit.requestsPerSecond)
-            bucket.updated = now
-            if bucket.tokens >= 1 {
-                bucket.tokens -= 1
-                buckets[user] = bucket
-                return nil
-            }
-            buckets[user] = bucket
-            guard limit.requestsPerSecond > 0 else { return .seconds(3600) }
-            let seconds = min(3600, (1 - bucket.tokens) / limit.requestsPerSecond)
-            return .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
+        let take: LimitBucketTake
+        do {
+            take = try await buckets.take(.requests(user), limit: limit, always: false)
+        } catch {
+            take = fallback.take(.requests(user), limit: limit, always: false)
         }
+        return take.taken ? nil : limit.wait(untilOneFrom: take.tokens) ?? .seconds(1)
     }
 }
 

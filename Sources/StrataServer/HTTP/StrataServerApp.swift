@@ -64,8 +64,10 @@ public struct StrataServerApp: Sendable {
         self.logger = logger
         self.notifier = ChangeNotifier()
         self.metrics = metrics
-        self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, now: now)
-        self.bounds = ServerBounds(limits: configuration.limits, now: now)
+        // Shared by every instance on the storage when it keeps them (PostgreSQL), else in memory.
+        let buckets = storage.limitBuckets
+        self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, buckets: buckets, now: now)
+        self.bounds = ServerBounds(limits: configuration.limits, buckets: buckets, now: now, logger: logger)
         self.wallClock = wallClock ?? { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
     }
 
@@ -293,7 +295,7 @@ struct GatekeeperMiddleware: RouterMiddleware {
                 throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
             }
             context.user = user
-            if let wait = rateLimiter.acquire(user) {
+            if let wait = await rateLimiter.acquire(user) {
                 let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
                 throw ServerError(.rateLimited, "user \(user) is over the rate of \(rateLimiter.limit.requestsPerSecond) requests per second; retry in \(seconds) s",
                                   retryAfter: seconds)

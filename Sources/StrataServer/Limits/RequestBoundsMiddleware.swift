@@ -19,7 +19,7 @@ struct RequestBoundsMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         let address = bounds.clientAddress(peer: context.clientAddress, forwardedFor: request.headers[values: .xForwardedFor])
-        if let wait = bounds.failedAuth.blocked(address) {
+        if let wait = await bounds.failedAuth.blocked(address) {
             let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
             logger.notice("request refused: too many failed authentications", metadata: ["address": "\(address)", "retryAfter": "\(seconds)"])
             return ServerError(.rateLimited, "too many failed authentications from \(address); retry in \(seconds) s", retryAfter: seconds).response
@@ -32,7 +32,7 @@ struct RequestBoundsMiddleware: RouterMiddleware {
         switch response.status {
         case .unauthorized:
             // (401 and 429 are counted in the metrics by the observability middleware.)
-            bounds.failedAuth.recordFailure(address)
+            await bounds.failedAuth.recordFailure(address)
         case .serviceUnavailable:
             // Only the upload budget answers 503 here (`/ready` is outside this middleware).
             metrics.serverBusy.increment()

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// The shared state of the server's resource bounds (see ``ServerConfiguration/Limits``): the
 /// upload memory budget and the failed-authentication limiter, one of each per
@@ -8,11 +9,14 @@ struct ServerBounds: Sendable {
     let uploadBudget: UploadBudget
     let failedAuth: FailedAuthLimiter
 
-    /// - Parameter now: monotonic time for the failed-authentication buckets (tests inject one).
-    init(limits: ServerConfiguration.Limits, now: (@Sendable () -> Duration)? = nil) {
+    /// - Parameters:
+    ///   - buckets: the storage's shared limit buckets (``ZoneStorage/limitBuckets``), if any.
+    ///   - now: monotonic time for the in-process failed-authentication buckets (tests inject one).
+    init(limits: ServerConfiguration.Limits, buckets: (any LimitBuckets)? = nil, now: (@Sendable () -> Duration)? = nil,
+         logger: Logger = Logger(label: "strata.server")) {
         self.limits = limits
         uploadBudget = UploadBudget(capacity: limits.uploadMemoryBudget, wait: limits.uploadBudgetWait)
-        failedAuth = FailedAuthLimiter(limit: limits.failedAuthLimit, now: now)
+        failedAuth = FailedAuthLimiter(limit: limits.failedAuthLimit, buckets: buckets, now: now, logger: logger)
     }
 
     /// The address a request is counted against for failed authentications: the connection's

@@ -129,6 +129,12 @@ public protocol ZoneStorage: Sendable {
     /// server wakes its own long polls itself (the default, a finished stream).
     func changesByOthers() -> AsyncStream<ZoneID>
 
+    /// The token buckets of the server's rate limit and failed-authentication limit, when this
+    /// storage is shared by several processes and keeps them where all of them see them (a
+    /// database): N instances then allow what one allows. `nil` (the default) for a storage of
+    /// one process: the server keeps its buckets in memory.
+    var limitBuckets: (any LimitBuckets)? { get }
+
     /// Makes everything durable and releases the storage's resources; later calls fail.
     func close() async throws(ZoneStorageError)
 
@@ -243,6 +249,9 @@ extension ZoneStorage {
     public func changesByOthers() -> AsyncStream<ZoneID> {
         AsyncStream { $0.finish() }
     }
+
+    /// A storage of one process: the server's limits are counted in memory.
+    public var limitBuckets: (any LimitBuckets)? { nil }
 
     /// Creates a zone in `owner`'s namespace.
     public func createZone(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
