@@ -287,81 +287,84 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction],
                        storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
         let state = try await usableZone(id)
-        guard !transactions.isEmpty else {
-            throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: id.description)
-        }
-        // Checked here, with no suspension before the submit below, so that an `updateZone`
-        // revoking the grant either comes first (refused) or after (the push was allowed).
-        try Self.checkPush(state.info, user: user)
-        var ledger = state.ledgers[replica] ?? ReplicaLedger()
-        let fresh = try ledger.check(transactions, user: user, replica: replica, zone: id)
-        // The quota counts the owner's bytes with every append still in flight (reserved below at
-        // their uncompressed size), so that concurrent pushes cannot pass it together.
-        let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
-        if let limit = storedBytesLimit, limit > 0, adding > 0 {
-            let used = usage[id.owner] ?? 0
-            if used + adding > limit {
-                throw ZoneStorageError.storedBytesQuota(owner: id.owner, limit: limit, used: used, adding: adding, zone: id)
-            }
-        }
+        // From here to the submit below nothing suspends (the owners file is written
+        // synchronously): the inputs are read, the plan made and its positions claimed in one
+        // step of the actor. An `updateZone` revoking the grant comes either before (refused) or
+        // after (the push was allowed), no other push of this zone interleaves, and the quota
+        // counts every append still in flight (reserved at their uncompressed size).
         let log = state.log
-        let epoch = state.info.epoch
-        if ledger.owner == nil {
-            // The replica's first push (or its first since owners were recorded): its owner is on
-            // disk before anything of it is acknowledged.
-            var owners = state.ledgers.compactMapValues(\.owner)
-            owners[replica] = user
-            try ZoneLedgerFiles.saveOwners(owners, in: Self.logDirectory(in: directory, for: state.info))
-            ledger.owner = user
-            zoneStates[id]?.ledgers[replica] = ledger
+        let end = log.nextPosition
+        guard let chain = state.chain.value(at: end) else {
+            throw ZoneStorageError(.storageFailure, "zone \(id): its history chain does not reach its end (\(end))", zone: id.description)
         }
-        if fresh.isEmpty {
-            // A retry of what is already held. Its first answer may still be waiting for its sync:
-            // answer only once everything submitted so far is durable.
+        let epoch = state.info.epoch
+        let inputs = AppendInputs(zone: id, info: state.info, end: end, chain: chain, user: user, replica: replica,
+                                  ledger: state.ledgers[replica] ?? ReplicaLedger(), storedBytes: usage[id.owner] ?? 0,
+                                  storedBytesLimit: storedBytesLimit, transactions: transactions)
+        switch AppendPlan.decide(inputs) {
+        case .refused(let error):
+            throw error
+        case .held(let held):
+            if held.recordsOwner {
+                try recordOwner(user, of: replica, in: state)
+                zoneStates[id]?.ledgers[replica] = held.ledger
+            }
+            // A retry of what is already held. Its first answer may still be waiting for its
+            // sync: answer only once everything submitted so far is durable.
             do {
                 try await log.flush()
             } catch {
                 markBroken(id, epoch: epoch, error: error)
                 throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the log failed: \(error)", zone: id.description)
             }
-            let end = log.endPosition
-            return AppendOutcome(epoch: epoch, position: end, acknowledged: ledger.acknowledged, appended: 0,
-                                 fingerprint: end > 0 ? zoneStates[id]?.chain.value(at: end) : nil)
+            return held.outcome
+        case .append(let write):
+            // The replica's first push (or its first since owners were recorded): its owner is on
+            // disk before anything of it is acknowledged.
+            if write.recordsOwner { try recordOwner(user, of: replica, in: state) }
+            let now = currentLogTimestamp()
+            let durable = DurableSignal()
+            let positions: Range<LogPosition>
+            do {
+                positions = try log.submit(write.entries.map { LogEntry($0.transaction.bytes, timestamp: now) }) { durable.complete($0) }
+            } catch let error as LogError where error.code == .entryTooLarge || error.code == .recordTooLarge {
+                throw ZoneStorageError(.tooLarge, "zone \(id): \(error.message)", zone: id.description)
+            } catch {
+                markBroken(id, epoch: epoch, error: error)
+                throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the log refused the append: \(error)", zone: id.description)
+            }
+            addUsage(id, write.adding)
+            zoneStates[id]?.ledgers[replica] = write.ledger
+            // Positions are claimed in submit order with no suspension since, so the chain grows
+            // in log order (a failed append rebuilds it from what is durable when the log is
+            // reopened).
+            for entry in write.entries { zoneStates[id]?.chain.append(entry.transaction.digest) }
+            if positions.lowerBound != end {
+                // The plan placed the entries elsewhere: what is in memory is rebuilt from the log.
+                markBroken(id, epoch: epoch, error: ZoneStorageError(.storageFailure, "the log placed an append at \(positions.lowerBound), not \(end)"))
+            }
+            switch await durable.wait() {
+            case .success(let result):
+                let current = zoneStates[id]?.info.epoch == epoch
+                // The reservation becomes the record's size on disk (compressed, framed).
+                if current { addUsage(id, Int64(result.storedSize) - write.adding) }
+                var outcome = write.outcome
+                if !current { outcome.fingerprint = nil }
+                return outcome
+            case .failure(let error):
+                // The zone's bytes are measured again when its log is reopened.
+                markBroken(id, epoch: epoch, error: error)
+                throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the append failed: \(error)", zone: id.description)
+            }
         }
-        // The check above and the submit below run without a suspension in between (the owners
-        // file is written synchronously), so that no other push of this zone can interleave: the
-        // positions and the sequences are claimed here.
-        let now = currentLogTimestamp()
-        let durable = DurableSignal()
-        let positions: Range<LogPosition>
-        do {
-            positions = try log.submit(fresh.map { LogEntry($0.bytes, timestamp: now) }) { durable.complete($0) }
-        } catch let error as LogError where error.code == .entryTooLarge || error.code == .recordTooLarge {
-            throw ZoneStorageError(.tooLarge, "zone \(id): \(error.message)", zone: id.description)
-        } catch {
-            markBroken(id, epoch: epoch, error: error)
-            throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the log refused the append: \(error)", zone: id.description)
-        }
-        addUsage(id, adding)
-        for (offset, transaction) in fresh.enumerated() {
-            ledger.hold(HeldTransaction(first: transaction.firstSequence, last: transaction.lastSequence,
-                                        position: positions.lowerBound + UInt64(offset), digest: transaction.digest))
-        }
-        zoneStates[id]?.ledgers[replica] = ledger
-        // Positions are claimed in submit order with no suspension since, so the chain grows in
-        // log order (a failed append rebuilds it from what is durable when the log is reopened).
-        for transaction in fresh { zoneStates[id]?.chain.append(transaction.digest) }
-        switch await durable.wait() {
-        case .success(let result):
-            // The reservation becomes the record's size on disk (compressed, framed).
-            if zoneStates[id]?.info.epoch == epoch { addUsage(id, Int64(result.storedSize) - adding) }
-            return AppendOutcome(epoch: epoch, position: positions.upperBound, acknowledged: ledger.acknowledged, appended: fresh.count,
-                                 fingerprint: zoneStates[id]?.info.epoch == epoch ? zoneStates[id]?.chain.value(at: positions.upperBound) : nil)
-        case .failure(let error):
-            // The zone's bytes are measured again when its log is reopened.
-            markBroken(id, epoch: epoch, error: error)
-            throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): the append failed: \(error)", zone: id.description)
-        }
+    }
+
+    /// Records in the zone's `replicas.json` that `replica` belongs to `user`, synchronously (no
+    /// suspension: a push checks and claims a replica in one step).
+    private func recordOwner(_ user: String, of replica: ReplicaID, in state: ZoneState) throws(ZoneStorageError) {
+        var owners = state.ledgers.compactMapValues(\.owner)
+        owners[replica] = user
+        try ZoneLedgerFiles.saveOwners(owners, in: Self.logDirectory(in: directory, for: state.info))
     }
 
     /// The zone's transactions from a position on, from its log (see the protocol's

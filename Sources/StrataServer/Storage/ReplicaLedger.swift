@@ -50,7 +50,7 @@ package struct HeldTransaction: Sendable, Hashable {
 ///
 /// The rules of a push live here, apart from any storage, so that every backend applies them
 /// the same way (``check(_:user:replica:zone:)``).
-package struct ReplicaLedger: Sendable {
+package struct ReplicaLedger: Sendable, Hashable {
     /// The user who first pushed the replica; `nil` for a replica found in history written before
     /// owners were recorded (its next pusher claims it).
     package var owner: String?
