@@ -1,5 +1,5 @@
-public import Strata
-public import StrataProtocol
+package import Strata
+package import StrataProtocol
 
 /// What a push is decided from: the zone and the replica's ledger as the append sees them under
 /// its lock (the embedded storage's actor, PostgreSQL's row locks), the owner's stored bytes and
