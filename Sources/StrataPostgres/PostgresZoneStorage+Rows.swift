@@ -27,6 +27,11 @@ struct ZoneRow: Sendable {
     private var access: String
     private var grants: String
 
+    /// The access rule as stored (an append's compare and set compares it as text).
+    var storedAccess: String { access }
+    /// The grants as stored (JSON; an append's compare and set compares them as text).
+    var storedGrants: String { grants }
+
     init(_ c: Columns) {
         key = c.0
         info = ZoneInfo(name: c.2, owner: c.1, epoch: UInt64(bitPattern: c.3), merges: c.6.map { UInt64(bitPattern: $0) })
@@ -67,6 +72,7 @@ extension PostgresZoneStorage {
     func unboundedTransaction<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
                                            _ body: (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
         try checkOpen()
+        try await readiness.wait(atMost: options.connectionWait, url: url)
         do {
             return try await client.withConnection { connection in try await self.inTransaction(connection, body) }
         } catch {
@@ -97,6 +103,8 @@ extension PostgresZoneStorage {
     func withConnection<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
                                      _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
         try checkOpen()
+        // Not before run() has migrated the schema (nor against a storage that could not open).
+        try await readiness.wait(atMost: options.connectionWait, url: url)
         let client = client
         let wait = options.connectionWait
         let leased = LeaseFlag()

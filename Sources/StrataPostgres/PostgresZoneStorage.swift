@@ -24,11 +24,19 @@ import Synchronization
 /// a time, and appends are held up only while the new snapshot is written, not while it is
 /// computed.
 ///
-/// The schema is created and migrated by ``open(url:options:connectTimeout:logger:)`` (see `PostgresSchema`).
+/// The storage is a `Service`: ``run()`` runs the connection pool (PostgresNIO's
+/// `PostgresClient.run()`), creates or migrates the schema (see `PostgresSchema`), follows the
+/// other instances' announcements, and closes the storage when the graceful shutdown (or
+/// cancellation, or ``close()``) reaches it. `strata serve` runs it as the first service of its
+/// group; elsewhere, ``ZoneStorage/withRunning(_:)`` runs it around a body. Calls made before the
+/// schema is ready wait for it (at most ``Options/connectionWait``), and fail with the reason
+/// when it could not be made ready (the database unreachable, a newer schema).
 ///
 /// ```swift
-/// let storage = try await PostgresZoneStorage.open(url: try PostgresConnectionURL(parsing: "postgres://strata@db/strata"))
-/// let server = StrataServerApp(storage: storage, users: users)
+/// let storage = PostgresZoneStorage(url: try PostgresConnectionURL(parsing: "postgres://strata@db/strata"))
+/// try await storage.withRunning { storage in
+///     print(try await storage.zones().count)
+/// }
 /// ```
 public final class PostgresZoneStorage: ZoneStorage {
     public struct Options: Sendable {
@@ -67,10 +75,15 @@ public final class PostgresZoneStorage: ZoneStorage {
     @_spi(StrataInternals) public let appendPaths = AppendPathCounts()
     /// What each replica's last push through this instance left (see `AppendBases`).
     let appendBases = AppendBases()
-    private let runner: Task<Void, Never>
-    /// Finishes when the runner has begun `client.run()`: a query leased before that waits all
-    /// the same, but PostgresNIO logs a warning for it on every storage opened.
-    private let runnerStarted: AsyncStream<Void>
+    /// How long ``run()`` waits for the database before it fails.
+    let connectTimeout: Duration
+    /// Whether ``run()`` has made the schema ready, or why it could not.
+    let readiness = StorageReadiness()
+    /// Finished by ``close()``: ends ``run()``.
+    private let closing: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation) = AsyncStream.makeStream()
+    /// Yielded when the first follower of ``changesByOthers()`` registers: ``run()`` then listens.
+    private let listenRequests: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation) =
+        AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     private let state = Mutex(State())
 
     var isClosed: Bool { state.withLock { $0.closed } }
@@ -78,48 +91,69 @@ public final class PostgresZoneStorage: ZoneStorage {
     private struct State {
         var closed = false
         var followers: [UInt64: AsyncStream<ZoneID>.Continuation] = [:]
-        var listener: Task<Void, Never>?
     }
 
     /// The channel of the change announcements.
     static let channel = "strata_changes"
 
-    private init(url: PostgresConnectionURL, options: Options, logger: Logger) {
+    /// A storage in the database at `url`. Nothing connects until ``run()`` runs.
+    ///
+    /// - Parameters:
+    ///   - url: the database.
+    ///   - options: connections, waits, how pushes are appended.
+    ///   - connectTimeout: how long ``run()`` waits for the database before it fails.
+    ///   - logger: where the storage logs.
+    public init(url: PostgresConnectionURL, options: Options = Options(), connectTimeout: Duration = .seconds(10),
+                logger: Logger = Logger(label: "strata.server.postgres")) {
         self.url = url
         self.options = options
+        self.connectTimeout = connectTimeout
         self.logger = logger
-        let client = PostgresClient(configuration: url.clientConfiguration(maxConnections: options.maxConnections), backgroundLogger: logger)
-        self.client = client
-        let (started, signal) = AsyncStream<Void>.makeStream()
-        runnerStarted = started
-        runner = Task {
-            signal.finish()
-            await client.run()
-        }
+        client = PostgresClient(configuration: url.clientConfiguration(maxConnections: options.maxConnections), backgroundLogger: logger)
     }
 
-    /// Connects to the database and creates or migrates its schema.
+    /// Waits until ``run()`` has made the storage ready (the database reached and its schema
+    /// migrated), at most the connect timeout and then ``Options/connectionWait``.
+    ///
+    /// - Throws: why the storage could not open (`storageFailure`), or `storageUnavailable` when
+    ///   it is not running.
+    public func waitUntilOpen() async throws(ZoneStorageError) {
+        try await readiness.wait(atMost: connectTimeout + options.connectionWait, url: url)
+    }
+
+    /// Runs the storage: the connection pool, the schema's creation or migration (then calls
+    /// proceed), and the following of other instances' changes once asked for, until the
+    /// graceful shutdown, cancellation or ``close()``; then closes the storage.
     ///
     /// - Throws: `ZoneStorageError.Code.storageFailure` when the database cannot be reached
-    ///   (within `connectTimeout`) or its schema is newer than this server's.
-    public static func open(url: PostgresConnectionURL, options: Options = Options(),
-                            connectTimeout: Duration = .seconds(10),
-                            logger: Logger = Logger(label: "strata.server.postgres")) async throws(ZoneStorageError) -> PostgresZoneStorage {
-        let storage = PostgresZoneStorage(url: url, options: options, logger: logger)
-        // The runner signals just before it calls `client.run()`, which marks the client running
-        // without suspending first. A lease before that only waits (and PostgresNIO logs a
-        // warning), so this is about noise, not correctness: a yield or 1 ms still lost the race
-        // a few times per test run on a loaded two-core machine; 10 ms, once per storage opened.
-        for await _ in storage.runnerStarted {}
-        try? await Task.sleep(for: .milliseconds(10))
-        do {
-            try await storage.checkReachable(within: connectTimeout)
-            let from = try await PostgresSchema.migrate(storage.client, logger: logger)
-            logger.info("postgres storage open", metadata: ["url": "\(url)", "schema": "\(PostgresSchema.version)", "migratedFrom": "\(from)"])
-            return storage
-        } catch {
-            try? await storage.close()
-            throw error
+    ///   (within the connect timeout) or its schema is newer than this server's; calls waiting
+    ///   for the storage fail with the same error.
+    public func run() async throws {
+        let client = client
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            do {
+                try await checkReachable(within: connectTimeout)
+                let from = try await PostgresSchema.migrate(client, logger: logger)
+                logger.info("postgres storage open", metadata: ["url": "\(url)", "schema": "\(PostgresSchema.version)", "migratedFrom": "\(from)"])
+                readiness.resolve(.success(()))
+            } catch {
+                readiness.resolve(.failure(error))
+                finishClosing()
+                group.cancelAll()
+                throw error
+            }
+            group.addTask {
+                // Listens once somebody follows (the server always does; a tool never).
+                for await _ in self.listenRequests.stream {
+                    await self.listen()
+                    return
+                }
+            }
+            // Until the shutdown, cancellation, or close().
+            await StorageLifecycle.untilShutdown(orFinished: closing.stream)
+            finishClosing()
+            group.cancelAll()
         }
     }
 
@@ -393,9 +427,9 @@ public final class PostgresZoneStorage: ZoneStorage {
         let registered = state.withLock { state -> Bool in
             guard !state.closed else { return false }
             state.followers[key] = continuation
-            if state.listener == nil { state.listener = Task { await self.listen() } }
             return true
         }
+        if registered { listenRequests.continuation.yield() }
         guard registered else {
             continuation.finish()
             return stream
@@ -460,21 +494,22 @@ public final class PostgresZoneStorage: ZoneStorage {
 
     // MARK: Closing
 
+    /// Closes the storage: later calls fail, followers of ``changesByOthers()`` finish, and
+    /// ``run()`` returns (stopping the connection pool).
     public func close() async throws(ZoneStorageError) {
-        let (followers, listener) = state.withLock { state -> ([AsyncStream<ZoneID>.Continuation], Task<Void, Never>?) in
-            guard !state.closed else { return ([], nil) }
-            state.closed = true
-            defer { state.followers = [:]; state.listener = nil }
-            return (Array(state.followers.values), state.listener)
-        }
-        for follower in followers { follower.finish() }
-        listener?.cancel()
-        await listener?.value
-        runner.cancel()
-        await runner.value
+        finishClosing()
     }
 
-    deinit {
-        runner.cancel()
+    private func finishClosing() {
+        let followers = state.withLock { state -> [AsyncStream<ZoneID>.Continuation] in
+            guard !state.closed else { return [] }
+            state.closed = true
+            defer { state.followers = [:] }
+            return Array(state.followers.values)
+        }
+        for follower in followers { follower.finish() }
+        listenRequests.continuation.finish()
+        closing.continuation.finish()
+        readiness.resolve(.failure(ZoneStorageError(.storageFailure, "the PostgreSQL storage at \(url) is closed")))
     }
 }

@@ -141,24 +141,26 @@ struct PostgresZoneStorageTests {
             try cluster.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM strata_schema_migrations", database: database)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        #expect(try versions() == "1,2,3,4,5")
+        #expect(try versions() == "1,2,3,4,5,6")
         let again = try await site.open()
         try await again.close()
         #expect(try cluster.psql("SELECT count(*) FROM strata_schema_migrations", database: database)
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "5")
-        // A database a version-1 server wrote (a zone with a push in it) is brought to version 5
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "6")
+        // A database a version-1 server wrote (a zone with a push in it) is brought to version 6
         // (version 2's append function created, then replaced by version 4's, which also checks
-        // who may push; version 5's shared limit buckets) and keeps its log; pushes then take the two-round-trip path.
+        // who may push; version 5's shared limit buckets; version 6's function that only compares
+        // a plan's basis and writes its rows, replacing version 4's) and keeps its log; pushes
+        // then take the two-round-trip path.
         let old = try await site.open()
         _ = try await old.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
         let replica = ReplicaID.random()
         _ = try await old.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 1...1))])
         try await old.close()
-        try cluster.psql("DROP FUNCTION strata_append_if_unchanged; DROP TABLE strata_deleted_zones; DROP TABLE strata_limit_buckets; DELETE FROM strata_schema_migrations WHERE version >= 2",
+        try cluster.psql("DROP FUNCTION strata_append_planned; DROP TABLE strata_deleted_zones; DROP TABLE strata_limit_buckets; DELETE FROM strata_schema_migrations WHERE version >= 2",
                          database: database)
         #expect(try versions() == "1")
         let upgraded = try await site.open()
-        #expect(try versions() == "1,2,3,4,5")
+        #expect(try versions() == "1,2,3,4,5,6")
         let outcome = try await upgraded.append(zone: "notes", replica: replica, transactions: [pushed(transaction(replica, 2...3))])
         #expect(outcome.appended == 1 && outcome.position == 2 && outcome.acknowledged == 3)
         let postgres = try #require(upgraded as? PostgresZoneStorage)
@@ -174,15 +176,27 @@ struct PostgresZoneStorageTests {
         }
     }
 
-    @Test("a database that cannot be reached fails the open with storageFailure, in time")
+    @Test("a database that cannot be reached ends the storage's run with storageFailure, in time, and a call waiting for the storage fails with that reason; a storage nobody runs fails calls with storageUnavailable")
     func unreachable() async throws {
         let url = try PostgresConnectionURL(parsing: "postgres://strata@127.0.0.1:9/nothing?sslmode=disable")
+        let storage = PostgresZoneStorage(url: url, connectTimeout: .seconds(2), logger: Logger(label: "test"))
+        let started = ContinuousClock.now
         do {
-            _ = try await PostgresZoneStorage.open(url: url, connectTimeout: .seconds(2), logger: Logger(label: "test"))
-            Issue.record("opened a storage on a closed port")
-        } catch {
+            _ = try await storage.withRunning { storage in try await storage.zones() }
+            Issue.record("listed the zones of a database on a closed port")
+        } catch let error as ZoneStorageError {
             #expect(error.code == .storageFailure && error.message.contains("cannot be reached"), "\(error)")
         }
+        #expect(ContinuousClock.now - started < .seconds(8), "the failure took \(ContinuousClock.now - started)")
+
+        let idle = PostgresZoneStorage(url: url, options: PostgresZoneStorage.Options(connectionWait: .milliseconds(200)), logger: Logger(label: "test"))
+        do {
+            _ = try await idle.zones()
+            Issue.record("a storage nobody runs answered")
+        } catch {
+            #expect(error.code == .storageUnavailable && error.message.contains("not running"), "\(error)")
+        }
+        try await idle.close()
     }
 
     @Test("a database that crashes: calls fail promptly with storageUnavailable (503 serverBusy, Retry-After), nothing acknowledged is lost, and the same push succeeds once it is back")
@@ -191,7 +205,7 @@ struct PostgresZoneStorageTests {
         let cluster = try PostgresCluster.start(durable: true)
         defer { cluster.stop() }
         let url = try cluster.createDatabase()
-        let storage = try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: url),
+        let storage = try await PostgresZoneStorage.startedForTest(url: PostgresConnectionURL(parsing: url),
                                                          options: PostgresZoneStorage.Options(connectionWait: .seconds(1)), logger: Logger(label: "test"))
         _ = try await storage.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
         let first = try pushed(transaction(replica, 1...2))

@@ -52,8 +52,7 @@ final class StorageSite: Sendable {
         case .postgres, .postgresLocked:
             var options = PostgresZoneStorage.Options(compareAndSetAppends: backend == .postgres)
             if let makeEpoch { options.makeEpoch = makeEpoch }
-            return try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: url ?? ""), options: options,
-                                                      logger: Logger(label: "test.postgres"))
+            return try await PostgresZoneStorage.startedForTest(url: PostgresConnectionURL(parsing: url ?? ""), options: options)
         }
     }
 
@@ -62,5 +61,26 @@ final class StorageSite: Sendable {
     func openAnotherInstance() async throws -> any ZoneStorage {
         guard backend != .embedded else { throw PostgresClusterError("the embedded storage is one process's") }
         return try await open()
+    }
+}
+
+extension PostgresZoneStorage {
+    /// The tests' shortcut for a storage they close themselves: runs it (``run()``) in a task
+    /// that ends when the test closes the storage, and returns once it is open — or throws why
+    /// it could not open. New tests that need no handle past their body use
+    /// `withRunning { }` instead.
+    static func startedForTest(url: PostgresConnectionURL, options: Options = Options(), connectTimeout: Duration = .seconds(10),
+                               logger: Logger = Logger(label: "test.postgres")) async throws -> PostgresZoneStorage {
+        let storage = PostgresZoneStorage(url: url, options: options, connectTimeout: connectTimeout, logger: logger)
+        // Ends when the test closes the storage (close() ends run()).
+        let running = Task { try await storage.run() }
+        do {
+            try await storage.waitUntilOpen()
+        } catch {
+            try? await storage.close()
+            _ = await running.result
+            throw error
+        }
+        return storage
     }
 }

@@ -39,7 +39,7 @@ struct ZoneMigrationTests {
         let expected = [try await ZoneDigest(zone: "notes", in: embedded), try await ZoneDigest(zone: "bob/other", in: embedded)]
 
         let url = try PostgresCluster.shared().createDatabase()
-        let postgres = try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: url), logger: Logger(label: "test"))
+        let postgres = try await PostgresZoneStorage.startedForTest(url: PostgresConnectionURL(parsing: url), logger: Logger(label: "test"))
         let report = try await ZoneMigration.copy(from: embedded, to: postgres)
         #expect(Set(report.copied) == ["notes", "bob/other"] && report.alreadyThere.isEmpty)
         #expect(report.transactions == Int(end - (try await embedded.startPosition(zone: "notes"))))

@@ -49,8 +49,10 @@ func withServer(_ directory: String, backend: ServerBackend, segmentSize: Int = 
         try await withServer(directory, segmentSize: segmentSize, users: tokens) { url, storage in try await body(url, storage) }
     case .postgres:
         let url = try TestDatabases.url(standingFor: directory)
-        let storage = try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: url))
-        try await serve(storage, users: tokens, limits: ServerConfiguration.Limits()) { url in try await body(url, storage) }
+        // The storage runs (connection pool, schema) for as long as the server serves.
+        try await PostgresZoneStorage(url: PostgresConnectionURL(parsing: url)).withRunning { storage in
+            try await serve(storage, users: tokens, limits: ServerConfiguration.Limits()) { url in try await body(url, storage) }
+        }
     }
 }
 

@@ -59,9 +59,18 @@ final class SimulatedServerSite: Sendable {
                                            logger: Self.quiet)
         case .postgres:
             guard let cluster, let database else { throw PostgresClusterError("no database") }
-            return try await PostgresZoneStorage.open(url: PostgresConnectionURL(parsing: cluster.url(database: database)),
-                                                      options: PostgresZoneStorage.Options(maxConnections: 4, makeEpoch: makeEpoch),
-                                                      logger: Self.quiet)
+            let storage = PostgresZoneStorage(url: try PostgresConnectionURL(parsing: cluster.url(database: database)),
+                                              options: PostgresZoneStorage.Options(maxConnections: 4, makeEpoch: makeEpoch), logger: Self.quiet)
+            // The simulation closes the storages it opens (a crash, a restore): closing ends the run.
+            let running = Task { try await storage.run() }
+            do {
+                try await storage.waitUntilOpen()
+            } catch {
+                try? await storage.close()
+                _ = await running.result
+                throw error
+            }
+            return storage
         }
     }
 

@@ -11,8 +11,10 @@ import UnixSignals
 public struct ServeOptions: Sendable {
     /// Where the zones live (an ``EmbeddedZoneStorage``), unless ``storage`` is given.
     public var dataDirectory: String
-    /// A storage opened by the caller (a `PostgresZoneStorage` shared by several instances):
-    /// served instead of an embedded storage in ``dataDirectory``, and closed on the way out.
+    /// A storage made by the caller (a `PostgresZoneStorage` shared by several instances):
+    /// served instead of an embedded storage in ``dataDirectory``, run by the server's service
+    /// group (``ZoneStorage`` is a `Service`: its connection pool and schema) and closed on the
+    /// way out.
     public var storage: (any ZoneStorage)?
     /// The users file (see ``UserDirectory``), reloaded on SIGHUP.
     public var usersFile: String
@@ -57,6 +59,10 @@ extension StrataServerApp {
     ///    included — finish;
     /// 3. the compactor stops (a compaction under way finishes);
     /// 4. the storage closes: every acknowledged push is durable when this returns.
+    ///
+    /// The storage is the group's first service: it runs before the others need it (a database's
+    /// connection pool and schema migration) and stops last. A storage that cannot run (a
+    /// database that cannot be reached, a newer schema) stops the server with its error.
     ///
     /// A service that fails (the port taken, the storage failing to close) shuts the others down
     /// in the same order, and its error is thrown. SIGHUP reloads the users file.
@@ -103,7 +109,9 @@ extension StrataServerApp {
             "users": "\(users.current.users.count)", "tls": "\(options.tls != nil)",
         ])
         // The group shuts its services down in the reverse of this order.
-        var services: [(name: String, service: any Service)] = [("storage", StorageService(storage: storage, logger: logger))]
+        // The storage is the first service: it runs (a database's connection pool and schema)
+        // before the others need it and closes after them.
+        var services: [(name: String, service: any Service)] = [("storage", storage)]
         if let retention = options.retention {
             services.append(("compactor", CompactorService(storage: storage, retention: retention, logger: logger, metrics: metrics)))
         }

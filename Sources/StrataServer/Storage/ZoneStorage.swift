@@ -1,3 +1,4 @@
+public import ServiceLifecycle
 public import Strata
 public import StrataProtocol
 
@@ -12,7 +13,13 @@ public import StrataProtocol
 /// An implementation must be safe to call from many tasks at once, and must keep the
 /// exactly-once rule of ``append(zone:user:replica:transactions:)`` atomic: two concurrent pushes of
 /// the same batch append it once.
-public protocol ZoneStorage: Sendable {
+///
+/// A storage is a swift-service-lifecycle `Service`: its `run()` does what it needs in the
+/// background (a database's connection pool) and closes it when the graceful shutdown reaches
+/// it. `strata serve` runs it as the first service of its group (so that it closes last); a tool
+/// or a test runs it around its work with ``withRunning(_:)``. A storage of one process has
+/// nothing to run (the default `run()` waits and closes).
+public protocol ZoneStorage: Service {
     /// Creates a zone with a fresh random epoch and an empty log, in its owner's namespace
     /// (`id.owner` is the creator), with exactly the access and grants given: rules kept of a
     /// deleted zone of that name (``deletedZoneRules(_:)``) are forgotten.

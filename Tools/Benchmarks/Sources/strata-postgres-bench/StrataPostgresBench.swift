@@ -81,10 +81,10 @@ struct StrataPostgresBench {
         // on this noisy machine hits every row alike; each row's ratio is the median of the
         // per-round ratios to that round's baseline.
         let corpus = PushCorpus(settings)
-        let storages = try await (0..<3).asyncMap { _ in try await PostgresZoneStorage.open(url: url, logger: quiet) }
+        let storages = try await (0..<3).asyncMap { _ in try await startedStorage(url: url, logger: quiet) }
         let instances = try await (0..<3).asyncMap { index in try await Instance.start(storage: storages[index], logger: quiet) }
         // Row 2d: an instance appending every push under the row locks, as before schema 2.
-        let lockedStorage = try await PostgresZoneStorage.open(url: url, options: .init(compareAndSetAppends: false), logger: quiet)
+        let lockedStorage = try await startedStorage(url: url, options: .init(compareAndSetAppends: false), logger: quiet)
         let lockedInstance = try await Instance.start(storage: lockedStorage, logger: quiet)
         defer {
             for instance in instances { instance.stop() }

@@ -89,8 +89,8 @@ struct PushCorpus {
 /// table with the columns of the zone log (`strata_transactions`' shape and primary key), one
 /// multi-row INSERT (unnest of arrays) per transaction, committed; rows/s over the whole run.
 func insertBaseline(url: PostgresConnectionURL, corpus: PushCorpus, logger: Logger) async throws -> (rows: Double, seconds: Double) {
-    let storage = try await PostgresZoneStorage.open(url: url, logger: logger)
-    try await storage.close()
+    // Creates or migrates the schema, nothing more.
+    try await PostgresZoneStorage(url: url, logger: logger).withRunning { storage in try await storage.waitUntilOpen() }
     let client = PostgresClient(configuration: clientConfiguration(url), backgroundLogger: logger)
     let running = Task { await client.run() }
     defer { running.cancel() }
@@ -305,4 +305,19 @@ func processCPUSeconds() -> Double {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// A storage running (its connection pool and schema, `run()`) until it is closed, and open.
+func startedStorage(url: PostgresConnectionURL, options: PostgresZoneStorage.Options = .init(), logger: Logger) async throws -> PostgresZoneStorage {
+    let storage = PostgresZoneStorage(url: url, options: options, logger: logger)
+    // Ends when the benchmark closes the storage (close() ends run()).
+    let running = Task { try await storage.run() }
+    do {
+        try await storage.waitUntilOpen()
+    } catch {
+        try? await storage.close()
+        _ = await running.result
+        throw error
+    }
+    return storage
 }

@@ -41,26 +41,22 @@ struct MigrateCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         let url = try PostgresConnectionURL(parsing: postgres, password: ProcessInfo.processInfo.environment["STRATA_POSTGRES_PASSWORD"])
         let source = try EmbeddedZoneStorage(directory: data, logger: logger)
-        let target: PostgresZoneStorage
-        do {
-            target = try await PostgresZoneStorage.open(url: url, logger: logger)
-        } catch {
-            try? await source.close()
-            throw error
-        }
+        let target = PostgresZoneStorage(url: url, logger: logger)
         let json = output.json
         let report: ZoneMigration.Report
         do {
-            report = try await ZoneMigration.copy(from: source, to: target) { line in
-                if !json { print(line) }
+            // The database's storage runs (its connection pool, the schema's migration) for as
+            // long as the copy takes.
+            report = try await target.withRunning { target in
+                try await ZoneMigration.copy(from: source, to: target) { line in
+                    if !json { print(line) }
+                }
             }
         } catch {
             try? await source.close()
-            try? await target.close()
             throw CLIError("migration stopped: \(error)")
         }
         try await source.close()
-        try await target.close()
         if json {
             print(try JSONOutput.string(Report(copied: report.copied.map(\.description), alreadyThere: report.alreadyThere.map(\.description),
                                                transactions: report.transactions, bytes: report.bytes)))

@@ -115,12 +115,10 @@ struct ServeCommand: AsyncParsableCommand {
         logger.info("effective configuration", metadata: resolved.effectiveMetadata)
         var options = resolved.serveOptions
         if let url = resolved.postgres {
-            do {
-                options.storage = try await PostgresZoneStorage.open(
-                    url: url, options: PostgresZoneStorage.Options(maxConnections: resolved.postgresMaxConnections), logger: logger)
-            } catch {
-                throw CLIError("cannot open the PostgreSQL storage: \(error)")
-            }
+            // Run by the server's service group (its first service): a database that cannot be
+            // reached, or a newer schema, stops the server with the reason.
+            options.storage = PostgresZoneStorage(url: url, options: PostgresZoneStorage.Options(maxConnections: resolved.postgresMaxConnections),
+                                                  logger: logger)
         }
         let scheme = options.tls == nil ? "http" : "https"
         let host = options.configuration.host
