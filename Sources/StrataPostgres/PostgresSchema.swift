@@ -61,11 +61,17 @@ import StrataServer
 ///   a crash of the database forgets them (every bucket full again), and counting a request
 ///   costs no WAL flush.
 ///
+/// Version 6:
+///
+/// - `strata_append_planned(…)` replaces `strata_append_if_unchanged(…)`: the push is decided in
+///   Swift (`AppendPlan`), and the function only compares the basis the plan was made from with
+///   the rows under the lock and writes the plan's rows (see `PostgresSchema.appendPlanned`).
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 5
+    static let version = 6
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -273,6 +279,7 @@ enum PostgresSchema {
             )
             """,
         ],
+        6: appendPlanned,
     ]
 
     /// Brings the database to ``version``; returns the version it was at.

@@ -6,23 +6,21 @@ import StrataProtocol
 public import StrataServer
 import Synchronization
 
-/// A push, in two ways that give the same outcome.
+/// A push: the inputs of `AppendPlan` read, the plan made here, its rows written. The plan decides
+/// everything (access, the replica's owner, retries, forks, gaps, the quota); the database only
+/// holds the rows and the locks. Two ways to read the inputs give the same outcome:
 ///
-/// The common push — only transactions the zone does not hold yet, by the replica's owner, under
-/// the quota — takes two round trips: one statement reads what the check needs (the zone's end
-/// and chain, the replica's ledger, the owner's stored bytes) without a lock, the check and the
-/// new history chain are computed here, and `strata_append_if_unchanged` (schema version 2)
-/// appends in one call, in its own transaction, only if nothing it was computed from has changed
-/// meanwhile (compare and set, under the zone's and the owner's row locks). Every other push —
-/// a retry, a refusal, a quota near its limit, or a zone another push changed in between — takes
-/// the locked path: `BEGIN`, the row locks, the ledger read after them, the append, `COMMIT`.
-/// That path decides every case on its own; the first one only saves it round trips.
+/// - The common push — only transactions the zone does not hold yet, allowed by the plan — is
+///   planned from the inputs the replica's last push through this instance left (or from one
+///   unlocked read of them), and `strata_append_planned` (schema version 6) writes the plan's rows
+///   in one call, in its own transaction, only if the plan's basis (`AppendInputs.basis`: the
+///   zone's end, chain, access and grants, the replica's ledger, the owner's stored bytes under a
+///   quota) is still what it reads under the zone's and the owner's row locks: one round trip.
+/// - Every other push — a retry, a refusal, a basis another push changed — is planned under the
+///   lock: `BEGIN`, the row locks, the ledger read after them, the plan, its rows, `COMMIT`.
 extension PostgresZoneStorage {
     public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
                        storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
-        guard !pushed.isEmpty else {
-            throw ZoneStorageError(.invalidArgument, "a push holds at least one transaction", zone: id.description)
-        }
         if options.compareAndSetAppends, let outcome = try await appendIfUnchanged(zone: id, user: user, replica: replica, transactions: pushed, storedBytesLimit: storedBytesLimit) {
             return outcome
         }
@@ -30,22 +28,23 @@ extension PostgresZoneStorage {
         return try await appendLocked(zone: id, user: user, replica: replica, transactions: pushed, storedBytesLimit: storedBytesLimit)
     }
 
-    /// The append by compare and set, or `nil` when the push is not the common case or the zone
+    /// The append by compare and set, or `nil` when its plan is not a whole append or the basis
     /// changed under it (nothing was written then). It starts from the basis this instance
     /// remembers from the replica's last push here (one round trip), else from a fresh read (two).
     private func appendIfUnchanged(zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
                                    storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome? {
+        guard !pushed.isEmpty else { return nil }
         let remembered = appendBases.take(zone: id, replica: replica)
         return try await withConnection("appending to zone \(id)", zone: id) { connection -> AppendOutcome? in
             if let remembered,
-               let (outcome, next) = try await self.appendIfUnchanged(since: remembered, zone: id, user: user, replica: replica, transactions: pushed,
+               let (outcome, next) = try await self.appendIfUnchanged(since: remembered, user: user, transactions: pushed,
                                                                      storedBytesLimit: storedBytesLimit, on: connection) {
                 self.appendBases.remember(next, zone: id, replica: replica)
                 self.appendPaths.noteRemembered()
                 return outcome
             }
-            guard let basis = try await self.readBasis(zone: id, user: user, replica: replica, on: connection),
-                  let (outcome, next) = try await self.appendIfUnchanged(since: basis, zone: id, user: user, replica: replica, transactions: pushed,
+            guard let basis = try await self.readBasis(zone: id, replica: replica, on: connection),
+                  let (outcome, next) = try await self.appendIfUnchanged(since: basis, user: user, transactions: pushed,
                                                                         storedBytesLimit: storedBytesLimit, on: connection)
             else { return nil }
             self.appendBases.remember(next, zone: id, replica: replica)
@@ -54,184 +53,163 @@ extension PostgresZoneStorage {
         }
     }
 
-    /// What the zone holds that a push of `replica` is checked against, read without a lock.
-    private func readBasis(zone id: ZoneID, user: String, replica: ReplicaID, on connection: PostgresConnection) async throws -> AppendBasis? {
+    /// The inputs a push of `replica` is planned from, read without a lock (the replica's ledger
+    /// without held digests).
+    private func readBasis(zone id: ZoneID, replica: ReplicaID, on connection: PostgresConnection) async throws -> AppendBasis? {
         let (replicaHigh, replicaLow) = Self.halves(replica)
         let found = try await rows(connection.query("""
-            SELECT z.zone_id, z.epoch, z.end_position, z.chain, o.stored_bytes, r.owner, r.acknowledged, r.unchecked_through,
-                   \(unescaped: ZoneRow.qualifiedColumns)
+            SELECT o.stored_bytes, r.owner, r.acknowledged, r.unchecked_through, \(unescaped: ZoneRow.qualifiedColumns)
             FROM strata_zones z JOIN strata_owners o ON o.owner = z.owner
             LEFT JOIN strata_replicas r ON r.zone_id = z.zone_id AND r.replica_high = \(replicaHigh) AND r.replica_low = \(replicaLow)
             WHERE z.owner = \(id.owner) AND z.name = \(id.name)
-            """, logger: logger), as: (Int64, Int64, Int64, Int64, Int64, String?, Int64?, Int64?,
+            """, logger: logger), as: (Int64, String?, Int64?, Int64?,
                                         Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64).self)
         guard let row = found.first else { return nil }
         var ledger = ReplicaLedger()
-        ledger.owner = row.5
-        ledger.acknowledged = UInt64(bitPattern: row.6 ?? 0)
-        ledger.uncheckedThrough = UInt64(bitPattern: row.7 ?? 0)
-        // Who may push, decided once per basis (a remembered basis keeps it) and checked again
-        // by the compare and set against the access and grants it was decided from.
-        let zone = try ZoneRow((row.8, row.9, row.10, row.11, row.12, row.13, row.14, row.15, row.16, row.17, row.18)).decoded()
-        // `acknowledged` is never NULL in a row: NULL means the replica has none yet.
-        return AppendBasis(key: row.0, epoch: UInt64(bitPattern: row.1), end: row.2, chain: UInt64(bitPattern: row.3), used: row.4,
-                           hasLedger: row.6 != nil, ledger: ledger, access: row.12, grants: row.13,
-                           pushers: zone.info.canPush(user) ? [user] : [])
+        ledger.owner = row.1
+        ledger.acknowledged = UInt64(bitPattern: row.2 ?? 0)
+        ledger.uncheckedThrough = UInt64(bitPattern: row.3 ?? 0)
+        let stored = ZoneRow((row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11, row.12, row.13, row.14))
+        let zone = try stored.decoded()
+        return AppendBasis(key: zone.key, access: stored.storedAccess, grants: stored.storedGrants,
+                           inputs: AppendInputs(zone: id, info: zone.info, end: zone.end, chain: zone.chain, user: "", replica: replica, ledger: ledger,
+                                                storedBytes: row.0, storedBytesLimit: nil, transactions: []))
     }
 
-    /// Appends `pushed` if the zone is still as `basis` says (`strata_append_if_unchanged`):
-    /// the outcome and the basis after it, or `nil` (nothing written).
-    private func appendIfUnchanged(since basis: AppendBasis, zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
+    /// Plans the push from `basis` and, when the plan appends all of it, writes its rows if the
+    /// basis still holds under the lock (`strata_append_planned`): the outcome and the basis
+    /// after it, or `nil` (nothing written).
+    private func appendIfUnchanged(since basis: AppendBasis, user: String, transactions pushed: [PushedTransaction],
                                    storedBytesLimit: Int64?, on connection: PostgresConnection) async throws -> (AppendOutcome, AppendBasis)? {
-        var ledger = basis.ledger
-        // Retries need the held digests; refusals (a user who may not push included) are decided
-        // under the lock.
-        guard basis.pushers.contains(user), pushed.allSatisfy({ $0.firstSequence > ledger.acknowledged }),
-              let fresh = try? ledger.check(pushed, user: user, replica: replica, zone: id), fresh.count == pushed.count
-        else { return nil }
-        let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
-        let limit: Int64? = storedBytesLimit.flatMap { $0 > 0 ? $0 : nil }
-        if let limit, basis.used + adding > limit { return nil }
-        let rows = AppendedRows(fresh, at: basis.end, after: basis.chain)
-        let chain = rows.chain
-        ledger.acknowledged = max(ledger.acknowledged, rows.acknowledged)
-        let (replicaHigh, replicaLow) = Self.halves(replica)
-        let expected = basis.ledger
+        var inputs = basis.inputs
+        inputs.user = user
+        inputs.transactions = pushed
+        inputs.storedBytesLimit = storedBytesLimit
+        // A basis holds no digests of held transactions: a plan that skips some (a retry) or
+        // refuses (from inputs that may be stale) is made again under the lock.
+        guard case .append(let write) = AppendPlan.decide(inputs), write.entries.count == pushed.count,
+              let planned = inputs.basis else { return nil }
+        let rows = AppendedRows(write)
+        let (replicaHigh, replicaLow) = Self.halves(inputs.replica)
         let appended = try await values(connection.query("""
-            SELECT strata_append_if_unchanged(
-                \(basis.key), \(id.owner), \(basis.end), \(Int64(bitPattern: basis.chain)), \(basis.access), \(basis.grants),
-                \(replicaHigh), \(replicaLow), \(basis.hasLedger), \(expected.owner)::text,
-                \(Int64(bitPattern: expected.acknowledged)), \(Int64(bitPattern: expected.uncheckedThrough)),
-                \(user), \(Int64(bitPattern: ledger.acknowledged)), \(adding), \(limit)::bigint, \(Int64(bitPattern: chain)),
+            SELECT strata_append_planned(
+                \(basis.key), \(inputs.zone.owner), \(Int64(planned.end)), \(Int64(bitPattern: planned.chain)), \(basis.access), \(basis.grants),
+                \(planned.storedBytes)::bigint, \(replicaHigh), \(replicaLow), \(planned.replicaOwner)::text,
+                \(Int64(bitPattern: planned.acknowledged)), \(Int64(bitPattern: planned.uncheckedThrough)),
+                \(write.ledger.owner)::text, \(Int64(bitPattern: write.ledger.acknowledged)), \(Int64(bitPattern: write.ledger.uncheckedThrough)),
+                \(write.adding), \(Int64(bitPattern: write.chain)),
                 \(rows.positions)::bigint[], \(rows.firsts)::bigint[], \(rows.lasts)::bigint[], \(rows.digestHighs)::bigint[],
-                \(rows.digestLows)::bigint[], \(rows.chains)::bigint[], \(rows.bytes)::bytea[], \(Self.channel), \(announcement(id)))
+                \(rows.digestLows)::bigint[], \(rows.chains)::bigint[], \(rows.bytes)::bytea[], \(Self.channel), \(announcement(inputs.zone)))
             """, logger: logger), as: Bool.self)
         guard appended.first == true else { return nil }
-        ledger.owner = user
-        let next = AppendBasis(key: basis.key, epoch: basis.epoch, end: basis.end + Int64(fresh.count), chain: chain, used: basis.used + adding,
-                               hasLedger: true, ledger: ledger, access: basis.access, grants: basis.grants, pushers: basis.pushers)
-        return (AppendOutcome(epoch: basis.epoch, position: UInt64(next.end), acknowledged: ledger.acknowledged, appended: fresh.count, fingerprint: chain),
-                next)
+        var next = basis
+        next.inputs.end = write.end
+        next.inputs.chain = write.chain
+        next.inputs.storedBytes += write.adding
+        next.inputs.ledger = write.ledger
+        // What is remembered stays small: the digests are read under the lock when needed.
+        next.inputs.ledger.transactions = []
+        next.inputs.transactions = []
+        return (write.outcome, next)
     }
 
-    /// The append under the zone's and the owner's row locks, in one database transaction:
-    /// decides every push (retries, forks, gaps, quotas) by what is committed.
+    /// The append under the zone's and the owner's row locks, in one database transaction: the
+    /// plan made from what is committed, whatever the push.
     private func appendLocked(zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
                               storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
         let (replicaHigh, replicaLow) = Self.halves(replica)
         return try await transaction("appending to zone \(id)", zone: id) { connection in
-            // Lock the zone's row (serializing this zone's pushes across instances: what is held,
-            // the check and the append below are one atomic step) and its owner's (the
-            // stored-bytes counter), both read as they are once locked.
+            // Lock the zone's row (serializing this zone's pushes across instances: the inputs,
+            // the plan and its rows below are one atomic step) and its owner's (the stored-bytes
+            // counter), both read as they are once locked: a grant revoked after the server
+            // looked the zone up holds.
             let found = try await self.rows(connection.query("""
                 SELECT \(unescaped: ZoneRow.qualifiedColumns), o.stored_bytes
                 FROM strata_zones z JOIN strata_owners o ON o.owner = z.owner
                 WHERE z.owner = \(id.owner) AND z.name = \(id.name)
                 FOR UPDATE OF z, o
                 """, logger: self.logger), as: (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, Int64).self)
-            guard let row = found.first else { throw Self.notFound(id) }
-            let zone = try ZoneRow((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10)).decoded()
-            let used = row.11
-            // The access as it is under the lock: a grant revoked after the server looked the
-            // zone up holds.
-            try Self.checkPush(zone.info, user: user)
+            let zone = try found.first.map { try ZoneRow(($0.0, $0.1, $0.2, $0.3, $0.4, $0.5, $0.6, $0.7, $0.8, $0.9, $0.10)).decoded() }
             // Read in a statement of its own, after the lock: a statement that waited for the
             // lock sees the other push's rows of the tables it locked, not of the others (a
             // join with the replica's row here read it as it was before, and took a retry for
             // new transactions).
-            var ledger = try await self.ledger(of: replica, in: zone, covering: pushed, on: connection)
-            let known = ledger.owner != nil
-            let fresh = try ledger.check(pushed, user: user, replica: replica, zone: id)
-            ledger.owner = user
-            guard !fresh.isEmpty else {
+            var ledger = ReplicaLedger()
+            if let zone { ledger = try await self.ledger(of: replica, in: zone, covering: pushed, on: connection) }
+            let inputs = AppendInputs(zone: id, info: zone?.info, end: zone?.end ?? 0, chain: zone?.chain ?? 0, user: user, replica: replica,
+                                      ledger: ledger, storedBytes: found.first?.11 ?? 0, storedBytesLimit: storedBytesLimit, transactions: pushed)
+            switch AppendPlan.decide(inputs) {
+            case .refused(let error):
+                throw error
+            case .held(let held):
                 // The replica's owner is recorded with its first push, before anything of it is
                 // acknowledged.
-                if !known { try await self.saveLedger(ledger, of: replica, in: zone, on: connection) }
-                return AppendOutcome(epoch: zone.info.epoch, position: zone.end, acknowledged: ledger.acknowledged, appended: 0,
-                                     fingerprint: zone.end > 0 ? zone.chain : nil)
+                if held.recordsOwner, let zone { try await self.saveLedger(held.ledger, of: replica, in: zone, on: connection) }
+                return held.outcome
+            case .append(let write):
+                guard let zone else { throw Self.notFound(id) }
+                let rows = AppendedRows(write)
+                // The rows, the zone's new end and chain, the counters, the replica's ledger and
+                // the announcement (delivered on commit): one statement, one round trip.
+                try await connection.query("""
+                    WITH appended AS (
+                        INSERT INTO strata_transactions
+                            (zone_id, position, replica_high, replica_low, first_sequence, last_sequence, digest_high, digest_low, chain, bytes)
+                        SELECT \(zone.key), p, \(replicaHigh), \(replicaLow), f, l, dh, dl, c, b
+                        FROM unnest(\(rows.positions)::bigint[], \(rows.firsts)::bigint[], \(rows.lasts)::bigint[], \(rows.digestHighs)::bigint[],
+                                    \(rows.digestLows)::bigint[], \(rows.chains)::bigint[], \(rows.bytes)::bytea[]) AS t(p, f, l, dh, dl, c, b)
+                    ), ended AS (
+                        UPDATE strata_zones SET end_position = \(Int64(write.end)), chain = \(Int64(bitPattern: write.chain)),
+                            stored_bytes = stored_bytes + \(write.adding)
+                        WHERE zone_id = \(zone.key)
+                    ), counted AS (
+                        UPDATE strata_owners SET stored_bytes = stored_bytes + \(write.adding) WHERE owner = \(id.owner)
+                    ), ledger AS (
+                        INSERT INTO strata_replicas (zone_id, replica_high, replica_low, owner, acknowledged, unchecked_through)
+                        VALUES (\(zone.key), \(replicaHigh), \(replicaLow), \(write.ledger.owner), \(Int64(bitPattern: write.ledger.acknowledged)),
+                                \(Int64(bitPattern: write.ledger.uncheckedThrough)))
+                        ON CONFLICT (zone_id, replica_high, replica_low) DO UPDATE
+                        SET owner = EXCLUDED.owner, acknowledged = EXCLUDED.acknowledged, unchecked_through = EXCLUDED.unchecked_through
+                    )
+                    SELECT pg_notify(\(Self.channel), \(self.announcement(id)))
+                    """, logger: self.logger)
+                return write.outcome
             }
-            let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
-            if let limit = storedBytesLimit, limit > 0, used + adding > limit {
-                throw ZoneStorageError.storedBytesQuota(owner: id.owner, limit: limit, used: used, adding: adding, zone: id)
-            }
-            let rows = AppendedRows(fresh, at: Int64(zone.end), after: zone.chain)
-            let chain = rows.chain
-            ledger.acknowledged = max(ledger.acknowledged, rows.acknowledged)
-            // The append, the zone's new end and chain, the counters, the replica's ledger and
-            // the announcement (delivered on commit): one statement, one round trip.
-            try await connection.query("""
-                WITH appended AS (
-                    INSERT INTO strata_transactions
-                        (zone_id, position, replica_high, replica_low, first_sequence, last_sequence, digest_high, digest_low, chain, bytes)
-                    SELECT \(zone.key), p, \(replicaHigh), \(replicaLow), f, l, dh, dl, c, b
-                    FROM unnest(\(rows.positions)::bigint[], \(rows.firsts)::bigint[], \(rows.lasts)::bigint[], \(rows.digestHighs)::bigint[],
-                                \(rows.digestLows)::bigint[], \(rows.chains)::bigint[], \(rows.bytes)::bytea[]) AS t(p, f, l, dh, dl, c, b)
-                ), ended AS (
-                    UPDATE strata_zones SET end_position = end_position + \(Int64(fresh.count)), chain = \(Int64(bitPattern: chain)),
-                        stored_bytes = stored_bytes + \(adding)
-                    WHERE zone_id = \(zone.key)
-                ), counted AS (
-                    UPDATE strata_owners SET stored_bytes = stored_bytes + \(adding) WHERE owner = \(id.owner)
-                ), ledger AS (
-                    INSERT INTO strata_replicas (zone_id, replica_high, replica_low, owner, acknowledged, unchecked_through)
-                    VALUES (\(zone.key), \(replicaHigh), \(replicaLow), \(user), \(Int64(bitPattern: ledger.acknowledged)), \(Int64(bitPattern: ledger.uncheckedThrough)))
-                    ON CONFLICT (zone_id, replica_high, replica_low) DO UPDATE
-                    SET owner = EXCLUDED.owner, acknowledged = EXCLUDED.acknowledged, unchecked_through = EXCLUDED.unchecked_through
-                )
-                SELECT pg_notify(\(Self.channel), \(self.announcement(id)))
-                """, logger: self.logger)
-            return AppendOutcome(epoch: zone.info.epoch, position: zone.end + UInt64(fresh.count), acknowledged: ledger.acknowledged,
-                                 appended: fresh.count, fingerprint: chain)
         }
     }
 }
 
-/// The rows of `strata_transactions` an append writes, as the arrays its statement unnests: each
-/// transaction's position (from `end` on), sequences, digest, its bytes and the history chain
-/// after it.
+/// The rows of `strata_transactions` a plan appends, as the arrays its statement unnests: each
+/// transaction's position, sequences, digest, its bytes and the history chain after it.
 struct AppendedRows {
     var positions: [Int64] = [], firsts: [Int64] = [], lasts: [Int64] = []
     var digestHighs: [Int64] = [], digestLows: [Int64] = [], chains: [Int64] = []
     var bytes: [ByteBuffer] = []
-    /// The history chain after the last transaction.
-    var chain: UInt64
-    /// The highest sequence appended.
-    var acknowledged: UInt64 = 0
 
-    init(_ transactions: [PushedTransaction], at end: Int64, after chain: UInt64) {
-        self.chain = chain
-        for (offset, transaction) in transactions.enumerated() {
-            self.chain = HistoryChain.link(self.chain, transaction.digest)
-            positions.append(end + Int64(offset))
+    init(_ write: AppendPlan.Write) {
+        for entry in write.entries {
+            let transaction = entry.transaction
+            positions.append(Int64(entry.position))
             firsts.append(Int64(bitPattern: transaction.firstSequence))
             lasts.append(Int64(bitPattern: transaction.lastSequence))
             digestHighs.append(Int64(bitPattern: transaction.digest.high))
             digestLows.append(Int64(bitPattern: transaction.digest.low))
-            chains.append(Int64(bitPattern: self.chain))
+            chains.append(Int64(bitPattern: entry.chain))
             bytes.append(ByteBuffer(bytes: transaction.bytes))
-            acknowledged = max(acknowledged, transaction.lastSequence)
         }
     }
 }
 
-/// What a compare-and-set append is computed from: the zone's row (its key, epoch, end, history
-/// chain), its owner's stored bytes and the replica's ledger (without held digests), as they were
-/// read or as this instance's last append left them, and who may push by its access and grants.
-/// Any of it may be stale;
-/// `strata_append_if_unchanged` finds out under the lock.
+/// What a compare-and-set append is planned from: the plan's inputs (the zone, the replica's ledger
+/// without held digests, the owner's stored bytes) as they were read or as this instance's last
+/// append left them, the zone's row key, and its access and grants as stored (which
+/// `strata_append_planned` compares). Any of it may be stale; the compare and set finds out under
+/// the lock.
 struct AppendBasis: Sendable {
     var key: Int64
-    var epoch: UInt64
-    var end: Int64
-    var chain: UInt64
-    var used: Int64
-    var hasLedger: Bool
-    var ledger: ReplicaLedger
-    /// The zone's access and grants as stored (the compare and set checks they are unchanged).
     var access: String
     var grants: String
-    /// The users these allow to push, of those asked about (the pusher of the basis's replica).
-    var pushers: Set<String>
+    var inputs: AppendInputs
 }
 
 /// The basis each (zone, replica) pushed through this instance left, so that its next push needs
