@@ -1,8 +1,25 @@
 import Strata
 public import StrataProtocol
 
-/// An error of the sync engine, with the server's stable code when the server answered.
+/// An error of the sync engine: the server's code when the server answered (a
+/// `StrataProtocol.ErrorCode`, compared and thrown as it is), or one of the client's own
+/// conditions (``Code/transport``, ``Code/untrustedServer``, ``Code/zoneDeleted`` …).
+///
+/// ```swift
+/// do {
+///     try await engine.sync()
+/// } catch let error as SyncError where error.code == .unauthorized {
+///     showSignInPrompt()       // a protocol code (ErrorCode.unauthorized)
+/// } catch let error as SyncError where error.code == .transport {
+///     showOfflineBadge()       // a client condition (SyncError.Code.transport)
+/// }
+/// ```
 public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The code of a ``SyncError``, by name: a protocol code's name (``protocolCode`` gives it
+    /// back as the `StrataProtocol.ErrorCode` the server answered), a name a newer server
+    /// answered that this client does not know (kept as it is), or one of the client's own
+    /// conditions declared here. A code compares equal to the `ErrorCode` of the same name, so
+    /// `error.code == .clockSkew` reads the protocol's list; that list is not repeated here.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         public let name: String
         public init(_ name: String) { self.name = name }
@@ -11,36 +28,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The code of the protocol's `code` (`StrataProtocol.ErrorCode` says what each means).
         public init(_ code: ErrorCode) { self.init(code.name) }
 
-        // The server's codes.
-        public static let badRequest = Code(ErrorCode.badRequest)
-        public static let unauthorized = Code(ErrorCode.unauthorized)
-        public static let forbidden = Code(ErrorCode.forbidden)
-        public static let zoneNotFound = Code(ErrorCode.zoneNotFound)
-        public static let notFound = Code(ErrorCode.notFound)
-        public static let sequenceGap = Code(ErrorCode.sequenceGap)
-        /// The pushed replica belongs to another user (the engine takes a new replica ID).
-        public static let replicaNotYours = Code(ErrorCode.replicaNotYours)
-        /// A pushed transaction differs from the one the zone holds under the same replica and
-        /// sequences: this store was copied or restored (the engine forks it).
-        public static let replicaForked = Code(ErrorCode.replicaForked)
-        /// The device's clock is further ahead of the server's than the server accepts: local
-        /// edits wait (nothing is dropped) until the clock is right.
-        public static let clockSkew = Code(ErrorCode.clockSkew)
-        public static let tokenExpired = Code(ErrorCode.tokenExpired)
-        public static let zoneReset = Code(ErrorCode.zoneReset)
-        /// The server holds less of the zone than this device has seen (restored from a backup,
-        /// a lost disk): the engine pulls from the start and pushes what the server lacks.
-        public static let zoneRewound = Code(ErrorCode.zoneRewound)
-        public static let tooLarge = Code(ErrorCode.tooLarge)
-        public static let rateLimited = Code(ErrorCode.rateLimited)
-        public static let quotaExceeded = Code(ErrorCode.quotaExceeded)
-        public static let serverBusy = Code(ErrorCode.serverBusy)
-        public static let storageFull = Code(ErrorCode.storageFull)
-        public static let internalError = Code(ErrorCode.internalError)
+        /// The protocol's code of this name; `nil` for the client's own conditions and for
+        /// names this client does not know.
+        public var protocolCode: ErrorCode? { ErrorCode.all.first { $0.name == name } }
+
+        // The client's own conditions (never a server's answer).
         /// The zone this device synced with was deleted on the server. It is recreated only when
         /// the app asks (``SyncEngine/recreateZone()``, `strata sync --recreate-zone`).
         public static let zoneDeleted = Code("zoneDeleted")
-        // The client's own.
         /// The server could not be reached or answered with something unexpected.
         public static let transport = Code("transport")
         /// The TLS handshake failed: the server's certificate is not trusted (self-signed, an
@@ -52,24 +47,32 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The store refused what the server sent (see the message).
         public static let store = Code("store")
         public static let stopped = Code("stopped")
+
+        /// Whether `code` is the protocol's `ErrorCode` of the same name.
+        public static func == (code: Code, protocolCode: ErrorCode) -> Bool { code.name == protocolCode.name }
+        /// Whether `code` is not the protocol's `ErrorCode` of the same name.
+        public static func != (code: Code, protocolCode: ErrorCode) -> Bool { code.name != protocolCode.name }
+        /// Matches a protocol code in a `switch` over a ``SyncError/code``.
+        public static func ~= (protocolCode: ErrorCode, code: Code) -> Bool { code.name == protocolCode.name }
     }
 
     public var code: Code
     public var message: String
     /// The HTTP status, when the server answered.
     public var status: Int?
-    /// For ``Code/sequenceGap``: the sequence the server expects next.
+    /// For `sequenceGap`: the sequence the server expects next.
     public var expectedSequence: UInt64?
-    /// For ``Code/rateLimited``: seconds to wait (the server's Retry-After).
+    /// For `rateLimited` and `serverBusy`: seconds to wait (the server's Retry-After).
     public var retryAfter: Double?
-    /// For ``Code/replicaForked``: the first sequence whose transaction differs from the zone's;
-    /// for ``Code/clockSkew``: the first sequence of the refused transaction.
+    /// For `replicaForked`: the first sequence whose transaction differs from the zone's; for
+    /// `clockSkew`: the first sequence of the refused transaction.
     public var sequence: UInt64?
-    /// For ``Code/clockSkew``: the server's time (milliseconds since 1970) and the largest lead it
+    /// For `clockSkew`: the server's time (milliseconds since 1970) and the largest lead it
     /// accepts (milliseconds).
     public var serverTime: UInt64?
     public var maxOffset: UInt64?
 
+    /// An error with one of the client's own codes, or a code by name.
     public init(_ code: Code, _ message: String, status: Int? = nil, expectedSequence: UInt64? = nil, retryAfter: Double? = nil,
                 sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
         self.code = code
@@ -82,6 +85,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         self.maxOffset = maxOffset
     }
 
+    /// An error with the protocol's code, as a server answers it (transports, and transports
+    /// of tests, make these).
+    public init(_ code: ErrorCode, _ message: String, status: Int? = nil, expectedSequence: UInt64? = nil, retryAfter: Double? = nil,
+                sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
+        self.init(Code(code), message, status: status, expectedSequence: expectedSequence, retryAfter: retryAfter,
+                  sequence: sequence, serverTime: serverTime, maxOffset: maxOffset)
+    }
+
     /// Whether trying again later may succeed (network trouble, overload, server errors).
     public var isTransient: Bool {
         code == .transport || code == .rateLimited || (status.map { $0 >= 500 } ?? false)
@@ -91,3 +102,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         "\(code)" + (status.map { " (HTTP \($0))" } ?? "") + ": \(message)"
     }
 }
+
+/// Whether `code` is set and is the protocol's `ErrorCode` of the same name (as in
+/// `status.lastError?.code == .unauthorized`).
+public func == (code: SyncError.Code?, protocolCode: ErrorCode) -> Bool { code?.name == protocolCode.name }
+
+/// Whether `code` is unset or not the protocol's `ErrorCode` of the same name.
+public func != (code: SyncError.Code?, protocolCode: ErrorCode) -> Bool { code?.name != protocolCode.name }

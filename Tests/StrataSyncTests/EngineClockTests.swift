@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Strata
+import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Synchronization
@@ -151,6 +152,53 @@ struct EngineServiceTests {
         #expect(pushed, "the engine in the group never pushed the commit")
 
         await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(await engine.currentStatus.phase == .stopped)
+        try await store.close()
+    }
+
+    /// Yields until `condition` holds (at most `spins` times); whether it held.
+    static func eventually(spins: Int = 200_000, _ condition: () async -> Bool) async -> Bool {
+        for _ in 0..<spins {
+            if await condition() { return true }
+            await Task.yield()
+        }
+        return await condition()
+    }
+
+    @Test("cancelling run() ends continuous mode and every part of it: run() returns, the status says stopped, a later local commit reaches no server, and the engine can start again")
+    func cancellingRunEndsEverything() async throws {
+        let dir = TemporaryDirectory()
+        let transport = EngineClockTests.FlakyTransport(failing: 0, with: SyncError(.transport, "unused"))
+        let store = try await Store.open(at: dir.sub("device"), schema: deviceSchema)
+        let engine = try SyncEngine(store: store, transport: transport, zone: "notes")
+        let running = Task { try await engine.run() }
+        #expect(await Self.eventually { await engine.currentStatus.pushed >= 1 }, "the engine never pushed the schema's transaction")
+
+        running.cancel()
+        try await running.value
+        #expect(await engine.currentStatus.phase == .stopped)
+        let pushes = transport.pushes.load(ordering: .relaxed)
+        try await store.transaction { tx in _ = try tx.insert("Folder", ["name": .string("after the end")]) }
+        for _ in 0..<20_000 { await Task.yield() }
+        #expect(transport.pushes.load(ordering: .relaxed) == pushes, "a part of continuous mode outlived run()")
+
+        await engine.start()
+        #expect(await Self.eventually { await engine.currentStatus.pushed >= 2 }, "started again, the engine did not push the commit")
+        await engine.stop()
+        #expect(await engine.currentStatus.phase == .stopped)
+        try await store.close()
+    }
+
+    @Test("stop() ends continuous mode that run() began: run() returns without a shutdown or a cancellation", .timeLimit(.minutes(1)))
+    func stopEndsRun() async throws {
+        let dir = TemporaryDirectory()
+        let transport = EngineClockTests.FlakyTransport(failing: 0, with: SyncError(.transport, "unused"))
+        let store = try await Store.open(at: dir.sub("device"), schema: deviceSchema)
+        let engine = try SyncEngine(store: store, transport: transport, zone: "notes")
+        let running = Task { try await engine.run() }
+        #expect(await Self.eventually { await engine.currentStatus.phase == .waiting }, "the engine never reached its long poll")
+        await engine.stop()
         try await running.value
         #expect(await engine.currentStatus.phase == .stopped)
         try await store.close()

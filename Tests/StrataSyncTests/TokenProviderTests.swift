@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Synchronization

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Strata
+import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Synchronization

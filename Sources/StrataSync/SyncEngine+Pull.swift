@@ -1,0 +1,125 @@
+@_spi(StrataInternals) import Strata
+import Logging
+import StrataProtocol
+
+/// Pulling: pages of the zone's log applied to the store, and what a refusal leads to (decided by
+/// the ``SyncStateMachine``): a snapshot bootstrap for an expired token, starting over against a
+/// recreated zone, a rewind against a server restored from a backup.
+extension SyncEngine {
+    func pullAll(wait: Duration?, _ report: inout SyncReport) async throws {
+        update { $0.phase = wait == nil ? .pulling : .waiting }
+        var pageWait = wait
+        while true {
+            let thisWait = pageWait
+            let token = cursor.token
+            let request = SyncStateMachine.Request.pull(fromToken: token != nil)
+            let page: PullResult
+            switch try await ask(request, {
+                try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait)
+            }) {
+            case .answered(let answer):
+                page = answer
+            case .redirected(.bootstrapFromSnapshot, let refusal):
+                try await bootstrap(after: refusal, &report)
+                continue
+            case .redirected(.startOver, let refusal):
+                try await startOver(after: refusal, &report)
+                continue
+            case .redirected(.rewind, let refusal):
+                try await rewind(after: refusal, &report)
+                continue
+            case .redirected(_, let refusal):
+                throw refusal
+            }
+            pageWait = nil
+            if !page.transactions.isEmpty {
+                do {
+                    // Apply first, then persist the token: a crash in between pulls the page
+                    // again, and the store skips what it already has.
+                    report.appliedEvents += try await store.applyRemote(encoded: page.transactions)
+                } catch let error as StoreError where error.code == .corruptEvent {
+                    throw SyncError(.malformedResponse, "a pulled transaction does not decode: \(error)")
+                } catch {
+                    throw SyncError(.store, "the store refused pulled transactions: \(error)")
+                }
+                report.pulledTransactions += page.transactions.count
+                if cursor.pushUnconfirmed { notePulledBack(page.transactions) }
+                let count = page.transactions.count
+                update { $0.pulled += count }
+            }
+            cursor.token = page.nextToken
+            try cursor.save(store: store, zone: zoneReference)
+            if next(after: request, answered: .pulled(moreComing: page.moreComing)) == .done { return }
+        }
+    }
+
+    /// The server no longer holds the history after our token (it was compacted away): adopt the
+    /// zone's snapshot — merged into the store, so unpushed local edits stay and remote deletes
+    /// arrive — then go on from its token and push what the server lacks.
+    func bootstrap(after error: SyncError, _ report: inout SyncReport) async throws {
+        options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
+        let request = SyncStateMachine.Request.snapshot(reason: error)
+        let answer: ZoneSnapshotPayload?
+        switch try await ask(request, { try await self.transport.snapshot(zone: self.zoneReference) }) {
+        case .answered(let snapshot): answer = snapshot
+        case .redirected(_, let refusal): throw refusal
+        }
+        // Without a snapshot nothing replaces the history: the machine stops with a typed error.
+        if case .stop(let refusal) = next(after: request, answered: .snapshot(found: answer != nil)) { throw refusal }
+        guard let snapshot = answer else { throw error }
+        do {
+            try await store.adoptSnapshot(snapshot.payload, origin: "zone \(zoneReference) snapshot at \(snapshot.token) (\(error.code))")
+        } catch {
+            throw SyncError(.store, "the store refused the zone's snapshot: \(error)")
+        }
+        report.bootstraps += 1
+        // What of ours the snapshot holds; anything later is pushed again (the server skips what
+        // it already has).
+        let held = (try? ProjectionBuilder(snapshot: snapshot.payload).contiguousSequences()[store.replicaID]) ?? nil
+        // A pending heal (and what it claims) survives the bootstrap: the upload still has to go.
+        cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0), replica: store.replicaID,
+                            logID: store.identity.logID, healPending: cursor.healPending,
+                            healClaim: cursor.replica == store.replicaID ? cursor.healClaim : 0)
+        try cursor.save(store: store, zone: zoneReference)
+        // A pending heal pushes after its upload (which says how far this replica goes).
+        if machine.pushesAfterBootstrap(cursorFacts) { try await pushOrHold(&report) }
+    }
+
+    /// The zone was deleted and recreated: start over against the new zone and push all our
+    /// history.
+    func startOver(after error: SyncError, _ report: inout SyncReport) async throws {
+        options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
+        cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
+        try cursor.save(store: store, zone: zoneReference)
+        canPush = try await existingZone().canPush
+        try await healOrDefer(&report)
+        try await pushOrHold(&report)
+    }
+
+    /// The server was restored from an older copy: everything of ours goes out again (it
+    /// acknowledges what it still holds, byte for byte, and appends what it lost), and the zone is
+    /// pulled from its start — the store skips what it has.
+    func rewind(after error: SyncError, _ report: inout SyncReport) async throws {
+        options.logger.notice("the zone was rewound; pulling it from the start", metadata: ["zone": "\(zoneReference)", "error": "\(error)"])
+        // What the zone lost but this store holds only as state goes back by upload.
+        cursor.needHeal(replica: store.replicaID)
+        cursor.token = nil
+        cursor.forgetAcknowledged()
+        try cursor.save(store: store, zone: zoneReference)
+        report.rewinds += 1
+        try await healOrDefer(&report)
+        try await pushOrHold(&report)
+    }
+
+    /// Raises ``SyncCursor/pulledBack`` to the highest of this store's own sequences in a pulled
+    /// page (saved with the page's token). Sequences of a replica are held without gaps, so the
+    /// highest one stands for all before it.
+    func notePulledBack(_ transactions: [[UInt8]]) {
+        let replica = store.replicaID
+        guard cursor.replica == replica else { return }
+        for bytes in transactions {
+            guard let header = try? TransactionHeader(decoding: bytes), header.replica == replica, header.eventCount > 0 else { continue }
+            cursor.pulledBack = max(cursor.pulledBack, header.firstSequence + header.eventCount - 1)
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+public import Logging
+
+/// Options of a ``SyncEngine``.
+public struct SyncOptions: Sendable {
+    /// Transactions per push.
+    public var pushBatchSize = 256
+    /// Transactions per pull page.
+    public var pullLimit = 1000
+    /// The long poll of continuous mode.
+    public var longPoll: Duration = .seconds(25)
+    /// Retries of a failing request before the error is reported (with exponential backoff and
+    /// jitter; the server's Retry-After is honoured).
+    public var maxRetries = 6
+    public var initialBackoff: Duration = .milliseconds(100)
+    public var maxBackoff: Duration = .seconds(10)
+    public var logger = Logger(label: "strata.sync")
+    /// The device's wall clock in milliseconds since 1970 (injected by simulations), compared with
+    /// the server's time when it refuses a push for clock skew.
+    public var wallClock: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
+    /// The clock the engine waits on between retries and after a failed round of continuous
+    /// mode. Tests and simulations inject one they advance themselves, so that what a backoff
+    /// does is asserted without waiting for it.
+    public var clock: any Clock<Duration> = ContinuousClock()
+    /// The jitter of a backoff: the fraction of the capped delay to wait, in `0.5...1` (random by
+    /// default; injected for deterministic tests).
+    public var jitter: @Sendable () -> Double = { Double.random(in: 0.5...1.0) }
+    /// The first wait of continuous mode after the server refused the credentials and a fresh
+    /// token (``SyncStatus/Phase/unauthorized``); it doubles with each refusal in a row, up to
+    /// ``maxUnauthorizedBackoff``, with the same jitter. Each try asks the ``TokenProvider`` for
+    /// one fresh token, so this bounds how often a revoked user's provider is asked.
+    public var unauthorizedBackoff: Duration = .seconds(2)
+    public var maxUnauthorizedBackoff: Duration = .seconds(120)
+
+    public init() {}
+}

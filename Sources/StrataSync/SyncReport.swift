@@ -1,0 +1,30 @@
+public import Strata
+
+/// What one ``SyncEngine/sync()`` did.
+public struct SyncReport: Sendable, Hashable {
+    public var pushedTransactions = 0
+    public var pulledTransactions = 0
+    /// Events the store applied from the pulled transactions (its own come back and are skipped).
+    public var appliedEvents = 0
+    /// Times the engine had to bootstrap from the zone's snapshot (its token had expired).
+    public var bootstraps = 0
+    /// Times the server held less than the device had seen (restored from a backup) and the
+    /// device pulled the zone again from its start.
+    public var rewinds = 0
+    /// Local transactions with edits that wait because the caller may only read the zone (they
+    /// are pushed once write access is granted); 0 when the caller may push. The record of the
+    /// app's schema that opening a store writes is no edit and is not counted: a reader that
+    /// never edited has none.
+    public var unpushable = 0
+    /// Replica forks this sync made: the store was a copy (or restored), its replica belonged to
+    /// another user, or its edits were stamped by a wrong clock; each took a new replica ID and
+    /// re-authored what the server did not hold.
+    public var forks: [ReplicaFork] = []
+    /// States this sync uploaded to heal the zone (it held less than the store had seen), and
+    /// their bytes.
+    public var stateUploads = 0
+    public var stateBytes = 0
+    public var token: String?
+
+    public init() {}
+}

@@ -1,0 +1,37 @@
+/// Where the engine is, for a status display.
+public struct SyncStatus: Sendable, Hashable {
+    /// What the engine is doing.
+    ///
+    /// ```swift
+    /// for await status in await engine.statusUpdates() {
+    ///     switch status.phase {
+    ///     case .unauthorized: showSignInPrompt()      // resumes by itself once the tokens work
+    ///     case .backingOff: showOfflineBadge(status.pending)
+    ///     default: hideBanners()
+    ///     }
+    /// }
+    /// ```
+    public enum Phase: String, Sendable, Hashable {
+        case idle, pushing, pulling, waiting, backingOff, stopped
+        /// The server refused the credentials, and the fresh token the ``TokenProvider`` gave
+        /// after that was refused too (revoked, or the user signed out): the app should let the
+        /// user sign in again. Continuous mode keeps trying with a growing backoff
+        /// (``SyncOptions/unauthorizedBackoff``), asking the provider for a fresh token once per
+        /// try — never in a tight loop — and goes on by itself once a token works.
+        case unauthorized
+    }
+
+    public var phase: Phase
+    /// Local transactions with edits not yet acknowledged by the server (what
+    /// `Store.unpushedChangeCount()` counts, for this engine's zone). Kept right while the server
+    /// cannot be reached: counted from the store before every round and after every local
+    /// commit. Records of the app's schema are pushed too but are not counted.
+    public var pending: Int
+    /// Why the pending transactions cannot be pushed now (read-only access to the zone); `nil`
+    /// when they can, or when nothing but schema records waits.
+    public var blocked: String?
+    /// Transactions pushed and pulled since the engine started.
+    public var pushed: Int
+    public var pulled: Int
+    public var lastError: SyncError?
+}
