@@ -89,7 +89,7 @@ struct OpenAPIDocumentTests {
         #expect(documented.map(\.name) == ErrorCode.all.map(\.name))
         #expect(documented.map(\.status) == ErrorCode.all.map(\.status))
         for code in ErrorCode.all {
-            #expect(ServerError(ServerError.Code(code), "x").response.status.code == code.status, "\(code)")
+            #expect(ServerError(code, "x").response.status.code == code.status, "\(code)")
         }
     }
 }

@@ -23,7 +23,7 @@ struct OperationsTests {
         var limits = ServerConfiguration.Limits()
         limits.rateLimit = RateLimit(requestsPerSecond: 1, burst: 2)
         let clock = ManualTime()
-        let server = try TestServer(limits: limits, now: { clock.now })
+        let server = try TestServer(limits: limits, clock: ServerClock(elapsed: { clock.now }))
         for setup in [TestingSetup.router, .live] {
             try await server.app.buildApplication().test(setup) { client in
                 for headers: HTTPFields in [[:], auth("wrong"), auth(Token.alice)] {

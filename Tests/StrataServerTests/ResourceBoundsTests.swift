@@ -291,7 +291,7 @@ struct ResourceBoundsTests {
     func failedAuthLimit() async throws {
         let clock = ManualTime()
         let server = try TestServer(limits: limits { $0.failedAuthLimit = RateLimit(requestsPerSecond: 1.0 / 60.0, burst: 3) },
-                                    now: { clock.now })
+                                    clock: ServerClock(elapsed: { clock.now }))
         try await withLiveServer(server) { port in
             for token in ["guess-1", "guess-2", nil] {
                 #expect(try await exchange(port, "GET", "/v1/zones", token: token).status == 401)
@@ -324,7 +324,7 @@ struct ResourceBoundsTests {
         let server = try TestServer(limits: limits {
             $0.failedAuthLimit = RateLimit(requestsPerSecond: 1.0 / 60.0, burst: 2)
             $0.trustedProxies = ["127.0.0.1"]
-        }, now: { clock.now })
+        }, clock: ServerClock(elapsed: { clock.now }))
         try await withLiveServer(server) { (port: Int) async throws in
             let guesser = ["X-Forwarded-For": "10.0.0.66"]
             for _ in 0..<2 { #expect(try await exchange(port, "GET", "/v1/zones", token: "guess", headers: guesser).status == 401) }

@@ -250,7 +250,7 @@ struct ServerHTTPTests {
         var limits = ServerConfiguration.Limits()
         limits.rateLimit = RateLimit(requestsPerSecond: 1, burst: 2)
         let clock = ManualTime()
-        let server = try TestServer(limits: limits, now: { clock.now })
+        let server = try TestServer(limits: limits, clock: ServerClock(elapsed: { clock.now }))
         try await server.test { client in
             #expect(try await client.execute(uri: "/v1/zones", method: .get, headers: auth(Token.alice)).status == .ok)
             #expect(try await client.execute(uri: "/v1/zones", method: .get, headers: auth(Token.alice)).status == .ok)

@@ -1,5 +1,6 @@
 import Strata
 import StrataServer
+import StrataProtocol
 import Testing
 
 /// Found by the fuzz target fuzz-state-upload (Tools/Fuzz, through the snapshot decoder): the body

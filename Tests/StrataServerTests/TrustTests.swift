@@ -151,7 +151,7 @@ struct TrustTests {
     @Test("over HTTP: an event stamped beyond the allowed clock offset is 422 clockSkew with the server's time, and changes nothing")
     func clockSkew() async throws {
         let serverTime: UInt64 = 1_800_000_000_000
-        let server = try TestServer(wallClock: { serverTime })
+        let server = try TestServer(clock: ServerClock(wallMilliseconds: { serverTime }))
         try await server.test { client in
             try await client.createZone("notes")
             func stamped(_ milliseconds: UInt64, _ sequence: UInt64) -> TransactionRecord {

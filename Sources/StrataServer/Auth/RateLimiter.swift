@@ -35,11 +35,10 @@ public final class RateLimiter: Sendable {
     /// - Parameters:
     ///   - limit: the rate and burst allowed per key.
     ///   - buckets: where the buckets live (by default this process's memory).
-    ///   - now: monotonic time since any fixed origin for the in-process buckets (by default the
-    ///     continuous clock's).
-    public init(limit: RateLimit, buckets: (any LimitBuckets)? = nil, now: (@Sendable () -> Duration)? = nil) {
+    ///   - clock: the time the in-process buckets refill by (``ServerClock/elapsed``).
+    public init(limit: RateLimit, buckets: (any LimitBuckets)? = nil, clock: ServerClock = .system) {
         self.limit = limit
-        fallback = InProcessLimitBuckets(now: now)
+        fallback = InProcessLimitBuckets(clock: clock)
         self.buckets = buckets ?? fallback
     }
 
@@ -55,12 +54,4 @@ public final class RateLimiter: Sendable {
         }
         return take.taken ? nil : limit.wait(untilOneFrom: take.tokens) ?? .seconds(1)
     }
-}
-
-/// Monotonic time since this was called, on the continuous clock: the limiters' default clock
-/// (tests inject their own).
-func elapsedOnContinuousClock() -> @Sendable () -> Duration {
-    let clock = ContinuousClock()
-    let origin = clock.now
-    return { clock.now - origin }
 }

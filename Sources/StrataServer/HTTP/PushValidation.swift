@@ -1,3 +1,4 @@
+import StrataProtocol
 public import Strata
 
 /// The checks of a push body that need no storage: every frame a transaction of one replica with

@@ -5,67 +5,29 @@ public import StrataProtocol
 
 /// An error answered to a client: an HTTP status and the JSON body of the sync protocol,
 /// `{"error": {"code": "<code>", "message": "<what and where>"}}` with extra fields where useful
-/// (`expected` for ``Code/sequenceGap``). ``Code/rateLimited`` and ``Code/serverBusy`` also set
-/// `Retry-After`.
+/// (`expected` for `ErrorCode.sequenceGap`). `ErrorCode.rateLimited` and `ErrorCode.serverBusy`
+/// also set `Retry-After`.
 ///
 /// ```swift
 /// throw ServerError(.zoneNotFound, "no zone named notes")
 /// ```
 public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, HTTPResponseError {
-    /// The stable, machine-readable code of an error, and its status.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let name: String
-        public let status: HTTPResponse.Status
-
-        public init(_ name: String, status: HTTPResponse.Status) {
-            self.name = name
-            self.status = status
-        }
-
-        public var description: String { name }
-
-        /// The code of the protocol's `code` (see `StrataProtocol.ErrorCode`, which says what each means).
-        public init(_ code: ErrorCode) {
-            // HTTPTypes knows no reason phrase for 507.
-            let status = code.status == 507
-                ? HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage") : HTTPResponse.Status(code: code.status)
-            self.init(code.name, status: status)
-        }
-
-        public static let badRequest = Code(ErrorCode.badRequest)
-        public static let unauthorized = Code(ErrorCode.unauthorized)
-        public static let forbidden = Code(ErrorCode.forbidden)
-        public static let zoneNotFound = Code(ErrorCode.zoneNotFound)
-        public static let notFound = Code(ErrorCode.notFound)
-        public static let replicaNotYours = Code(ErrorCode.replicaNotYours)
-        public static let sequenceGap = Code(ErrorCode.sequenceGap)
-        public static let replicaForked = Code(ErrorCode.replicaForked)
-        public static let clockSkew = Code(ErrorCode.clockSkew)
-        public static let tokenExpired = Code(ErrorCode.tokenExpired)
-        public static let zoneRewound = Code(ErrorCode.zoneRewound)
-        public static let zoneReset = Code(ErrorCode.zoneReset)
-        public static let tooLarge = Code(ErrorCode.tooLarge)
-        public static let rateLimited = Code(ErrorCode.rateLimited)
-        public static let serverBusy = Code(ErrorCode.serverBusy)
-        public static let quotaExceeded = Code(ErrorCode.quotaExceeded)
-        public static let storageFull = Code(ErrorCode.storageFull)
-        public static let internalError = Code(ErrorCode.internalError)
-    }
-
-    public var code: Code
+    /// The stable, machine-readable code and its status: the protocol's own (`ErrorCode`), so
+    /// that server and client share one list.
+    public var code: ErrorCode
     public var message: String
-    /// For ``Code/sequenceGap``: the sequence the server expects next.
+    /// For `ErrorCode.sequenceGap`: the sequence the server expects next.
     public var expected: UInt64?
-    /// For ``Code/rateLimited`` and ``Code/serverBusy``: whole seconds until the client may come back.
+    /// For `ErrorCode.rateLimited` and `ErrorCode.serverBusy`: whole seconds until the client may come back.
     public var retryAfter: Int?
-    /// For ``Code/replicaForked``: the first sequence whose transaction differs.
+    /// For `ErrorCode.replicaForked`: the first sequence whose transaction differs.
     public var sequence: UInt64?
-    /// For ``Code/clockSkew``: the server's time (milliseconds since 1970) and the largest lead
+    /// For `ErrorCode.clockSkew`: the server's time (milliseconds since 1970) and the largest lead
     /// it accepts (milliseconds).
     public var serverTime: UInt64?
     public var maxOffset: UInt64?
 
-    public init(_ code: Code, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil,
+    public init(_ code: ErrorCode, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil,
                 sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
         self.code = code
         self.message = message
@@ -76,9 +38,13 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
         self.maxOffset = maxOffset
     }
 
-    public var status: HTTPResponse.Status { code.status }
+    /// The HTTP status of ``code``.
+    public var status: HTTPResponse.Status {
+        // HTTPTypes knows no reason phrase for 507.
+        code.status == 507 ? HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage") : HTTPResponse.Status(code: code.status)
+    }
 
-    public var description: String { "\(code.name) (\(code.status.code)): \(message)" }
+    public var description: String { "\(code.name) (\(code.status)): \(message)" }
 
     /// The error's JSON body.
     public var jsonBody: [UInt8] {

@@ -25,7 +25,7 @@ public struct StrataRequestContext: RequestContext {
 
     /// The authenticated user.
     ///
-    /// - Throws: ``ServerError/Code/unauthorized`` when the request did not authenticate.
+    /// - Throws: ``ServerError`` `unauthorized` when the request did not authenticate.
     func requireUser() throws(ServerError) -> String {
         guard let user else { throw ServerError(.unauthorized, "missing or unknown bearer token") }
         return user

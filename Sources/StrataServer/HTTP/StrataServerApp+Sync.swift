@@ -19,7 +19,7 @@ extension StrataServerApp {
         } catch {
             throw ServerError(.badRequest, "the push body is not framed transactions: \(error)")
         }
-        let (replica, transactions) = try PushValidation.validate(frames, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
+        let (replica, transactions) = try PushValidation.validate(frames, now: clock.wallMilliseconds(), maxClockOffset: configuration.limits.maxClockOffset)
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
             try await storage.append(zone: id, user: user, replica: replica, transactions: transactions,
                                      storedBytesLimit: configuration.limits.maxStoredBytesPerUser)
@@ -49,18 +49,18 @@ extension StrataServerApp {
         let (user, zone) = try context.writableZone()
         let id = zone.id
         let basis: UInt64? = await {
-            guard let after = request.uri.queryParameters.get("after"), !after.isEmpty else { return nil }
+            guard let after = request.uri.queryParameters.get(StrataQuery.after), !after.isEmpty else { return nil }
             return try? await PullStart.position(after: String(after), zone: zone, storage: storage)
         }()
         var replica: ReplicaID?
-        if let text = request.uri.queryParameters.get("replica"), !text.isEmpty {
+        if let text = request.uri.queryParameters.get(StrataQuery.replica), !text.isEmpty {
             guard let parsed = ReplicaID(String(text)) else {
                 throw ServerError(.badRequest, "replica \"\(text.prefix(64))\" is not a replica ID (a UUID)")
             }
             replica = parsed
         }
         var claim: UInt64 = 0
-        if let text = request.uri.queryParameters.get("through"), !text.isEmpty {
+        if let text = request.uri.queryParameters.get(StrataQuery.through), !text.isEmpty {
             guard let parsed = UInt64(String(text)) else {
                 throw ServerError(.badRequest, "through \"\(text.prefix(32))\" is not a sequence number")
             }
@@ -68,7 +68,7 @@ extension StrataServerApp {
         }
         let payload = try await readBody(request, limit: configuration.limits.maxStateBytes)
         try await checkStoredBytes(id, adding: payload.count)
-        let state = try StateValidation.validate(payload, now: wallClock(), maxClockOffset: configuration.limits.maxClockOffset)
+        let state = try StateValidation.validate(payload, now: clock.wallMilliseconds(), maxClockOffset: configuration.limits.maxClockOffset)
         // Called directly, not through `storageCall`: the decoded state is handed over to the
         // storage, which a closure capturing it could not do.
         let outcome: StateMergeOutcome
@@ -100,11 +100,11 @@ extension StrataServerApp {
         let name = zone.id
         let query = request.uri.queryParameters
 
-        let limit = try pullLimit(query.get("limit"))
-        let wait = try pullWait(query.get("wait"))
+        let limit = try pullLimit(query.get(StrataQuery.limit))
+        let wait = try pullWait(query.get(StrataQuery.wait))
 
         let epoch = zone.epoch
-        let position = try await PullStart.position(after: query.get("after"), zone: zone, storage: storage)
+        let position = try await PullStart.position(after: query.get(StrataQuery.after), zone: zone, storage: storage)
 
         var result = try await readPage(name, epoch: epoch, after: position, limit: limit)
         if result.transactions.isEmpty && wait > .zero {

@@ -34,30 +34,26 @@ public struct StrataServerApp: Sendable {
     let rateLimiter: RateLimiter
     /// The upload memory budget and the failed-authentication limit (see ``ServerConfiguration/Limits``).
     let bounds: ServerBounds
-    /// Wall-clock time in milliseconds since 1970, which pushed timestamps are checked against.
-    let wallClock: @Sendable () -> UInt64
+    /// The server's time: its limits refill by it, pushed timestamps are checked against it.
+    let clock: ServerClock
 
     /// - Parameters:
     ///   - storage: where the zones live.
     ///   - users: the users and their token digests.
     ///   - configuration: host, port, limits, quotas.
     ///   - logger: where the server logs.
-    ///   - now: monotonic time for the rate limiter and the failed-authentication limit (by
-    ///     default the continuous clock's).
-    ///   - wallClock: the server's time in milliseconds since 1970 (by default the system's), for
-    ///     the clock-skew check of pushes.
+    ///   - clock: the server's time (``ServerClock/system`` by default): the monotonic time the
+    ///     rate limit and the failed-authentication limit refill by, and the wall clock of the
+    ///     clock-skew check of pushes.
     ///   - metrics: where the server counts (a registry of its own by default).
     public init(storage: any ZoneStorage, users: UserDirectory, configuration: ServerConfiguration = ServerConfiguration(),
-                logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil,
-                wallClock: (@Sendable () -> UInt64)? = nil, metrics: ServerMetrics = ServerMetrics()) {
-        self.init(storage: storage, users: UserRegistry(users), configuration: configuration, logger: logger, now: now, wallClock: wallClock,
-                  metrics: metrics)
+                logger: Logger = Logger(label: "strata.server"), clock: ServerClock = .system, metrics: ServerMetrics = ServerMetrics()) {
+        self.init(storage: storage, users: UserRegistry(users), configuration: configuration, logger: logger, clock: clock, metrics: metrics)
     }
 
     /// A server whose users can be replaced while it serves (see ``UserRegistry``).
     public init(storage: any ZoneStorage, users: UserRegistry, configuration: ServerConfiguration = ServerConfiguration(),
-                logger: Logger = Logger(label: "strata.server"), now: (@Sendable () -> Duration)? = nil,
-                wallClock: (@Sendable () -> UInt64)? = nil, metrics: ServerMetrics = ServerMetrics()) {
+                logger: Logger = Logger(label: "strata.server"), clock: ServerClock = .system, metrics: ServerMetrics = ServerMetrics()) {
         self.storage = storage
         self.userRegistry = users
         self.configuration = configuration
@@ -66,9 +62,9 @@ public struct StrataServerApp: Sendable {
         self.metrics = metrics
         // Shared by every instance on the storage when it keeps them (PostgreSQL), else in memory.
         let buckets = storage.limitBuckets
-        self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, buckets: buckets, now: now)
-        self.bounds = ServerBounds(limits: configuration.limits, buckets: buckets, now: now, logger: logger)
-        self.wallClock = wallClock ?? { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
+        self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, buckets: buckets, clock: clock)
+        self.bounds = ServerBounds(limits: configuration.limits, buckets: buckets, clock: clock, logger: logger)
+        self.clock = clock
     }
 
     /// The router with every endpoint of the protocol behind the authentication middleware, and
@@ -82,17 +78,17 @@ public struct StrataServerApp: Sendable {
         router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
-        router.get("/v1/zones") { request, context in try await self.listZones(request, context) }
+        router.get(RouterPath(StrataEndpoint.zones)) { request, context in try await self.listZones(request, context) }
         // Every zone endpoint: the caller, the zone named and its lookup, resolved once.
-        let zone = router.group("/v1/zones/:zone").add(middleware: ZoneResolution(server: self))
+        let zone = router.group(RouterPath(StrataEndpoint.zonePattern)).add(middleware: ZoneResolution(server: self))
         zone.put { request, context in try await self.putZone(request, context) }
         zone.get { request, context in try await self.getZone(request, context) }
         zone.delete { request, context in try await self.deleteZone(request, context) }
-        zone.post("push") { request, context in try await self.push(request, context) }
-        zone.get("changes") { request, context in try await self.changes(request, context) }
-        zone.get("snapshot") { request, context in try await self.snapshot(request, context) }
-        zone.post("state") { request, context in try await self.uploadState(request, context) }
-        zone.get("replicas") { request, context in try await self.replicas(request, context) }
+        zone.post(RouterPath(StrataEndpoint.push)) { request, context in try await self.push(request, context) }
+        zone.get(RouterPath(StrataEndpoint.changes)) { request, context in try await self.changes(request, context) }
+        zone.get(RouterPath(StrataEndpoint.snapshot)) { request, context in try await self.snapshot(request, context) }
+        zone.post(RouterPath(StrataEndpoint.state)) { request, context in try await self.uploadState(request, context) }
+        zone.get(RouterPath(StrataEndpoint.replicas)) { request, context in try await self.replicas(request, context) }
         return router
     }
 
@@ -121,10 +117,10 @@ public struct StrataServerApp: Sendable {
     // MARK: Shutdown and operations endpoints
 
     /// Liveness: `GET /health` answers `200 {"status": "ok"}` while the process serves.
-    static let healthPath = "/health"
+    static let healthPath = StrataEndpoint.health
     /// Readiness: `GET /ready` answers `200 {"status": "ready"}` while the storage is open and the
     /// server is not shutting down, `503` otherwise.
-    static let readyPath = "/ready"
+    static let readyPath = StrataEndpoint.ready
 
     /// Wakes the long polls of the zones another process sharing the storage changed, as the
     /// storage announces them (``ZoneStorage/changesByOthers()``), until it stops announcing or
@@ -167,10 +163,10 @@ public struct StrataServerApp: Sendable {
     /// parameter — the caller's own when it is absent. A client never lands in another user's
     /// zone without naming that user.
     func zoneID(_ request: Request, _ context: StrataRequestContext, user: String) throws(ServerError) -> ZoneID {
-        guard let name = context.parameters.get("zone"), ZoneInfo.isValidName(name) else {
-            throw ServerError(.badRequest, "invalid zone name \"\(context.parameters.get("zone") ?? "")\": 1–64 of [A-Za-z0-9._-]")
+        guard let name = context.parameters.get(StrataEndpoint.zoneParameter), ZoneInfo.isValidName(name) else {
+            throw ServerError(.badRequest, "invalid zone name \"\(context.parameters.get(StrataEndpoint.zoneParameter) ?? "")\": 1–64 of [A-Za-z0-9._-]")
         }
-        let owner = request.uri.queryParameters.get("owner") ?? user
+        let owner = request.uri.queryParameters.get(StrataQuery.owner) ?? user
         guard !owner.isEmpty, owner.utf8.count <= 256 else {
             throw ServerError(.badRequest, "invalid owner \"\(owner.prefix(64))\"")
         }
@@ -307,11 +303,11 @@ struct GatekeeperMiddleware: RouterMiddleware {
             log(error, request, context)
             return error.response
         } catch let error as HTTPError {
-            let code: ServerError.Code = switch error.status {
+            let code: ErrorCode = switch error.status {
             case .notFound: .notFound
             case .contentTooLarge: .tooLarge
             case let status where status.code >= 500: .internalError
-            default: ServerError.Code("badRequest", status: error.status)
+            default: ErrorCode(ErrorCode.badRequest.name, status: error.status.code)
             }
             let answer = ServerError(code, error.body ?? "\(request.method) \(request.uri.path): \(error.status.reasonPhrase)")
             log(answer, request, context)

@@ -1,3 +1,4 @@
+import StrataProtocol
 import Hummingbird
 
 /// The preamble of every `/v1/zones/{zone}` endpoint, done once for the route group: the caller

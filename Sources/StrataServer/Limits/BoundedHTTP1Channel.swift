@@ -1,3 +1,4 @@
+import StrataProtocol
 public import HummingbirdCore
 public import Logging
 public import NIOCore

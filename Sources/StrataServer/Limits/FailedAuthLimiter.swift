@@ -15,12 +15,11 @@ final class FailedAuthLimiter: Sendable {
 
     /// - Parameters:
     ///   - buckets: where the buckets live (by default this process's memory).
-    ///   - now: monotonic time since any fixed origin for the in-process buckets (by default the
-    ///     continuous clock's).
-    init(limit: RateLimit, buckets: (any LimitBuckets)? = nil, now: (@Sendable () -> Duration)? = nil,
+    ///   - clock: the time the in-process buckets refill by.
+    init(limit: RateLimit, buckets: (any LimitBuckets)? = nil, clock: ServerClock = .system,
          logger: Logger = Logger(label: "strata.server")) {
         self.limit = limit
-        fallback = InProcessLimitBuckets(now: now)
+        fallback = InProcessLimitBuckets(clock: clock)
         self.buckets = buckets ?? fallback
         self.logger = logger
     }

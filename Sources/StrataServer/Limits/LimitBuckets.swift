@@ -83,8 +83,8 @@ extension RateLimit {
 }
 
 /// The buckets of one process, in memory: the server's own when its storage offers none shared
-/// (``ZoneStorage/limitBuckets``). Time comes from an injected monotonic clock so that tests
-/// need not sleep.
+/// (``ZoneStorage/limitBuckets``). Time comes from an injected clock (``ServerClock/elapsed``)
+/// so that tests need not sleep.
 public final class InProcessLimitBuckets: LimitBuckets {
     private struct Bucket {
         var tokens: Double
@@ -102,9 +102,9 @@ public final class InProcessLimitBuckets: LimitBuckets {
     private let now: @Sendable () -> Duration
     private let state = Mutex(State())
 
-    /// - Parameter now: monotonic time since any fixed origin (by default the continuous clock's).
-    public init(now: (@Sendable () -> Duration)? = nil) {
-        self.now = now ?? elapsedOnContinuousClock()
+    /// - Parameter clock: the time buckets refill by (its ``ServerClock/elapsed``).
+    public init(clock: ServerClock = .system) {
+        now = clock.elapsed
     }
 
     public func take(_ bucket: LimitBucketName, limit: RateLimit, always: Bool) -> LimitBucketTake {

@@ -1,3 +1,4 @@
+import StrataProtocol
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -51,5 +52,5 @@ extension HTTPField.Name {
 extension StrataServerApp {
     /// The unauthenticated operations endpoints (`/health`, `/ready`, `/metrics`), outside the
     /// failed-authentication limit.
-    static let operationsPaths: Set<String> = [healthPath, readyPath, "/metrics"]
+    static let operationsPaths: Set<String> = [healthPath, readyPath, metricsPath]
 }

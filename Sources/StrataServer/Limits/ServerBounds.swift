@@ -11,12 +11,12 @@ struct ServerBounds: Sendable {
 
     /// - Parameters:
     ///   - buckets: the storage's shared limit buckets (``ZoneStorage/limitBuckets``), if any.
-    ///   - now: monotonic time for the in-process failed-authentication buckets (tests inject one).
-    init(limits: ServerConfiguration.Limits, buckets: (any LimitBuckets)? = nil, now: (@Sendable () -> Duration)? = nil,
+    ///   - clock: the time the in-process failed-authentication buckets refill by.
+    init(limits: ServerConfiguration.Limits, buckets: (any LimitBuckets)? = nil, clock: ServerClock = .system,
          logger: Logger = Logger(label: "strata.server")) {
         self.limits = limits
         uploadBudget = UploadBudget(capacity: limits.uploadMemoryBudget, wait: limits.uploadBudgetWait)
-        failedAuth = FailedAuthLimiter(limit: limits.failedAuthLimit, buckets: buckets, now: now, logger: logger)
+        failedAuth = FailedAuthLimiter(limit: limits.failedAuthLimit, buckets: buckets, clock: clock, logger: logger)
     }
 
     /// The address a request is counted against for failed authentications: the connection's

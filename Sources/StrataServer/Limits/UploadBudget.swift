@@ -1,3 +1,4 @@
+import StrataProtocol
 import Synchronization
 
 /// The bytes of request bodies the server holds in memory at once

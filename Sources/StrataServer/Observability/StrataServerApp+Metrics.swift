@@ -1,10 +1,11 @@
+import StrataProtocol
 import Hummingbird
 
 extension StrataServerApp {
     /// `GET /metrics`: the Prometheus text exposition of ``metrics``, without a token (like
     /// `/health` and `/ready`; keep the port away from the internet or filter `/metrics` at the
     /// proxy if the counts are sensitive).
-    static let metricsPath = "/metrics"
+    static let metricsPath = StrataEndpoint.metrics
 
     /// Prometheus' text format, version 0.0.4.
     static let metricsContentType = "text/plain; version=0.0.4; charset=utf-8"

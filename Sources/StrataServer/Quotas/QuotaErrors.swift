@@ -1,3 +1,4 @@
+import StrataProtocol
 extension ZoneStorageError {
     /// The refusal of a zone create past the owner's zones quota.
     package static func zonesQuota(owner: String, limit: Int, owned: Int, zone: ZoneID) -> ZoneStorageError {

@@ -1,0 +1,54 @@
+/// The paths of the protocol's endpoints, defined once for the server's routes and the clients'
+/// requests.
+///
+/// ```swift
+/// let path = StrataEndpoint.zone("notes") + StrataEndpoint.push   // "/v1/zones/notes/push"
+/// ```
+public enum StrataEndpoint {
+    /// The version prefix of every zone endpoint.
+    public static let version = "/v1"
+    /// `GET`: the zones the caller may see (`ZoneList`).
+    public static let zones = "/v1/zones"
+    /// The path of zone `name` (`PUT` creates or changes it, `GET` describes it, `DELETE`
+    /// deletes it); the endpoints below follow it.
+    public static func zone(_ name: String) -> String { "\(zones)/\(name)" }
+    /// The zone path as a route pattern, its name the parameter ``zoneParameter``.
+    public static let zonePattern = "\(zones)/:\(zoneParameter)"
+    /// The name of the route parameter holding the zone's name.
+    public static let zoneParameter = "zone"
+
+    /// `POST`, after a zone's path: appends a push (framed transactions).
+    public static let push = "/push"
+    /// `GET`, after a zone's path: pulls transactions after a change token (a long poll with
+    /// ``StrataQuery/wait``).
+    public static let changes = "/changes"
+    /// `GET`, after a zone's path: the zone's newest snapshot.
+    public static let snapshot = "/snapshot"
+    /// `POST`, after a zone's path: a state a device uploads (heals history the zone lost).
+    public static let state = "/state"
+    /// `GET`, after a zone's path: the replicas the zone holds events of (`ReplicaList`).
+    public static let replicas = "/replicas"
+
+    /// `GET`, without a token: liveness.
+    public static let health = "/health"
+    /// `GET`, without a token: readiness (`503` while shutting down or without storage).
+    public static let ready = "/ready"
+    /// `GET`, without a token: the server's metrics (Prometheus text format).
+    public static let metrics = "/metrics"
+}
+
+/// The query parameters of the protocol's endpoints.
+public enum StrataQuery {
+    /// Every zone endpoint: the zone's owner, when it is not the caller.
+    public static let owner = "owner"
+    /// `changes` and `state`: the change token the caller has pulled through.
+    public static let after = "after"
+    /// `changes`: the most transactions to answer.
+    public static let limit = "limit"
+    /// `changes`: the longest to wait for a change, in seconds (a long poll).
+    public static let wait = "wait"
+    /// `state`: the uploading device's own replica.
+    public static let replica = "replica"
+    /// `state`: how far a server had acknowledged that replica.
+    public static let through = "through"
+}
