@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import Strata
 import StrataSync
+import StrataSyncAsyncHTTPClient
 import StrataTestSupport
 import Synchronization
 import Testing
@@ -25,7 +26,8 @@ struct URLSessionTransportTests {
         try await withServer(dir.sub("server")) { url, _ in
             let overURLSession = HTTPSyncTransport(server: url, tokens: tokens, session: URLSession(configuration: .ephemeral))
             let phoneSync = try SyncEngine(store: phone, transport: overURLSession, zone: "notes")
-            let laptopSync = try SyncEngine(store: laptop, server: url, zone: "notes", credentials: "alice-secret")
+            let overNIO = HTTPSyncTransport(server: url, bearer: "alice-secret", client: HTTPSyncTransport.defaultClient)
+            let laptopSync = try SyncEngine(store: laptop, transport: overNIO, zone: "notes")
             try await phoneSync.sync()
             try await laptopSync.sync()
             try await phoneSync.sync()

@@ -7,4 +7,4 @@ cd "$(dirname "$0")/../.."
 targets=(StrataLog Strata StrataProtocol StrataSync StrataServer StrataPostgres)
 args=()
 for target in "${targets[@]}"; do args+=(--target "$target"); done
-swift package --disable-sandbox generate-documentation "${args[@]}" --warnings-as-errors
+STRATA_DOCS=1 swift package --traits Server --disable-sandbox generate-documentation "${args[@]}" --warnings-as-errors

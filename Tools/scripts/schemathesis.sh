@@ -35,7 +35,7 @@ if ! "$PYTHON" -m schemathesis.cli --version 2>/dev/null | grep -q "$SCHEMATHESI
 fi
 if [ ! -x "$STRATA" ]; then
     say "building strata"
-    swift build --product strata
+    swift build --traits Server --product strata
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-schemathesis.XXXXXX")
