@@ -78,7 +78,6 @@ let package = Package(
             name: "Strata",
             dependencies: [
                 "StrataLog", "CSystemRandom",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -195,7 +194,14 @@ let package = Package(
             name: "StrataLogTests",
             dependencies: ["StrataLog", "StrataTestSupport", "FixtureGenerator", "log-crash-child"]
         ),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTestSupport", "store-crash-child", "store-reader-child"]),
+        .testTarget(
+            name: "StrataTests",
+            dependencies: [
+                "Strata", "StrataTestSupport", "store-crash-child", "store-reader-child",
+                // Strata's own SHA-256 is checked against swift-crypto's.
+                server("Crypto", "swift-crypto"),
+            ]
+        ),
         .testTarget(
             name: "StrataServerTests",
             dependencies: [

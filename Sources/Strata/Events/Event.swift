@@ -14,7 +14,7 @@ public struct Event: Sendable, Hashable {
     }
 
     /// The event's place in the total order of the merge rule.
-    public var stamp: EventStamp { EventStamp(hlc: hlc, replica: id.replica) }
+    public var stamp: EventStamp { EventStamp(hlc: hlc, replica: id.replica, sequence: id.sequence) }
 }
 
 /// What an event does.
@@ -90,7 +90,7 @@ extension TransactionRecord {
 
 /// What a transaction's first bytes say: who wrote it and which of their sequence numbers it
 /// holds. Reading it skips the events, so tools can index a long history cheaply.
-public struct TransactionHeader: Sendable, Hashable {
+package struct TransactionHeader: Sendable, Hashable {
     public var replica: ReplicaID
     /// The sequences of the transaction's events (consecutive); empty when it has none.
     public var firstSequence: UInt64

@@ -2,7 +2,7 @@
 /// sequences — read from encoded transactions without building events, so that tools can
 /// summarise a million-event log at several million events a second. Adding a transaction also
 /// checks that it decodes completely.
-public struct EventTally: Sendable {
+package struct EventTally: Sendable {
     /// Events by kind: insert, update, delete, add, remove, schema.
     public var byKind: [String: Int] {
         var result: [String: Int] = [:]
