@@ -100,7 +100,7 @@ package struct TransactionHeader: Sendable, Hashable {
 
     public var sequences: Range<UInt64> { firstSequence..<(firstSequence + eventCount) }
 
-    /// Whether the entry is an ``AdoptionRecord`` rather than a transaction: it then holds no
+    /// Whether the entry is an `AdoptionRecord` rather than a transaction: it then holds no
     /// events (`eventCount` 0) of no replica (the all-zero ID), so every reader that indexes
     /// headers passes over it, and only the readers that rebuild state act on it.
     public var isAdoption: Bool = false

@@ -15,7 +15,7 @@ package struct EventTally: Sendable {
     public private(set) var byEntity: [String: Int] = [:]
     public private(set) var events = 0
     public private(set) var transactions = 0
-    /// Adoption records (states the store adopted from a zone: ``AdoptionRecord``).
+    /// Adoption records (states the store adopted from a zone: `AdoptionRecord`).
     public private(set) var adoptions = 0
     /// The schemas recorded by schema events, in the order read.
     public private(set) var schemas: [Schema] = []
