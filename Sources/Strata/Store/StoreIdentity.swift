@@ -81,7 +81,7 @@ public struct ReplicaFork: Sendable, Hashable, Codable {
         self.restamped = restamped
     }
 
-    /// This entry's share of ``StoreIdentity/isAbandoned(header:position:)``.
+    /// This entry's share of `StoreIdentity.isAbandoned(header:position:)`.
     package func abandons(header: TransactionHeader, position: UInt64) -> Bool {
         header.replica == replica && position < before && header.eventCount > 0
             && header.firstSequence + header.eventCount - 1 > keptThrough
