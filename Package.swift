@@ -230,6 +230,9 @@ let package = Package(
                 // The tools' own verification and replay, run on every simulated device's store.
                 "StrataCommands",
                 server("HummingbirdTesting", "hummingbird"),
+                // A live server that misbehaves on purpose (URLSessionExchangeBoundsTests).
+                server("Hummingbird", "hummingbird"),
+                server("NIOCore", "swift-nio"),
                 server("ServiceLifecycle", "swift-service-lifecycle"),
                 server("AsyncHTTPClient", "async-http-client"),
                 server("NIOHTTP1", "swift-nio"),
@@ -249,8 +252,8 @@ for target in package.targets where target.type != .system && target.name != "CC
     target.swiftSettings = settings
 }
 
-// `swift package generate-documentation` (Tools/scripts/docs.sh sets STRATA_DOCS=1): a plugin,
+// `swift package generate-documentation` (Tools/scripts/docs.sh sets STRATA_DOCC_PLUGIN=1): a plugin,
 // nothing of it is linked, and an app never resolves it.
-if Context.environment["STRATA_DOCS"] == "1" {
+if Context.environment["STRATA_DOCC_PLUGIN"] == "1" {
     package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"))
 }

@@ -13,7 +13,7 @@ public struct HTTPSyncTransport: SyncTransport {
     /// The longest a single request may take (a long poll adds its wait).
     public var timeout: Duration = .seconds(30)
 
-    /// The protocol over `URLSession.shared` (``URLSessionExchange``): the default transport,
+    /// The protocol over `URLSession` (``URLSessionExchange/shared``): the default transport,
     /// with no dependency (on Linux, FoundationNetworking's `URLSession`).
     ///
     /// - Parameters:
@@ -23,14 +23,14 @@ public struct HTTPSyncTransport: SyncTransport {
         self.init(server: server, tokens: .fixed(bearer))
     }
 
-    /// The protocol over `URLSession.shared` (``URLSessionExchange``).
+    /// The protocol over `URLSession` (``URLSessionExchange/shared``).
     ///
     /// - Parameters:
     ///   - server: the server's base URL (`https://host:port`).
     ///   - tokens: where the bearer token comes from; asked for a fresh one after a `401`, and
     ///     the request is sent once more with it.
     public init(server: URL, tokens: TokenProvider) {
-        self.init(server: server, tokens: tokens, exchange: URLSessionExchange())
+        self.init(server: server, tokens: tokens, exchange: URLSessionExchange.shared)
     }
 
     /// - Parameters:

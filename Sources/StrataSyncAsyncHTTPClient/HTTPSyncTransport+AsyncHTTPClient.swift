@@ -3,10 +3,6 @@ public import Foundation
 public import NIOSSL
 public import StrataSync
 
-#if !AsyncHTTPClient
-#error("StrataSyncAsyncHTTPClient needs the package trait AsyncHTTPClient: `.package(url: …, traits: [\"AsyncHTTPClient\"])`, or `--traits AsyncHTTPClient`")
-#endif
-
 extension HTTPSyncTransport {
     /// The protocol over AsyncHTTPClient (``AsyncHTTPClientExchange``).
     ///

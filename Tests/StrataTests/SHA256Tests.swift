@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 @testable import Strata
 import StrataTestSupport
 import Testing
@@ -37,6 +38,18 @@ struct SHA256Tests {
             }
             let theirs = Array(Crypto.SHA256.hash(data: bytes))
             #expect(ours.finalize() == theirs, "length \(length), seed \(seed)")
+            // The same bytes as a Data slice that does not start at 0, with empty pieces, and as a
+            // collection with no contiguous storage.
+            let padded = Data([0xFF] + bytes)
+            var sliced = SHA256Hasher()
+            sliced.update(data: padded[(padded.startIndex + 1)...])
+            sliced.update(data: [UInt8]())
+            #expect(sliced.finalize() == theirs, "Data slice, length \(length), seed \(seed)")
+            if length <= 300 {
+                var lazy = SHA256Hasher()
+                lazy.update(data: bytes.lazy.map { $0 })
+                #expect(lazy.finalize() == theirs, "lazy collection, length \(length), seed \(seed)")
+            }
         }
     }
 }
