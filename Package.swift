@@ -1,6 +1,16 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+/// A product only the server, the CLI, the tools and the tests use (trait `Server`).
+func server(_ name: String, _ package: String) -> Target.Dependency {
+    .product(name: name, package: package, condition: .when(traits: ["Server"]))
+}
+
+/// A product only the AsyncHTTPClient transport uses (trait `AsyncHTTPClient`, which `Server` enables).
+func nio(_ name: String, _ package: String) -> Target.Dependency {
+    .product(name: name, package: package, condition: .when(traits: ["AsyncHTTPClient"]))
+}
+
 let package = Package(
     name: "Strata",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2), .macCatalyst(.v18)],
@@ -11,7 +21,26 @@ let package = Package(
         .library(name: "StrataSync", targets: ["StrataSync"]),
         .library(name: "StrataServer", targets: ["StrataServer"]),
         .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
+        // The sync transport over AsyncHTTPClient, for apps that run on SwiftNIO (trait
+        // `AsyncHTTPClient`); StrataSync's own transport is URLSession, with no dependency.
+        .library(name: "StrataSyncAsyncHTTPClient", targets: ["StrataSyncAsyncHTTPClient"]),
         .executable(name: "strata", targets: ["strata"]),
+    ],
+    // An app that depends on Strata and StrataSync resolves and builds neither the server's, nor
+    // PostgreSQL's, nor the CLI's packages: every dependency they bring is guarded by a trait an
+    // app leaves off (SwiftPM leaves a package unresolved when all its uses are behind disabled
+    // traits). This repository's own commands enable `Server` (`--traits Server`; see README.md).
+    traits: [
+        .trait(
+            name: "Server",
+            description: "The log server (StrataServer, StrataPostgres), the strata CLI, its tools and the tests.",
+            enabledTraits: ["AsyncHTTPClient"]
+        ),
+        .trait(
+            name: "AsyncHTTPClient",
+            description: "StrataSyncAsyncHTTPClient: the sync protocol over AsyncHTTPClient (SwiftNIO) instead of URLSession."
+        ),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -26,8 +55,6 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.25.0"),
-        // `swift package generate-documentation` (a plugin: nothing of it is linked).
-        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // The system liblz4 (no vendored C source). Only LZ4Codec.swift imports it.
@@ -51,28 +78,37 @@ let package = Package(
             name: "Strata",
             dependencies: [
                 "StrataLog", "CSystemRandom",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The sync protocol, shared by client and server: body framing, change tokens, wire
         // types, headers and error codes.
         .target(name: "StrataProtocol", dependencies: ["Strata"]),
-        // The client sync engine and its HTTP transport.
+        // The client sync engine and its HTTP transport over URLSession (Foundation's, so no
+        // dependency: on Linux through FoundationNetworking).
         .target(
             name: "StrataSync",
             dependencies: [
                 "Strata",
                 "StrataLog",
                 "StrataProtocol",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                // To tell a failed TLS handshake (not retried) from a network failure.
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 // The engine runs as a service of a ServiceGroup.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The sync transport over AsyncHTTPClient, for apps on SwiftNIO and for the CLI (a private
+        // CA with `strata sync --ca-file`).
+        .target(
+            name: "StrataSyncAsyncHTTPClient",
+            dependencies: [
+                "StrataSync",
+                "StrataProtocol",
+                nio("AsyncHTTPClient", "async-http-client"),
+                nio("NIOCore", "swift-nio"),
+                nio("NIOHTTP1", "swift-nio"),
+                // To tell a failed TLS handshake (not retried) from a network failure.
+                nio("NIOSSL", "swift-nio-ssl"),
             ]
         ),
         // The log server: zones, change tokens, auth, push and pull over HTTP, storage backends.
@@ -82,19 +118,19 @@ let package = Package(
                 "Strata",
                 "StrataLog",
                 "StrataProtocol",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                server("Hummingbird", "hummingbird"),
+                server("HummingbirdTLS", "hummingbird"),
                 // The connection bounds (Limits/) are channel handlers on Hummingbird's HTTP/1 channel.
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                server("HummingbirdCore", "hummingbird"),
+                server("NIOHTTPTypes", "swift-nio-extras"),
+                server("NIOCore", "swift-nio"),
+                server("NIOSSL", "swift-nio-ssl"),
+                server("Crypto", "swift-crypto"),
+                server("Logging", "swift-log"),
+                server("Metrics", "swift-metrics"),
+                server("Prometheus", "swift-prometheus"),
+                server("ServiceLifecycle", "swift-service-lifecycle"),
+                server("UnixSignals", "swift-service-lifecycle"),
             ]
         ),
         // Zones on PostgreSQL: the ZoneStorage of several `strata serve` instances sharing one
@@ -105,10 +141,10 @@ let package = Package(
                 "Strata",
                 "StrataProtocol",
                 "StrataServer",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
+                server("PostgresNIO", "postgres-nio"),
+                server("NIOCore", "swift-nio"),
+                server("NIOSSL", "swift-nio-ssl"),
+                server("Logging", "swift-log"),
             ]
         ),
 
@@ -120,13 +156,14 @@ let package = Package(
                 "Strata",
                 "StrataLog",
                 "StrataSync",
+                "StrataSyncAsyncHTTPClient",
                 "StrataServer",
                 "StrataPostgres",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                server("ArgumentParser", "swift-argument-parser"),
                 // `strata sync --ca-file`: a client trusting a private CA.
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
+                server("AsyncHTTPClient", "async-http-client"),
+                server("NIOSSL", "swift-nio-ssl"),
+                server("Logging", "swift-log"),
             ],
             path: "Tools/strata/Commands"
         ),
@@ -141,7 +178,7 @@ let package = Package(
         // The getting-started example (Examples/Notes): the tests run it and check what it prints.
         .executableTarget(
             name: "strata-example-notes",
-            dependencies: ["Strata", "StrataSync", "StrataServer", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Strata", "StrataSync", "StrataServer", server("Logging", "swift-log")],
             path: "Examples/Notes"
         ),
         // Child processes for the crash tests: they append (commit) and report what was acknowledged
@@ -157,38 +194,48 @@ let package = Package(
             name: "StrataLogTests",
             dependencies: ["StrataLog", "StrataTestSupport", "FixtureGenerator", "log-crash-child"]
         ),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTestSupport", "store-crash-child", "store-reader-child"]),
+        .testTarget(
+            name: "StrataTests",
+            dependencies: [
+                "Strata", "StrataTestSupport", "store-crash-child", "store-reader-child",
+                // Strata's own SHA-256 is checked against swift-crypto's.
+                server("Crypto", "swift-crypto"),
+            ]
+        ),
         .testTarget(
             name: "StrataServerTests",
             dependencies: [
                 "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Logging", package: "swift-log"),
+                server("HummingbirdTesting", "hummingbird"),
+                server("Prometheus", "swift-prometheus"),
+                server("Logging", "swift-log"),
             ]
         ),
         .testTarget(
             name: "StrataCommandsTests",
             dependencies: [
-                "StrataCommands", "StrataSync", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
+                "StrataCommands", "StrataSync", "StrataSyncAsyncHTTPClient", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
                 "strata-example-notes",
                 // The TLS tests sync over HTTPS with a client trusting a test CA.
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                server("AsyncHTTPClient", "async-http-client"),
+                server("NIOCore", "swift-nio"),
+                server("NIOHTTP1", "swift-nio"),
+                server("NIOSSL", "swift-nio-ssl"),
             ]
         ),
         .testTarget(
             name: "StrataSyncTests",
             dependencies: [
-                "StrataSync", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
+                "StrataSync", "StrataSyncAsyncHTTPClient", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
                 // The tools' own verification and replay, run on every simulated device's store.
                 "StrataCommands",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                server("HummingbirdTesting", "hummingbird"),
+                // A live server that misbehaves on purpose (URLSessionExchangeBoundsTests).
+                server("Hummingbird", "hummingbird"),
+                server("NIOCore", "swift-nio"),
+                server("ServiceLifecycle", "swift-service-lifecycle"),
+                server("AsyncHTTPClient", "async-http-client"),
+                server("NIOHTTP1", "swift-nio"),
             ]
         ),
     ]
@@ -203,4 +250,10 @@ for target in package.targets where target.type != .system && target.name != "CC
         .enableUpcomingFeature("InternalImportsByDefault"),
     ])
     target.swiftSettings = settings
+}
+
+// `swift package generate-documentation` (Tools/scripts/docs.sh sets STRATA_DOCC_PLUGIN=1): a plugin,
+// nothing of it is linked, and an app never resolves it.
+if Context.environment["STRATA_DOCC_PLUGIN"] == "1" {
+    package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"))
 }

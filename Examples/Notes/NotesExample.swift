@@ -3,7 +3,7 @@
 // sync through a log server. The server runs in this process so that the example runs on its own;
 // an app syncs with a `strata serve` elsewhere.
 //
-//     swift run strata-example-notes
+//     swift run --traits Server strata-example-notes
 //
 // The tests run it (ExamplesTests) and check what it prints.
 import Foundation

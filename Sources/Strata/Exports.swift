@@ -5,7 +5,6 @@
 @_exported public import enum StrataLog.Durability
 @_exported public import struct StrataLog.SnapshotInfo
 @_exported public import struct StrataLog.LogError
-public import StrataLog
 
 // What only the sync engine, the server, the command line tool and the tests use — applying
 // pulled transactions, adopting or uploading a state, sync pins, forks, the raw history and the

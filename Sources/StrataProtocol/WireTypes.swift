@@ -1,4 +1,4 @@
-public import Strata
+import Strata
 
 /// A zone as the protocol answers it: `{"name", "owner", "access", "grants", "epoch", "token",
 /// "canPush", "limits"}`, where `token` is the change token of the current end of its log,

@@ -36,8 +36,8 @@ public struct HTTPExchangeResponse: Sendable {
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
 
-/// An HTTP stack the sync protocol's requests go through: ``AsyncHTTPClientExchange`` (the
-/// default) or ``URLSessionExchange``.
+/// An HTTP stack the sync protocol's requests go through: ``URLSessionExchange`` (the
+/// default), `AsyncHTTPClientExchange` (the `StrataSyncAsyncHTTPClient` library) or your own.
 ///
 /// Whatever the stack, its failures come out as ``SyncError``: a network failure as
 /// ``SyncError/Code/transport`` (retried with backoff), a TLS certificate the client does not
@@ -48,4 +48,4 @@ public protocol HTTPExchange: Sendable {
 }
 
 /// The longest answer body read (a pull page, a snapshot): a larger one is refused, not buffered.
-let maxAnswerBytes = 256 << 20
+package let maxAnswerBytes = 256 << 20

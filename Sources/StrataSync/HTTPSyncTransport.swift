@@ -1,15 +1,11 @@
-public import AsyncHTTPClient
 public import Foundation
-import NIOCore
-import NIOHTTP1
-public import NIOSSL
 public import Strata
 public import StrataProtocol
 
 /// The protocol over HTTP: every endpoint's request and how its answer is read, over an HTTP
-/// stack that sends them — AsyncHTTPClient by default, `URLSession` with
-/// ``init(server:tokens:session:)`` (on Apple platforms: the system's proxies and trust
-/// settings), or any ``HTTPExchange``.
+/// stack that sends them — `URLSession` by default (``URLSessionExchange``: on Apple platforms the
+/// system's proxies and trust settings, on Linux FoundationNetworking), AsyncHTTPClient with the
+/// `StrataSyncAsyncHTTPClient` library, or any ``HTTPExchange``.
 public struct HTTPSyncTransport: SyncTransport {
     public let server: URL
     let tokens: TokenProvider
@@ -17,23 +13,24 @@ public struct HTTPSyncTransport: SyncTransport {
     /// The longest a single request may take (a long poll adds its wait).
     public var timeout: Duration = .seconds(30)
 
+    /// The protocol over `URLSession` (``URLSessionExchange/shared``): the default transport,
+    /// with no dependency (on Linux, FoundationNetworking's `URLSession`).
+    ///
     /// - Parameters:
     ///   - server: the server's base URL (`http://host:port`).
     ///   - bearer: the user's token.
-    ///   - client: the HTTP client to use (the caller shuts it down); by default
-    ///     ``defaultClient``. A client of your own should not retry connection attempts either
-    ///     (``configuration(trusting:)``).
-    public init(server: URL, bearer: String, client: HTTPClient = HTTPSyncTransport.defaultClient) {
-        self.init(server: server, tokens: .fixed(bearer), client: client)
+    public init(server: URL, bearer: String) {
+        self.init(server: server, tokens: .fixed(bearer))
     }
 
+    /// The protocol over `URLSession` (``URLSessionExchange/shared``).
+    ///
     /// - Parameters:
     ///   - server: the server's base URL (`https://host:port`).
     ///   - tokens: where the bearer token comes from; asked for a fresh one after a `401`, and
     ///     the request is sent once more with it.
-    ///   - client: the HTTP client to use (the caller shuts it down); by default ``defaultClient``.
-    public init(server: URL, tokens: TokenProvider, client: HTTPClient = HTTPSyncTransport.defaultClient) {
-        self.init(server: server, tokens: tokens, exchange: AsyncHTTPClientExchange(client: client))
+    public init(server: URL, tokens: TokenProvider) {
+        self.init(server: server, tokens: tokens, exchange: URLSessionExchange.shared)
     }
 
     /// - Parameters:
@@ -45,26 +42,6 @@ public struct HTTPSyncTransport: SyncTransport {
         self.tokens = tokens
         self.exchange = exchange
     }
-
-    /// AsyncHTTPClient's shared configuration, except that a failed connection attempt fails
-    /// the request at once instead of being retried inside it until the request times out: the
-    /// engine's own backoff decides when to try again, and a failed TLS handshake
-    /// (``SyncError/Code/untrustedServer``) is reported at once, not after the timeout. With
-    /// `trustRoots`, only those certificates are trusted (a private CA, a self-signed server).
-    public static func configuration(trusting trustRoots: NIOSSLTrustRoots? = nil) -> HTTPClient.Configuration {
-        var configuration = HTTPClient.Configuration.singletonConfiguration
-        configuration.connectionPool.retryConnectionEstablishment = false
-        if let trustRoots {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = trustRoots
-            configuration.tlsConfiguration = tls
-        }
-        return configuration
-    }
-
-    /// The client transports use unless given one, with ``configuration(trusting:)``; never shut
-    /// down (it lives as long as the process).
-    public static let defaultClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration())
 
     /// The URL of a zone's endpoint (`suffix` after `v1/zones/{name}`), naming the owner when the
     /// zone is another user's.

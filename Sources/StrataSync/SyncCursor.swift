@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 @_spi(StrataInternals) public import Strata
-public import StrataProtocol
+import StrataProtocol
 import StrataLog
 
 /// How far a store has synced with one zone: the last change token it applied, the replica it

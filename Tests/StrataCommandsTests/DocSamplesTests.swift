@@ -207,7 +207,7 @@ enum DocSamples {
                 directory = directory.deletingLastPathComponent()
             }
         }
-        throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "no built Strata module next to the test binary (run `swift build --build-tests`)"])
+        throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "no built Strata module next to the test binary (run `swift build --build-tests --traits Server`)"])
     }
 
     /// The module maps of the C modules the package's modules depend on: those SwiftPM generated

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import StrataSyncAsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import StrataSyncAsyncHTTPClient
 import Foundation
 import NIOHTTP1
 import Strata

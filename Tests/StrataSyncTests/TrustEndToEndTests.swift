@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import StrataSyncAsyncHTTPClient
 import Foundation
 import Hummingbird
 import NIOHTTP1

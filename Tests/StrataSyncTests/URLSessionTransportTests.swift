@@ -1,10 +1,13 @@
 import Foundation
+import Hummingbird
+import NIOCore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import Strata
 import StrataProtocol
 import StrataSync
+import StrataSyncAsyncHTTPClient
 import StrataTestSupport
 import Synchronization
 import Testing
@@ -24,9 +27,10 @@ struct URLSessionTransportTests {
             return refresh ? "alice-secret" : "expired"
         }
         try await withServer(dir.sub("server")) { url, _ in
-            let overURLSession = HTTPSyncTransport(server: url, tokens: tokens, session: URLSession(configuration: .ephemeral))
+            let overURLSession = HTTPSyncTransport(server: url, tokens: tokens, configuration: .ephemeral)
             let phoneSync = try SyncEngine(store: phone, transport: overURLSession, zone: "notes")
-            let laptopSync = try SyncEngine(store: laptop, server: url, zone: "notes", credentials: "alice-secret")
+            let overNIO = HTTPSyncTransport(server: url, bearer: "alice-secret", client: HTTPSyncTransport.defaultClient)
+            let laptopSync = try SyncEngine(store: laptop, transport: overNIO, zone: "notes")
             try await phoneSync.sync()
             try await laptopSync.sync()
             try await phoneSync.sync()
@@ -39,9 +43,90 @@ struct URLSessionTransportTests {
             await #expect { try await stranger.sync() } throws: { ($0 as? SyncError)?.code == .zoneNotFound }
         }
         // No server at all: a transport failure (retried by the engine), not a crash or a hang.
-        let nowhere = HTTPSyncTransport(server: URL(string: "http://127.0.0.1:9")!, tokens: .fixed("x"), session: .shared)
+        let nowhere = HTTPSyncTransport(server: URL(string: "http://127.0.0.1:9")!, tokens: .fixed("x"))
         await #expect { _ = try await nowhere.replicas(zone: ZoneReference("notes")) } throws: { ($0 as? SyncError)?.code == .transport }
         try await phone.close()
         try await laptop.close()
+    }
+}
+
+/// The promises every ``HTTPExchange`` makes, kept by the URLSession one: a server that trickles
+/// or floods its answer is cut off, and a cancelled request ends as cancelled.
+@Suite("URLSession exchange bounds, against a real HTTP server that misbehaves")
+struct URLSessionExchangeBoundsTests {
+    /// A live Hummingbird server: `/trickle` sends one byte every 100 ms for 10 s, `/flood`
+    /// sends 1 MiB chunks without end (or `Content-Length` of 1 GiB with `/announced`).
+    static func withMisbehavingServer(_ body: (URL) async throws -> Void) async throws {
+        let router = Router()
+        router.get("trickle") { _, _ -> Response in
+            Response(status: .ok, body: ResponseBody { writer in
+                for _ in 0..<100 {
+                    try await writer.write(ByteBuffer(bytes: [0x61]))
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                try await writer.finish(nil)
+            })
+        }
+        router.get("flood") { _, _ -> Response in
+            Response(status: .ok, body: ResponseBody { writer in
+                let chunk = ByteBuffer(repeating: 0x62, count: 1 << 20)
+                while true { try await writer.write(chunk) }
+            })
+        }
+        router.get("announced") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentLength: "\(1 << 30)"], body: ResponseBody { writer in
+                let chunk = ByteBuffer(repeating: 0x63, count: 1 << 20)
+                while true { try await writer.write(chunk) }
+            })
+        }
+        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { channel in announce.yield(channel.localAddress?.port ?? 0) })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next(), port > 0, let url = URL(string: "http://127.0.0.1:\(port)") else {
+                throw CancellationError()
+            }
+            defer { group.cancelAll() }
+            try await body(url)
+        }
+    }
+
+    @Test("an answer that trickles in is cut off at the request's timeout, answer included (not 10 s later)")
+    func wholeRequestDeadline() async throws {
+        try await Self.withMisbehavingServer { url in
+            let exchange = URLSessionExchange(configuration: .ephemeral, answerLimit: 1 << 20)
+            let started = ContinuousClock.now
+            await #expect { _ = try await exchange.send(HTTPExchangeRequest(method: "GET", url: url.absoluteString + "/trickle", timeout: .seconds(2))) }
+                throws: { ($0 as? SyncError)?.code == .transport && "\($0)".contains("within") }
+            #expect(ContinuousClock.now - started < .seconds(8))
+        }
+    }
+
+    @Test("an answer larger than the limit is refused as it arrives, whether announced by Content-Length or not")
+    func answerLimit() async throws {
+        try await Self.withMisbehavingServer { url in
+            let exchange = URLSessionExchange(configuration: .ephemeral, answerLimit: 4 << 20)
+            for path in ["/flood", "/announced"] {
+                await #expect { _ = try await exchange.send(HTTPExchangeRequest(method: "GET", url: url.absoluteString + path, timeout: .seconds(60))) }
+                    throws: { ($0 as? SyncError)?.code == .transport && "\($0)".contains("more than the \(4 << 20) read") }
+            }
+        }
+    }
+
+    @Test("a cancelled request throws CancellationError at once, not a network failure the engine would retry")
+    func cancellation() async throws {
+        try await Self.withMisbehavingServer { url in
+            let exchange = URLSessionExchange(configuration: .ephemeral, answerLimit: 1 << 20)
+            let request = Task {
+                try await exchange.send(HTTPExchangeRequest(method: "GET", url: url.absoluteString + "/trickle", timeout: .seconds(60)))
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            request.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await request.value }
+            #expect(ContinuousClock.now - started < .seconds(5))
+        }
     }
 }

@@ -17,7 +17,7 @@ public enum ChildProcess {
                 directory = directory.deletingLastPathComponent()
             }
         }
-        throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "\(name) is not built next to the test binary (run `swift build --build-tests`)"])
+        throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "\(name) is not built next to the test binary (run `swift build --build-tests --traits Server`)"])
     }
 
     /// Starts `executable`, lets it run for `microseconds`, kills it with SIGKILL, and returns the

@@ -14,7 +14,8 @@ let package = Package(
     name: "StrataBenchmarks",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "Strata", path: "../.."),
+        // The server, the CLI and the AsyncHTTPClient transport are behind the trait Server.
+        .package(name: "Strata", path: "../..", traits: ["Server"]),
         // Only for strata-vs-sqlite: the SQLite side of the comparison (system libsqlite3).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         // Only for strata-postgres-bench: PostgreSQL's own rate for the same rows.

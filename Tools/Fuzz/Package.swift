@@ -37,7 +37,8 @@ let package = Package(
         "fuzz-users-file", "fuzz-state-upload",
     ].map { .executable(name: $0, targets: [$0]) },
     dependencies: [
-        .package(name: "Strata", path: "../.."),
+        // The server, the CLI and the AsyncHTTPClient transport are behind the trait Server.
+        .package(name: "Strata", path: "../..", traits: ["Server"]),
     ],
     targets: [
         // Turning the fuzzer's buffer into bytes, and writing a target's seed corpus.

@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/ensure-deps.sh
-swift build -c release --product strata --scratch-path .build-release
+swift build -c release --traits Server --product strata --scratch-path .build-release
 swift build -c release --package-path Tools/Benchmarks --scratch-path .build-bench --product strata-cli-bench
 .build-bench/release/strata-cli-bench --strata .build-release/release/strata "$@"

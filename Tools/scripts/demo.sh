@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/ensure-deps.sh
-swift run strata demo "$@"
+swift run --traits Server strata demo "$@"

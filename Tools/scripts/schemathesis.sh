@@ -3,7 +3,7 @@
 # for every operation of the document (valid and invalid ones) and checks that every answer is
 # allowed by it — no 5xx, a documented status, media type, headers and body.
 #
-#   bash Tools/scripts/schemathesis.sh            # after `swift build` (uses .build/debug/strata)
+#   bash Tools/scripts/schemathesis.sh            # after `swift build --traits Server` (uses .build/debug/strata)
 #   STRATA_SCHEMATHESIS_EXAMPLES=200 STRATA_SCHEMATHESIS_SEED=1 STRATA_SCHEMATHESIS_REPORT_DIR=/tmp/st \
 #       bash Tools/scripts/schemathesis.sh
 #
@@ -35,7 +35,7 @@ if ! "$PYTHON" -m schemathesis.cli --version 2>/dev/null | grep -q "$SCHEMATHESI
 fi
 if [ ! -x "$STRATA" ]; then
     say "building strata"
-    swift build --product strata
+    swift build --traits Server --product strata
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-schemathesis.XXXXXX")

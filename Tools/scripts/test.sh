@@ -9,8 +9,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/ensure-deps.sh
-swift build --build-tests
-swift test --skip-build "$@"
+# `--traits Server`: the server, the CLI and the tools (an app leaves the trait off; see README.md).
+swift build --build-tests --traits Server
+# The example app package that depends on Strata and StrataSync only (MinimalAppTests checks
+# what it resolved, then runs it against a real server): its own scratch path, as an app's.
+# A warning from the library in an app's build is a defect: fail on one.
+minimal_log=$(mktemp)
+rm -f Examples/MinimalApp/Package.resolved   # resolved afresh, as a new app would
+swift build --package-path Examples/MinimalApp --scratch-path .build-minimal-app 2>&1 | tee "$minimal_log"
+if grep -E "/(Sources|Examples)/.*warning:" "$minimal_log"; then
+    echo "test.sh: the example app's build printed warnings from Strata (above)" >&2
+    exit 1
+fi
+rm -f "$minimal_log"
+swift test --skip-build --traits Server "$@"
 # Every decoder of bytes from disk or the network under libFuzzer (its own release build in .build-fuzz).
 if [ "${STRATA_FUZZ:-1}" != 0 ]; then
     bash Tools/scripts/fuzz.sh

@@ -1,4 +1,3 @@
-import Crypto
 import StrataLog
 
 /// A log entry that records a state the store adopted from elsewhere: a zone's snapshot (its
@@ -20,7 +19,7 @@ import StrataLog
 /// bytes), its size (`varint`), the canonical digest of the adopted state (32 bytes, the digest
 /// ``Store/digest()`` gives for it), the newest HLC it holds (`u64`), and where it came from
 /// (`varint` length + UTF-8).
-public struct AdoptionRecord: Sendable, Hashable {
+package struct AdoptionRecord: Sendable, Hashable {
     /// The first byte of an adoption entry. A transaction entry starts with its format version
     /// (1), so the first byte tells the two kinds apart.
     public static let entryFormat: UInt8 = 2
@@ -82,7 +81,7 @@ public struct AdoptionRecord: Sendable, Hashable {
 
     /// The lower-case hex SHA-256 of `bytes`.
     public static func contentHash(of bytes: [UInt8]) -> String {
-        hex(SHA256.hash(data: bytes))
+        hex(SHA256Hasher.hash(data: bytes))
     }
 
     static func hex(_ bytes: some Sequence<UInt8>) -> String { Hex.encode(bytes) }

@@ -14,7 +14,7 @@ public struct Event: Sendable, Hashable {
     }
 
     /// The event's place in the total order of the merge rule.
-    public var stamp: EventStamp { EventStamp(hlc: hlc, replica: id.replica) }
+    public var stamp: EventStamp { EventStamp(hlc: hlc, replica: id.replica, sequence: id.sequence) }
 }
 
 /// What an event does.
@@ -90,7 +90,7 @@ extension TransactionRecord {
 
 /// What a transaction's first bytes say: who wrote it and which of their sequence numbers it
 /// holds. Reading it skips the events, so tools can index a long history cheaply.
-public struct TransactionHeader: Sendable, Hashable {
+package struct TransactionHeader: Sendable, Hashable {
     public var replica: ReplicaID
     /// The sequences of the transaction's events (consecutive); empty when it has none.
     public var firstSequence: UInt64
@@ -100,7 +100,7 @@ public struct TransactionHeader: Sendable, Hashable {
 
     public var sequences: Range<UInt64> { firstSequence..<(firstSequence + eventCount) }
 
-    /// Whether the entry is an ``AdoptionRecord`` rather than a transaction: it then holds no
+    /// Whether the entry is an `AdoptionRecord` rather than a transaction: it then holds no
     /// events (`eventCount` 0) of no replica (the all-zero ID), so every reader that indexes
     /// headers passes over it, and only the readers that rebuild state act on it.
     public var isAdoption: Bool = false

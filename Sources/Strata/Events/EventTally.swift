@@ -2,7 +2,7 @@
 /// sequences — read from encoded transactions without building events, so that tools can
 /// summarise a million-event log at several million events a second. Adding a transaction also
 /// checks that it decodes completely.
-public struct EventTally: Sendable {
+package struct EventTally: Sendable {
     /// Events by kind: insert, update, delete, add, remove, schema.
     public var byKind: [String: Int] {
         var result: [String: Int] = [:]
@@ -15,7 +15,7 @@ public struct EventTally: Sendable {
     public private(set) var byEntity: [String: Int] = [:]
     public private(set) var events = 0
     public private(set) var transactions = 0
-    /// Adoption records (states the store adopted from a zone: ``AdoptionRecord``).
+    /// Adoption records (states the store adopted from a zone: `AdoptionRecord`).
     public private(set) var adoptions = 0
     /// The schemas recorded by schema events, in the order read.
     public private(set) var schemas: [Schema] = []

@@ -38,19 +38,24 @@ public struct HLC: Hashable, Comparable, Sendable, Codable, CustomStringConverti
     }
 }
 
-/// The total order of events: by HLC, then by replica ID. "Newer" in the merge rule means later
-/// in this order.
+/// The total order of events: by HLC, then by replica ID, then by sequence. "Newer" in the merge
+/// rule means later in this order (the projection applies it to its interned references,
+/// `Projection.isNewer(_:than:)`; a test holds the two to the same answers).
 public struct EventStamp: Hashable, Comparable, Sendable {
     public var hlc: HLC
     public var replica: ReplicaID
+    /// The event's sequence at its replica: it orders two events of one replica with the same
+    /// HLC (one transaction's events share their HLC).
+    public var sequence: UInt64
 
-    public init(hlc: HLC, replica: ReplicaID) {
+    public init(hlc: HLC, replica: ReplicaID, sequence: UInt64 = 0) {
         self.hlc = hlc
         self.replica = replica
+        self.sequence = sequence
     }
 
     public static func < (a: EventStamp, b: EventStamp) -> Bool {
-        a.hlc != b.hlc ? a.hlc < b.hlc : a.replica < b.replica
+        (a.hlc, a.replica, a.sequence) < (b.hlc, b.replica, b.sequence)
     }
 }
 

@@ -11,7 +11,9 @@
 /// - A relationship's members: the adds and the removals are each a union; a member is present
 ///   while some add of it is not removed (add wins over a concurrent remove).
 extension Projection {
-    /// Whether `a` is newer than `b` in the merge order: by HLC, then by replica ID.
+    /// Whether `a` is newer than `b` in the merge order (``EventStamp``'s): by HLC, then by
+    /// replica ID, then by sequence. Written on interned references so that no ID is looked up
+    /// unless two HLCs tie.
     func isNewer(_ a: Ref, than b: Ref) -> Bool {
         if a.hlc != b.hlc { return a.hlc > b.hlc }
         if a.replica != b.replica { return replicas[Int(a.replica)] > replicas[Int(b.replica)] }

@@ -1,4 +1,3 @@
-import Crypto
 import StrataLog
 
 extension Projection {
@@ -6,7 +5,7 @@ extension Projection {
     /// existing object (by ID) with its entity, its visible fields with the event that set each,
     /// and its to-many sets. Two stores that applied the same events have the same digest.
     func digest() -> String {
-        var hasher = SHA256()
+        var hasher = SHA256Hasher()
         var w = ByteWriter(capacity: 1 << 16)
         func flush() {
             hasher.update(data: w.bytes)

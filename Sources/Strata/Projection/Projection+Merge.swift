@@ -1,7 +1,7 @@
 extension Projection {
     /// Merges an adopted state (a projection snapshot payload) wholly into this one — every value,
     /// every claim of applied events — as `Store.adoptSnapshot(_:origin:)` did when the
-    /// store adopted it: what replaying an ``AdoptionRecord`` does. Inside a batch.
+    /// store adopted it: what replaying an `AdoptionRecord` does. Inside a batch.
     ///
     /// - Throws: ``StoreError/Code/corruptSnapshot`` when the payload does not decode.
     func adopt(payload: [UInt8]) throws {

@@ -6,9 +6,9 @@
 public final class ProjectionBuilder {
     let projection = Projection()
     /// The store's identity, whose lineage says which transactions a fork abandoned (see
-    /// ``StoreIdentity/isAbandoned(header:position:)``); `nil` applies everything.
+    /// `StoreIdentity.isAbandoned(header:position:)`); `nil` applies everything.
     public var identity: StoreIdentity?
-    /// Where the store being replayed keeps the states it adopted: an ``AdoptionRecord`` entry
+    /// Where the store being replayed keeps the states it adopted: an `AdoptionRecord` entry
     /// merges the state it names from here (`nil`: such an entry is refused, as a zone's log on
     /// a server never holds one).
     package var adoptedStates: AdoptedStates?

@@ -1,7 +1,7 @@
 import StrataLog
 
 /// The states a store adopted, kept beside its log (`adopted/<sha256>.state` in the store
-/// directory) for as long as an ``AdoptionRecord`` in the retained log names them.
+/// directory) for as long as an `AdoptionRecord` in the retained log names them.
 ///
 /// Content-addressed: a file's name is the SHA-256 of its bytes, so a reader checks that what it
 /// loads is what the log entry names, and writing the same state twice is harmless. A state is

@@ -9,7 +9,7 @@ extension Store {
     /// snapshot has is missed (remote deletes apply). Returns the number of objects whose visible
     /// state changed; observers get them as a remote change.
     ///
-    /// The adoption is recorded in the log (an ``AdoptionRecord`` naming the state by its SHA-256,
+    /// The adoption is recorded in the log (an `AdoptionRecord` naming the state by its SHA-256,
     /// the state kept beside the log under that name), so that the log still names every state
     /// the store holds: a reopen, `strata verify`, `replay`, blame and `diff` replay it as the
     /// merge it was. A snapshot is then written, so a reopen need not merge it again.

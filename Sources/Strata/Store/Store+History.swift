@@ -12,7 +12,7 @@ public struct StoredTransaction: Sendable, Hashable {
 extension Store {
     /// The transactions stored from `position` on (at most `limit`), in log order. With
     /// `forSync`, local-only attributes are stripped (they are never pushed). Transactions a fork
-    /// abandoned (see ``StoreIdentity/isAbandoned(header:position:)``) are not part of the
+    /// abandoned (see `StoreIdentity.isAbandoned(header:position:)`) are not part of the
     /// store's history and are left out.
     @_spi(StrataInternals)
     public func transactions(from position: UInt64 = 0, limit: Int = .max, forSync: Bool = false) throws -> [StoredTransaction] {

@@ -22,7 +22,7 @@ public struct StoreIdentity: Sendable, Hashable {
     /// a last sequence above `keptThrough`, stored at a position before the entry's `before`, was
     /// abandoned by a fork (its events were re-authored under the successor, or, for a lost log,
     /// there is nothing to abandon) and is not part of the store's history.
-    public func isAbandoned(header: TransactionHeader, position: UInt64) -> Bool {
+    package func isAbandoned(header: TransactionHeader, position: UInt64) -> Bool {
         lineage.contains { $0.abandons(header: header, position: position) }
     }
 
@@ -81,8 +81,8 @@ public struct ReplicaFork: Sendable, Hashable, Codable {
         self.restamped = restamped
     }
 
-    /// This entry's share of ``StoreIdentity/isAbandoned(header:position:)``.
-    public func abandons(header: TransactionHeader, position: UInt64) -> Bool {
+    /// This entry's share of `StoreIdentity.isAbandoned(header:position:)`.
+    package func abandons(header: TransactionHeader, position: UInt64) -> Bool {
         header.replica == replica && position < before && header.eventCount > 0
             && header.firstSequence + header.eventCount - 1 > keptThrough
     }

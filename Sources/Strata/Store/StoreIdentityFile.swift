@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import StrataLog
 
@@ -50,7 +49,7 @@ enum StoreIdentityFile {
         let body = Array(try encoder.encode(Body(format: format, lineage: identity.lineage, logID: identity.logID, replicaID: identity.replicaID)))
         guard body.last == UInt8(ascii: "}") else { throw StoreError(.invalidArgument, "internal: the identity does not encode to a JSON object") }
         let covered = Array(body.dropLast())
-        return covered + marker + Array(hex(SHA256.hash(data: covered)).utf8) + suffix
+        return covered + marker + Array(hex(SHA256Hasher.hash(data: covered)).utf8) + suffix
     }
 
     /// Decodes `store.json`.
@@ -76,7 +75,7 @@ enum StoreIdentityFile {
             guard Array(bytes[markerStart..<checksumStart]) == marker else { throw corrupt("it does not end with its checksum") }
             let covered = Array(bytes[..<markerStart])
             let recorded = String(decoding: bytes[checksumStart..<(checksumStart + 64)], as: UTF8.self)
-            guard recorded == hex(SHA256.hash(data: covered)) else { throw corrupt("checksum mismatch") }
+            guard recorded == hex(SHA256Hasher.hash(data: covered)) else { throw corrupt("checksum mismatch") }
             guard let body = try? JSONDecoder().decode(Body.self, from: Data(covered + [UInt8(ascii: "}")])), body.format == format else {
                 throw corrupt("the checksum matches but the content does not decode")
             }

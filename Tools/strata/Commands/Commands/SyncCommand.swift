@@ -7,6 +7,7 @@ import Darwin
 #endif
 import ArgumentParser
 import AsyncHTTPClient
+import StrataSyncAsyncHTTPClient
 import Foundation
 import NIOSSL
 @_spi(StrataInternals) import Strata

@@ -1,5 +1,6 @@
 public import AsyncHTTPClient
 import Foundation
+public import StrataSync
 import NIOCore
 import NIOHTTP1
 import NIOSSL
