@@ -47,8 +47,10 @@ public struct HTTPSyncTransport: SyncTransport {
     /// zone is another user's.
     func url(_ zone: ZoneReference, _ suffix: String = "", query: [(String, String)] = []) -> String {
         var query = query
-        if let owner = zone.owner { query.append(("owner", owner)) }
-        return url("v1/zones/\(zone.name)" + suffix, query: query)
+        if let owner = zone.owner { query.append((StrataQuery.owner, owner)) }
+        // The endpoint paths are StrataProtocol's (the server routes the same), relative to the
+        // server's URL, which may carry a path prefix of its own.
+        return url(String(StrataEndpoint.zone(zone.name).dropFirst()) + suffix, query: query)
     }
 
     func url(_ path: String, query: [(String, String)] = []) -> String {
@@ -125,7 +127,7 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
-        let body = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, "/push"), headers: [("Content-Type", StrataMediaType.transactions)],
+        let body = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, StrataEndpoint.push), headers: [("Content-Type", StrataMediaType.transactions)],
                                                       body: TransactionFrames.encode(transactions))).body
         guard let answer = try? JSONDecoder().decode(PushAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "push answer is not {token, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
@@ -134,10 +136,10 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
-        var query = [("limit", String(limit))]
-        if let token, !token.isEmpty { query.append(("after", token)) }
-        if let wait { query.append(("wait", String(wait.components.seconds))) }
-        let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, "/changes", query: query)), extra: wait ?? .zero)
+        var query = [(StrataQuery.limit, String(limit))]
+        if let token, !token.isEmpty { query.append((StrataQuery.after, token)) }
+        if let wait { query.append((StrataQuery.wait, String(wait.components.seconds))) }
+        let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.changes, query: query)), extra: wait ?? .zero)
         let body = response.body
         guard let next = response.header(StrataHeader.nextToken) else {
             throw SyncError(.malformedResponse, "pull answer without \(StrataHeader.nextToken)")
@@ -154,7 +156,7 @@ public struct HTTPSyncTransport: SyncTransport {
 
     public func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
         do {
-            let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, "/snapshot")))
+            let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.snapshot)))
             guard let token = response.header(StrataHeader.snapshotToken) else {
                 throw SyncError(.malformedResponse, "snapshot answer without \(StrataHeader.snapshotToken)")
             }
@@ -165,7 +167,7 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] {
-        let body = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, "/replicas"))).body
+        let body = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.replicas))).body
         guard let answer = try? JSONDecoder().decode(ReplicaList.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "replicas answer is not {replicas: [{replica, user, acknowledged}]}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
@@ -174,12 +176,12 @@ public struct HTTPSyncTransport: SyncTransport {
 
     public func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
         var query: [(String, String)] = []
-        if let token, !token.isEmpty { query.append(("after", token)) }
+        if let token, !token.isEmpty { query.append((StrataQuery.after, token)) }
         if let replica {
-            query.append(("replica", replica.description))
-            query.append(("through", String(claim)))
+            query.append((StrataQuery.replica, replica.description))
+            query.append((StrataQuery.through, String(claim)))
         }
-        let request = HTTPExchangeRequest(method: "POST", url: url(zone, "/state", query: query), headers: [("Content-Type", StrataMediaType.snapshot)], body: state)
+        let request = HTTPExchangeRequest(method: "POST", url: url(zone, StrataEndpoint.state, query: query), headers: [("Content-Type", StrataMediaType.snapshot)], body: state)
         // A large state takes a while to send and to merge.
         let body = try await send(request, extra: .seconds(Int64(state.count >> 20))).body
         guard let answer = try? JSONDecoder().decode(StateAnswer.self, from: Data(body)) else {

@@ -56,7 +56,8 @@ extension SyncEngine {
         } catch {
             throw SyncError(.store, "cannot read the store's log to heal zone \(zoneReference): \(error)")
         }
-        let claim = min(cursor.healClaim, own, firstInLog.map { $0 - 1 } ?? .max)
+        // A first sequence of 0 (never written, but read from disk) claims nothing rather than wrap.
+        let claim = min(cursor.healClaim, own, firstInLog.map { $0 > 0 ? $0 - 1 : 0 } ?? .max)
         var answer: StateUploadResult
         var claimed = true
         while true {
