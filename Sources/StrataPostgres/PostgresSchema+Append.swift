@@ -1,5 +1,5 @@
 extension PostgresSchema {
-    /// Version 6: `strata_append_planned(…)` replaces `strata_append_if_unchanged` (versions 2
+    /// Version 6: `strata_append_planned(…)` takes over from `strata_append_if_unchanged` (versions 2
     /// and 4), which decided part of a push itself (the stored-bytes quota) and compared the
     /// replica's ledger by whether its row existed. The new function decides nothing: under the
     /// zone's and the owner's row locks it compares the basis the caller planned the push from
@@ -10,12 +10,11 @@ extension PostgresSchema {
     /// and counters, the replica's ledger, and the announcement. Otherwise it changes nothing and
     /// answers `false`, and the caller plans again under the lock. Its statements run one after
     /// the other, so the ledger is read after the locks are held.
+    ///
+    /// `strata_append_if_unchanged` (version 4's) stays: instances of the older version still call
+    /// it during a rolling upgrade, and it is as safe as it was (access, grants and quota checked
+    /// under the same locks).
     static let appendPlanned: [String] = [
-        """
-        DROP FUNCTION IF EXISTS strata_append_if_unchanged(
-            bigint, text, bigint, bigint, text, text, bigint, bigint, boolean, text, bigint, bigint, text, bigint, bigint, bigint, bigint,
-            bigint[], bigint[], bigint[], bigint[], bigint[], bigint[], bytea[], text, text)
-        """,
         """
         CREATE FUNCTION strata_append_planned(
             p_zone bigint, p_owner text, p_end bigint, p_chain bigint, p_access text, p_grants text, p_used bigint,

@@ -63,7 +63,8 @@ import StrataServer
 ///
 /// Version 6:
 ///
-/// - `strata_append_planned(…)` replaces `strata_append_if_unchanged(…)`: the push is decided in
+/// - `strata_append_planned(…)` takes over from `strata_append_if_unchanged(…)` (which stays, for
+///   older instances during a rolling upgrade): the push is decided in
 ///   Swift (`AppendPlan`), and the function only compares the basis the plan was made from with
 ///   the rows under the lock and writes the plan's rows (see `PostgresSchema.appendPlanned`).
 ///
