@@ -102,6 +102,15 @@ extension SegmentLog {
         }
     }
 
+    /// Releases at once a log that nothing was appended to since it was opened (so nothing waits
+    /// to be made durable): for an opener that fails after opening it and cannot wait for
+    /// ``close()`` (a synchronous initializer). Later calls of any method throw
+    /// ``LogError/Code/closed``.
+    package func releaseUnwritten() {
+        state.withLock { $0.closed = true }
+        lock.release()
+    }
+
     // MARK: Internals
 
     private func refusal(_ s: SharedState) -> LogError? {

@@ -28,7 +28,7 @@ import Synchronization
 /// `PostgresClient.run()`), creates or migrates the schema (see `PostgresSchema`), follows the
 /// other instances' announcements, and closes the storage when the graceful shutdown (or
 /// cancellation, or ``close()``) reaches it. `strata serve` runs it as the first service of its
-/// group; elsewhere, ``ZoneStorage/withRunning(_:)`` runs it around a body. Calls made before the
+/// group; elsewhere, `ZoneStorage.withRunning(_:)` runs it around a body. Calls made before the
 /// schema is ready wait for it (at most ``Options/connectionWait``), and fail with the reason
 /// when it could not be made ready (the database unreachable, a newer schema).
 ///

@@ -126,7 +126,7 @@ public struct HTTPSyncTransport: SyncTransport {
         }
     }
 
-    public func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+    public func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer {
         let body = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, StrataEndpoint.push), headers: [("Content-Type", StrataMediaType.transactions)],
                                                       body: TransactionFrames.encode(transactions))).body
         guard let answer = try? JSONDecoder().decode(PushAnswer.self, from: Data(body)) else {

@@ -1,8 +1,10 @@
 public import Strata
 public import StrataProtocol
 
-/// The answer to a push: the protocol's own (`StrataProtocol.PushAnswer`: the token after the
-/// append, the highest sequence of the pushing replica the server now holds).
+/// The answer to a push under its former name: it is the protocol's own `PushAnswer` (the token
+/// after the append, the highest sequence of the pushing replica the server now holds). Kept,
+/// deprecated, because a transport an app wrote may still name it.
+@available(*, deprecated, renamed: "PushAnswer")
 public typealias PushResult = PushAnswer
 
 /// A page of a pull.
@@ -68,7 +70,7 @@ public protocol SyncTransport: Sendable {
     /// may do there.
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo
     /// Pushes encoded transactions of one replica, contiguous in sequence.
-    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult
     /// The zone's snapshot (a projection snapshot payload) and the token it corresponds to, or

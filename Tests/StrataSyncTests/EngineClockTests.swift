@@ -26,7 +26,7 @@ struct EngineClockTests {
         }
 
         func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo { try await inner.ensureZone(zone, create: create) }
-        func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+        func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer {
             let attempt = pushes.add(1, ordering: .relaxed).newValue
             if attempt <= failures { throw error }
             return try await inner.push(zone: zone, transactions: transactions)

@@ -27,7 +27,7 @@ final class InMemoryTransport: SyncTransport {
         return ZoneAccessInfo(canPush: true)
     }
 
-    func push(zone reference: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+    func push(zone reference: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer {
         let zone = reference.description
         let decoded = try transactions.map { try TransactionRecord(decoding: $0) }
         return try zones.withLock { zones in
@@ -46,7 +46,7 @@ final class InMemoryTransport: SyncTransport {
             }
             if appended { appends.add(1, ordering: .relaxed) }
             zones[zone] = z
-            return PushResult(token: String(z.log.count), acknowledged: decoded.first.flatMap { z.acknowledged[$0.replica] } ?? 0)
+            return PushAnswer(token: String(z.log.count), acknowledged: decoded.first.flatMap { z.acknowledged[$0.replica] } ?? 0)
         }
     }
 

@@ -10,7 +10,7 @@ struct PullRefusingTransport: SyncTransport {
     init(_ base: any SyncTransport, refusing: Bool) { self.base = base; self.refusing = refusing }
 
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo { try await base.ensureZone(zone, create: create) }
-    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult { try await base.push(zone: zone, transactions: transactions) }
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer { try await base.push(zone: zone, transactions: transactions) }
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
         if refusing { throw SyncError(.transport, "the answer to the pull was dropped") }
         return try await base.pull(zone: zone, after: token, limit: limit, wait: wait)

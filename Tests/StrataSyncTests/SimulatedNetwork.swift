@@ -142,7 +142,7 @@ final class SimulatedNetwork: Sendable {
     /// simulation's large transactions come near it and the engine's batches must be cut by bytes.
     static let maxPushBytes = 24 << 10
 
-    func push(zone: ZoneID, user: String, transactions: [[UInt8]]) async throws -> PushResult {
+    func push(zone: ZoneID, user: String, transactions: [[UInt8]]) async throws -> PushAnswer {
         let body = TransactionFrames.encode(transactions).count
         if body > Self.maxPushBytes {
             throw SyncError(.tooLarge, "the body has \(body) bytes; this server accepts at most \(Self.maxPushBytes)", status: 413)
@@ -165,7 +165,7 @@ final class SimulatedNetwork: Sendable {
         if roll(10) { throw SyncError(.transport, "answer dropped") }
         guard let info = try await storage().zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
         let token = try await PullStart.token(info, at: outcome.position, storage: try storage())
-        return PushResult(token: token.description, acknowledged: outcome.acknowledged)
+        return PushAnswer(token: token.description, acknowledged: outcome.acknowledged)
     }
 
     private func append(zone: ZoneID, user: String, replica: ReplicaID, _ pushed: [PushedTransaction]) async throws -> AppendOutcome {
@@ -268,7 +268,7 @@ struct SimulatedClient: SyncTransport {
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
         try await network.ensureZone(id(zone), user: user, create: create)
     }
-    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer {
         try await network.push(zone: id(zone), user: user, transactions: transactions)
     }
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {

@@ -32,7 +32,7 @@ public protocol LimitBuckets: Sendable {
 
 /// A bucket of ``LimitBuckets``: which limit, and whom it counts.
 public struct LimitBucketName: Sendable, Hashable, CustomStringConvertible {
-    /// The limit: ``requests`` or ``failedAuthentications``.
+    /// The limit: ``requests(_:)`` or ``failedAuthentications(_:)``.
     public var limit: String
     /// Whom the bucket counts: a user, a client address.
     public var key: String

@@ -50,7 +50,8 @@ extension EmbeddedZoneStorage {
                 let ledgers = try scanLedgers(log, directory: path, zone: info.id)
                 states[info.id] = ZoneState(info: info, log: log, ledgers: ledgers, chain: chain(of: ledgers, log: log))
             } catch {
-                Task { try? await log.close() }
+                // Opened a moment ago, nothing appended: released now (the initializer cannot wait).
+                log.releaseUnwritten()
                 throw error
             }
         }

@@ -125,7 +125,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         do {
             try Self.openZones(in: directory, options: options, logger: logger, into: &states, keeping: &kept)
         } catch {
-            for state in states.values { Task { try? await state.log.close() } }
+            // Logs just opened, nothing appended: released now, not in tasks nobody awaits.
+            for state in states.values { state.log.releaseUnwritten() }
             lock.release()
             throw error
         }

@@ -5,6 +5,7 @@ import BenchSupport
 import Foundation
 @_spi(StrataInternals) import Strata
 import StrataLog
+import StrataProtocol
 import StrataSync
 import Synchronization
 
@@ -107,7 +108,7 @@ final class CountingTransport: SyncTransport {
         do { return try await inner.ensureZone(zone, create: create) } catch { failed(error); throw error }
     }
 
-    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushResult {
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer {
         request()
         let start = monotonicNanos()
         do {
