@@ -90,7 +90,7 @@ extension TransactionRecord {
 
 /// What a transaction's first bytes say: who wrote it and which of their sequence numbers it
 /// holds. Reading it skips the events, so tools can index a long history cheaply.
-package struct TransactionHeader: Sendable, Hashable {
+public struct TransactionHeader: Sendable, Hashable {
     public var replica: ReplicaID
     /// The sequences of the transaction's events (consecutive); empty when it has none.
     public var firstSequence: UInt64

@@ -1,7 +1,7 @@
 // An adoption record (the log entry that names a snapshot the store adopted) as the readers of a
 // log decode it: directly, and through the transaction header every indexing reader reads first.
 import FuzzSupport
-import Strata
+@testable import Strata
 
 @_cdecl("LLVMFuzzerInitialize")
 public func initialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {

@@ -2,7 +2,7 @@
 // tools' index), the whole transaction, and applied to a projection (store open, replay, the
 // server's heal) through `ProjectionBuilder.apply(encoded:)` and so `EventCodec`.
 import FuzzSupport
-import Strata
+@testable import Strata
 
 @_cdecl("LLVMFuzzerInitialize")
 public func initialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {
