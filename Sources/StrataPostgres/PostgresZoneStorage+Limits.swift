@@ -21,6 +21,11 @@ extension PostgresZoneStorage: LimitBuckets {
         return "\(value)::float8"
     }
 
+    /// The longest a limit's count waits for a connection: past it the server counts the request
+    /// in the instance's own buckets (`LimitBuckets`' fallback), so that requests — a flood of
+    /// bad tokens among them — never queue behind busy connections for the pushes' full wait.
+    static let limitConnectionWait = Duration.milliseconds(250)
+
     /// The database's clock, in seconds since 1970.
     private static let databaseNow = "extract(epoch FROM clock_timestamp())::float8"
 
@@ -28,9 +33,12 @@ extension PostgresZoneStorage: LimitBuckets {
         let (burst, rate) = (limit.burst, limit.requestsPerSecond)
         // A bucket never used is full: its first take leaves burst - 1.
         let first = LimitBucketTake(taken: burst >= 1 || always, tokens: max(0, burst - 1))
-        let answer = try await withConnection("counting \(bucket) in the shared limits", zone: nil) { connection in
+        let answer = try await withConnection("counting \(bucket) in the shared limits", zone: nil, wait: Self.limitConnectionWait) { connection in
             // `r` is the bucket refilled to now; the statement runs under the row's lock, so
-            // two instances taking at once take two tokens.
+            // two instances taking at once take two tokens. `updated` follows the database's
+            // clock even backwards: a clock stepped back refills nothing for that take, and
+            // refills from there on (keeping the later time froze every bucket until the clock
+            // caught up).
             let r = "least(\(Self.literal(burst)), b.tokens + greatest(0, EXCLUDED.updated - b.updated) * \(Self.literal(rate)))"
             let rows = try await connection.query("""
                 INSERT INTO strata_limit_buckets AS b (name, key, tokens, updated, taken)
@@ -38,7 +46,7 @@ extension PostgresZoneStorage: LimitBuckets {
                 ON CONFLICT (name, key) DO UPDATE SET
                     tokens = CASE WHEN \(unescaped: r) >= 1 THEN \(unescaped: r) - 1 WHEN \(always) THEN 0 ELSE \(unescaped: r) END,
                     taken = \(unescaped: r) >= 1 OR \(always),
-                    updated = greatest(b.updated, EXCLUDED.updated)
+                    updated = EXCLUDED.updated
                 RETURNING taken, tokens
                 """, logger: self.logger)
             var found: LimitBucketTake?
@@ -63,7 +71,7 @@ extension PostgresZoneStorage: LimitBuckets {
 
     public func level(_ bucket: LimitBucketName, limit: RateLimit) async throws(ZoneStorageError) -> Double? {
         let (burst, rate) = (limit.burst, limit.requestsPerSecond)
-        return try await withConnection("reading \(bucket) of the shared limits", zone: nil) { connection in
+        return try await withConnection("reading \(bucket) of the shared limits", zone: nil, wait: Self.limitConnectionWait) { connection in
             let rows = try await connection.query("""
                 SELECT least(\(burst), tokens + greatest(0, \(unescaped: Self.databaseNow) - updated) * \(rate))
                 FROM strata_limit_buckets WHERE name = \(bucket.limit) AND key = \(bucket.key)

@@ -100,13 +100,14 @@ extension PostgresZoneStorage {
     /// (the pool retrying its connections) or every connection busy, the call fails with
     /// ``ZoneStorageError/Code/storageUnavailable`` — answered `503` with `Retry-After` — instead
     /// of holding the request. Once a connection is leased, `body` runs to its end.
-    func withConnection<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?,
+    /// `wait`: the longest to wait for a connection (by default `Options.connectionWait`).
+    func withConnection<T: Sendable>(_ doing: @autoclosure () -> String, zone: ZoneID?, wait: Duration? = nil,
                                      _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ZoneStorageError) -> T {
         try checkOpen()
         // Not before run() has migrated the schema (nor against a storage that could not open).
         try await readiness.wait(atMost: options.connectionWait, url: url)
         let client = client
-        let wait = options.connectionWait
+        let wait = min(wait ?? options.connectionWait, options.connectionWait)
         let leased = LeaseFlag()
         do {
             return try await withThrowingTaskGroup(of: LeaseOutcome<T>.self) { group in

@@ -130,6 +130,7 @@ public final class PostgresZoneStorage: ZoneStorage {
     ///   for the storage fail with the same error.
     public func run() async throws {
         let client = client
+        readiness.markStarted()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             do {

@@ -440,8 +440,10 @@ struct SyncStateMachine: Sendable {
         // The server's word is taken when it is a number of seconds this side of an hour: it
         // comes from the network, and a `nan` or `1e300` must neither crash the conversion nor
         // park the engine for ever.
+        // At least the initial backoff: a proxy that answers every request with `Retry-After: 0`
+        // must not make continuous mode spin.
         if let retryAfter, retryAfter.isFinite, retryAfter >= 0 {
-            return .milliseconds(Int(min(retryAfter, Self.longestRetryAfter) * 1000))
+            return max(.milliseconds(Int(min(retryAfter, Self.longestRetryAfter) * 1000)), initial)
         }
         let base = initial * Int(1 << min(max(attempt, 1) - 1, 16))
         let capped = min(base, cap)

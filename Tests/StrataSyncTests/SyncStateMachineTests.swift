@@ -145,13 +145,15 @@ struct SyncStateMachineTests {
         #expect(capped == .retry(after: .seconds(2)), "half of the capped 4 s at the lowest jitter")
     }
 
-    @Test("a server's Retry-After replaces the backoff; one that is not a number of seconds (nan, negative) is ignored, one past an hour is capped")
+    @Test("a server's Retry-After replaces the backoff, never below the initial one; one that is not a number of seconds (nan, negative) is ignored, one past an hour is capped")
     func retryAfter() {
         func delay(_ retryAfter: Double) -> SyncStateMachine.Action {
             machine.next(after: .init(.push(Self.push)), answered: .refused(SyncError(.rateLimited, "slow down", status: 429, retryAfter: retryAfter)),
                          environment: environment)
         }
         #expect(delay(7) == .retry(after: .seconds(7)))
+        // Retry-After: 0 (or a fraction below the initial backoff) waits the initial backoff: no spin.
+        #expect(delay(0) == .retry(after: .seconds(1)))
         #expect(delay(.nan) == .retry(after: .seconds(1)))
         #expect(delay(-3) == .retry(after: .seconds(1)))
         #expect(delay(.infinity) == .retry(after: .seconds(1)))
