@@ -10,7 +10,7 @@ public struct AsyncHTTPClientExchange: HTTPExchange {
     let client: HTTPClient
 
     /// - Parameter client: the client to send with (the caller shuts it down);
-    ///   ``HTTPSyncTransport/defaultClient`` lives as long as the process.
+    ///   `HTTPSyncTransport.defaultClient` lives as long as the process.
     public init(client: HTTPClient) {
         self.client = client
     }

@@ -9,9 +9,9 @@ extension HTTPSyncTransport {
     /// - Parameters:
     ///   - server: the server's base URL (`http://host:port`).
     ///   - bearer: the user's token.
-    ///   - client: the HTTP client to use (the caller shuts it down), such as ``defaultClient``.
+    ///   - client: the HTTP client to use (the caller shuts it down), such as `defaultClient`.
     ///     A client of your own should not retry connection attempts either
-    ///     (``configuration(trusting:)``).
+    ///     (`configuration(trusting:)`).
     public init(server: URL, bearer: String, client: HTTPClient) {
         self.init(server: server, tokens: .fixed(bearer), client: client)
     }
@@ -22,7 +22,7 @@ extension HTTPSyncTransport {
     ///   - server: the server's base URL (`https://host:port`).
     ///   - tokens: where the bearer token comes from; asked for a fresh one after a `401`, and
     ///     the request is sent once more with it.
-    ///   - client: the HTTP client to use (the caller shuts it down), such as ``defaultClient``.
+    ///   - client: the HTTP client to use (the caller shuts it down), such as `defaultClient`.
     public init(server: URL, tokens: TokenProvider, client: HTTPClient) {
         self.init(server: server, tokens: tokens, exchange: AsyncHTTPClientExchange(client: client))
     }
@@ -43,7 +43,7 @@ extension HTTPSyncTransport {
         return configuration
     }
 
-    /// The client transports use unless given one, with ``configuration(trusting:)``; never shut
+    /// The client transports use unless given one, with `configuration(trusting:)`; never shut
     /// down (it lives as long as the process).
     public static let defaultClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration())
 
