@@ -133,8 +133,23 @@ final class RawConnection: @unchecked Sendable {
     }
 
     /// Reads one whole answer (head and `Content-Length` body); `nil` when the connection closed
-    /// or went quiet first.
+    /// or went quiet first. All of it is read on one thread of its own, so that a large answer is
+    /// drained without a gap between reads (a thread per read left gaps long enough on a loaded
+    /// machine for the server to cut a reading client for stalling).
     func readAnswer() async -> Answer? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { [self] in continuation.resume(returning: readAnswerBlocking()) }
+        }
+    }
+
+    /// One blocking read into `buffer`: its bytes, or `nil` when the connection closed or went quiet.
+    private func readBlocking(_ buffer: inout [UInt8]) -> ArraySlice<UInt8>? {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return count > 0 ? buffer[..<count] : nil
+    }
+
+    private func readAnswerBlocking() -> Answer? {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var bytes: [UInt8] = []
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
         while true {
@@ -149,13 +164,14 @@ final class RawConnection: @unchecked Sendable {
                 }
                 let length = Int(headers["content-length"] ?? "0") ?? 0
                 var body = Array(bytes[(end + 4)...])
+                body.reserveCapacity(max(length, body.count))
                 while body.count < length {
-                    guard case .bytes(let more) = await read() else { return nil }
+                    guard let more = readBlocking(&buffer) else { return nil }
                     body += more
                 }
                 return Answer(status: status, headers: headers, body: body)
             }
-            guard case .bytes(let more) = await read() else { return nil }
+            guard let more = readBlocking(&buffer) else { return nil }
             bytes += more
         }
     }
