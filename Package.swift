@@ -16,6 +16,7 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2), .macCatalyst(.v18)],
     products: [
         .library(name: "StrataLog", targets: ["StrataLog"]),
+        .library(name: "StrataCore", targets: ["StrataCore"]),
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataProtocol", targets: ["StrataProtocol"]),
         .library(name: "StrataSync", targets: ["StrataSync"]),
@@ -72,24 +73,30 @@ let package = Package(
         // The on-disk format: segments, records, checksums, recovery, index, snapshot files.
         // LZ4 through liblz4 on Linux, through the Compression framework on Apple platforms.
         .target(name: "StrataLog", dependencies: [.target(name: "CLZ4", condition: .when(platforms: [.linux])), "CCRC32C"]),
-        // The app-facing library: schema, events, merge rule, projection, transactions, queries,
-        // observation, snapshots. No networking.
+        // What the app library, the sync engine and the server share: identifiers, the hybrid
+        // logical clock, values, the event codec, the merge rule, the projection and its snapshot
+        // codec, the schema. The server depends on it, not on the app library; the app library
+        // re-exports the part of it an app names (Sources/Strata/Exports.swift).
+        .target(name: "StrataCore", dependencies: ["StrataLog", "CSystemRandom"]),
+        // The app-facing library: the store, transactions, queries, observation, snapshots,
+        // history. No networking.
         .target(
             name: "Strata",
             dependencies: [
-                "StrataLog", "CSystemRandom",
+                "StrataCore", "StrataLog",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The sync protocol, shared by client and server: body framing, change tokens, wire
         // types, headers and error codes.
-        .target(name: "StrataProtocol", dependencies: ["Strata"]),
+        .target(name: "StrataProtocol", dependencies: ["StrataCore"]),
         // The client sync engine and its HTTP transport over URLSession (Foundation's, so no
         // dependency: on Linux through FoundationNetworking).
         .target(
             name: "StrataSync",
             dependencies: [
                 "Strata",
+                "StrataCore",
                 "StrataLog",
                 "StrataProtocol",
                 .product(name: "Logging", package: "swift-log"),
@@ -115,7 +122,7 @@ let package = Package(
         .target(
             name: "StrataServer",
             dependencies: [
-                "Strata",
+                "StrataCore",
                 "StrataLog",
                 "StrataProtocol",
                 server("Hummingbird", "hummingbird"),
@@ -138,7 +145,7 @@ let package = Package(
         .target(
             name: "StrataPostgres",
             dependencies: [
-                "Strata",
+                "StrataCore",
                 "StrataProtocol",
                 "StrataServer",
                 server("PostgresNIO", "postgres-nio"),
@@ -154,6 +161,7 @@ let package = Package(
             name: "StrataCommands",
             dependencies: [
                 "Strata",
+                "StrataCore",
                 "StrataLog",
                 "StrataSync",
                 "StrataSyncAsyncHTTPClient",
@@ -197,7 +205,7 @@ let package = Package(
         .testTarget(
             name: "StrataTests",
             dependencies: [
-                "Strata", "StrataTestSupport", "store-crash-child", "store-reader-child",
+                "Strata", "StrataCore", "StrataTestSupport", "store-crash-child", "store-reader-child",
                 // Strata's own SHA-256 is checked against swift-crypto's.
                 server("Crypto", "swift-crypto"),
             ]
@@ -205,7 +213,7 @@ let package = Package(
         .testTarget(
             name: "StrataServerTests",
             dependencies: [
-                "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
+                "StrataServer", "StrataPostgres", "StrataProtocol", "StrataCore", "StrataLog", "StrataTestSupport",
                 server("HummingbirdTesting", "hummingbird"),
                 server("Prometheus", "swift-prometheus"),
                 server("Logging", "swift-log"),
@@ -214,7 +222,7 @@ let package = Package(
         .testTarget(
             name: "StrataCommandsTests",
             dependencies: [
-                "StrataCommands", "StrataSync", "StrataSyncAsyncHTTPClient", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
+                "StrataCommands", "StrataSync", "StrataSyncAsyncHTTPClient", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataCore", "StrataLog", "DivergentStores", "StrataTestSupport", "strata",
                 "strata-example-notes",
                 // The TLS tests sync over HTTPS with a client trusting a test CA.
                 server("AsyncHTTPClient", "async-http-client"),
@@ -226,7 +234,7 @@ let package = Package(
         .testTarget(
             name: "StrataSyncTests",
             dependencies: [
-                "StrataSync", "StrataSyncAsyncHTTPClient", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataLog", "StrataTestSupport",
+                "StrataSync", "StrataSyncAsyncHTTPClient", "StrataServer", "StrataPostgres", "StrataProtocol", "StrataCore", "StrataLog", "StrataTestSupport",
                 // The tools' own verification and replay, run on every simulated device's store.
                 "StrataCommands",
                 server("HummingbirdTesting", "hummingbird"),

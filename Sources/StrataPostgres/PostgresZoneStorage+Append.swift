@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 import PostgresNIO
-public import Strata
+public import StrataCore
 import StrataProtocol
 public import StrataServer
 import Synchronization

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-import Strata
+import StrataCore
 import StrataProtocol
 import StrataServer
 import Synchronization

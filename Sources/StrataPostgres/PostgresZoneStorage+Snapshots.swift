@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 import PostgresNIO
-public import Strata
+public import StrataCore
 public import StrataServer
 
 extension PostgresZoneStorage {

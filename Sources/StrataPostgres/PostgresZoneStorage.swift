@@ -2,7 +2,7 @@ import Foundation
 public import Logging
 import NIOCore
 import PostgresNIO
-public import Strata
+public import StrataCore
 public import StrataProtocol
 public import StrataServer
 import Synchronization

@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 import PostgresNIO
-import Strata
+import StrataCore
 import StrataProtocol
 public import StrataServer
 

@@ -1,4 +1,4 @@
-public import Strata
+public import StrataCore
 
 /// A replica as a zone knows it: who pushed its events, and how far (also the entries of
 /// ``ReplicaList``, the answer of `GET /v1/zones/{zone}/replicas`).

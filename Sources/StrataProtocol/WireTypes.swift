@@ -1,4 +1,4 @@
-import Strata
+import StrataCore
 
 /// A zone as the protocol answers it: `{"name", "owner", "access", "grants", "epoch", "token",
 /// "canPush", "limits"}`, where `token` is the change token of the current end of its log,

@@ -1,5 +1,6 @@
 public import Foundation
-public import Strata
+import Strata
+public import StrataCore
 public import StrataProtocol
 
 /// The protocol over HTTP: every endpoint's request and how its answer is read, over an HTTP

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
-@_spi(StrataInternals) public import Strata
+@_spi(StrataInternals) import Strata
+public import StrataCore
 import StrataProtocol
 import StrataLog
 

@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 import Logging
 import StrataProtocol
 

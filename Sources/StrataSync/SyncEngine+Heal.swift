@@ -1,4 +1,5 @@
 @_spi(StrataInternals) import Strata
+import StrataCore
 import Logging
 import StrataLog
 import StrataProtocol

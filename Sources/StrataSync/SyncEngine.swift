@@ -1,5 +1,6 @@
 public import Foundation
 @_spi(StrataInternals) public import Strata
+import StrataCore
 import StrataProtocol
 import StrataLog
 import Synchronization

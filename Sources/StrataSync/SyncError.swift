@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 public import StrataProtocol
 
 /// An error of the sync engine: the server's code when the server answered (a

@@ -1,4 +1,5 @@
-public import Strata
+import Strata
+public import StrataCore
 
 /// What one ``SyncEngine/sync()`` did.
 public struct SyncReport: Sendable, Hashable {

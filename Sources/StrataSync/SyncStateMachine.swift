@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 import StrataProtocol
 
 /// Every decision of the sync engine, as a pure function of what the engine was doing and what it

@@ -1,4 +1,5 @@
-public import Strata
+import Strata
+public import StrataCore
 public import StrataProtocol
 
 /// The answer to a push under its former name: it is the protocol's own `PushAnswer` (the token

@@ -5,6 +5,7 @@ import Foundation
 import StrataLog
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `Fixtures/adopted/device-d`: a store whose log records an adoption (see Fixtures/README.md),
 /// read by the tools, by a reader and by the store itself; the adoption record's layout pinned.

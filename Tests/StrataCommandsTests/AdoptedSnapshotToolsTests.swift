@@ -5,6 +5,7 @@ import StrataLog
 import StrataServer
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// A store that bootstrapped from a zone's snapshot (its token expired before its first pull)
 /// read by every tool exactly as a store that holds the whole history: the built executable

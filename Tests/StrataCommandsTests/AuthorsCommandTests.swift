@@ -4,6 +4,7 @@ import Foundation
 @testable import StrataCommands
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// The users who pushed each replica (`authors.json`, recorded by the store from the log server)
 /// in `log`, `replay --object`, `inspect` and `diff`.

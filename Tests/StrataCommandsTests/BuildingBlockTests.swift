@@ -4,6 +4,7 @@ import StrataLog
 @testable import StrataCommands
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// The pieces the commands are made of.
 @Suite("CLI building blocks")

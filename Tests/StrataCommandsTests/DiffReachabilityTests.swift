@@ -3,6 +3,7 @@ import Foundation
 @testable import StrataCommands
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `diff` compares only the objects the differing events can reach; that must find exactly what
 /// comparing every object finds. Random pairs of devices: shared history, then each makes random

@@ -4,6 +4,7 @@ import Strata
 @testable import StrataCommands
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `diff`, `replay` and `verify` on the committed pair of divergent device stores: the findings
 /// the recipe (Tools/strata-fixtures/DivergentStores) built into them.

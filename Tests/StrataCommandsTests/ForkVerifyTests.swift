@@ -3,6 +3,7 @@ import Foundation
 @testable import StrataCommands
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `strata verify` and the read paths on forked stores and damaged identities.
 @Suite("Verify: store identity and forks")

@@ -2,6 +2,7 @@ import Foundation
 import StrataServer
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// The example app package (Examples/MinimalApp) depends on `Strata` and `StrataSync` only, as an
 /// app does: it must build without resolving any package of the server, PostgreSQL, the CLI or

@@ -1,6 +1,7 @@
 import ArgumentParser
 @testable import StrataCommands
 import Testing
+import StrataCore
 
 /// Every command parses what its help promises and refuses what it cannot use.
 @Suite("Command parsing")

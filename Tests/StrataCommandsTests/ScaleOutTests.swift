@@ -5,6 +5,7 @@ import FoundationNetworking
 import StrataServer
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// Several `strata serve` processes (the real executable) on one PostgreSQL database (a real
 /// server: the tests' cluster), with devices (`strata sync`) spread across them, as an operator

@@ -7,6 +7,7 @@ import StrataServer
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// `strata serve` under many large uploads at once: the upload memory budget keeps the process's
 /// resident memory bounded, and every push it acknowledged is stored.

@@ -5,6 +5,7 @@ import StrataServer
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `strata serve`'s configuration: flags > STRATA_* environment > config file > defaults.
 @Suite("strata serve configuration: precedence, every limit, bad values")

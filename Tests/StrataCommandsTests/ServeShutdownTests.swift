@@ -6,6 +6,7 @@ import StrataServer
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `strata serve` as an operator runs it: the built executable on a free port, stopped with
 /// SIGTERM while a long poll waits.

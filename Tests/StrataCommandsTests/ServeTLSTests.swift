@@ -10,6 +10,7 @@ import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `strata serve --tls-cert --tls-key`: a real child process answering HTTPS, checked by curl
 /// trusting only the test's own self-signed certificate.

@@ -8,6 +8,7 @@ import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `strata sync --json` and `--from-scratch`: the built executable against a log server on a real
 /// port (in this process), as a script would run it.

@@ -8,6 +8,7 @@ import Logging
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `strata users` (generated tokens, salted hashes, the users file), SIGHUP reload of a running
 /// `strata serve`, and `strata sync --token-file` / `STRATA_TOKEN`.

@@ -2,6 +2,7 @@ import Strata
 import StrataProtocol
 @testable import StrataServer
 import Testing
+import StrataCore
 
 /// The append plan, from values alone: every outcome a push can have, as both storages execute it.
 @Suite("Append plan")

@@ -4,6 +4,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// Long polls wake for changes another process made to a shared storage, as the storage
 /// announces them (`ZoneStorage.changesByOthers()`): the wake-up path of several server instances

@@ -2,6 +2,7 @@ import HTTPTypes
 @testable import StrataServer
 import Testing
 @testable import StrataProtocol
+import StrataCore
 
 @Suite("Change tokens")
 struct ChangeTokenTests {

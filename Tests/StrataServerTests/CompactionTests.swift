@@ -6,6 +6,7 @@ import StrataLog
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("Zone compaction and retention")
 struct CompactionTests {

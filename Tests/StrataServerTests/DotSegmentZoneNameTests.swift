@@ -5,6 +5,7 @@ import HummingbirdTesting
 @testable import StrataServer
 import StrataProtocol
 import Testing
+import StrataCore
 
 /// Zone names `.` and `..` fit the name rule (`[A-Za-z0-9._-]`) but not a URL: clients remove such
 /// path segments, so that `/v1/zones/../push` would reach `/v1/push`. They cannot be created.

@@ -4,6 +4,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// An embedded storage whose open fails part way releases the zone logs it had opened before it
 /// throws, so that the operator who fixes the cause can open it again at once.

@@ -5,6 +5,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// What only the embedded storage has: a data directory, its zone directories and its lock.
 /// Everything a storage must do is in ``ZoneStorageConformanceTests``, run on every backend.

@@ -5,6 +5,7 @@ import StrataLog
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// Change tokens fingerprint the whole history before their position, so that a server restored
 /// from a backup and grown again is caught even when the transaction right before a token is the

@@ -10,6 +10,7 @@ import StrataProtocol
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// `/metrics`, request IDs and JSON logs, through the real router and storage.
 @Suite("Observability: /metrics, request IDs, JSON logs")

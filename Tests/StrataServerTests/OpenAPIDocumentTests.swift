@@ -5,6 +5,7 @@ import HummingbirdTesting
 @testable import StrataServer
 import StrataProtocol
 import Testing
+import StrataCore
 
 /// Tools/openapi/openapi.yaml and the router name the same operations. Tools/scripts/schemathesis.sh
 /// checks the answers of the documented operations; this checks that each of them is served (a

@@ -7,6 +7,7 @@ import Strata
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 private let shuttingDown = HTTPField.Name(StrataHeader.shuttingDown)!
 

@@ -7,6 +7,7 @@ import StrataProtocol
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// What only the PostgreSQL storage has: several instances on one database, the schema it
 /// migrates itself, the change announcements between instances, and its connection URL.

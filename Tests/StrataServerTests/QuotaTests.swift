@@ -7,6 +7,7 @@ import Strata
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// Per-user quotas: zones per user, grants per zone, stored bytes per user. Over one, the answer is
 /// `403 quotaExceeded` naming the quota, its limit and the current use, and nothing changes.

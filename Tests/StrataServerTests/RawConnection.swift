@@ -6,6 +6,7 @@ import Darwin
 #endif
 @testable import StrataServer
 import StrataProtocol
+import StrataCore
 
 /// A plain TCP connection to a live test server, for what an HTTP client library hides: a
 /// request sent byte by byte, a body that stalls, a connection that just sits there, and whether

@@ -6,6 +6,7 @@ import Strata
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// The server's resource bounds on a real server and a real port: connection timeouts and caps,
 /// the upload memory budget, the failed-authentication limit per address. Timeouts are set to a

@@ -8,6 +8,7 @@ import StrataProtocol
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// A grant revoked in the window between a push's route check (the server looking the zone up
 /// and finding the pusher allowed) and its append: the storage decides under the append's lock,

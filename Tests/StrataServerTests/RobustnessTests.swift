@@ -7,6 +7,7 @@ import Strata
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 @Suite("Robustness")
 struct RobustnessTests {

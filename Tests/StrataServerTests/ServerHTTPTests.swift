@@ -8,6 +8,7 @@ import StrataTestSupport
 import Synchronization
 import Testing
 import StrataProtocol
+import StrataCore
 
 @Suite("Server over HTTP")
 struct ServerHTTPTests {

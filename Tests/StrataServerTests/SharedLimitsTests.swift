@@ -4,6 +4,7 @@ import StrataPostgres
 @testable import StrataServer
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// The rate limit and the failed-authentication limit of several `strata serve` instances on one
 /// PostgreSQL database: counted in the database (`ZoneStorage.limitBuckets`), so that N

@@ -2,6 +2,7 @@ import Strata
 import StrataServer
 import StrataProtocol
 import Testing
+import StrataCore
 
 /// Found by the fuzz target fuzz-state-upload (Tools/Fuzz, through the snapshot decoder): the body
 /// of `POST …/state` is a projection snapshot from the network, and one whose name table repeated

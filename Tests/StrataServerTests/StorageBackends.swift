@@ -5,6 +5,7 @@ import StrataPostgres
 @testable import StrataServer
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// The storage backends the conformance tests run on, unchanged. PostgreSQL runs twice: as
 /// configured by default (the common push by compare and set) and with every push decided under

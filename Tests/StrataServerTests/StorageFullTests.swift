@@ -8,6 +8,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// A full disk, two ways: the data directory on a small tmpfs the test mounts and fills with a
 /// file (where this process may mount one: root with CAP_SYS_ADMIN), and the log's writes failing

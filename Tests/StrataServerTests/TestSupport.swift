@@ -8,6 +8,7 @@ import StrataLog
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// The events of one transaction of `replica` with the given sequences.
 func transaction(_ replica: ReplicaID, _ sequences: ClosedRange<UInt64>, title: String = "x") -> TransactionRecord {

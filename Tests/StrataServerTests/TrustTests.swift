@@ -7,6 +7,7 @@ import Strata
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// What the server no longer takes on a client's word: whose replica it pushes, whether a retried
 /// (replica, sequence) is really the same transaction, what time it is, and whose zone a name means.

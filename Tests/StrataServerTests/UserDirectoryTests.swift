@@ -3,6 +3,7 @@ import Foundation
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("Users and access rules")
 struct UserDirectoryTests {

@@ -6,6 +6,7 @@ import StrataPostgres
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// `strata migrate`'s copy of an embedded data directory into PostgreSQL: exact (the tokens
 /// devices hold go on working, retries of retired history are still checked for forks),

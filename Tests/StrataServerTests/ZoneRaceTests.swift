@@ -8,6 +8,7 @@ import StrataTestSupport
 import Synchronization
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// Requests that race with a DELETE of the same zone get the answers the protocol documents
 /// (Tools/openapi/openapi.yaml), found by its schemathesis run: a `PUT` never answers `404`.

@@ -4,6 +4,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// A deleted zone's access rules are kept and come back when the zone is created again: part of
 /// the storage contract, so it runs on every backend.

@@ -5,6 +5,7 @@ import StrataPostgres
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// What every ``ZoneStorage`` must do, run unchanged on each backend: the embedded storage and
 /// PostgreSQL (a real server: the tests' cluster). The HTTP endpoints, the compactor and the

@@ -4,6 +4,7 @@ import StrataSync
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// The first app version's memo.
 struct MemoV1: StrataModel, Equatable {

@@ -4,6 +4,7 @@ import StrataSync
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("Compaction that respects sync, end to end")
 struct CompactionPinTests {

@@ -3,6 +3,7 @@ import Strata
 import StrataSync
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// Tools read a store's sync cursors with the engine's own reader: checked the same way, so a
 /// damaged cursor is never shown as if it were one.

@@ -7,6 +7,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("A deleted zone, end to end")
 struct DeletedZoneTests {

@@ -10,6 +10,7 @@ import StrataSync
 import StrataTestSupport
 import Testing
 import Synchronization
+import StrataCore
 
 let deviceSchema = Schema {
     Entity("Folder", attributes: [Attribute("name", .string, optional: false)],

@@ -7,6 +7,7 @@ import StrataSync
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// The engine waits on the clock it is given (``SyncOptions/clock``) with the jitter it is given,
 /// so its backoffs are asserted by who sleeps until when and what happens once the clock gets

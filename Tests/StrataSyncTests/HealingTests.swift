@@ -6,6 +6,7 @@ import StrataSync
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// Healing a zone from its devices: when the server holds less than a device has seen, the
 /// device's own events go back as events and everything else it holds as its state, which the

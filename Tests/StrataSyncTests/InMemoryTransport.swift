@@ -3,6 +3,7 @@ import Strata
 import StrataSync
 import StrataProtocol
 import Synchronization
+import StrataCore
 
 /// The protocol's rules without HTTP, for unit tests of the engine's logic (the end-to-end tests
 /// use the real server on a real port): one zone log, exactly-once pushes, sequence gaps, pages.

@@ -5,6 +5,7 @@ import StrataServer
 import StrataSync
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("Large transactions, end to end")
 struct LargeTransactionTests {

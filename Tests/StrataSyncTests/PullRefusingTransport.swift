@@ -1,6 +1,7 @@
 import Strata
 import StrataProtocol
 import StrataSync
+import StrataCore
 
 /// Forwards to another transport (a real one in end-to-end tests), and refuses every pull when asked to (a network that drops the
 /// answers to pulls), so that a push is acknowledged while the pull after it fails.

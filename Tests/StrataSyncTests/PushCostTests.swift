@@ -4,6 +4,7 @@ import StrataSync
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 /// A push reads only the transactions it pushes: the store knows where its own transactions are
 /// in its log, so the cost of a sync follows the change, not the history. Counted through the

@@ -7,6 +7,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("Pull-only sync end to end")
 struct ReadOnlySyncTests {

@@ -4,6 +4,7 @@ import StrataSync
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("A server restored from a backup, end to end")
 struct RestoredServerTests {

@@ -5,6 +5,7 @@ import StrataSync
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// A revoked token in continuous mode, against a real server: the engine's waits run on a manual
 /// clock (the requests are real), so the test counts what the engine does over a span of

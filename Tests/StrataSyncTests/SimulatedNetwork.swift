@@ -7,6 +7,7 @@ import StrataSync
 import StrataTestSupport
 import Synchronization
 import StrataProtocol
+import StrataCore
 
 /// The real server storage (``SimulatedServerSite``: embedded on disk, or PostgreSQL) behind a seeded, misbehaving network:
 /// requests and answers are dropped, requests are duplicated, pushes are held back and delivered

@@ -5,6 +5,7 @@ import StrataPostgres
 import StrataServer
 import StrataTestSupport
 import Synchronization
+import StrataCore
 
 /// Where the simulated server keeps its zones: an embedded data directory, or a database of the
 /// tests' PostgreSQL cluster (a real server). Either can be backed up while the storage is

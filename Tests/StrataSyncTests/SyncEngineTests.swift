@@ -5,6 +5,7 @@ import StrataProtocol
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 let syncSchema = Schema {
     Entity("Note", attributes: [Attribute("title", .string, default: ""), Attribute("draft", .string, localOnly: true)])

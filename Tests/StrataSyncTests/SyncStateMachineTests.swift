@@ -2,6 +2,7 @@ import Strata
 @testable import StrataSync
 import StrataProtocol
 import Testing
+import StrataCore
 
 /// The engine's decisions as tables: for each request the engine sends, every protocol code
 /// (`ErrorCode.all`, so a code added to the protocol without a row here fails) and every

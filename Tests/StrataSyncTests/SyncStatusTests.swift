@@ -10,6 +10,7 @@ import StrataSync
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 /// A server that can be stopped and started again on the same port, so that an engine pointed at
 /// it sees it down, then back.

@@ -5,6 +5,7 @@ import StrataSync
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 @Suite("Token providers, against a real server")
 struct TokenProviderTests {

@@ -4,12 +4,13 @@ import Foundation
 import Hummingbird
 import NIOHTTP1
 import HummingbirdTesting
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataServer
 @testable import StrataSync
 import StrataTestSupport
 import Testing
 import StrataProtocol
+import StrataCore
 
 /// The four ways sync used to lose or leak data while reporting success, each through a real
 /// server on a real port with the real HTTP client: the attack is refused or healed, nothing

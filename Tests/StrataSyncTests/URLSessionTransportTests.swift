@@ -11,6 +11,7 @@ import StrataSyncAsyncHTTPClient
 import StrataTestSupport
 import Synchronization
 import Testing
+import StrataCore
 
 @Suite("The protocol over URLSession, against a real server")
 struct URLSessionTransportTests {

@@ -4,6 +4,7 @@ import Strata
 import StrataProtocol
 import StrataTestSupport
 import Testing
+import StrataCore
 
 extension HTTPSyncTransport {
     /// `DELETE /v1/zones/{zone}` of one of the caller's zones.

@@ -1,6 +1,7 @@
 import Foundation
 @_spi(StrataInternals) @testable import Strata
 import Testing
+import StrataCore
 
 /// To-many relationships are add-wins sets; these tests hold the caller's side of that promise.
 @Suite("Add-wins from the caller's side")

@@ -2,6 +2,7 @@ import Foundation
 import StrataLog
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 /// Adopting a zone's state (what sync does when a token expired) against everything else a
 /// store does at the same time: commits, compactions, a reader in this process.

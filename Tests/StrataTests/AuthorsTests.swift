@@ -3,6 +3,7 @@ import Logging
 import Synchronization
 import Testing
 @testable import Strata
+@testable import StrataCore
 
 @Suite("Authors: which user pushed each replica")
 struct AuthorsTests {

@@ -3,6 +3,7 @@ import Testing
 @_spi(StrataInternals) @testable import Strata
 import StrataLog
 import Synchronization
+import StrataCore
 
 @Suite("Automatic compaction: thresholds, sync pins, open, close")
 struct AutoCompactionTests {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 /// The hybrid logical clock never wraps, and one far-future remote stamp cannot drag it along.
 @Suite("Clock bounds")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 /// Seeds: `STRATA_PROPERTY_SEED` runs one seed; otherwise `STRATA_PROPERTY_RUNS` seeds (default
 /// 12) from a random base, printed so that a failure can be repeated.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 /// `Store.fork`: the abandoned transactions re-authored under a new replica, the projection equal
 /// to a replay of the history as it now stands, and the old replica's later events (the other

@@ -1,6 +1,7 @@
 @testable import Strata
 import StrataTestSupport
 import Testing
+@testable import StrataCore
 
 /// The merge order is stated twice for speed — ``EventStamp``'s `<` for apps and tools, and the
 /// projection's `isNewer` on interned references — and must be one order.

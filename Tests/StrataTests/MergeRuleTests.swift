@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 /// Two stores with controlled clocks, exchanging transactions by hand: the merge rule's cases.
 struct Pair {

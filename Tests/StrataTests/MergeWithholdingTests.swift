@@ -2,6 +2,7 @@ import Foundation
 @_spi(StrataInternals) import Strata
 import StrataTestSupport
 import Testing
+import StrataCore
 
 @Suite("Merging an uploaded state")
 struct MergeWithholdingTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 struct NoteModel: StrataModel, Equatable {
     static let entityName = "Note"

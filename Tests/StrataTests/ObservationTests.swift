@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Strata
+@testable import StrataCore
 
 @Suite("Change observation")
 struct ObservationTests {

@@ -3,6 +3,7 @@ import Observation
 import Synchronization
 import Testing
 @testable import Strata
+@testable import StrataCore
 
 /// Waits for the next element, failing the test (rather than hanging it) when none comes within
 /// `seconds` — a liveness bound, not a speed assertion.

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Strata
+@testable import StrataCore
 
 /// Random but valid transactions against a store's current view: inserts, field updates,
 /// deletes (with their delete rules), relationship changes, re-inserts of deleted IDs. Shared by

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 @Suite("Consistent reads (Store.read)")
 struct ReadViewTests {

@@ -3,6 +3,7 @@ import Foundation
 @testable import Strata
 import StrataTestSupport
 import Testing
+@testable import StrataCore
 
 /// Strata's SHA-256 (the store's digests, adoption records, the identity file's checksum) is
 /// the standard's: its test vectors, and swift-crypto's answer for random inputs fed in random pieces.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 /// The first app version's model of an entry.
 struct EntryV1: StrataModel, Equatable {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+@testable import StrataCore
 
 /// Found by the fuzz target fuzz-snapshot (Tools/Fuzz): a snapshot payload whose table of names
 /// or of replicas repeats an entry trapped the process decoding it — a store opening a damaged

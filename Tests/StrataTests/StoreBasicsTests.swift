@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
 import StrataLog
+import StrataCore
 
 @Suite("Store basics: transactions, reads, reopen")
 struct StoreBasicsTests {

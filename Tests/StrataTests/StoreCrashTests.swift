@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+@testable import StrataCore
 
 /// Kills a child that commits multi-object transactions (Tools/store-crash-child) at random
 /// moments: every transaction must be all or nothing, and every acknowledged one present.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 /// `store.json`: format 2 with its checksum, format 1 still read, damage refused, and a store
 /// whose log is gone never authoring again under its old replica ID.

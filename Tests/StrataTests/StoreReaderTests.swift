@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 @Suite("Read-only readers beside the writer (StoreReader)")
 struct StoreReaderTests {

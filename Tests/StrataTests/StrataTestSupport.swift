@@ -2,6 +2,7 @@ import Foundation
 @testable import Strata
 @_exported import StrataTestSupport
 import StrataLog
+@testable import StrataCore
 
 typealias StoreDirectory = TemporaryDirectory
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+@testable import StrataCore
 
 /// Boxes cascade to their items; items have a box (to-one, stored on the item), tags (many-to-many,
 /// stored on the item, nullified when a tag is deleted) and a `next` item that denies their delete

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
+import StrataCore
 
 @Suite("Validation: typed errors that name entity, object and attribute; nothing written")
 struct ValidationTests {

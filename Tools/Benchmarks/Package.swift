@@ -36,7 +36,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "strata-store-bench",
-            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataLog", package: "Strata")],
+            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"), .product(name: "StrataLog", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Sync over loopback HTTP against the log server, which runs in a child process (this
@@ -45,7 +45,7 @@ let package = Package(
             name: "strata-sync-bench",
             dependencies: [
                 "BenchSupport",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
                 .product(name: "StrataSync", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),
                 .product(name: "StrataProtocol", package: "Strata"),
@@ -60,7 +60,7 @@ let package = Package(
             name: "strata-postgres-bench",
             dependencies: [
                 "BenchSupport",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
                 .product(name: "StrataSync", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),
                 .product(name: "StrataPostgres", package: "Strata"),
@@ -75,7 +75,7 @@ let package = Package(
         // executable in fresh processes under /usr/bin/time (Tools/scripts/cli-bench.sh).
         .executableTarget(
             name: "strata-cli-bench",
-            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataLog", package: "Strata")],
+            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"), .product(name: "StrataLog", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Typed model fetches next to GRDB's FetchableRecord, and remote apply → observed query latency.
@@ -83,7 +83,7 @@ let package = Package(
             name: "strata-models-bench",
             dependencies: [
                 "BenchSupport",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
@@ -94,7 +94,7 @@ let package = Package(
             name: "strata-vs-sqlite",
             dependencies: [
                 "BenchSupport",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
                 .product(name: "StrataLog", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -24,7 +24,7 @@ func fuzzTarget(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
     )
 }
 
-let strata: [Target.Dependency] = [.product(name: "Strata", package: "Strata")]
+let strata: [Target.Dependency] = [.product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata")]
 let log: [Target.Dependency] = [.product(name: "StrataLog", package: "Strata")]
 let proto: [Target.Dependency] = [.product(name: "StrataProtocol", package: "Strata")]
 

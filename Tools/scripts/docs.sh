@@ -4,7 +4,7 @@
 # archives land in .build/plugins/Swift-DocC/outputs/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-targets=(StrataLog Strata StrataProtocol StrataSync StrataSyncAsyncHTTPClient StrataServer StrataPostgres)
+targets=(StrataLog StrataCore Strata StrataProtocol StrataSync StrataSyncAsyncHTTPClient StrataServer StrataPostgres)
 args=()
 for target in "${targets[@]}"; do args+=(--target "$target"); done
 STRATA_DOCC_PLUGIN=1 swift package --traits Server --disable-sandbox generate-documentation "${args[@]}" --warnings-as-errors

@@ -14,6 +14,7 @@ import Glibc
 import Musl
 #elseif canImport(Darwin)
 import Darwin
+import StrataCore
 #endif
 
 func emit(_ line: String) {

@@ -7,6 +7,7 @@
 // then, once it sees TARGET notes, `digest <hex>` and exits 0 (1 after 60 s without them).
 import Foundation
 import Strata
+import StrataCore
 
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))

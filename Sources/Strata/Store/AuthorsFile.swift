@@ -1,5 +1,6 @@
 import Foundation
 import StrataLog
+public import StrataCore
 
 /// `authors.json` in a store directory: which user pushed each replica's events, as the log server
 /// reports it (the owner of a replica is the author of every event it carries, as CloudKit's

@@ -1,4 +1,5 @@
 public import Observation
+import StrataCore
 
 /// An observed query's current result as an `@Observable` object, for SwiftUI: a view that reads
 /// ``results`` is redrawn when a commit — local, or pulled by sync — changes them.

@@ -1,4 +1,5 @@
 import Foundation
+import StrataCore
 
 /// Decodes a ``StrataModel`` straight from an object's values — no JSON in between: the
 /// counterpart of ``ModelEncoder``. `id` is the object's ID; a to-many relationship is its
@@ -6,7 +7,7 @@ import Foundation
 ///
 /// Across app versions: values of attributes the model does not declare (a newer version's) are
 /// ignored; an attribute the object lacks reads as its default — the store's schema fills it in
-/// the snapshot (see ``ObjectSnapshot``), and the model's own ``StrataModel/entity``, when
+/// the snapshot (see `ObjectSnapshot`), and the model's own ``StrataModel/entity``, when
 /// given, supplies it where the store's schema has none. Without a default, a missing or null
 /// value decodes as `nil` for an optional property and fails, naming the property, for any other.
 struct ModelDecoder: Decoder {

@@ -1,4 +1,5 @@
 import Foundation
+import StrataCore
 
 /// Encodes a ``StrataModel`` straight into Strata values — no JSON in between — typed by the
 /// entity's schema: each stored property becomes the attribute or to-one relationship of the same
@@ -21,7 +22,7 @@ struct ModelEncoder {
 
     /// The model's values by attribute or relationship name, and its to-many members.
     ///
-    /// - Throws: ``StoreError`` naming the entity and property: a property that matches nothing
+    /// - Throws: `StoreError` naming the entity and property: a property that matches nothing
     ///   in the entity, or whose type does not fit it (an `[ObjectID]` for an attribute or a
     ///   to-one relationship, anything but object IDs for a to-many one).
     func encode<M: StrataModel>(_ model: M) throws -> Encoded {

@@ -1,5 +1,6 @@
 import StrataLog
 import Synchronization
+public import StrataCore
 
 /// Where the store's own transactions (of its current replica) are in its log: their sequences
 /// and positions, kept under the store's lock. The push path asks it which transactions a server
@@ -216,7 +217,7 @@ extension Store {
     /// label.text = waiting == 0 ? "Synced" : "\(waiting) change(s) not synced yet"
     /// ```
     ///
-    /// - Throws: ``StoreError`` when the log cannot be read.
+    /// - Throws: `StoreError` when the log cannot be read.
     public func unpushedChangeCount() throws -> Int {
         try unpushedEditCount(after: acknowledgedBySync)
     }
@@ -230,7 +231,7 @@ extension Store {
     /// if try store.hasUnpushedChanges(note.id) { cell.showCloudSlashIcon() }
     /// ```
     ///
-    /// - Throws: ``StoreError`` when the log cannot be read.
+    /// - Throws: `StoreError` when the log cannot be read.
     public func hasUnpushedChanges(_ id: ObjectID) throws -> Bool {
         try unpushedEdits(after: acknowledgedBySync).values.contains { $0.contains(id) }
     }

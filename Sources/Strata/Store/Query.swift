@@ -1,3 +1,4 @@
+import StrataCore
 /// A sort key of a fetch: an attribute name and a direction.
 public struct SortKey: Sendable, Hashable {
     public var key: String

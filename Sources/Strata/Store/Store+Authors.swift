@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+public import StrataCore
 
 extension Store {
     /// Serializes the read-merge-write of `recordAuthors` within the process (the store's
@@ -19,9 +20,9 @@ extension Store {
     /// rewritten from `authors` alone — the server reports every replica's user again on the next
     /// pull, and the authors are a display aid, never an input to the merge or to sync.
     ///
-    /// - Throws: ``StoreError`` — ``StoreError/Code/damagedAuthors`` when the file is of a newer
-    ///   format (it is left as it is, not overwritten), ``StoreError/Code/storeFailed`` when the
-    ///   store is closed, ``StoreError/Code/log`` when the file cannot be written.
+    /// - Throws: `StoreError` — `StoreError.Code.damagedAuthors` when the file is of a newer
+    ///   format (it is left as it is, not overwritten), `StoreError.Code.storeFailed` when the
+    ///   store is closed, `StoreError.Code.log` when the file cannot be written.
     public func recordAuthors(_ authors: [ReplicaID: String]) throws {
         if core.withLock({ $0.closed }) { throw StoreError(.storeFailed, "the store is closed") }
         try Self.authorsLock.withLock { _ in
@@ -77,8 +78,8 @@ extension Store {
     /// Read-only, for tools on copied stores: the authors file of the store at `directory` (`[:]`
     /// when there is none).
     ///
-    /// - Throws: ``StoreError/Code/damagedAuthors`` when the file is damaged or of a newer
-    ///   format; ``StoreError/Code/invalidArgument`` when it cannot be read.
+    /// - Throws: `StoreError.Code.damagedAuthors` when the file is damaged or of a newer
+    ///   format; `StoreError.Code.invalidArgument` when it cannot be read.
     public static func authors(ofStoreAt directory: String) throws -> [ReplicaID: String] {
         switch try AuthorsFile.read(in: directory) {
         case nil:

@@ -1,6 +1,7 @@
 import Logging
 import StrataLog
 import Synchronization
+import StrataCore
 
 extension Store {
     /// Adopts a projection snapshot from another replica or a server (a zone's snapshot, when
@@ -17,7 +18,7 @@ extension Store {
     /// - Parameters:
     ///   - payload: the snapshot payload (the layout of the Strata format article).
     ///   - origin: what is adopted, for people reading the log (`zone alice/notes at position 42`).
-    /// - Throws: ``StoreError/Code/corruptSnapshot`` (nothing changed), or a log error.
+    /// - Throws: `StoreError.Code.corruptSnapshot` (nothing changed), or a log error.
     @discardableResult
     @_spi(StrataInternals)
     public func adoptSnapshot(_ payload: [UInt8], origin: String = "a snapshot") async throws -> Int {

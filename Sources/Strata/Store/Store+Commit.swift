@@ -1,6 +1,7 @@
 import Synchronization
 import Foundation
 import StrataLog
+public import StrataCore
 
 extension Store {
     /// Runs `body` against the current objects and commits its changes atomically, as one log
@@ -13,7 +14,7 @@ extension Store {
     /// SwiftUI code is, `body` may capture the caller's state without crossing an isolation
     /// boundary. The commit only waits (never blocks) for durability.
     ///
-    /// - Throws: what `body` throws, or ``StoreError``.
+    /// - Throws: what `body` throws, or `StoreError`.
     @discardableResult
     nonisolated(nonsending)
     public func transaction<T: Sendable>(_ body: (Transaction) throws -> T) async throws -> T {
@@ -71,7 +72,7 @@ extension Store {
     /// Applies transactions in their binary encoding (as sync receives them): decoded once into
     /// tables, applied with names interned once per transaction, and stored as received.
     ///
-    /// - Throws: ``StoreError/Code/corruptEvent`` (nothing applied) when one does not decode.
+    /// - Throws: `StoreError.Code.corruptEvent` (nothing applied) when one does not decode.
     @discardableResult
     @_spi(StrataInternals)
     public func applyRemote(encoded transactions: [[UInt8]]) async throws -> Int {

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 public import StrataLog
+import StrataCore
 
 extension Store {
     /// Writes a snapshot of the projection (values, provenance, tombstones, each replica's applied
@@ -18,7 +19,7 @@ extension Store {
     /// Stores also compact on their own (``StoreOptions/autoCompaction``); compactions run one at
     /// a time, so this waits for one that is running.
     ///
-    /// - Throws: ``StoreError`` — the store failed or is closed, or a log error.
+    /// - Throws: `StoreError` — the store failed or is closed, or a log error.
     @discardableResult
     public func compact() async throws -> SnapshotInfo {
         try await compact(automatic: false)

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import StrataLog
 import Synchronization
+public import StrataCore
 
 extension Store {
     /// Gives the store a new replica ID and re-authors under it every transaction of the current
@@ -23,13 +24,13 @@ extension Store {
     /// Finally a snapshot is written past the fork (snapshots between the first abandoned
     /// transaction and the fork still count abandoned events and are never loaded).
     ///
-    /// Observers get one ``ChangeSet`` (origin ``ChangeSet/Origin/local``) of the objects whose
+    /// Observers get one `ChangeSet` (origin `ChangeSet.Origin.local`) of the objects whose
     /// visible state differs afterwards — none when nothing raced and the HLCs were kept, since
     /// the re-authored events have the same effects.
     ///
-    /// - Throws: ``StoreError/Code/historyRetired`` when abandoned transactions were retired by
+    /// - Throws: `StoreError.Code.historyRetired` when abandoned transactions were retired by
     ///   compaction, or no snapshot older than the first of them covers the retired history
-    ///   (nothing is changed); ``StoreError/Code/clockOverflow`` with `restamp` at the clock's end;
+    ///   (nothing is changed); `StoreError.Code.clockOverflow` with `restamp` at the clock's end;
     ///   log and `store.json` errors.
     @discardableResult
     @_spi(StrataInternals)

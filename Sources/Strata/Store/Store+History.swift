@@ -1,7 +1,9 @@
 import StrataLog
 import Synchronization
+public import StrataCore
 
 /// A transaction as stored in the log, with its position.
+@_spi(StrataInternals)
 public struct StoredTransaction: Sendable, Hashable {
     public var position: UInt64
     /// When it was appended (microseconds since 1970).
@@ -42,6 +44,7 @@ extension Store {
 
 extension TransactionRecord {
     /// The transaction without local-only attributes (as pushed to other replicas).
+    @_spi(StrataInternals)
     public func strippingLocalOnly(_ schema: Schema) -> TransactionRecord {
         var copy = self
         copy.events = events.map { event in

@@ -2,7 +2,7 @@ extension Store {
     /// The committed changes from now on — local and remote — in commit order, each exactly
     /// once: the equivalent of Core Data's objects-did-change notification. The stream ends when
     /// the store is closed. A change set holds at least one object change, or a schema change
-    /// (``ChangeSet/schemaChanged``: another app version's schema arrived by sync).
+    /// (`ChangeSet.schemaChanged`: another app version's schema arrived by sync).
     public func changes() -> AsyncStream<ChangeSet> {
         let (stream, continuation) = AsyncStream<ChangeSet>.makeStream(bufferingPolicy: .unbounded)
         let id = nextObserver.add(1, ordering: .relaxed).newValue
@@ -23,3 +23,4 @@ extension Store {
 }
 
 import Synchronization
+public import StrataCore

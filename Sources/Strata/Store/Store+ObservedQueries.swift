@@ -1,4 +1,5 @@
 public import Foundation
+public import StrataCore
 
 /// Observed queries: a fetch whose result is delivered again whenever a commit changes it.
 ///
@@ -8,7 +9,7 @@ public import Foundation
 /// always one the store really held; a commit that touches no object of the entity is not even
 /// evaluated, and a result equal to the last one is not delivered again. A slow consumer gets
 /// the newest result, not a backlog of old ones. A schema pulled from another app version
-/// (``ChangeSet/schemaChanged``) evaluates every query again: objects it did not touch may read
+/// (`ChangeSet.schemaChanged`) evaluates every query again: objects it did not touch may read
 /// differently (an attribute they lack reads as its new default).
 extension Store {
     /// The objects of `entity` that match `predicate`, sorted by `sort` (then by ID), at most
@@ -44,10 +45,10 @@ extension Store {
     /// ```
     ///
     /// Schema changes of other app versions keep it running: their attributes are ignored, and
-    /// an attribute an object lacks reads as its default (see ``Attribute/defaultValue``). An
+    /// an attribute an object lacks reads as its default (see `Attribute.defaultValue`). An
     /// object that does not decode as `M` — a stored value of another type than the property's,
     /// or a required property with no value and no default — ends the sequence with a
-    /// ``StoreError`` naming the model, the entity and the object.
+    /// `StoreError` naming the model, the entity and the object.
     public func observe<M: StrataModel & Equatable>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
                                                     sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
         let changes = self.changes()

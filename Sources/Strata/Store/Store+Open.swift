@@ -2,6 +2,7 @@ import Synchronization
 import Foundation
 import Logging
 import StrataLog
+public import StrataCore
 
 extension Store {
     static let manifestName = "store.json"
@@ -11,9 +12,9 @@ extension Store {
     /// snapshot that verifies (falling back to older ones, or to a full replay, with a warning),
     /// replays the log after it, and records the app's schema when it adds to the recorded one.
     ///
-    /// - Throws: ``StoreError`` — ``StoreError/Code/invalidSchema``,
-    ///   ``StoreError/Code/incompatibleSchema`` (not an additive change),
-    ///   ``StoreError/Code/corruptEvent``, or ``StoreError/Code/log`` from the segment log.
+    /// - Throws: `StoreError` — `StoreError.Code.invalidSchema`,
+    ///   `StoreError.Code.incompatibleSchema` (not an additive change),
+    ///   `StoreError.Code.corruptEvent`, or `StoreError.Code.log` from the segment log.
     public static func open(at directory: String, schema: Schema, options: StoreOptions = StoreOptions()) async throws -> Store {
         let problems = schema.problems()
         guard problems.isEmpty else { throw StoreError(.invalidSchema, problems.joined(separator: "; ")) }
@@ -38,8 +39,8 @@ extension Store {
     /// The replica ID recorded in a store's `store.json`, read without opening the store (for tools
     /// that read a copied store's files and must not change them).
     ///
-    /// - Throws: ``StoreError/Code/invalidArgument`` when the directory is not a store,
-    ///   ``StoreError/Code/corruptIdentity`` when its `store.json` is damaged or of an unknown format.
+    /// - Throws: `StoreError.Code.invalidArgument` when the directory is not a store,
+    ///   `StoreError.Code.corruptIdentity` when its `store.json` is damaged or of an unknown format.
     public static func replicaID(ofStoreAt directory: String) throws -> ReplicaID {
         try identity(ofStoreAt: directory).replicaID
     }
@@ -47,9 +48,10 @@ extension Store {
     /// The identity recorded in a store's `store.json` — current replica, log ID, lineage — read
     /// without opening the store and without writing anything (a format-1 file is not upgraded).
     ///
-    /// - Throws: ``StoreError/Code/invalidArgument`` when the directory is not a store,
-    ///   ``StoreError/Code/corruptIdentity`` (naming the file) when `store.json` is damaged,
+    /// - Throws: `StoreError.Code.invalidArgument` when the directory is not a store,
+    ///   `StoreError.Code.corruptIdentity` (naming the file) when `store.json` is damaged,
     ///   undecodable or of an unknown format.
+    @_spi(StrataInternals)
     public static func identity(ofStoreAt directory: String) throws -> StoreIdentity {
         guard let loaded = try StoreIdentityFile.read(in: directory) else {
             throw StoreError(.invalidArgument, "\(directory) is not a Strata store (no \(manifestName))")
@@ -116,7 +118,7 @@ extension Store {
 
     /// The identity to open with, written back when it changed: a new store's, a format-1 file
     /// upgraded, or — when `store.json` outlived its log or names another one — a fresh replica ID
-    /// with a ``ReplicaFork/Reason/logLost`` lineage entry, because the replica's sequences can no
+    /// with a `ReplicaFork.Reason.logLost` lineage entry, because the replica's sequences can no
     /// longer be continued without authoring some of them twice.
     private static func reconcile(_ recorded: StoreIdentityFile.Loaded?, log: SegmentLog, hadLog: Bool,
                                   directory: String, options: StoreOptions) throws -> StoreIdentity {
@@ -153,7 +155,7 @@ extension Store {
     /// verifies and holds no abandoned transaction (falling back to older ones, or to a full
     /// replay, with a warning), then the log after it, abandoned transactions skipped.
     ///
-    /// - Throws: ``StoreError/Code/corruptSnapshot`` when no usable snapshot covers retired
+    /// - Throws: `StoreError.Code.corruptSnapshot` when no usable snapshot covers retired
     ///   history; event and log errors.
     static func loadProjection(_ log: SegmentLog, identity: StoreIdentity, logger: Logger, report: inout OpenReport) throws -> Projection {
         var own = OwnTransactions(replica: identity.replicaID)

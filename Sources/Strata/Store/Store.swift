@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 public import StrataLog
+public import StrataCore
 
 /// A store: an object graph kept as an event log on this device.
 ///
@@ -23,6 +24,7 @@ public final class Store: Sendable {
     /// (`fork(keepingThrough:reason:restamp:)`) or a lost log gives the store a new one.
     public var replicaID: ReplicaID { core.withLock { $0.replica } }
     /// The store's identity: its current replica, its log's ID, the replicas it abandoned.
+    @_spi(StrataInternals)
     public var identity: StoreIdentity { core.withLock { $0.identity } }
     let log: SegmentLog
     let core: Mutex<StoreCore>

@@ -1,7 +1,8 @@
+import StrataCore
 /// The mutable heart of a store, always used under the store's lock: the identity, the
 /// projection, the clock, and the next sequence number of this replica.
 final class StoreCore {
-    /// The replica this store authors under now (``StoreIdentity/replicaID``; a fork changes it).
+    /// The replica this store authors under now (`StoreIdentity.replicaID`; a fork changes it).
     private(set) var replica: ReplicaID
     /// What `store.json` holds; changed only together with it.
     var identity: StoreIdentity {

@@ -1,7 +1,8 @@
 import Foundation
 import StrataLog
+import StrataCore
 
-/// `store.json`: the bytes of a ``StoreIdentity``.
+/// `store.json`: the bytes of a `StoreIdentity`.
 ///
 /// Format 2 (written):
 ///
@@ -54,7 +55,7 @@ enum StoreIdentityFile {
 
     /// Decodes `store.json`.
     ///
-    /// - Throws: ``StoreError/Code/corruptIdentity`` naming `path`.
+    /// - Throws: `StoreError.Code.corruptIdentity` naming `path`.
     static func decode(_ bytes: [UInt8], path: String) throws -> Loaded {
         func corrupt(_ why: String) -> StoreError {
             StoreError(.corruptIdentity, "\(path) is damaged: \(why); the store's identity cannot be trusted (restore the file, or move the store aside)")

@@ -1,5 +1,6 @@
 public import Logging
 public import StrataLog
+public import StrataCore
 
 /// Options of a ``Store``.
 public struct StoreOptions: Sendable {
@@ -33,7 +34,7 @@ public struct StoreOptions: Sendable {
     public var autoCompaction = AutoCompaction.default
 
     /// One hour, in milliseconds.
-    public static let defaultMaxClockLead: UInt64 = 3_600_000
+    public static let defaultMaxClockLead: UInt64 = HybridClock.defaultMaxLead
 
     public init(durability: Durability = .groupCommit) {
         self.durability = durability

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import StrataLog
+public import StrataCore
 
 /// A store opened read-only from another process — a widget, a share extension, the command line
 /// tool while the app runs — beside the process that holds it for writing.
@@ -35,7 +36,7 @@ public final class StoreReader: Sendable {
 
     /// Opens the store at `directory` for reading.
     ///
-    /// - Throws: ``StoreError`` when the directory is not a store or its files do not read (with
+    /// - Throws: `StoreError` when the directory is not a store or its files do not read (with
     ///   the file and offset).
     public static func open(at directory: String) throws -> StoreReader {
         StoreReader(directory: directory, state: try load(directory))
@@ -46,7 +47,7 @@ public final class StoreReader: Sendable {
 
     /// Applies the transactions the writer committed since the last refresh; returns how many.
     ///
-    /// - Throws: ``StoreError`` when the store's files do not read; the reader keeps the state it
+    /// - Throws: `StoreError` when the store's files do not read; the reader keeps the state it
     ///   had.
     @discardableResult
     public func refresh() throws -> Int {

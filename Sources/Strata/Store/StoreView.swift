@@ -1,4 +1,5 @@
 import Synchronization
+public import StrataCore
 
 /// One consistent state of a store, for several reads that must agree with each other: every
 /// read through a view sees the same committed state, whatever commits or sync apply meanwhile.

@@ -1,5 +1,6 @@
 public import Foundation
 import Synchronization
+public import StrataCore
 
 /// A Swift type stored as objects of one entity, through `Codable`.
 ///
@@ -23,7 +24,7 @@ import Synchronization
 public protocol StrataModel: Codable, Sendable, Identifiable where ID == ObjectID {
     static var entityName: String { get }
     /// The entity the model is stored as, declared next to the model so that the schema is
-    /// written once: ``Schema/init(models:)`` collects them. `nil` (the default) for a model
+    /// written once: `Schema.init(models:)` collects them. `nil` (the default) for a model
     /// whose entity is declared in a schema of its own.
     static var entity: Entity? { get }
     var id: ObjectID { get }
@@ -46,7 +47,7 @@ extension Schema {
     /// let store = try await Store.open(at: path, schema: try Schema(models: Note.self))
     /// ```
     ///
-    /// - Throws: ``StoreError/Code/invalidSchema`` when a model declares no entity, or one
+    /// - Throws: `StoreError.Code.invalidSchema` when a model declares no entity, or one
     ///   named other than its ``StrataModel/entityName``.
     public init(models: any StrataModel.Type...) throws {
         var entities: [Entity] = []
@@ -91,7 +92,7 @@ extension Transaction {
     /// property, a wrong type, a member that does not exist or is of another entity) leaves the
     /// transaction as it was.
     ///
-    /// - Throws: ``StoreError`` naming the entity and the property.
+    /// - Throws: `StoreError` naming the entity and the property.
     public func insert<M: StrataModel>(_ model: M) throws {
         let encoded = try ModelCoding.encode(model, schema: schema)
         let members = encoded.toMany.sorted { $0.key < $1.key }
@@ -117,7 +118,7 @@ extension Transaction {
     /// look edited and be written back with the app's stale value, and a member another device
     /// added would be removed.
     ///
-    /// - Throws: ``StoreError`` naming the entity and the property (checked before anything is
+    /// - Throws: `StoreError` naming the entity and the property (checked before anything is
     ///   written).
     public func update<M: StrataModel>(_ model: M, from original: M? = nil) throws {
         let encoded = try ModelCoding.encode(model, schema: schema)

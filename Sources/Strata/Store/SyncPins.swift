@@ -1,6 +1,7 @@
 import Foundation
 import StrataLog
 import Synchronization
+import StrataCore
 
 /// How far each sync engine of a store has had the store's own transactions acknowledged, so
 /// that compaction keeps in the log what some engine has yet to push (the push path reads them

@@ -1,3 +1,4 @@
+public import StrataCore
 /// The mutable view of the store inside ``Store/transaction(_:)``: every change is validated
 /// against the schema and the current objects when it is made, and reads see the transaction's
 /// own changes. Nothing is written unless the closure returns normally.
@@ -46,7 +47,7 @@ public final class Transaction {
     /// Inserts a new object with `values` for its attributes and to-one relationships; attributes
     /// not named get their default (or null).
     ///
-    /// - Throws: ``StoreError`` (unknown entity or attribute, wrong type, missing required value,
+    /// - Throws: `StoreError` (unknown entity or attribute, wrong type, missing required value,
     ///   an existing ID, a reference to an object that does not exist).
     @discardableResult
     public func insert(_ entity: String, id: ObjectID = ObjectID(), _ values: [String: Value] = [:]) throws -> ObjectID {
@@ -139,7 +140,7 @@ public final class Transaction {
     /// against every deny rule before the first event is written, so a caller that catches the
     /// error goes on with the transaction as it was.
     ///
-    /// - Throws: ``StoreError/Code/objectNotFound``; ``StoreError/Code/deleteDenied`` naming the
+    /// - Throws: `StoreError.Code.objectNotFound`; `StoreError.Code.deleteDenied` naming the
     ///   object and relationship that deny it.
     public func delete(_ id: ObjectID) throws {
         let entity = try existingEntity(id)
@@ -242,7 +243,7 @@ public final class Transaction {
 
     /// `entity`'s insert layout, made on first use.
     ///
-    /// - Throws: ``StoreError/Code/unknownEntity``; ``StoreError/Code/invalidSchema`` for an
+    /// - Throws: `StoreError.Code.unknownEntity`; `StoreError.Code.invalidSchema` for an
     ///   entity that names a field twice (which a checked schema never does).
     private func layout(for entity: String, object: ObjectID) throws -> InsertLayout {
         if let layout = layouts.first(where: { $0.entity.name == entity }) { return layout }

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Strata
+import StrataCore
 
 /// The users the server knows and how they authenticate: each has a bearer token of which only a
 /// hash is stored.

@@ -1,4 +1,4 @@
-public import Strata
+public import StrataCore
 public import StrataProtocol
 
 /// Where a pull starts, shared by the HTTP endpoint and in-process transports (simulations), so

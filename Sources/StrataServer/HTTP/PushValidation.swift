@@ -1,5 +1,5 @@
 import StrataProtocol
-public import Strata
+public import StrataCore
 
 /// The checks of a push body that need no storage: every frame a transaction of one replica with
 /// events, and no event stamped further ahead of the server's clock than it accepts. The HTTP

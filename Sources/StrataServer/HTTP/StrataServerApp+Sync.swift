@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import Strata
+import StrataCore
 public import StrataProtocol
 
 extension StrataServerApp {

@@ -1,4 +1,4 @@
-package import Strata
+package import StrataCore
 package import StrataProtocol
 
 /// What a push is decided from: the zone and the replica's ledger as the append sees them under

@@ -1,4 +1,4 @@
-public import Strata
+public import StrataCore
 import StrataProtocol
 import StrataLog
 import Synchronization

@@ -1,5 +1,5 @@
 import Foundation
-import Strata
+import StrataCore
 public import StrataProtocol
 import StrataLog
 import Logging

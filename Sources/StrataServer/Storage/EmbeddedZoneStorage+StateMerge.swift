@@ -1,5 +1,5 @@
 import Foundation
-public import Strata
+public import StrataCore
 import StrataProtocol
 import StrataLog
 import Logging

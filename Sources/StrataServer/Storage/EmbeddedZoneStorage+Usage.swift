@@ -1,4 +1,4 @@
-import Strata
+import StrataCore
 import StrataLog
 #if canImport(Glibc)
 import Glibc

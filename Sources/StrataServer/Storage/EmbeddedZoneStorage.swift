@@ -1,6 +1,6 @@
 public import Logging
 public import StrataLog
-import Strata
+import StrataCore
 import StrataProtocol
 
 /// A ``ZoneStorage`` in a local data directory: one `SegmentLog` per zone, the zones' metadata in

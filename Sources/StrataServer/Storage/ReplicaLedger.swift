@@ -1,5 +1,5 @@
 import Crypto
-public import Strata
+public import StrataCore
 
 /// The first 16 bytes of a transaction's SHA-256: what the server remembers of each stored
 /// transaction, so that a retry of a (replica, sequence) can be told from a different

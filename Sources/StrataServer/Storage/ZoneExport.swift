@@ -1,4 +1,4 @@
-public import Strata
+public import StrataCore
 public import StrataProtocol
 
 /// What a zone holds beside its log entries — its metadata, snapshot, every replica's ledger

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Strata
+import StrataCore
 import StrataLog
 
 /// The files in a zone's directory that keep its replica ledgers across restarts, beside the

@@ -1,5 +1,5 @@
 public import ServiceLifecycle
-public import Strata
+public import StrataCore
 public import StrataProtocol
 
 /// Where zones and their logs live. The HTTP endpoints talk only to this protocol, so that a

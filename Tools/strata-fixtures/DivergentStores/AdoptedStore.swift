@@ -1,5 +1,6 @@
 import Foundation
 @_spi(StrataInternals) public import Strata
+import StrataCore
 
 /// The recipe of `Fixtures/adopted/device-d`: a store that adopted another device's state, as a
 /// device whose change token expired adopts its zone's snapshot (see Fixtures/README.md).

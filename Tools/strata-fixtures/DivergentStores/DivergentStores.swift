@@ -1,5 +1,6 @@
 import Foundation
 @_spi(StrataInternals) public import Strata
+import StrataCore
 
 /// The recipe of `Fixtures/divergent/`: two device stores with the same history up to a point,
 /// then each missing some of the other's events (see Fixtures/README.md).

@@ -7,5 +7,6 @@ import Musl
 import Darwin
 #endif
 import StrataCommands
+import StrataCore
 
 exit(await StrataCLI.run(arguments: Array(CommandLine.arguments.dropFirst())))

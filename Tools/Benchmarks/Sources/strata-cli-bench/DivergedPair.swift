@@ -1,6 +1,7 @@
 import BenchSupport
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataCore
 import StrataLog
 
 /// Two device stores for the CLI benchmark: A authors `objects` inserts and enough single-field

@@ -11,6 +11,7 @@ import BenchSupport
 import Foundation
 import GRDB
 @_spi(StrataInternals) import Strata
+import StrataCore
 
 struct Note: StrataModel, Equatable, Codable, FetchableRecord, PersistableRecord {
     static let entityName = "Note"

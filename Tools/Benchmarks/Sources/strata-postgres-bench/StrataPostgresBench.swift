@@ -13,6 +13,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Strata
+import StrataCore
 @_spi(StrataInternals) import StrataPostgres
 import StrataProtocol
 import StrataServer

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import PostgresNIO
 import Strata
+import StrataCore
 import StrataPostgres
 import StrataProtocol
 import StrataServer

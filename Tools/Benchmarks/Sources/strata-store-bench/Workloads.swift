@@ -4,6 +4,7 @@
 import BenchSupport
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataCore
 import StrataLog
 
 /// The schema of every store in the run.

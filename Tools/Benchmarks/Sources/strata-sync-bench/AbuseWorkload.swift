@@ -8,6 +8,7 @@ import BenchSupport
 import Foundation
 import StrataProtocol
 import Strata
+import StrataCore
 import StrataLog
 import StrataServer
 

@@ -17,6 +17,7 @@
 import BenchSupport
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataCore
 import StrataLog
 import StrataSync
 

@@ -7,6 +7,7 @@
 import BenchSupport
 import Foundation
 import Strata
+import StrataCore
 import StrataLog
 import StrataSync
 

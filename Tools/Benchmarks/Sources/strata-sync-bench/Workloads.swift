@@ -4,6 +4,7 @@
 import BenchSupport
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataCore
 import StrataLog
 import StrataProtocol
 import StrataSync

@@ -4,6 +4,7 @@ import BenchSupport
 import Foundation
 import GRDB
 import Strata
+import StrataCore
 import StrataLog
 
 protocol Appender: Sendable {

@@ -6,6 +6,7 @@ import BenchSupport
 import Foundation
 import GRDB
 import Strata
+import StrataCore
 import StrataLog
 
 /// What a child measured.

@@ -14,6 +14,7 @@ import BenchSupport
 import Foundation
 import GRDB
 import Strata
+import StrataCore
 import StrataLog
 
 struct ColdOpenPlan {

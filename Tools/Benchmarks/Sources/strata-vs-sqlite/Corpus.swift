@@ -4,6 +4,7 @@
 import BenchSupport
 import Foundation
 import Strata
+import StrataCore
 import StrataLog
 
 /// The Strata schema of every store in the run: one entity whose `body` is the event's JSON.

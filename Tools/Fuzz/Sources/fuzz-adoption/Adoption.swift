@@ -2,6 +2,7 @@
 // log decode it: directly, and through the transaction header every indexing reader reads first.
 import FuzzSupport
 @testable import Strata
+@testable import StrataCore
 
 @_cdecl("LLVMFuzzerInitialize")
 public func initialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {

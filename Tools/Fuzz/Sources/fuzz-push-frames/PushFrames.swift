@@ -2,6 +2,7 @@
 // them into frames; each frame is then decoded as a transaction, as a push is.
 import FuzzSupport
 import Strata
+import StrataCore
 import StrataLog
 import StrataProtocol
 

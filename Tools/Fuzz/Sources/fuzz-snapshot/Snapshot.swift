@@ -3,6 +3,7 @@
 // asked of a decoded state (its newest stamp, its digest and encoding).
 import FuzzSupport
 import Strata
+import StrataCore
 
 @_cdecl("LLVMFuzzerInitialize")
 public func initialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {

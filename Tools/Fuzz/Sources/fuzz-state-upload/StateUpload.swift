@@ -2,6 +2,7 @@
 // the server checks it before storage: `StateValidation.validate`.
 import FuzzSupport
 import Strata
+import StrataCore
 import StrataServer
 
 @_cdecl("LLVMFuzzerInitialize")

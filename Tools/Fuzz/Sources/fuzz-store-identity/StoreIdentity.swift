@@ -2,6 +2,7 @@
 // reads it.
 import FuzzSupport
 @testable import Strata
+@testable import StrataCore
 
 @_cdecl("LLVMFuzzerInitialize")
 public func initialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {

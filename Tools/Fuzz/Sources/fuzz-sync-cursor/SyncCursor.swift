@@ -3,6 +3,7 @@
 import Foundation
 import FuzzSupport
 import Strata
+import StrataCore
 @testable import StrataSync
 
 @_cdecl("LLVMFuzzerInitialize")

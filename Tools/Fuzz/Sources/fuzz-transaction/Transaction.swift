@@ -3,6 +3,7 @@
 // server's heal) through `ProjectionBuilder.apply(encoded:)` and so `EventCodec`.
 import FuzzSupport
 @testable import Strata
+@testable import StrataCore
 
 @_cdecl("LLVMFuzzerInitialize")
 public func initialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {

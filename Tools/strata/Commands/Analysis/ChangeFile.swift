@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataCore
 
 /// The changes `strata apply` reads: JSON Lines, one change per line, all committed as one
 /// transaction.

@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 
 /// One event as the tools print it: where it is in the log, who wrote it, when, and what it did.
 struct EventDescription: Codable, Sendable, Hashable {

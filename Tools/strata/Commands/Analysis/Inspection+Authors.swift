@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 
 extension Inspection {
     /// A replica whose user the store knows, with the sequences it holds of it.

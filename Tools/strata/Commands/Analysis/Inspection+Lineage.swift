@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataCore
 
 extension Inspection {
     /// A replica the store stopped authoring under (`store.json`'s lineage), oldest first.

@@ -1,6 +1,7 @@
 import Foundation
 import Strata
 import StrataLog
+import StrataCore
 
 /// What `strata inspect` reports: the log's segments and sizes, the events by kind and entity,
 /// the replicas and their sequences, snapshots, sync cursors and schema.

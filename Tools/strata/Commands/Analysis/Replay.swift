@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import Strata
+import StrataCore
 
 /// `strata replay`: the projection as it was at a cutoff, or one object's whole history.
 struct ReplayState: Codable, Sendable {

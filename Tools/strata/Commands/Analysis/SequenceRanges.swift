@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 
 /// A set of sequence numbers as sorted, disjoint, non-adjacent closed ranges — how the tools
 /// compare what two stores have applied of a replica without listing a million numbers.

@@ -2,6 +2,7 @@ import Foundation
 import Dispatch
 import Strata
 import StrataLog
+import StrataCore
 
 /// What `strata diff` finds between two stores: what each has seen of each replica, the events
 /// one has and the other lacks (the earliest named as *the* first divergent event), the objects

@@ -1,6 +1,7 @@
 import Dispatch
 import Strata
 import StrataLog
+import StrataCore
 
 /// What `strata verify` checks on a store: every record's checksum and framing, position
 /// continuity, indexes, snapshots, that every event decodes and applies, and that each snapshot's

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 import StrataLog
+import StrataCore
 
 /// `strata inspect STORE`: what the store holds and how it is laid out.
 struct InspectCommand: ParsableCommand {

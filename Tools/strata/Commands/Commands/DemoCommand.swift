@@ -4,6 +4,7 @@ import Logging
 import Strata
 import StrataServer
 import StrataSync
+import StrataCore
 
 /// `strata demo`: the main job, with embedded defaults and no arguments. A log server starts
 /// in-process on a free port; three devices make offline edits (a conflict, a delete against an

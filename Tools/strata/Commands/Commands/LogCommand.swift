@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataCore
 
 /// `strata log STORE [filters]`: the events, one per line (JSON Lines with `--json`).
 struct LogCommand: ParsableCommand {

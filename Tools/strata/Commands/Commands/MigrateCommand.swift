@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import StrataPostgres
 import StrataServer
+import StrataCore
 
 /// `strata migrate --data DIR --postgres URL [--json]`: copies an embedded data directory into a
 /// PostgreSQL database for `strata serve --postgres` (see ``ZoneMigration``). The server on the

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import StrataPostgres
 import StrataServer
+import StrataCore
 
 /// `strata serve [--config FILE] [--data DIR | --postgres URL] [--port N] [--users FILE] …`: the
 /// log server, on embedded storage in a data directory or on a PostgreSQL database that several

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import StrataPostgres
 import StrataServer
+import StrataCore
 
 /// One key of `strata serve`'s configuration: its name in the file (dotted: `limits.maxBodyBytes`),
 /// its environment variable (`STRATA_LIMITS_MAX_BODY_BYTES`), its flag, how a value is parsed and

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import StrataPostgres
 import StrataServer
+import StrataCore
 
 /// Everything `strata serve` runs with, resolved from four sources in order of precedence:
 /// command-line flags, then `STRATA_*` environment variables, then the configuration file

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataCore
 
 /// `strata init STORE --schema FILE.json`: creates a store (or adds to its recorded schema).
 struct InitCommand: AsyncParsableCommand {

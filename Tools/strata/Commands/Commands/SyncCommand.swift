@@ -12,6 +12,7 @@ import Foundation
 import NIOSSL
 @_spi(StrataInternals) import Strata
 import StrataSync
+import StrataCore
 
 /// `strata sync STORE --server URL --zone NAME [--owner USER] [--token-file PATH | --token TOKEN] [--watch]
 /// [--from-scratch | --recreate-zone] [--json]`: pushes the store's unpushed transactions and

@@ -1,5 +1,6 @@
 import Strata
 import StrataSync
+import StrataCore
 
 /// What `strata sync --json` prints: one object for the sync (keys sorted, like every `--json`).
 /// The keys are part of the CLI's contract (listed in `strata sync --help`):

@@ -1,5 +1,6 @@
 import ArgumentParser
 import StrataServer
+import StrataCore
 
 /// `strata users add|remove|list [--users FILE]`: the users file of `strata serve`.
 ///

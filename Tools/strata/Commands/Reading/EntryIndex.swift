@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 
 /// Where each transaction of a store's log lies: its position, stored time, author and sequences.
 /// About 40 bytes a transaction, so a million-event history indexes in a few tens of MB; it lets

@@ -1,5 +1,6 @@
 import Strata
 import StrataLog
+import StrataCore
 
 /// How far back to go: up to and including a log position, or everything stored at or before a
 /// time (the device's clock when it stored each transaction).

@@ -1,7 +1,8 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataLog
 import StrataSync
+import StrataCore
 
 /// A store's files, read without opening the store for writing: the tools run on copies taken
 /// from devices and on stores in use, and must change nothing (opening would take the writer's

@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 
 /// Which user pushed each replica's events, as a store recorded it from the log server
 /// (`authors.json`), for the tools to show beside replicas. A display aid: when the file is

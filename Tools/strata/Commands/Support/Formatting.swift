@@ -7,6 +7,7 @@ import Darwin
 #endif
 import Foundation
 import Strata
+import StrataCore
 
 /// How the commands write IDs, times and sizes for people (JSON output keeps them whole).
 enum Format {

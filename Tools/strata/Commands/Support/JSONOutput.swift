@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataCore
 
 /// JSON for `--json`: keys sorted, so output is stable for scripts and tests.
 enum JSONOutput {

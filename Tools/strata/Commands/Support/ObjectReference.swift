@@ -1,4 +1,5 @@
 import Strata
+import StrataCore
 
 /// An object named on the command line: its full ID, or the start of it — the 8 hex digits
 /// `log` and `diff` print are enough when no other object of the store starts the same way.

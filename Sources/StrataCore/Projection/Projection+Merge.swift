@@ -4,7 +4,7 @@ extension Projection {
     /// store adopted it: what replaying an `AdoptionRecord` does. Inside a batch.
     ///
     /// - Throws: ``StoreError/Code/corruptSnapshot`` when the payload does not decode.
-    func adopt(payload: [UInt8]) throws {
+    package func adopt(payload: [UInt8]) throws {
         let other = Projection()
         try ProjectionCodec.decode(payload, into: other)
         try merge(from: other)
@@ -29,7 +29,7 @@ extension Projection {
     /// own events past its claim, which it pushes as events instead — where the server checks
     /// them against what another copy of the store pushed under the same sequences (one of the
     /// copies then forks), rather than taking both copies' values under one event's name.
-    func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
+    package func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
                withholding: (replica: ReplicaID, above: UInt64)? = nil) throws {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)

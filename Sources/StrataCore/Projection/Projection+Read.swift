@@ -22,31 +22,31 @@ public struct FieldProvenance: Sendable, Hashable {
 }
 
 extension Projection {
-    func exists(_ record: ObjectRecord) -> Bool {
+    package func exists(_ record: ObjectRecord) -> Bool {
         if record.inserted.isNone { return false }
         if record.deleted.isNone { return true }
         return isNewer(record.inserted, than: record.deleted)
     }
 
-    func exists(_ id: ObjectID) -> Bool { records[id].map(exists) ?? false }
+    package func exists(_ id: ObjectID) -> Bool { records[id].map(exists) ?? false }
 
     /// The record of an existing object.
-    func existing(_ id: ObjectID) -> ObjectRecord? {
+    package func existing(_ id: ObjectID) -> ObjectRecord? {
         guard let record = records[id], exists(record) else { return nil }
         return record
     }
 
     /// Whether a slot written at `ref` belongs to the object's current incarnation: an insert sets
     /// every attribute, so anything older than the newest insert is gone.
-    func isCurrent(_ ref: Ref, in record: ObjectRecord) -> Bool {
+    package func isCurrent(_ ref: Ref, in record: ObjectRecord) -> Bool {
         if record.inserted.isNone { return true }
         return !isNewer(record.inserted, than: ref)
     }
 
-    func entityName(of record: ObjectRecord) -> String { names[Int(record.entity)] }
+    package func entityName(of record: ObjectRecord) -> String { names[Int(record.entity)] }
 
     /// The visible value of one field, or `nil` when absent.
-    func visibleValue(_ record: ObjectRecord, key: UInt32) -> (value: Value, ref: Ref)? {
+    package func visibleValue(_ record: ObjectRecord, key: UInt32) -> (value: Value, ref: Ref)? {
         let (found, index) = record.fieldIndex(key)
         guard found else { return nil }
         let slot = record.fields[index]
@@ -56,7 +56,7 @@ extension Projection {
     }
 
     /// The visible members of one stored to-many set, sorted.
-    func visibleMembers(_ record: ObjectRecord, key: UInt32) -> [ObjectID] {
+    package func visibleMembers(_ record: ObjectRecord, key: UInt32) -> [ObjectID] {
         var result: [ObjectID] = []
         let (_, start) = record.setIndex(key, ObjectID(rawValue: 0))
         var index = start
@@ -70,7 +70,7 @@ extension Projection {
 
     /// An element of an observed-remove set is present while some add of it, in the object's
     /// current incarnation, is named by no remove.
-    func isPresent(_ member: SetMember, in record: ObjectRecord) -> Bool {
+    package func isPresent(_ member: SetMember, in record: ObjectRecord) -> Bool {
         member.adds.contains { add in
             isCurrent(add, in: record) && !member.removedAdds.contains(AddKey(replica: add.replica, sequence: add.sequence))
         }
@@ -78,7 +78,7 @@ extension Projection {
 
     /// The adds of `target` in `record`'s set `key` that are not yet removed (what a local remove
     /// must name).
-    func liveAdds(_ record: ObjectRecord, key: UInt32, target: ObjectID) -> [EventID] {
+    package func liveAdds(_ record: ObjectRecord, key: UInt32, target: ObjectID) -> [EventID] {
         let (found, index) = record.setIndex(key, target)
         guard found else { return [] }
         let member = record.sets[index]
@@ -86,7 +86,7 @@ extension Projection {
     }
 
     /// The objects related to `id` through `relationship` (stored or derived), sorted.
-    func related(_ id: ObjectID, relationship: String) -> [ObjectID] {
+    package func related(_ id: ObjectID, relationship: String) -> [ObjectID] {
         guard let record = existing(id) else { return [] }
         let entity = entityName(of: record)
         guard let (r, storage) = storage(entity: entity, relationship: relationship) else {
@@ -130,7 +130,7 @@ extension Projection {
     }
 
     /// The visible object, or `nil` when it does not exist.
-    func snapshot(_ id: ObjectID, includeToMany: Bool = false) -> ObjectSnapshot? {
+    package func snapshot(_ id: ObjectID, includeToMany: Bool = false) -> ObjectSnapshot? {
         guard let record = existing(id) else { return nil }
         let entityName = entityName(of: record)
         var values: [String: Value] = [:]
@@ -165,7 +165,7 @@ extension Projection {
     }
 
     /// Which event set each visible field.
-    func provenance(_ id: ObjectID) -> [String: FieldProvenance] {
+    package func provenance(_ id: ObjectID) -> [String: FieldProvenance] {
         guard let record = records[id] else { return [:] }
         var result: [String: FieldProvenance] = [:]
         for slot in record.fields where isCurrent(slot.ref, in: record) {
@@ -175,7 +175,7 @@ extension Projection {
     }
 
     /// The IDs of the existing objects of `entity` (unsorted).
-    func objectIDs(of entity: String) -> [ObjectID] {
+    package func objectIDs(of entity: String) -> [ObjectID] {
         guard let entityID = nameID(entity) else { return [] }
         var ids = byEntity[entityID] ?? []
         if batchOpen { ids.formUnion(batchObjectIDs) }
@@ -191,7 +191,7 @@ extension Projection {
     }
 
     /// Every existing object's ID, sorted.
-    func allObjectIDs() -> [ObjectID] {
+    package func allObjectIDs() -> [ObjectID] {
         records.compactMap { exists($0.value) ? $0.key : nil }.sorted()
     }
 }

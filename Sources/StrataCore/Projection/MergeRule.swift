@@ -14,14 +14,14 @@ extension Projection {
     /// Whether `a` is newer than `b` in the merge order (``EventStamp``'s): by HLC, then by
     /// replica ID, then by sequence. Written on interned references so that no ID is looked up
     /// unless two HLCs tie.
-    func isNewer(_ a: Ref, than b: Ref) -> Bool {
+    package func isNewer(_ a: Ref, than b: Ref) -> Bool {
         if a.hlc != b.hlc { return a.hlc > b.hlc }
         if a.replica != b.replica { return replicas[Int(a.replica)] > replicas[Int(b.replica)] }
         return a.sequence > b.sequence
     }
 
     /// An insert of `object` as `entity`: kept when newer than the record's.
-    func mergeInsert(_ record: inout ObjectRecord, object: ObjectID, entity: UInt32, ref: Ref) {
+    package func mergeInsert(_ record: inout ObjectRecord, object: ObjectID, entity: UInt32, ref: Ref) {
         guard record.inserted.isNone || isNewer(ref, than: record.inserted) else { return }
         if record.entity != entity { byEntity[entity, default: []].insert(object) }
         record.inserted = ref
@@ -29,12 +29,12 @@ extension Projection {
     }
 
     /// A delete: kept when newer than the record's.
-    func mergeDelete(_ record: inout ObjectRecord, ref: Ref) {
+    package func mergeDelete(_ record: inout ObjectRecord, ref: Ref) {
         if record.deleted.isNone || isNewer(ref, than: record.deleted) { record.deleted = ref }
     }
 
     /// A field's value: kept when newer than the field's (last writer wins).
-    func mergeField(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, value: Value, ref: Ref) {
+    package func mergeField(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, value: Value, ref: Ref) {
         let (found, index) = record.fieldIndex(key)
         if found {
             guard isNewer(ref, than: record.fields[index].ref) else { return }
@@ -46,7 +46,7 @@ extension Projection {
     }
 
     /// Adds and removals of `target` in the relationship `key`: unions of each.
-    func mergeMember(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, target: ObjectID, adds: [Ref], removed: [AddKey]) {
+    package func mergeMember(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, target: ObjectID, adds: [Ref], removed: [AddKey]) {
         for add in adds {
             let (found, index) = record.setIndex(key, target)
             if found {
@@ -61,7 +61,7 @@ extension Projection {
 
     /// Removals of `target` in the relationship `key` (the adds they name): a union. The member
     /// is recorded even when it names none (a remove event does, as it always has).
-    func mergeRemovals(_ record: inout ObjectRecord, key: UInt32, target: ObjectID, removed: [AddKey]) {
+    package func mergeRemovals(_ record: inout ObjectRecord, key: UInt32, target: ObjectID, removed: [AddKey]) {
         let (found, index) = record.setIndex(key, target)
         if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
         for add in removed where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }

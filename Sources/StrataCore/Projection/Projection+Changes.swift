@@ -9,6 +9,10 @@ public struct ObjectChange: Sendable, Hashable {
     public var kind: Kind
     /// For updates: the attributes and relationships whose visible value changed.
     public var keys: Set<String>
+
+    package init(id: ObjectID, entity: String, kind: Kind, keys: Set<String>) {
+        (self.id, self.entity, self.kind, self.keys) = (id, entity, kind, keys)
+    }
 }
 
 /// The changes of one committed transaction (or batch of remote transactions), delivered to
@@ -28,6 +32,10 @@ public struct ChangeSet: Sendable, Hashable {
     /// (an attribute they lack now reads as its new default), so observed queries evaluate again.
     public var schemaChanged = false
 
+    package init(origin: Origin, positions: Range<UInt64>, changes: [ObjectChange], schemaChanged: Bool = false) {
+        (self.origin, self.positions, self.changes, self.schemaChanged) = (origin, positions, changes, schemaChanged)
+    }
+
     public var inserted: [ObjectChange] { changes.filter { $0.kind == .inserted } }
     public var updated: [ObjectChange] { changes.filter { $0.kind == .updated } }
     public var deleted: [ObjectChange] { changes.filter { $0.kind == .deleted } }
@@ -36,7 +44,7 @@ public struct ChangeSet: Sendable, Hashable {
 extension Projection {
     /// What changed for readers between two versions of a record, and the objects on the other
     /// side of changed relationships (whose inverse reads changed too).
-    func describeChange(id: ObjectID, old: ObjectRecord?, new: ObjectRecord?) -> (change: ObjectChange, inverse: [(ObjectID, String)])? {
+    package func describeChange(id: ObjectID, old: ObjectRecord?, new: ObjectRecord?) -> (change: ObjectChange, inverse: [(ObjectID, String)])? {
         let before = old.map(exists) ?? false
         let after = new.map(exists) ?? false
         guard before || after, let record = new ?? old else { return nil }
@@ -72,7 +80,7 @@ extension Projection {
     }
 
     /// Adds the inverse sides' updates to a commit's changes (merging keys into existing updates).
-    func merge(_ changes: [ObjectChange], inverse: [(ObjectID, String)]) -> [ObjectChange] {
+    package func merge(_ changes: [ObjectChange], inverse: [(ObjectID, String)]) -> [ObjectChange] {
         var result = changes
         var index = Dictionary(uniqueKeysWithValues: changes.enumerated().map { ($1.id, $0) })
         for (target, key) in inverse {

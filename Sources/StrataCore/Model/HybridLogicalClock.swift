@@ -67,26 +67,29 @@ public struct EventStamp: Hashable, Comparable, Sendable {
 /// legacy or hostile event stamped near 2^64 would otherwise push every later local edit to the
 /// end of time — and, a tick later, into the overflow. The events keep their own stamps; only the
 /// clock that stamps new local edits is bounded.
-struct HybridClock: Sendable {
-    private(set) var last: HLC
-    let now: @Sendable () -> UInt64
+package struct HybridClock: Sendable {
+    package private(set) var last: HLC
+    package let now: @Sendable () -> UInt64
     /// How far past wall-clock now an observed timestamp may move the clock, in milliseconds.
-    let maxLead: UInt64
+    package let maxLead: UInt64
 
-    init(last: HLC = HLC(rawValue: 0), now: @escaping @Sendable () -> UInt64 = HybridClock.wallMilliseconds,
-         maxLead: UInt64 = StoreOptions.defaultMaxClockLead) {
+    /// The default `maxLead`: an hour (`StoreOptions.maxClockLead` starts at it).
+    package static let defaultMaxLead: UInt64 = 3_600_000
+
+    package init(last: HLC = HLC(rawValue: 0), now: @escaping @Sendable () -> UInt64 = HybridClock.wallMilliseconds,
+         maxLead: UInt64 = HybridClock.defaultMaxLead) {
         self.last = last
         self.now = now
         self.maxLead = maxLead
     }
 
-    static let wallMilliseconds: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
+    package static let wallMilliseconds: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
 
     /// A timestamp newer than every one issued or observed so far.
     ///
     /// - Throws: ``StoreError/Code/clockOverflow`` when that would take it past the largest HLC
     ///   (the clock is left where it was: it never goes backwards, never wraps).
-    mutating func tick() throws -> HLC {
+    package mutating func tick() throws -> HLC {
         let wall = min(now(), HLC.maxMilliseconds)
         if wall > last.milliseconds {
             last = HLC(milliseconds: wall, counter: 0)
@@ -101,7 +104,7 @@ struct HybridClock: Sendable {
     }
 
     /// The largest timestamp ``observe(_:)`` takes in now: wall-clock now + `maxLead`.
-    var observationLimit: HLC {
+    package var observationLimit: HLC {
         let now = now()
         let limit = now > HLC.maxMilliseconds - min(maxLead, HLC.maxMilliseconds) ? HLC.maxMilliseconds : now + maxLead
         return HLC(milliseconds: limit, counter: .max)
@@ -109,14 +112,14 @@ struct HybridClock: Sendable {
 
     /// Takes in a timestamp seen in a remote event, so that later local edits are newer — up to
     /// ``observationLimit``: a timestamp further ahead moves the clock only that far.
-    mutating func observe(_ remote: HLC) {
+    package mutating func observe(_ remote: HLC) {
         let bounded = min(remote, observationLimit)
         if bounded > last { last = bounded }
     }
 
     /// Moves the clock to at least `own`, without bound: a replica's own earlier timestamps (or
     /// ones it must stay ahead of) are never undercut, however far ahead they lie.
-    mutating func advance(past own: HLC) {
+    package mutating func advance(past own: HLC) {
         if own > last { last = own }
     }
 }

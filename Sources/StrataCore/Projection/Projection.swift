@@ -8,52 +8,54 @@ import Foundation
 /// applied, changes reported). Reads in the middle of a batch see its effects.
 ///
 /// Not thread-safe: the store serialises access to it.
-final class Projection {
+package final class Projection {
     // Interning keeps records small: names and replicas are 4-byte indexes.
-    private(set) var names: [String] = []
+    package private(set) var names: [String] = []
     private var nameIDs: [String: UInt32] = [:]
-    private(set) var replicas: [ReplicaID] = []
+    package private(set) var replicas: [ReplicaID] = []
     private var replicaIDs: [ReplicaID: UInt32] = [:]
     /// Which events each replica (by index) has had applied.
-    private(set) var applied: [AppliedSet] = []
+    package private(set) var applied: [AppliedSet] = []
 
-    private(set) var records: [ObjectID: ObjectRecord] = [:]
+    package private(set) var records: [ObjectID: ObjectRecord] = [:]
     // The three indexes below grow only through the merge rule (MergeRule.swift) and `modify`.
     /// Every object ever seen per entity (a superset: reads check existence and entity).
-    var byEntity: [UInt32: Set<ObjectID>] = [:]
+    package var byEntity: [UInt32: Set<ObjectID>] = [:]
     /// Target → objects whose reference fields have pointed at it (a superset: reads check the value).
-    var referrers: [ObjectID: Set<Referrer>] = [:]
+    package var referrers: [ObjectID: Set<Referrer>] = [:]
     /// Target → objects whose to-many sets have held it (a superset: reads check membership).
-    var memberships: [ObjectID: Set<Referrer>] = [:]
+    package var memberships: [ObjectID: Set<Referrer>] = [:]
     /// Schema events in event order, and the schema they add up to.
-    private(set) var schemaEvents: [(ref: Ref, schema: Schema)] = []
-    private(set) var recordedSchema = Schema.empty
+    package private(set) var schemaEvents: [(ref: Ref, schema: Schema)] = []
+    package private(set) var recordedSchema = Schema.empty
     /// The newest HLC seen in any event (the store's clock must stay ahead of it).
-    private(set) var maxHLC: UInt64 = 0
+    package private(set) var maxHLC: UInt64 = 0
     /// Events applied, in all.
-    private(set) var eventCount: UInt64 = 0
+    package private(set) var eventCount: UInt64 = 0
 
     /// The schema reads interpret records with: the recorded one merged with the app's.
-    var schema = Schema.empty {
+    package var schema = Schema.empty {
         didSet { storageCache = [:] }
     }
     private var storageCache: [String: RelationshipStorage] = [:]
 
-    struct Referrer: Hashable {
-        var source: ObjectID
-        var key: UInt32
+    package init() {}
+
+    package struct Referrer: Hashable {
+        package var source: ObjectID
+        package var key: UInt32
     }
 
     // MARK: Batches
 
     /// With tracking (local transactions, remote batches) a batch keeps what it changed, to roll
     /// back or to report; replay of the log needs neither and skips the bookkeeping.
-    private(set) var batchOpen = false
+    package private(set) var batchOpen = false
     private var tracking = false
     /// Objects the open tracking batch changed that existed before it, with their values then.
-    private(set) var batchOriginals: [ObjectID: ObjectRecord] = [:]
+    package private(set) var batchOriginals: [ObjectID: ObjectRecord] = [:]
     /// Objects the open tracking batch created (no record before it).
-    private(set) var batchCreated: [ObjectID] = []
+    package private(set) var batchCreated: [ObjectID] = []
     /// Stamps the records the open tracking batch has accounted for (``ObjectRecord/batch``), so
     /// that touching one again costs no lookup in `batchOriginals`.
     private var batchGeneration: UInt32 = 0
@@ -64,7 +66,7 @@ final class Projection {
     private var batchSchemaEvents = 0
     private var batchEventCount: UInt64 = 0
 
-    func beginBatch(tracking: Bool = true) {
+    package func beginBatch(tracking: Bool = true) {
         precondition(!batchOpen, "internal: nested projection batch")
         batchOpen = true
         self.tracking = tracking
@@ -80,14 +82,14 @@ final class Projection {
     }
 
     /// The objects the open tracking batch changed (reads add them to index lookups).
-    var batchObjectIDs: [ObjectID] {
+    package var batchObjectIDs: [ObjectID] {
         guard tracking else { return [] }
         return Array(batchOriginals.keys) + batchCreated
     }
 
     /// Undoes everything applied since ``beginBatch(tracking:)`` (tracking batches only). The
     /// reverse indexes may keep entries the batch added: they are supersets that reads verify.
-    func rollbackBatch() {
+    package func rollbackBatch() {
         precondition(tracking, "internal: rollback of an untracked batch")
         for (id, original) in batchOriginals { records[id] = original }
         for id in batchCreated { records[id] = nil }
@@ -102,7 +104,7 @@ final class Projection {
     /// Makes the batch permanent and returns what it changed, as seen by readers (computed only
     /// when `report` is set).
     @discardableResult
-    func commitBatch(report: Bool) -> [ObjectChange] {
+    package func commitBatch(report: Bool) -> [ObjectChange] {
         eventCount += batchEventCount
         var changes: [ObjectChange] = []
         if report && tracking {
@@ -138,23 +140,23 @@ final class Projection {
 
     // MARK: Applied sequences
 
-    func isApplied(_ id: EventID) -> Bool {
+    package func isApplied(_ id: EventID) -> Bool {
         guard let replica = replicaIDs[id.replica] else { return false }
         return applied[Int(replica)].contains(id.sequence)
     }
 
     /// The highest sequence of `replica` below which every event has been applied.
-    func contiguousSequence(of replica: ReplicaID) -> UInt64 {
+    package func contiguousSequence(of replica: ReplicaID) -> UInt64 {
         replicaIDs[replica].map { applied[Int($0)].contiguous } ?? 0
     }
 
     /// The highest sequence of `replica` applied (0 when none).
-    func highestSequence(of replica: ReplicaID) -> UInt64 {
+    package func highestSequence(of replica: ReplicaID) -> UInt64 {
         replicaIDs[replica].map { applied[Int($0)].highest } ?? 0
     }
 
     /// Every replica and how far it has been applied (contiguously, and the highest seen).
-    func appliedSummary() -> [(replica: ReplicaID, contiguous: UInt64, highest: UInt64)] {
+    package func appliedSummary() -> [(replica: ReplicaID, contiguous: UInt64, highest: UInt64)] {
         replicas.enumerated().compactMap { index, replica in
             let set = applied[index]
             return set.isEmpty ? nil : (replica, set.contiguous, set.highest)
@@ -179,7 +181,7 @@ final class Projection {
     ///
     /// - Throws: ``StoreError`` when the store would exceed 2^24 replicas.
     @discardableResult
-    func apply(_ event: Event) throws -> Bool {
+    package func apply(_ event: Event) throws -> Bool {
         precondition(batchOpen, "internal: apply outside a batch")
         guard event.id.sequence >= 1, event.id.sequence <= Ref.maxSequence else {
             throw StoreError(.corruptEvent, "sequence \(event.id.sequence) of replica \(event.id.replica) is out of range")
@@ -209,7 +211,7 @@ final class Projection {
     /// Applies a decoded transaction (replay): names are interned once per transaction and no
     /// per-event dictionary or string is built. Returns the number of events newly applied.
     @discardableResult
-    func apply(_ t: DecodedTransaction) throws -> Int {
+    package func apply(_ t: DecodedTransaction) throws -> Int {
         precondition(batchOpen, "internal: apply outside a batch")
         let replica = try internReplica(t.replica)
         let nameMap = t.names.map(intern)
@@ -254,7 +256,7 @@ final class Projection {
     /// Returns `false` when the event was already applied.
     ///
     /// - Throws: ``StoreError`` when the sequence is out of range.
-    func applyLocalInsert(_ object: ObjectID, entity: UInt32, replica: UInt32, sequence: UInt64, hlc: UInt64,
+    package func applyLocalInsert(_ object: ObjectID, entity: UInt32, replica: UInt32, sequence: UInt64, hlc: UInt64,
                           keys: [UInt32], values: [Value]) throws -> Bool {
         precondition(batchOpen, "internal: apply outside a batch")
         guard sequence >= 1, sequence <= Ref.maxSequence else {
@@ -306,7 +308,7 @@ final class Projection {
         insertSchemaEvent(schema, ref: ref)
     }
 
-    func insertSchemaEvent(_ schema: Schema, ref: Ref) {
+    package func insertSchemaEvent(_ schema: Schema, ref: Ref) {
         let position = schemaEvents.firstIndex { isNewer($0.ref, than: ref) } ?? schemaEvents.count
         schemaEvents.insert((ref, schema), at: position)
         if tracking { batchSchemaEvents += 1 }
@@ -315,7 +317,7 @@ final class Projection {
 
     // MARK: Merging whole states (see Projection+Merge.swift)
 
-    func unionApplied(_ replica: UInt32, _ set: AppliedSet) {
+    package func unionApplied(_ replica: UInt32, _ set: AppliedSet) {
         if tracking && batchApplied[replica] == nil { batchApplied[replica] = applied[Int(replica)] }
         var merged = applied[Int(replica)]
         if set.contiguous > merged.contiguous {
@@ -327,11 +329,11 @@ final class Projection {
         applied[Int(replica)] = merged
     }
 
-    func mergeRecord(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
+    package func mergeRecord(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
         modify(object, entity: entity, body)
     }
 
-    func noteHLC(_ hlc: UInt64) { maxHLC = max(maxHLC, hlc) }
+    package func noteHLC(_ hlc: UInt64) { maxHLC = max(maxHLC, hlc) }
 
     /// Changes one record in place (an object first seen is created with the event's entity).
     private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
@@ -360,7 +362,7 @@ final class Projection {
 
     // MARK: Order and interning
 
-    func intern(_ name: String) -> UInt32 {
+    package func intern(_ name: String) -> UInt32 {
         if let id = nameIDs[name] { return id }
         let id = UInt32(names.count)
         names.append(name)
@@ -368,11 +370,11 @@ final class Projection {
         return id
     }
 
-    func nameID(_ name: String) -> UInt32? { nameIDs[name] }
+    package func nameID(_ name: String) -> UInt32? { nameIDs[name] }
 
-    func knows(_ replica: ReplicaID) -> Bool { replicaIDs[replica] != nil }
+    package func knows(_ replica: ReplicaID) -> Bool { replicaIDs[replica] != nil }
 
-    func internReplica(_ replica: ReplicaID) throws -> UInt32 {
+    package func internReplica(_ replica: ReplicaID) throws -> UInt32 {
         if let id = replicaIDs[replica] { return id }
         guard replicas.count < Ref.maxReplicas else {
             throw StoreError(.invalidArgument, "a store can hold events of at most \(Ref.maxReplicas) replicas")
@@ -384,13 +386,13 @@ final class Projection {
         return id
     }
 
-    func eventID(of ref: Ref) -> EventID { EventID(replica: replicas[Int(ref.replica)], sequence: ref.sequence) }
+    package func eventID(of ref: Ref) -> EventID { EventID(replica: replicas[Int(ref.replica)], sequence: ref.sequence) }
 
     // MARK: Loading (snapshots)
 
     /// Replaces the whole state (used when loading a snapshot). Indexes are built by the caller
     /// through ``indexLoaded(_:_:)`` while it decodes, so records are not walked twice.
-    func load(names: [String], replicas: [ReplicaID], records: [ObjectID: ObjectRecord], applied: [AppliedSet],
+    package func load(names: [String], replicas: [ReplicaID], records: [ObjectID: ObjectRecord], applied: [AppliedSet],
               schemaEvents: [(ref: Ref, schema: Schema)], maxHLC: UInt64, eventCount: UInt64,
               byEntity: [UInt32: Set<ObjectID>], referrers: [ObjectID: Set<Referrer>], memberships: [ObjectID: Set<Referrer>]) {
         self.names = names
@@ -410,11 +412,11 @@ final class Projection {
 
     // MARK: Frozen copies (read views)
 
-    /// A copy of the committed state for reading outside the store's lock (``StoreView``). O(1):
+    /// A copy of the committed state for reading outside the store's lock (`StoreView`). O(1):
     /// the tables are copy-on-write, so the copy shares them until the next commit changes the
     /// original, which then copies what it changes. Never called with a batch open (batches
     /// open and close under the store's lock).
-    func frozenCopy() -> Projection {
+    package func frozenCopy() -> Projection {
         precondition(!batchOpen, "internal: copy of a projection with an open batch")
         let copy = Projection()
         copy.names = names
@@ -437,7 +439,7 @@ final class Projection {
 
     // MARK: Relationship storage
 
-    func storage(entity: String, relationship: String) -> (Relationship, RelationshipStorage)? {
+    package func storage(entity: String, relationship: String) -> (Relationship, RelationshipStorage)? {
         guard let r = schema.entity(entity)?.relationship(relationship) else { return nil }
         let cacheKey = entity + "." + relationship
         if let cached = storageCache[cacheKey] { return (r, cached) }
@@ -449,16 +451,16 @@ final class Projection {
 
 /// The sequences of one replica that have been applied: all up to `contiguous`, plus any above it
 /// (events may arrive out of order), so that a duplicate is always recognised.
-struct AppliedSet: Sendable, Hashable {
-    var contiguous: UInt64 = 0
-    var above: Set<UInt64> = []
+package struct AppliedSet: Sendable, Hashable {
+    package var contiguous: UInt64 = 0
+    package var above: Set<UInt64> = []
 
-    var highest: UInt64 { above.max() ?? contiguous }
-    var isEmpty: Bool { contiguous == 0 && above.isEmpty }
+    package var highest: UInt64 { above.max() ?? contiguous }
+    package var isEmpty: Bool { contiguous == 0 && above.isEmpty }
 
-    func contains(_ sequence: UInt64) -> Bool { sequence <= contiguous || (!above.isEmpty && above.contains(sequence)) }
+    package func contains(_ sequence: UInt64) -> Bool { sequence <= contiguous || (!above.isEmpty && above.contains(sequence)) }
 
-    mutating func insert(_ sequence: UInt64) {
+    package mutating func insert(_ sequence: UInt64) {
         if sequence <= contiguous { return }
         if sequence == contiguous + 1 {
             contiguous = sequence

@@ -56,7 +56,7 @@ public struct Attribute: Sendable, Hashable {
 extension Attribute {
     /// The attribute as merged into a definition of its entity that lacks it: a required one
     /// without a default gets its type's zero value as default (see ``Schema/merged(with:)``).
-    var readableWithout: Attribute {
+    package var readableWithout: Attribute {
         guard !isOptional, defaultValue == nil else { return self }
         var copy = self
         copy.defaultValue = type.zeroValue

@@ -17,7 +17,7 @@ import StrataLog
 ///
 /// Layout (after the entry-kind byte ``entryFormat``): the SHA-256 of the adopted payload (32
 /// bytes), its size (`varint`), the canonical digest of the adopted state (32 bytes, the digest
-/// ``Store/digest()`` gives for it), the newest HLC it holds (`u64`), and where it came from
+/// `Store.digest()` gives for it), the newest HLC it holds (`u64`), and where it came from
 /// (`varint` length + UTF-8).
 package struct AdoptionRecord: Sendable, Hashable {
     /// The first byte of an adoption entry. A transaction entry starts with its format version
@@ -28,7 +28,7 @@ package struct AdoptionRecord: Sendable, Hashable {
     public var contentHash: String
     /// The adopted payload's size in bytes.
     public var size: UInt64
-    /// The canonical digest of the adopted state (what ``Store/digest()`` of a store holding
+    /// The canonical digest of the adopted state (what `Store.digest()` of a store holding
     /// exactly that state gives), lower-case hex.
     public var stateDigest: String
     /// The newest HLC of any event the adopted state holds.
@@ -84,11 +84,11 @@ package struct AdoptionRecord: Sendable, Hashable {
         hex(SHA256Hasher.hash(data: bytes))
     }
 
-    static func hex(_ bytes: some Sequence<UInt8>) -> String { Hex.encode(bytes) }
+    package static func hex(_ bytes: some Sequence<UInt8>) -> String { Hex.encode(bytes) }
 
     /// 32 bytes from 64 hex digits (zeros for anything else: the hashes here are always made by
     /// ``hex(_:)``).
-    static func bytes(ofHex text: String) -> [UInt8] {
+    package static func bytes(ofHex text: String) -> [UInt8] {
         guard let bytes = Hex.decode(text), bytes.count == 32 else { return [UInt8](repeating: 0, count: 32) }
         return bytes
     }

@@ -77,7 +77,7 @@ public struct TransactionRecord: Sendable, Hashable {
 
 extension TransactionRecord {
     /// The transaction's binary encoding: what a log entry holds and what sync sends (layout in
-    /// <doc:EventFormat>).
+    /// the event format article of `Strata`).
     public func encoded() -> [UInt8] { EventCodec.encode(self) }
 
     /// Decodes a transaction from its binary encoding.
@@ -127,7 +127,7 @@ public struct TransactionHeader: Sendable, Hashable {
         self = parsed
     }
 
-    init(replica: ReplicaID, firstSequence: UInt64, eventCount: UInt64, baseHLC: HLC) {
+    package init(replica: ReplicaID, firstSequence: UInt64, eventCount: UInt64, baseHLC: HLC) {
         self.replica = replica
         self.firstSequence = firstSequence
         self.eventCount = eventCount

@@ -2,7 +2,7 @@ public import Foundation
 
 /// Who a store is: the replica it authors under now, the segment log it belongs with, and the
 /// replicas it authored under before (its lineage). Kept in `store.json` (see
-/// ``Store/identity(ofStoreAt:)`` and the store directory in <doc:EventFormat>).
+/// `Store.identity(ofStoreAt:)` and the store directory in the event format article of `Strata`).
 public struct StoreIdentity: Sendable, Hashable {
     /// The replica this store authors under now.
     public var replicaID: ReplicaID
@@ -87,7 +87,7 @@ public struct ReplicaFork: Sendable, Hashable, Codable {
             && header.firstSequence + header.eventCount - 1 > keptThrough
     }
 
-    enum CodingKeys: String, CodingKey {
+    package enum CodingKeys: String, CodingKey {
         case reason, replica, keptThrough, before, successor, reauthored, abandonedFrom, restamped
         case date = "dateMilliseconds"
     }

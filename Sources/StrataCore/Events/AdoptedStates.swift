@@ -10,7 +10,7 @@ import StrataLog
 /// crash in between leaves a file no entry names (removed by the next compaction), never an entry
 /// naming a missing state.
 package struct AdoptedStates: Sendable {
-    static let folderName = "adopted"
+    package static let folderName = "adopted"
     /// The folder (`STORE/adopted`).
     package let directory: String
 

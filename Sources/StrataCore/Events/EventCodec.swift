@@ -1,23 +1,23 @@
 import Foundation
-import StrataLog
+package import StrataLog
 
 /// The binary encoding of a transaction as one log entry (layout in the Strata format article).
 ///
 /// Compact by construction: entity, attribute and relationship names are stored once per
 /// transaction in a name table and referred to by index; integers are varints; HLCs are deltas
 /// from the transaction's smallest one; sequence numbers are implied by order.
-enum EventCodec {
-    static let formatVersion: UInt8 = 1
+package enum EventCodec {
+    package static let formatVersion: UInt8 = 1
 
-    enum Kind: UInt8, Sendable {
+    package enum Kind: UInt8, Sendable {
         case insert = 1, update, delete, add, remove, schema
     }
 
-    enum Tag: UInt8 {
+    package enum Tag: UInt8 {
         case null = 0, string, integer, double, boolFalse, boolTrue, date, bytes, uuid, reference
     }
 
-    static func encode(_ transaction: TransactionRecord) -> [UInt8] {
+    package static func encode(_ transaction: TransactionRecord) -> [UInt8] {
         var encoder = TransactionEncoder(replica: transaction.replica, capacity: 64 * transaction.events.count)
         var ids: [String: UInt32] = [:]
         for event in transaction.events {
@@ -31,7 +31,7 @@ enum EventCodec {
         return encoder.finish(firstSequence: transaction.events.first?.id.sequence ?? 0)
     }
 
-    static func writeValue(_ value: Value, into w: inout ByteWriter) {
+    package static func writeValue(_ value: Value, into w: inout ByteWriter) {
         switch value {
         case .null: w.u8(Tag.null.rawValue)
         case .string(let v):
@@ -63,7 +63,7 @@ enum EventCodec {
     /// message.
     ///
     /// - Throws: ``StoreError/Code/corruptEvent`` naming the position and byte offset.
-    static func decode(_ bytes: [UInt8], position: UInt64?) throws -> TransactionRecord {
+    package static func decode(_ bytes: [UInt8], position: UInt64?) throws -> TransactionRecord {
         let raw = try decodeRaw(bytes, position: position)
         var events: [Event] = []
         events.reserveCapacity(raw.events.count)
@@ -94,14 +94,14 @@ enum EventCodec {
 
     /// Decodes one log entry into its tables and events without building a dictionary or a
     /// string per field: what replay applies directly.
-    static func decodeRaw(_ bytes: [UInt8], position: UInt64?) throws -> DecodedTransaction {
+    package static func decodeRaw(_ bytes: [UInt8], position: UInt64?) throws -> DecodedTransaction {
         try bytes.withUnsafeBytes { raw in
             var d = TransactionDecoder(r: ByteReader(raw), position: position)
             return try d.decode()
         }
     }
 
-    static func readValue(_ r: inout ByteReader, code: StoreError.Code = .corruptEvent, position: UInt64?) throws -> Value {
+    package static func readValue(_ r: inout ByteReader, code: StoreError.Code = .corruptEvent, position: UInt64?) throws -> Value {
         func corrupt(_ what: String, _ offset: Int) -> StoreError {
             StoreError(code, "\(what) at byte \(offset)", position: position)
         }
@@ -142,8 +142,8 @@ enum EventCodec {
 /// Names are identified by the caller's numbers (a store's interned name IDs) and get their index
 /// in the name table on first use, so the table comes out in order of first appearance. The HLC of
 /// each event is written at the end, as a delta from the smallest.
-struct TransactionEncoder {
-    let replica: ReplicaID
+package struct TransactionEncoder {
+    package let replica: ReplicaID
     private var names: [String] = []
     private var nameBytes = 0
     /// Caller's name ID → index in `names` + 1 (0: not yet in the table).
@@ -155,16 +155,16 @@ struct TransactionEncoder {
     private var body: ByteWriter
     private var heads: [(kind: EventCodec.Kind, hlc: UInt64, start: Int)] = []
 
-    init(replica: ReplicaID, capacity: Int = 0) {
+    package init(replica: ReplicaID, capacity: Int = 0) {
         self.replica = replica
         replicas = [replica]
         body = ByteWriter(capacity: capacity)
     }
 
-    var eventCount: Int { heads.count }
+    package var eventCount: Int { heads.count }
 
     /// The index of the name with ID `id` in the name table (`name` is read only on first use).
-    mutating func name(_ id: UInt32, _ name: @autoclosure () -> String) -> UInt64 {
+    package mutating func name(_ id: UInt32, _ name: @autoclosure () -> String) -> UInt64 {
         let slot = Int(id)
         if slot < nameSlots.count {
             let index = nameSlots[slot]
@@ -188,26 +188,26 @@ struct TransactionEncoder {
     }
 
     /// Starts an event: its kind and HLC (written by ``finish(firstSequence:)``).
-    mutating func begin(_ kind: EventCodec.Kind, hlc: UInt64) {
+    package mutating func begin(_ kind: EventCodec.Kind, hlc: UInt64) {
         heads.append((kind, hlc, body.bytes.count))
     }
 
     /// An insert's entity and object and its field count; the fields follow with ``field(_:_:_:)``
     /// in the order of their names (as Swift's `String` sorts them).
-    mutating func insert(hlc: UInt64, entity: UInt32, _ entityName: @autoclosure () -> String, object: ObjectID, fieldCount: Int) {
+    package mutating func insert(hlc: UInt64, entity: UInt32, _ entityName: @autoclosure () -> String, object: ObjectID, fieldCount: Int) {
         begin(.insert, hlc: hlc)
         body.varint(name(entity, entityName()))
         body.id(object)
         body.varint(UInt64(fieldCount))
     }
 
-    mutating func field(_ key: UInt32, _ keyName: @autoclosure () -> String, _ value: Value) {
+    package mutating func field(_ key: UInt32, _ keyName: @autoclosure () -> String, _ value: Value) {
         body.varint(name(key, keyName()))
         EventCodec.writeValue(value, into: &body)
     }
 
     /// Appends any event; `id` gives each name's ID.
-    mutating func append(_ event: Event, id: (String) -> UInt32) {
+    package mutating func append(_ event: Event, id: (String) -> UInt32) {
         let hlc = event.hlc.rawValue
         switch event.change {
         case .insert(let entity, let object, let fields), .update(let entity, let object, let fields):
@@ -244,7 +244,7 @@ struct TransactionEncoder {
     }
 
     /// The encoding (its events' sequences start at `firstSequence`; 0 when there are none).
-    func finish(firstSequence: UInt64) -> [UInt8] {
+    package func finish(firstSequence: UInt64) -> [UInt8] {
         var base = UInt64.max
         for head in heads where head.hlc < base { base = head.hlc }
         if heads.isEmpty { base = 0 }
@@ -272,14 +272,14 @@ struct TransactionEncoder {
 
 extension ByteWriter {
     /// A 128-bit identifier's 16 big-endian bytes (``Identifier128/bytes``), without building them.
-    mutating func id<ID: Identifier128>(_ id: ID) {
+    package mutating func id<ID: Identifier128>(_ id: ID) {
         let raw = id.rawValue
         u64(UInt64(truncatingIfNeeded: raw >> 64).byteSwapped)
         u64(UInt64(truncatingIfNeeded: raw).byteSwapped)
     }
 
     /// A string's UTF-8 bytes, length-prefixed (as `lengthPrefixed(Array(s.utf8))`).
-    mutating func string(_ s: String) {
+    package mutating func string(_ s: String) {
         var s = s
         s.withUTF8 { lengthPrefixed($0) }
     }
@@ -287,43 +287,43 @@ extension ByteWriter {
 
 /// A transaction decoded into tables: names and replicas by index, fields and adds in shared
 /// arrays that events point into.
-struct DecodedTransaction: Sendable {
-    var replica: ReplicaID
-    var firstSequence: UInt64
-    var names: [String] = []
+package struct DecodedTransaction: Sendable {
+    package var replica: ReplicaID
+    package var firstSequence: UInt64
+    package var names: [String] = []
     /// Index 0 is the authoring replica.
-    var replicas: [ReplicaID] = []
-    var events: [RawEvent] = []
-    var fields: [RawField] = []
-    var adds: [RawAdd] = []
-    var schemas: [Schema] = []
+    package var replicas: [ReplicaID] = []
+    package var events: [RawEvent] = []
+    package var fields: [RawField] = []
+    package var adds: [RawAdd] = []
+    package var schemas: [Schema] = []
 
-    init(replica: ReplicaID, firstSequence: UInt64) {
+    package init(replica: ReplicaID, firstSequence: UInt64) {
         self.replica = replica
         self.firstSequence = firstSequence
     }
 }
 
-struct RawEvent: Sendable {
-    var kind: EventCodec.Kind
-    var hlc: UInt64
-    var entity: Int32 = 0
-    var object = ObjectID(rawValue: 0)
-    var relationship: Int32 = 0
-    var target = ObjectID(rawValue: 0)
+package struct RawEvent: Sendable {
+    package var kind: EventCodec.Kind
+    package var hlc: UInt64
+    package var entity: Int32 = 0
+    package var object = ObjectID(rawValue: 0)
+    package var relationship: Int32 = 0
+    package var target = ObjectID(rawValue: 0)
     /// Into `fields` (insert, update), `adds` (remove) or `schemas` (schema).
-    var start: Int32 = 0
-    var count: Int32 = 0
+    package var start: Int32 = 0
+    package var count: Int32 = 0
 }
 
-struct RawField: Sendable {
-    var name: Int32
-    var value: Value
+package struct RawField: Sendable {
+    package var name: Int32
+    package var value: Value
 }
 
-struct RawAdd: Sendable {
-    var replica: Int32
-    var sequence: UInt64
+package struct RawAdd: Sendable {
+    package var replica: Int32
+    package var sequence: UInt64
 }
 
 /// Reads a transaction entry. A struct with methods rather than nested functions: closures

@@ -4,7 +4,7 @@ extension Projection {
     /// A canonical SHA-256 of everything readers can see, excluding local-only attributes: every
     /// existing object (by ID) with its entity, its visible fields with the event that set each,
     /// and its to-many sets. Two stores that applied the same events have the same digest.
-    func digest() -> String {
+    package func digest() -> String {
         var hasher = SHA256Hasher()
         var w = ByteWriter(capacity: 1 << 16)
         func flush() {

@@ -70,8 +70,8 @@ extension Identifier128 {
 /// The identity of an object, chosen by the client that inserts it.
 public struct ObjectID: Identifier128 {
     // Two words rather than a UInt128: 8-byte alignment keeps every value that holds an ID small.
-    let high: UInt64
-    let low: UInt64
+    package let high: UInt64
+    package let low: UInt64
     public var rawValue: UInt128 { UInt128(high) << 64 | UInt128(low) }
     public init(rawValue: UInt128) {
         high = UInt64(truncatingIfNeeded: rawValue >> 64)
@@ -84,8 +84,8 @@ public struct ObjectID: Identifier128 {
 /// The identity of a store (a replica): every event it authors carries it.
 public struct ReplicaID: Identifier128 {
     // Two words rather than a UInt128: 8-byte alignment keeps every value that holds an ID small.
-    let high: UInt64
-    let low: UInt64
+    package let high: UInt64
+    package let low: UInt64
     public var rawValue: UInt128 { UInt128(high) << 64 | UInt128(low) }
     public init(rawValue: UInt128) {
         high = UInt64(truncatingIfNeeded: rawValue >> 64)
@@ -115,7 +115,7 @@ public struct EventID: Hashable, Comparable, Sendable, Codable, CustomStringConv
 /// `getrandom`, or `arc4random_buf`, per 256 identifiers instead of one or two system calls each).
 /// The words are the kernel's output as it is, each handed out once, so identifiers stay as
 /// unpredictable as before. Thread-safe; a forked child discards what its parent had buffered.
-enum SecureRandomPool {
+package enum SecureRandomPool {
     private static let words = 512  // 4 KiB
     private struct Pool {
         var buffer: [UInt64] = []
@@ -132,7 +132,7 @@ enum SecureRandomPool {
         return true
     }()
 
-    static func next128() -> (UInt64, UInt64) {
+    package static func next128() -> (UInt64, UInt64) {
         _ = registered
         let forks = forks.load(ordering: .relaxed)
         return pool.withLock { p in

@@ -4,7 +4,7 @@
 ///
 /// Not thread-safe; one builder per task.
 public final class ProjectionBuilder {
-    let projection = Projection()
+    package let projection = Projection()
     /// The store's identity, whose lineage says which transactions a fork abandoned (see
     /// `StoreIdentity.isAbandoned(header:position:)`); `nil` applies everything.
     public var identity: StoreIdentity?
@@ -105,7 +105,7 @@ public final class ProjectionBuilder {
         Dictionary(uniqueKeysWithValues: projection.appliedSummary().map { ($0.replica, $0.contiguous) })
     }
 
-    /// The canonical digest (see ``Store/digest()``).
+    /// The canonical digest (see `Store.digest()`).
     public func digest() -> String {
         projection.schema = projection.recordedSchema
         return projection.digest()

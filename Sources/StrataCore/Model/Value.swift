@@ -62,7 +62,7 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A total order for sorting query results: null first, then by type, then by value.
-    static func ordered(_ a: Value, _ b: Value) -> Bool {
+    package static func ordered(_ a: Value, _ b: Value) -> Bool {
         switch (a, b) {
         case (.string(let x), .string(let y)): return x < y
         case (.integer(let x), .integer(let y)): return x < y

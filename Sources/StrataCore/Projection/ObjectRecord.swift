@@ -1,34 +1,34 @@
 /// A compact reference to the event that set something: its HLC, and its sequence number and the
 /// index of its replica in the projection's replica table packed into one word (16 bytes instead
 /// of 40). Sequence 0 never occurs in an event, so `Ref.none` (all zero) means "no event".
-struct Ref: Hashable, Sendable {
-    var hlc: UInt64
+package struct Ref: Hashable, Sendable {
+    package var hlc: UInt64
     private var packed: UInt64
 
     /// Sequence numbers below 2^40 and up to 2^24 replicas per store fit.
-    static let maxSequence: UInt64 = (1 << 40) - 1
-    static let maxReplicas = 1 << 24
+    package static let maxSequence: UInt64 = (1 << 40) - 1
+    package static let maxReplicas = 1 << 24
 
-    init(hlc: UInt64, sequence: UInt64, replica: UInt32) {
+    package init(hlc: UInt64, sequence: UInt64, replica: UInt32) {
         self.hlc = hlc
         packed = sequence << 24 | UInt64(replica)
     }
 
-    static let none = Ref(hlc: 0, sequence: 0, replica: 0)
+    package static let none = Ref(hlc: 0, sequence: 0, replica: 0)
 
-    var sequence: UInt64 { packed >> 24 }
-    var replica: UInt32 { UInt32(truncatingIfNeeded: packed & 0xFF_FFFF) }
-    var isNone: Bool { packed == 0 }
+    package var sequence: UInt64 { packed >> 24 }
+    package var replica: UInt32 { UInt32(truncatingIfNeeded: packed & 0xFF_FFFF) }
+    package var isNone: Bool { packed == 0 }
 }
 
 /// The last-writer-wins register of one attribute or to-one reference (40 bytes: the value, then
 /// the key in the value's padding, then the setting event).
-struct FieldSlot: Sendable {
-    var value: Value
-    var key: UInt32
-    var ref: Ref
+package struct FieldSlot: Sendable {
+    package var value: Value
+    package var key: UInt32
+    package var ref: Ref
 
-    init(key: UInt32, value: Value, ref: Ref) {
+    package init(key: UInt32, value: Value, ref: Ref) {
         self.value = value
         self.key = key
         self.ref = ref
@@ -37,36 +37,36 @@ struct FieldSlot: Sendable {
 
 /// One target of a to-many relationship (an observed-remove set element): the adds seen for it
 /// and the adds that removes have named.
-struct SetMember: Sendable {
-    var key: UInt32
-    var target: ObjectID
-    var adds: [Ref]
-    var removedAdds: [AddKey]
+package struct SetMember: Sendable {
+    package var key: UInt32
+    package var target: ObjectID
+    package var adds: [Ref]
+    package var removedAdds: [AddKey]
 }
 
 /// An add event, by replica index and sequence.
-struct AddKey: Hashable, Sendable {
-    var replica: UInt32
-    var sequence: UInt64
+package struct AddKey: Hashable, Sendable {
+    package var replica: UInt32
+    package var sequence: UInt64
 }
 
 /// Everything the projection knows of one object, visible or not: the newest insert and delete,
 /// a register per field, the to-many sets. Fields are kept sorted by key, sets by (key, target).
-struct ObjectRecord: Sendable {
+package struct ObjectRecord: Sendable {
     /// The newest insert and delete (``Ref/none`` when there is none).
-    var inserted = Ref.none
-    var deleted = Ref.none
-    var fields: [FieldSlot] = []
-    var sets: [SetMember] = []
-    var entity: UInt32
+    package var inserted = Ref.none
+    package var deleted = Ref.none
+    package var fields: [FieldSlot] = []
+    package var sets: [SetMember] = []
+    package var entity: UInt32
     /// The projection's tracking batch that last saved this record's original (or created it):
     /// while that batch is open, the record needs no more bookkeeping. Not part of the state
     /// (never encoded); it fills padding, so the record stays 56 bytes.
-    var batch: UInt32 = 0
+    package var batch: UInt32 = 0
 
-    init(entity: UInt32) { self.entity = entity }
+    package init(entity: UInt32) { self.entity = entity }
 
-    func fieldIndex(_ key: UInt32) -> (found: Bool, index: Int) {
+    package func fieldIndex(_ key: UInt32) -> (found: Bool, index: Int) {
         var lo = 0
         var hi = fields.count
         while lo < hi {
@@ -76,7 +76,7 @@ struct ObjectRecord: Sendable {
         return (lo < fields.count && fields[lo].key == key, lo)
     }
 
-    func setIndex(_ key: UInt32, _ target: ObjectID) -> (found: Bool, index: Int) {
+    package func setIndex(_ key: UInt32, _ target: ObjectID) -> (found: Bool, index: Int) {
         var lo = 0
         var hi = sets.count
         while lo < hi {
@@ -88,7 +88,7 @@ struct ObjectRecord: Sendable {
     }
 
     /// The targets every reference field holds (visible or not), for the reverse index.
-    var referenceTargets: [(key: UInt32, target: ObjectID)] {
+    package var referenceTargets: [(key: UInt32, target: ObjectID)] {
         fields.compactMap { slot in
             if case .reference(let target) = slot.value { (slot.key, target) } else { nil }
         }

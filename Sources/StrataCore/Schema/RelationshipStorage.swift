@@ -1,7 +1,7 @@
 /// Where a relationship's truth is kept. Each pair of inverse relationships is stored on one side
 /// only and the other side is derived from it, so that no merge can ever leave the two sides
 /// disagreeing.
-enum RelationshipStorage: Hashable, Sendable {
+package enum RelationshipStorage: Hashable, Sendable {
     /// A to-one reference stored as a field of this object.
     case field
     /// A to-many relationship stored as an add-wins set on this object.
@@ -14,7 +14,7 @@ enum RelationshipStorage: Hashable, Sendable {
 extension Schema {
     /// How `entity.relationship` is stored: a to-one side stores a to-one/to-many pair; of two
     /// sides of the same kind, the one whose "Entity.name" sorts first does.
-    func storage(of relationship: Relationship, in entity: String) -> RelationshipStorage {
+    package func storage(of relationship: Relationship, in entity: String) -> RelationshipStorage {
         guard let inverseName = relationship.inverse,
               let inverse = self.entity(relationship.destination)?.relationship(inverseName)
         else { return relationship.isToMany ? .set : .field }

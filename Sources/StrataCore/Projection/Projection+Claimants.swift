@@ -1,6 +1,6 @@
 extension Projection {
     /// Existing objects of `entity` whose visible field `key` references `target`.
-    func relatedClaimants(of target: ObjectID, entity: String, key: String) -> [ObjectID] {
+    package func relatedClaimants(of target: ObjectID, entity: String, key: String) -> [ObjectID] {
         guard let keyID = nameID(key) else { return [] }
         var candidates = referrers[target] ?? []
         if batchOpen { for source in batchObjectIDs { candidates.insert(Referrer(source: source, key: keyID)) } }

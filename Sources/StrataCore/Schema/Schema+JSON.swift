@@ -9,7 +9,7 @@ public import Foundation
 //                    "relationships": [{"name": "folder", "destination": "Folder", "inverse": "notes"}]}]}
 
 extension Schema: Codable {
-    enum CodingKeys: String, CodingKey { case entities }
+    package enum CodingKeys: String, CodingKey { case entities }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -45,7 +45,7 @@ extension Schema: Codable {
 }
 
 extension Entity: Codable {
-    enum CodingKeys: String, CodingKey { case name, attributes, relationships }
+    package enum CodingKeys: String, CodingKey { case name, attributes, relationships }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -63,7 +63,7 @@ extension Entity: Codable {
 }
 
 extension Attribute: Codable {
-    enum CodingKeys: String, CodingKey { case name, type, optional, `default`, localOnly }
+    package enum CodingKeys: String, CodingKey { case name, type, optional, `default`, localOnly }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -94,7 +94,7 @@ extension Attribute: Codable {
 }
 
 extension Relationship: Codable {
-    enum CodingKeys: String, CodingKey { case name, destination, toMany, inverse, deleteRule, optional }
+    package enum CodingKeys: String, CodingKey { case name, destination, toMany, inverse, deleteRule, optional }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -118,12 +118,12 @@ extension Relationship: Codable {
 }
 
 /// Any JSON value, for fields whose type depends on another field.
-struct JSONValue: Codable {
-    let any: any Sendable
+package struct JSONValue: Codable {
+    package let any: any Sendable
 
-    init(any: any Sendable) { self.any = any }
+    package init(any: any Sendable) { self.any = any }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() { any = NSNull() }
         else if let v = try? container.decode(Bool.self) { any = v }
@@ -133,7 +133,7 @@ struct JSONValue: Codable {
         else { throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected a JSON scalar") }
     }
 
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch any {
         case let v as Bool: try container.encode(v)
@@ -163,7 +163,7 @@ extension Value {
         }
     }
 
-    static func formatDate(_ value: Value) -> String {
+    package static func formatDate(_ value: Value) -> String {
         guard case .date(let micros) = value else { return "" }
         let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
         let fraction = micros - seconds * 1_000_000
@@ -213,7 +213,7 @@ extension Value {
     }
 
     /// Parses an ISO 8601 date with optional fractional seconds, to microseconds.
-    static func parseDate(_ text: String) -> Int64? {
+    package static func parseDate(_ text: String) -> Int64? {
         var main = text
         var micros: Int64 = 0
         if let dot = text.firstIndex(of: ".") {
@@ -231,7 +231,7 @@ extension Value {
 
 extension DecodingError {
     /// "what is wrong at which key path", for error messages.
-    var readableDescription: String {
+    package var readableDescription: String {
         func path(_ context: Context) -> String {
             context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
         }

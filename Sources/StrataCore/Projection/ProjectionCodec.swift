@@ -1,13 +1,13 @@
 import Foundation
-import StrataLog
+package import StrataLog
 
 /// The binary form of a projection in a snapshot file's payload (layout in the Strata format
 /// article): name and replica tables, applied sequences, schema events, then every object record
 /// with its registers, sets and provenance — enough to continue exactly as a full replay would.
-enum ProjectionCodec {
-    static let version: UInt8 = 1
+package enum ProjectionCodec {
+    package static let version: UInt8 = 1
 
-    static func encode(_ p: Projection) -> [UInt8] {
+    package static func encode(_ p: Projection) -> [UInt8] {
         var w = ByteWriter(capacity: 64 + p.records.count * 96)
         w.u8(version)
         w.varint(UInt64(p.names.count))
@@ -58,14 +58,14 @@ enum ProjectionCodec {
         return w.bytes
     }
 
-    static func writeRef(_ ref: Ref, _ w: inout ByteWriter) {
+    package static func writeRef(_ ref: Ref, _ w: inout ByteWriter) {
         w.u64(ref.hlc)
         w.varint(ref.sequence)
         w.varint(UInt64(ref.replica))
     }
 
     /// - Throws: ``StoreError/Code/corruptSnapshot`` with the byte offset.
-    static func decode(_ bytes: [UInt8], into projection: Projection) throws {
+    package static func decode(_ bytes: [UInt8], into projection: Projection) throws {
         try bytes.withUnsafeBytes { raw in
             var d = SnapshotDecoder(r: ByteReader(raw))
             try d.decode(into: projection)

@@ -63,7 +63,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         self.logError = logError
     }
 
-    init(_ error: LogError) {
+    package init(_ error: LogError) {
         self.init(.log, error.description, logError: error)
     }
 
