@@ -197,8 +197,20 @@ final class RawConnection: @unchecked Sendable {
 /// Runs `app` on a free port of 127.0.0.1 for the duration of `body`, then stops it and closes
 /// the storage. Fails loudly when the server does not start.
 func withLiveServer<T: Sendable>(_ server: TestServer, _ body: @Sendable (_ port: Int) async throws -> T) async throws -> T {
+    do {
+        let value = try await withLiveServer(app: server.app, body)
+        try await server.storage.close()
+        return value
+    } catch {
+        try? await server.storage.close()
+        throw error
+    }
+}
+
+/// Runs `app` on a free port of 127.0.0.1 for the duration of `body`, then stops it (its storage
+/// is the caller's to close). Fails loudly when the server does not start.
+func withLiveServer<T: Sendable>(app: StrataServerApp, _ body: @Sendable (_ port: Int) async throws -> T) async throws -> T {
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-    let app = server.app
     let running = Task {
         defer { continuation.finish() }
         try await app.run(onRunning: { port in continuation.yield(port) })
@@ -206,19 +218,16 @@ func withLiveServer<T: Sendable>(_ server: TestServer, _ body: @Sendable (_ port
     var iterator = ports.makeAsyncIterator()
     guard let port = await iterator.next() else {
         let outcome = await running.result
-        try? await server.storage.close()
         throw RawConnection.Failure(description: "the test server did not start: \(outcome)")
     }
     do {
         let value = try await body(port)
         running.cancel()
         _ = await running.result
-        try await server.storage.close()
         return value
     } catch {
         running.cancel()
         _ = await running.result
-        try? await server.storage.close()
         throw error
     }
 }

@@ -57,14 +57,20 @@ struct ReadViewTests {
         let store = try await Store.open(at: dir.path, schema: notesSchema, options: storeOptions())
         try await store.transaction { tx in _ = try tx.insert("Note", ["title": "before"]) }
         let committed = DispatchSemaphore(value: 0)
-        let (finished, seen) = store.read { view -> (Bool, [String]) in
-            Task.detached {
-                _ = try? await store.transaction { tx in try tx.insert("Note", ["title": "during"]) }
-                committed.signal()
+        // The read blocks its thread while it waits for the commit: a thread of its own, not one
+        // of the cooperative pool's (two on this machine), which the commit's task needs.
+        let (finished, seen) = await withCheckedContinuation { (continuation: CheckedContinuation<(Bool, [String]), Never>) in
+            Thread.detachNewThread {
+                continuation.resume(returning: store.read { view -> (Bool, [String]) in
+                    Task.detached {
+                        _ = try? await store.transaction { tx in try tx.insert("Note", ["title": "during"]) }
+                        committed.signal()
+                    }
+                    // A liveness bound: with the lock held, the commit could never finish.
+                    let finished = committed.wait(timeout: .now() + 120) == .success
+                    return (finished, view.fetch("Note").compactMap { $0["title"].stringValue })
+                })
             }
-            // A liveness bound: with the lock held, the commit could never finish.
-            let finished = committed.wait(timeout: .now() + 30) == .success
-            return (finished, view.fetch("Note").compactMap { $0["title"].stringValue })
         }
         #expect(finished, "the commit did not complete while the read ran")
         #expect(seen == ["before"], "the view changed under the read: \(seen)")

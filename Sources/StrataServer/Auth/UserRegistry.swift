@@ -8,8 +8,9 @@ import Synchronization
 /// `strata users` take effect without a restart. A file that cannot be used is logged and the
 /// users held so far stay.
 ///
-/// Each request reads the directory once (``current``), so a reload never changes the users in
-/// the middle of one.
+/// A request authenticates against ``current`` when it begins, and checks again against the
+/// users as they are then before it appends, merges a state or answers a long poll: a reload
+/// that removed the user ends requests already in flight too.
 public final class UserRegistry: Sendable {
     /// The users file this registry reloads, when it came from one.
     public let path: String?

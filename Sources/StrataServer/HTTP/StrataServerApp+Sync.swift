@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import StrataCore
-public import StrataProtocol
+import StrataProtocol
 
 extension StrataServerApp {
     /// `POST /v1/zones/{zone}/push`: appends a batch of one replica's transactions, exactly once.
@@ -20,6 +20,9 @@ extension StrataServerApp {
             throw ServerError(.badRequest, "the push body is not framed transactions: \(error)")
         }
         let (replica, transactions) = try PushValidation.validate(frames, now: clock.wallMilliseconds(), maxClockOffset: configuration.limits.maxClockOffset)
+        // The body may have taken minutes: the pusher must still be a user (the zone's access is
+        // checked again by the storage, under the append's lock).
+        try requireStillSignedIn(request, as: user)
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
             try await storage.append(zone: id, user: user, replica: replica, transactions: transactions,
                                      storedBytesLimit: configuration.limits.maxStoredBytesPerUser)
@@ -71,6 +74,7 @@ extension StrataServerApp {
         let state = try StateValidation.validate(payload, now: clock.wallMilliseconds(), maxClockOffset: configuration.limits.maxClockOffset)
         // Called directly, not through `storageCall`: the decoded state is handed over to the
         // storage, which a closure capturing it could not do.
+        try requireStillSignedIn(request, as: user)
         let outcome: StateMergeOutcome
         do {
             outcome = try await storage.mergeState(zone: id, user: user, replica: replica, claim: claim, state: state, basis: basis)
@@ -96,7 +100,7 @@ extension StrataServerApp {
     /// `GET /v1/zones/{zone}/changes?after=&limit=&wait=`: the transactions after a token, as
     /// frames; with `wait`, a long poll.
     func changes(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try context.readableZone()
+        let (user, zone) = try context.readableZone()
         let name = zone.id
         let query = request.uri.queryParameters
 
@@ -118,12 +122,24 @@ extension StrataServerApp {
                 let waiter = notifier.register(zone: name.description)
                 do {
                     result = try await readPage(name, epoch: epoch, after: position, limit: limit)
-                    if result.transactions.isEmpty { await notifier.wait(waiter, timeout: remaining) }
+                    if result.transactions.isEmpty {
+                        await notifier.wait(waiter, timeout: remaining)
+                        // Woken by a change (a grant, a deletion, an append) or the wait's end:
+                        // a caller who lost access meanwhile gets no further.
+                        try requireStillSignedIn(request, as: user)
+                        try await requireStillReadable(name, by: user, epoch: epoch)
+                    }
                     notifier.remove(waiter)
                 } catch {
                     notifier.remove(waiter)
                     throw error
                 }
+            }
+            // What the wait found was written after the request's access check: the caller must
+            // still be allowed to read it (the last page was read after the last check).
+            if !result.transactions.isEmpty {
+                try requireStillSignedIn(request, as: user)
+                try await requireStillReadable(name, by: user, epoch: epoch)
             }
         }
 

@@ -56,6 +56,8 @@ extension StrataServerApp {
                     if error.code == .zoneNotFound { continue }
                     throw answer(error)
                 }
+                // Long polls of the zone wake and check their callers' access again.
+                notifier.notify(zone: name.description)
                 guard let described = try await descriptionIfPresent(updated, for: user) else { continue }
                 return try json(described)
             }

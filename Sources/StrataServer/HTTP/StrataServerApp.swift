@@ -319,12 +319,7 @@ struct GatekeeperMiddleware: RouterMiddleware {
     }
 
     private func authenticate(_ request: Request) -> String? {
-        guard let header = request.headers[.authorization] else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
-        guard !token.isEmpty else { return nil }
-        return users.current.authenticate(bearer: token)
+        StrataServerApp.bearer(of: request).flatMap { users.current.authenticate(bearer: $0) }
     }
 
     private func log(_ error: ServerError, _ request: Request, _ context: Context) {

@@ -1,4 +1,4 @@
-public import StrataProtocol
+import StrataProtocol
 extension StrataServerApp {
     /// The grants quota of a `PUT /v1/zones/{zone}`, checked before anything changes: a zone past
     /// it is refused with `403 quotaExceeded`. (The zones quota is checked by the storage, atomically

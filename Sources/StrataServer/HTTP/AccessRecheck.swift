@@ -1,0 +1,41 @@
+import Foundation
+import Hummingbird
+import StrataCore
+import StrataProtocol
+
+/// Access checked again where it matters, not only when a request begins. A request may last: a
+/// push or a state upload whose body trickles in for minutes, a long poll that waits up to
+/// `maxWait`. The owner may revoke a grant, make the zone private or delete it meanwhile, and the
+/// operator may remove the user from the users file (SIGHUP). The storage checks the zone's
+/// access under the append's lock itself (the append plan, the state merge); these checks add the
+/// users file, and the long poll, which appends nothing and would otherwise reveal what was
+/// written after the revocation.
+extension StrataServerApp {
+    /// The bearer token of a request's `Authorization` header, if it has one.
+    static func bearer(of request: Request) -> String? {
+        guard let header = request.headers[.authorization] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
+    }
+
+    /// Throws `401 unauthorized` unless the request's token still names `user` in the users as
+    /// they are now: a reload that removed the user or replaced the token ends requests already in
+    /// flight at their next decisive step (before an append, a merge, or a long poll's answer).
+    func requireStillSignedIn(_ request: Request, as user: String) throws(ServerError) {
+        guard Self.bearer(of: request).flatMap({ users.authenticate(bearer: $0) }) == user else {
+            throw ServerError(.unauthorized, "the token of user \(user) was revoked while the request was in flight")
+        }
+    }
+
+    /// Throws unless `user` may still read zone `id` in the life (`epoch`) the request began in:
+    /// `403 forbidden` when the grant was revoked or the zone made private, `404 zoneNotFound`
+    /// when it was deleted, `410 zoneReset` when it was deleted and created again.
+    func requireStillReadable(_ id: ZoneID, by user: String, epoch: UInt64) async throws(ServerError) {
+        let now = try await storageCall { () async throws(ZoneStorageError) in try await storage.zone(id) }
+        guard let now else { throw ServerError(.zoneNotFound, "zone \(id) was deleted while the request was in flight") }
+        guard now.epoch == epoch else { throw ServerError(.zoneReset, "zone \(id) was deleted and created again while the request was in flight") }
+        guard now.canRead(user) else { throw ServerError(.forbidden, "user \(user) may no longer read zone \(id): access was revoked while the request was in flight") }
+    }
+}
