@@ -109,4 +109,36 @@ struct ClockBoundsTests {
         #expect(reopened.fetch("Folder", where: { $0["name"] == "too late" }).isEmpty)
         try await reopened.close()
     }
+    @Test("A device whose wall clock is behind (two hours, twenty years, before 1970) edits a field after taking in another device's edit of it: its edit is stamped after the one it replaces and wins on both devices, across a reopen", arguments: [
+        UInt64(2 * 3_600_000), UInt64(20 * 365 * 86_400_000), ClockBoundsTests.now,
+    ])
+    func editAfterObservedEventWithClockBehind(behind: UInt64) async throws {
+        let (dirA, dirB) = (StoreDirectory(), StoreDirectory())
+        let a = try await Store.open(at: dirA.path, schema: notesSchema, options: storeOptions(clock: ManualClock()))
+        let lagging = ManualClock()
+        lagging.milliseconds.store(Self.now - behind, ordering: .relaxed)
+        var b = try await Store.open(at: dirB.path, schema: notesSchema, options: storeOptions(clock: lagging))
+
+        let note = try await a.transaction { tx in try tx.insert("Note", ["title": "from A"]) }
+        try await a.transaction { tx in try tx.update(note, ["title": "from A, edited"]) }
+        try await b.applyRemote(try a.transactions().map(\.transaction))
+        #expect(b.object(note)?["title"] == "from A, edited")
+        // The lagging device reopens (its clock is rebuilt from the log) before it edits.
+        try await b.close()
+        b = try await Store.open(at: dirB.path, schema: notesSchema, options: storeOptions(clock: lagging))
+        try await b.transaction { tx in try tx.update(note, ["title": "from B"]) }
+        #expect(b.object(note)?["title"] == "from B", "behind by \(behind) ms: the device's own edit lost on the device")
+
+        let own = try b.transactions().map(\.transaction).filter { $0.replica == b.replicaID }
+        try await a.applyRemote(own)
+        #expect(a.object(note)?["title"] == "from B", "behind by \(behind) ms: the edit lost on the other device")
+        #expect(a.digest() == b.digest())
+        // The clock stays past what the edit superseded: the replica's later edits never go back.
+        try await b.transaction { tx in _ = try tx.insert("Note", ["title": "unrelated"]) }
+        let unrelated = try b.transactions().last?.transaction.events.last?.hlc
+        #expect(unrelated.map { $0 > (try? a.transactions().last?.transaction.events.last?.hlc) ?? HLC(rawValue: 0) } == true,
+                "the replica's clock never goes back")
+        try await a.close()
+        try await b.close()
+    }
 }

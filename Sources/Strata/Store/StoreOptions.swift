@@ -19,7 +19,10 @@ public struct StoreOptions: Sendable {
     /// future (a device with a wrong clock, or a legacy event near 2^64) would make every later
     /// local edit inherit that stamp and soon exhaust the clock; the events keep their stamps, so
     /// the merge rule still orders them by it. Within the bound, ordinary clock skew between
-    /// devices still orders an edit after the ones it saw.
+    /// devices still orders an edit after the ones it saw. Beyond it, an edit is still stamped
+    /// after every event the object it edits holds (the clock moves past those, however far
+    /// ahead): a device whose wall clock is hours or years behind never loses an edit to the
+    /// value it replaced.
     public var maxClockLead: UInt64 = StoreOptions.defaultMaxClockLead
 
     /// Whether compaction keeps, in the log, this store's transactions that a sync engine has

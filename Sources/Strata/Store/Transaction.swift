@@ -206,8 +206,20 @@ public final class Transaction {
     // MARK: Internals
 
     private func emit(_ change: Change) throws {
+        if let object = change.object { stampAfter(object) }
         try appendRaw(Event(id: EventID(replica: core.replica, sequence: core.nextSequence + UInt64(eventCount)),
                         hlc: try core.clock.tick(), change: change))
+    }
+
+    /// Moves the clock past every timestamp `object` holds, so that the edit about to be stamped
+    /// is newer than what it was made on. The clock takes in remote timestamps only up to its
+    /// wall clock + `StoreOptions.maxClockLead` (a far-future event must not drag every later
+    /// edit along); a device whose wall clock is behind — by hours, by years, before 1970 — would
+    /// otherwise stamp its edit of a field before the value it replaces, and the edit would lose
+    /// on every device, its own too. Only the objects edited move the clock this far.
+    private func stampAfter(_ object: ObjectID) {
+        guard let record = projection.records[object] else { return }
+        core.clock.advance(past: HLC(rawValue: record.newestHLC))
     }
 
     /// Applies an event of this transaction to the projection (so later reads see it) and keeps it.
@@ -233,6 +245,7 @@ public final class Transaction {
             replica = try projection.internReplica(core.replica)
             replicaIndex = replica
         }
+        stampAfter(object)
         let hlc = try core.clock.tick().rawValue
         _ = try projection.applyLocalInsert(object, entity: layout.entityID, replica: replica,
                                             sequence: core.nextSequence + UInt64(eventCount), hlc: hlc,

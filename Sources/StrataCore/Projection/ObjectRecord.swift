@@ -64,6 +64,16 @@ package struct ObjectRecord: Sendable {
     /// (never encoded); it fills padding, so the record stays 56 bytes.
     package var batch: UInt32 = 0
 
+    /// The newest timestamp of any event this record holds (insert, delete, field, add): a local
+    /// edit of the object is stamped after it, so that it supersedes what it was made on, whatever
+    /// the editing device's wall clock says.
+    package var newestHLC: UInt64 {
+        var newest = max(inserted.hlc, deleted.hlc)
+        for slot in fields { newest = max(newest, slot.ref.hlc) }
+        for member in sets { for add in member.adds { newest = max(newest, add.hlc) } }
+        return newest
+    }
+
     package init(entity: UInt32) { self.entity = entity }
 
     package func fieldIndex(_ key: UInt32) -> (found: Bool, index: Int) {
