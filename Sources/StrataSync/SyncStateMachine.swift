@@ -257,7 +257,7 @@ struct SyncStateMachine: Sendable {
                 return .stop(SyncError(.zoneDeleted, "zone \(zone) was deleted on the server; it is recreated only when asked (SyncEngine.recreateZone(), strata sync --recreate-zone)", status: error.status))
             }
             if knownZone {
-                return .stop(SyncError(.zoneDeleted, "zone \(zone) was deleted by its owner", status: error.status))
+                return .stop(SyncError(.zoneDeleted, "zone \(zone) was deleted by its owner, or this user may no longer read it (the server answers both alike)", status: error.status))
             }
             return .stop(error)
         case .push(let push):

@@ -82,19 +82,28 @@ struct ServerHTTPTests {
         }
     }
 
-    @Test("another user's private zone is forbidden")
+    @Test("another user's private zone answers exactly as a zone that does not exist: a stranger cannot tell which zone names a user has")
     func privateZone() async throws {
         let server = try TestServer()
         try await server.test { client in
             try await client.createZone("notes")
             #expect(try await client.push("notes", [transaction(replica, 1...1)]).status == .ok)
-            for response in [
-                try await client.execute(uri: "/v1/zones/notes?owner=alice", method: .get, headers: auth(Token.bob)),
-                try await client.pull("alice/notes", as: Token.bob),
-                try await client.push("alice/notes", [transaction(ReplicaID.random(), 1...1)], as: Token.bob),
-            ] {
-                #expect(response.status == .forbidden)
-                #expect(try errorBody(response).code == "forbidden")
+            func requests(_ zone: String) async throws -> [TestResponse] {
+                [
+                    try await client.execute(uri: "/v1/zones/\(zone)?owner=alice", method: .get, headers: auth(Token.bob)),
+                    try await client.pull("alice/\(zone)", as: Token.bob),
+                    try await client.push("alice/\(zone)", [transaction(ReplicaID.random(), 1...1)], as: Token.bob),
+                    try await client.execute(uri: "/v1/zones/\(zone)/replicas?owner=alice", method: .get, headers: auth(Token.bob)),
+                    try await client.execute(uri: "/v1/zones/\(zone)/snapshot?owner=alice", method: .get, headers: auth(Token.bob)),
+                    try await client.execute(uri: "/v1/zones/\(zone)?owner=alice", method: .delete, headers: auth(Token.bob)),
+                ]
+            }
+            for (existing, missing) in zip(try await requests("notes"), try await requests("nothing")) {
+                #expect(existing.status == .notFound)
+                #expect(try errorBody(existing).code == "zoneNotFound")
+                #expect(existing.status == missing.status)
+                #expect(String(buffer: existing.body).replacingOccurrences(of: "notes", with: "nothing") == String(buffer: missing.body),
+                        "\(String(buffer: existing.body)) ≠ \(String(buffer: missing.body))")
             }
             let end = try ChangeToken(parsing: try await client.endToken("notes"))
             #expect(end.epoch == (try await epoch(client, "notes")) && end.position == 1)

@@ -75,6 +75,7 @@ extension StrataServerApp {
         let user = try context.requireUser()
         let zone = try context.existingZone()
         let name = zone.id
+        guard zone.canRead(user) else { throw StrataRequestContext.noSuchZone(name) }
         guard zone.canAdminister(user) else {
             throw ServerError(.forbidden, "only the owner (\(zone.owner)) may delete zone \(name)")
         }

@@ -31,23 +31,29 @@ extension StrataRequestContext {
     /// The zone the request names, or `404 zoneNotFound`.
     func existingZone() throws(ServerError) -> ZoneInfo {
         let id = try requestedZoneID()
-        guard let zone else { throw ServerError(.zoneNotFound, "user \(id.owner) has no zone named \(id.name)") }
+        guard let zone else { throw Self.noSuchZone(id) }
         return zone
     }
 
-    /// The zone, when the caller may read it, else `403 forbidden`.
+    /// The answer to a zone that does not exist — and to one the caller may not read: a stranger
+    /// cannot tell which zone names another user has (the same code, status and message).
+    static func noSuchZone(_ id: ZoneID) -> ServerError {
+        ServerError(.zoneNotFound, "user \(id.owner) has no zone named \(id.name)")
+    }
+
+    /// The zone, when the caller may read it, else `404 zoneNotFound` as if it did not exist.
     func readableZone() throws(ServerError) -> (user: String, zone: ZoneInfo) {
         let user = try requireUser()
         let zone = try existingZone()
-        guard zone.canRead(user) else { throw ServerError(.forbidden, "user \(user) may not read zone \(zone.id)") }
+        guard zone.canRead(user) else { throw Self.noSuchZone(zone.id) }
         return (user, zone)
     }
 
-    /// The zone, when the caller may push to it (its owner, or a `readWrite` grant), else
-    /// `403 forbidden`.
+    /// The zone, when the caller may push to it (its owner, or a `readWrite` grant); `403
+    /// forbidden` for a caller who may only read it, `404 zoneNotFound` for one who may not even
+    /// read it (as if it did not exist).
     func writableZone() throws(ServerError) -> (user: String, zone: ZoneInfo) {
-        let user = try requireUser()
-        let zone = try existingZone()
+        let (user, zone) = try readableZone()
         guard zone.canPush(user) else { throw ServerError(.forbidden, "user \(user) may not push to zone \(zone.id)") }
         return (user, zone)
     }
