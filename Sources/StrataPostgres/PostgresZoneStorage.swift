@@ -268,10 +268,13 @@ public final class PostgresZoneStorage: ZoneStorage {
     public func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         let grantsText = try Self.encode(grants)
         let updated = try await withConnection("updating zone \(id)", zone: id) { connection in
-            try await self.rows(connection.query("""
+            let row = try await self.rows(connection.query("""
                 UPDATE strata_zones SET access = \(access.rawValue), grants = \(grantsText)
                 WHERE owner = \(id.owner) AND name = \(id.name) RETURNING \(unescaped: ZoneRow.columns)
                 """, logger: self.logger), as: ZoneRow.Columns.self).first.map(ZoneRow.init)
+            // Long polls of the zone on the other instances wake and check their callers' access.
+            if row != nil { try await self.announce(id, on: connection) }
+            return row
         }
         guard let updated else { throw Self.notFound(id) }
         logger.info("zone updated", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])

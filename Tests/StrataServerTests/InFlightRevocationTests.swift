@@ -86,33 +86,41 @@ struct InFlightRevocationTests {
             #expect(answer.status == 200)
             #expect(try TransactionFrames.decode(answer.body).count == 1)
 
-            // Each way of taking bob's access away while his poll waits; then alice pushes.
-            var sequence: UInt64 = 3
+            // Each way of taking bob's access away while his poll waits: the change wakes the poll,
+            // which is refused at once (no push needed to end it).
             for (what, revoke) in [("grant revoked", #"{"access": "shared", "grants": {}}"#), ("zone made private", #"{"access": "private"}"#)] {
                 try await settings(port, shared)
                 let poll = try await bobsPoll(port, app)
                 defer { poll.close() }
                 try await settings(port, revoke)
-                try await push(port, transaction(alices, sequence...sequence, title: "secret after \(what)"))
-                sequence += 1
                 let refused = try #require(await poll.readAnswer(), "\(what): no answer to the poll")
                 #expect(refused.status == 403, "\(what): \(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
                 #expect(errorCode(refused) == "forbidden", "\(what)")
-                #expect(!String(decoding: refused.body, as: UTF8.self).contains("secret"), "\(what): the refusal revealed what was pushed")
             }
 
-            // The zone deleted while bob waits: refused, nothing revealed.
+            // Revoked in the storage without waking anyone (as another instance's change might
+            // arrive late): the push that wakes the poll is not revealed to bob.
+            try await settings(port, shared)
+            let unwoken = try await bobsPoll(port, app)
+            defer { unwoken.close() }
+            _ = try await app.storage.updateZone("board", access: .shared, grants: [:])
+            try await push(port, transaction(alices, 3...3, title: "secret after the revocation"))
+            let refused = try #require(await unwoken.readAnswer(), "no answer to the poll")
+            #expect(refused.status == 403, "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
+            #expect(!String(decoding: refused.body, as: UTF8.self).contains("secret"), "the refusal revealed what was pushed")
+
+            // The zone deleted while bob waits: as for a zone that does not exist.
             try await settings(port, shared)
             let orphaned = try await bobsPoll(port, app)
             defer { orphaned.close() }
             #expect(try await call(port, "DELETE", "/v1/zones/board").status == 204)
             let gone = try #require(await orphaned.readAnswer(), "no answer to the poll of a deleted zone")
-            #expect(gone.status != 200, "a long poll of a deleted zone was answered 200")
-            #expect(errorCode(gone) != nil, "\(gone.status) \(String(decoding: gone.body, as: UTF8.self))")
+            #expect(gone.status == 404, "\(gone.status) \(String(decoding: gone.body, as: UTF8.self))")
+            #expect(errorCode(gone) == "zoneNotFound")
         }
     }
 
-    @Test("bob removed from the users file (a reload) while his long poll waits: alice's next push ends it with 401 unauthorized, revealing nothing",
+    @Test("bob removed from the users file (a reload) while his long poll waits: the reload ends it with 401 unauthorized",
           arguments: StorageBackend.allCases)
     func longPollAfterUserRemoval(_ backend: StorageBackend) async throws {
         try await withServer(backend) { port, registry, app in
@@ -120,11 +128,9 @@ struct InFlightRevocationTests {
             let poll = try await bobsPoll(port, app)
             defer { poll.close() }
             registry.replace(with: try Self.withoutBob())
-            try await push(port, transaction(ReplicaID.random(), 1...1, title: "secret"))
             let refused = try #require(await poll.readAnswer(), "no answer to the poll")
             #expect(refused.status == 401, "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
             #expect(errorCode(refused) == "unauthorized")
-            #expect(!String(decoding: refused.body, as: UTF8.self).contains("secret"))
         }
     }
 

@@ -21,6 +21,8 @@ struct RevocationWindowTests {
     final class RevokingStorage: ZoneStorage {
         let base: any ZoneStorage
         let armed = Mutex(false)
+        /// Revokes as a read arrives instead (a pull's), taking every grant away.
+        let armedOnRead = Mutex(false)
         let revocations = Mutex(0)
         /// Lookups of the zone that found Bob allowed to push.
         let allowedLookups = Mutex(0)
@@ -65,7 +67,11 @@ struct RevocationWindowTests {
         func deleteZone(_ id: ZoneID) async throws(ZoneStorageError) { try await base.deleteZone(id) }
         func storedBytes(owner: String) async throws(ZoneStorageError) -> Int64 { try await base.storedBytes(owner: owner) }
         func read(zone: ZoneID, epoch: UInt64?, after position: UInt64, limit: Int) async throws(ZoneStorageError) -> ReadResult {
-            try await base.read(zone: zone, epoch: epoch, after: position, limit: limit)
+            if armedOnRead.withLock({ armed in defer { armed = false }; return armed }) {
+                _ = try await base.updateZone(zone, access: .shared, grants: [:])
+                revocations.withLock { $0 += 1 }
+            }
+            return try await base.read(zone: zone, epoch: epoch, after: position, limit: limit)
         }
         func endPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64 { try await base.endPosition(zone: zone) }
         func startPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64 { try await base.startPosition(zone: zone) }
@@ -120,6 +126,31 @@ struct RevocationWindowTests {
             #expect(try await base.endPosition(zone: "board") == 2)
             #expect(try await base.acknowledged(zone: "board", replica: bobs) == 1)
             #expect(try await base.zone("board")?.grants == ["bob": .read])
+            try await base.close()
+        } catch {
+            try? await base.close()
+            throw error
+        }
+    }
+
+    @Test("Bob's pull, allowed when the server looked the zone up and revoked before its page is read, is refused with 403 forbidden and reveals nothing of the page",
+          arguments: StorageBackend.allCases)
+    func revokedBetweenCheckAndRead(_ backend: StorageBackend) async throws {
+        let site = try StorageSite(backend)
+        let base = try await site.open()
+        let storage = RevokingStorage(base: base)
+        let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
+        let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
+        do {
+            try await app.buildApplication().test(.live) { client in
+                try await client.createZone("board", #"{"access": "shared", "grants": {"bob": "read"}}"#)
+                #expect(try await client.push("board", [transaction(ReplicaID.random(), 1...1, title: "secret")]).status == .ok)
+                storage.armedOnRead.withLock { $0 = true }
+                let refused = try await client.pull("alice/board", as: Token.bob)
+                #expect(storage.revocations.withLock { $0 } == 1, "the grant was revoked as the read arrived")
+                #expect(refused.status == .forbidden, "\(String(buffer: refused.body))")
+                #expect(!String(buffer: refused.body).contains("secret"), "the refusal revealed the page")
+            }
             try await base.close()
         } catch {
             try? await base.close()

@@ -15,6 +15,9 @@ public final class UserRegistry: Sendable {
     /// The users file this registry reloads, when it came from one.
     public let path: String?
     private let directory: Mutex<UserDirectory>
+    /// Called after every replacement (the server wakes its long polls, which check their
+    /// callers again).
+    private let replaced = Mutex<[@Sendable () -> Void]>([])
 
     /// A registry holding `users`; `path` is the file ``reload(logger:)`` reads.
     public init(_ users: UserDirectory, path: String? = nil) {
@@ -35,6 +38,12 @@ public final class UserRegistry: Sendable {
     /// Replaces the users.
     public func replace(with users: UserDirectory) {
         directory.withLock { $0 = users }
+        for observer in replaced.withLock({ $0 }) { observer() }
+    }
+
+    /// Calls `observer` after every ``replace(with:)`` (and successful ``reload(logger:)``).
+    func whenReplaced(_ observer: @escaping @Sendable () -> Void) {
+        replaced.withLock { $0.append(observer) }
     }
 
     /// Reads the users file again and, when it is usable, serves its users from now on; when it is

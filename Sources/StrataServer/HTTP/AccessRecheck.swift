@@ -31,11 +31,13 @@ extension StrataServerApp {
 
     /// Throws unless `user` may still read zone `id` in the life (`epoch`) the request began in:
     /// `403 forbidden` when the grant was revoked or the zone made private, `404 zoneNotFound`
-    /// when it was deleted, `410 zoneReset` when it was deleted and created again.
+    /// when it was deleted, `410 zoneReset` when it was deleted and created again (and the caller
+    /// may read the new zone).
     func requireStillReadable(_ id: ZoneID, by user: String, epoch: UInt64) async throws(ServerError) {
         let now = try await storageCall { () async throws(ZoneStorageError) in try await storage.zone(id) }
         guard let now else { throw ServerError(.zoneNotFound, "zone \(id) was deleted while the request was in flight") }
-        guard now.epoch == epoch else { throw ServerError(.zoneReset, "zone \(id) was deleted and created again while the request was in flight") }
+        // Access first: a caller without access to the recreated zone learns nothing of it.
         guard now.canRead(user) else { throw ServerError(.forbidden, "user \(user) may no longer read zone \(id): access was revoked while the request was in flight") }
+        guard now.epoch == epoch else { throw ServerError(.zoneReset, "zone \(id) was deleted and created again while the request was in flight") }
     }
 }

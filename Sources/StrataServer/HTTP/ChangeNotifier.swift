@@ -84,6 +84,13 @@ public final class ChangeNotifier: Sendable {
         for continuation in continuations { continuation.resume(returning: .notified) }
     }
 
+    /// Wakes every waiter of every zone once, as ``notify(zone:)`` does for one (the users were
+    /// reloaded: each long poll checks its caller again).
+    public func notifyAll() {
+        let zones = state.withLock { Array($0.zones.keys) }
+        for zone in zones { notify(zone: zone) }
+    }
+
     /// Wakes every waiter of every zone, now and from now on: after this, waits return at once.
     /// Called when the server begins to shut down. Idempotent.
     public func shutDown() {

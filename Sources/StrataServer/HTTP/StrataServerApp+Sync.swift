@@ -92,8 +92,10 @@ extension StrataServerApp {
     /// `GET /v1/zones/{zone}/replicas`: every replica the zone holds events of, the user it
     /// belongs to (who pushed its events) and the highest sequence held.
     func replicas(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try context.readableZone()
+        let (user, zone) = try context.readableZone()
         let replicas = try await storageCall { () async throws(ZoneStorageError) in try await storage.replicas(zone: zone.id) }
+        try requireStillSignedIn(request, as: user)
+        try await requireStillReadable(zone.id, by: user, epoch: zone.epoch)
         return try json(ReplicaList(replicas: replicas))
     }
 
@@ -122,10 +124,11 @@ extension StrataServerApp {
                 let waiter = notifier.register(zone: name.description)
                 do {
                     result = try await readPage(name, epoch: epoch, after: position, limit: limit)
-                    if result.transactions.isEmpty {
-                        await notifier.wait(waiter, timeout: remaining)
-                        // Woken by a change (a grant, a deletion, an append) or the wait's end:
-                        // a caller who lost access meanwhile gets no further.
+                    if result.transactions.isEmpty,
+                       await notifier.wait(waiter, timeout: remaining) == .notified {
+                        // Woken by a change (a grant, a deletion, an append): a caller who lost
+                        // access meanwhile gets no further. (A timeout, a shutdown or a
+                        // cancellation answers the empty page, which reveals nothing.)
                         try requireStillSignedIn(request, as: user)
                         try await requireStillReadable(name, by: user, epoch: epoch)
                     }
@@ -135,12 +138,12 @@ extension StrataServerApp {
                     throw error
                 }
             }
-            // What the wait found was written after the request's access check: the caller must
-            // still be allowed to read it (the last page was read after the last check).
-            if !result.transactions.isEmpty {
-                try requireStillSignedIn(request, as: user)
-                try await requireStillReadable(name, by: user, epoch: epoch)
-            }
+        }
+        // What was read may have been written after the request's access check (a long wait, or
+        // storage calls slow under load): the caller must still be allowed to read it.
+        if !result.transactions.isEmpty {
+            try requireStillSignedIn(request, as: user)
+            try await requireStillReadable(name, by: user, epoch: epoch)
         }
 
         var body: [UInt8] = []
@@ -198,11 +201,14 @@ extension StrataServerApp {
     /// `GET /v1/zones/{zone}/snapshot`: the zone's state as a projection snapshot (for clients whose
     /// token has expired), with the change token it corresponds to in `Strata-Snapshot-Token`.
     func snapshot(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try context.readableZone()
+        let (user, zone) = try context.readableZone()
         let name = zone.id
         guard let snapshot = try await storageCall({ () async throws(ZoneStorageError) in try await storage.snapshot(zone: name) }) else {
             throw ServerError(.notFound, "zone \(name) has no snapshot: pull from the beginning")
         }
+        // The snapshot may hold what was written after the request's access check.
+        try requireStillSignedIn(request, as: user)
+        try await requireStillReadable(name, by: user, epoch: zone.epoch)
         var headers = HTTPFields()
         headers[.contentType] = StrataMediaType.snapshot
         headers[HTTPField.Name(StrataHeader.snapshotToken)!] = try await PullStart.token(zone, at: snapshot.position, storage: storage).description

@@ -38,6 +38,8 @@ extension StrataServerApp {
             throw ServerError(.badRequest, "invalid zone name \"\(name.name)\": . and .. are path segments that HTTP clients remove from URLs")
         }
         let body = try await readBody(request)
+        // The body may have trickled in: the caller must still be a user.
+        try requireStillSignedIn(request, as: user)
         let settings = try Self.settings(from: body)
         try await checkQuotas(name, settings)
         // Each attempt ends unless a concurrent request changed the zone meanwhile: a create can

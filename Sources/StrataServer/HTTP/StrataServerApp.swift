@@ -58,7 +58,10 @@ public struct StrataServerApp: Sendable {
         self.userRegistry = users
         self.configuration = configuration
         self.logger = logger
-        self.notifier = ChangeNotifier()
+        let notifier = ChangeNotifier()
+        self.notifier = notifier
+        // A user removed or a token replaced by a reload ends that user's waiting long polls.
+        users.whenReplaced { notifier.notifyAll() }
         self.metrics = metrics
         // Shared by every instance on the storage when it keeps them (PostgreSQL), else in memory.
         let buckets = storage.limitBuckets
