@@ -17,7 +17,10 @@ let package = Package(
             dependencies: [
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSync", package: "Strata"),
-            ]
+            ],
+            // The strictest setting an app may build with: a member is visible only when its
+            // module is imported, so a type the two libraries use but do not re-export fails here.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
     ]
 )

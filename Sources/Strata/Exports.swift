@@ -7,7 +7,7 @@
 @_exported public import struct StrataLog.LogError
 
 // The part of StrataCore an app names: identifiers, values and errors, the schema it declares,
-// what an observer is told, what a read returns. The rest of the core (the event codec, the
+// what an observer is told, what a read returns, what a sync reports of a fork. The rest of the core (the event codec, the
 // projection builder, transaction records and headers, lineage) is shared by the sync engine, the
 // server and the tools, which import StrataCore themselves; an app's `import Strata` does not
 // show it.
@@ -29,6 +29,8 @@
 @_exported public import struct StrataCore.FieldProvenance
 @_exported public import struct StrataCore.EventID
 @_exported public import struct StrataCore.HLC
+// A sync report lists the forks a sync made (`SyncReport.forks`).
+@_exported public import struct StrataCore.ReplicaFork
 
 // What only the sync engine, the server, the command line tool and the tests use — applying
 // pulled transactions, adopting or uploading a state, sync pins, forks, the raw history and the

@@ -14,6 +14,6 @@ public enum StrataHeader {
 public enum StrataMediaType {
     /// Push and pull bodies: framed transactions (see ``TransactionFrames``).
     public static let transactions = TransactionFrames.mediaType
-    /// A zone's snapshot, and a state a device uploads: a `Strata` projection snapshot payload.
+    /// A zone's snapshot, and a state a device uploads: a `StrataCore` projection snapshot payload.
     public static let snapshot = "application/x-strata-snapshot"
 }

@@ -7,7 +7,7 @@ import Logging
 /// Compaction: a snapshot of the zone's state, the digests below it kept, the segments it
 /// covers retired.
 extension EmbeddedZoneStorage {
-    /// Snapshots a zone's state (a `Strata` projection of its transactions) at the position
+    /// Snapshots a zone's state (a projection of its transactions, `StrataCore`'s `ProjectionBuilder`) at the position
     /// `retaining` transactions before its end, and retires the log segments wholly below it.
     /// Clients whose change token points into retired history get `410 tokenExpired` and
     /// bootstrap from ``snapshot(zone:)``. The digests of the transactions below the snapshot are

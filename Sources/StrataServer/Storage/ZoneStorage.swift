@@ -182,7 +182,7 @@ public protocol ZoneStorage: Service {
     /// then starts at the log's first position, else at the snapshot).
     func snapshotPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64?
 
-    /// The zone's newest snapshot (its state at a position, as a `Strata` projection snapshot
+    /// The zone's newest snapshot (its state at a position, as a projection snapshot (`StrataCore`)
     /// payload), or `nil` when it was never compacted.
     func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot?
 }
@@ -214,7 +214,7 @@ public struct ZoneSnapshot: Sendable, Hashable {
     public var epoch: UInt64
     /// The snapshot holds every transaction below this position.
     public var position: UInt64
-    /// A `Strata` projection snapshot (see `ProjectionBuilder` and `Store.adoptSnapshot`).
+    /// A projection snapshot (see `StrataCore`'s `ProjectionBuilder`, and `Store.adoptSnapshot`).
     public var payload: [UInt8]
 
     public init(epoch: UInt64, position: UInt64, payload: [UInt8]) {

@@ -29,9 +29,16 @@ struct MinimalApp {
             let store = try await Store.open(at: values[0], schema: try Schema(models: Note.self))
             try await store.transaction { tx in try tx.insert(Note(title: values[4])) }
             let engine = try SyncEngine(store: store, server: server, zone: values[3], tokens: .fixed(values[2]))
-            try await engine.sync()
+            let report = try await engine.sync()
             for title in try store.fetch(Note.self).map(\.title).sorted() { print(title) }
+            // What an app keeps of a sync names the reported types too (this compiles only while
+            // `import Strata` and `import StrataSync` expose them).
+            let forks: [ReplicaFork] = report.forks
+            for fork in forks { FileHandle.standardError.write(Data("MinimalApp: forked away from replica \(fork.replica) (\(fork.reason))\n".utf8)) }
             try await store.close()
+        } catch let error as SyncError where error.code == ErrorCode.unauthorized {
+            FileHandle.standardError.write(Data("MinimalApp: \(error) — check the token\n".utf8))
+            exit(1)
         } catch {
             FileHandle.standardError.write(Data("MinimalApp: \(error)\n".utf8))
             exit(1)
