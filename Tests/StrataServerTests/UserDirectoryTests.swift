@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 @testable import StrataServer
 import StrataProtocol
 import StrataTestSupport
@@ -41,6 +42,28 @@ struct UserDirectoryTests {
             #expect(error.message.contains(path))
         }
         #expect(throws: UserDirectoryError.self) { try UserDirectory.load(from: dir.sub("missing.json")) }
+    }
+
+    @Test("a users file its group or everyone may write is refused, naming the file and its mode; the owner's 0600 and a read-only 0644 are served", arguments: [
+        (0o600, true), (0o644, true), (0o400, true), (0o664, false), (0o620, false), (0o646, false), (0o666, false), (0o777, false),
+    ])
+    func writableUsersFile(mode: Int, served: Bool) throws {
+        let dir = TemporaryDirectory()
+        let path = dir.sub("users.json")
+        try Data(#"{"users": [{"name": "alice", "tokenSHA256": "\#(UserDirectory.digest(of: "a-secret"))"}]}"#.utf8).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+        do {
+            let users = try UserDirectory.load(from: path)
+            #expect(served, "a users file of mode \(String(mode, radix: 8)) was served")
+            #expect(users.authenticate(bearer: "a-secret") == "alice")
+        } catch {
+            #expect(!served, "a users file of mode \(String(mode, radix: 8)) was refused: \(error.message)")
+            #expect(error.message.contains(path) && error.message.contains(String(mode, radix: 8)) && error.message.contains("chmod go-w"))
+        }
+        // A running server's reload keeps the users it had.
+        let registry = UserRegistry(try UserDirectory(tokens: ["bob": "b-secret"]), path: path)
+        #expect(registry.reload(logger: Logger(label: "test")) == served)
+        #expect((registry.current.authenticate(bearer: "b-secret") == "bob") == !served)
     }
 
     @Test("zone names are 1–64 of [A-Za-z0-9._-]", arguments: [

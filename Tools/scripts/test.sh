@@ -7,6 +7,9 @@
 # STRATA_FUZZ_RUNS raises it). STRATA_CRASH_ROUNDS (default 200) sets the rounds of the
 # SIGKILL crash test.
 set -euo pipefail
+# Files the tests write (users files among them) must not be group-writable: `strata serve` refuses
+# a users file others may write. A machine whose umask is 002 would otherwise fail them.
+umask 022
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/ensure-deps.sh
 # `--traits Server`: the server, the CLI and the tools (an app leaves the trait off; see README.md).

@@ -141,8 +141,14 @@ public struct UserDirectory: Sendable {
 
     /// Reads a users file (see the type's discussion).
     ///
-    /// - Throws: ``UserDirectoryError`` naming the file when it cannot be read or parsed.
+    /// - Throws: ``UserDirectoryError`` naming the file when it cannot be read or parsed, or when
+    ///   users other than its owner may write it (group- or world-writable).
     public static func load(from path: String) throws(UserDirectoryError) -> UserDirectory {
+        // Whoever may write the users file may add a user with a token of their choosing: a file
+        // writable by its group or by everyone is refused, not served.
+        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o022 != 0 {
+            throw UserDirectoryError("the users file \(path) is writable by other users (mode \(String(mode & 0o777, radix: 8))): anyone who can write it can add a user; make it writable by its owner only (chmod go-w \(path))")
+        }
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
