@@ -112,6 +112,9 @@ extension StrataServerApp {
     /// The body of a PUT: empty (all defaults) or JSON settings.
     static func settings(from body: [UInt8]) throws(ServerError) -> ZoneSettings {
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return ZoneSettings() }
+        if let duplicate = DuplicateJSONKeys.first(in: body) {
+            throw ServerError(.badRequest, "the body names \"\(duplicate.key.prefix(64))\" twice in one object (again at byte \(duplicate.offset)): which one counts would be a guess")
+        }
         let settings: ZoneSettings
         do {
             settings = try JSONDecoder().decode(ZoneSettings.self, from: Data(body))
