@@ -30,6 +30,8 @@ struct UserDirectoryTests {
         #"{"users": [{"name": "a", "tokenSHA256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}, {"name": "a", "tokenSHA256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}]}"#,
         #"{"people": []}"#,
         "not json",
+        #"{"users": [], "users": [{"name": "mallory", "tokenSHA256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}]}"#,
+        #"{"users": [{"name": "alice", "name": "root", "tokenSHA256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}]}"#,
     ])
     func badUsersFile(contents: String) throws {
         let dir = TemporaryDirectory()

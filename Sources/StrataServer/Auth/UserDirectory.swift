@@ -160,6 +160,9 @@ public struct UserDirectory: Sendable {
 
     /// Parses the contents of the users file at `path` (named in errors).
     static func parse(_ data: Data, path: String) throws(UserDirectoryError) -> UserDirectory {
+        if let duplicate = DuplicateJSONKeys.first(in: Array(data)) {
+            throw UserDirectoryError("the users file \(path) names \"\(duplicate.key.prefix(64))\" twice in one object (again at byte \(duplicate.offset))")
+        }
         let file: File
         do {
             file = try JSONDecoder().decode(File.self, from: data)
