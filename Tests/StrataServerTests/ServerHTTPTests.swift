@@ -237,6 +237,38 @@ struct ServerHTTPTests {
         }
     }
 
+    @Test("a token without a fingerprint (an old version's, or one moved forward by hand) is answered 410 tokenExpired where the zone has history to fingerprint; at position 0 it is taken", arguments: StorageBackend.allCases)
+    func tokenWithoutFingerprint(_ backend: StorageBackend) async throws {
+        let site = try StorageSite(backend)
+        let storage = try await site.open()
+        let app = StrataServerApp(storage: storage, users: try UserDirectory(tokens: ["alice": Token.alice]), configuration: ServerConfiguration(port: 0))
+        do {
+            try await app.buildApplication().test(.router) { client in
+                try await client.createZone("notes")
+                let empty = try ChangeToken(parsing: try await client.endToken("notes"))
+                let fromZero = ChangeToken(epoch: empty.epoch, position: 0, fingerprintsHistory: false)
+                #expect(try await client.pull("notes", query: "after=\(fromZero)").status == .ok)
+                #expect(try await client.push("notes", [transaction(replica, 1...3)]).status == .ok)
+                let end = try ChangeToken(parsing: try await client.endToken("notes"))
+                #expect(end.fingerprint != 0)
+                for position in [1, end.position] as [UInt64] {
+                    for history in [true, false] {
+                        let bare = ChangeToken(epoch: end.epoch, position: position, fingerprintsHistory: history)
+                        let refused = try await client.pull("notes", query: "after=\(bare)")
+                        #expect(refused.status == .gone, "position \(position): \(String(buffer: refused.body))")
+                        #expect(try errorBody(refused).code == "tokenExpired")
+                    }
+                }
+                // The token the server handed out is taken.
+                #expect(try await client.pull("notes", query: "after=\(end)").status == .ok)
+            }
+            try await storage.close()
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+    }
+
     @Test("a token of a deleted and recreated zone is answered 410 zoneReset")
     func zoneReset() async throws {
         let server = try TestServer()
