@@ -21,30 +21,36 @@ import Synchronization
 extension PostgresZoneStorage {
     public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
                        storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
-        if options.compareAndSetAppends, let outcome = try await appendIfUnchanged(zone: id, user: user, replica: replica, transactions: pushed, storedBytesLimit: storedBytesLimit) {
+        try await append(zone: id, epoch: nil, user: user, replica: replica, transactions: pushed, storedBytesLimit: storedBytesLimit)
+    }
+
+    public func append(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
+                       storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
+        if options.compareAndSetAppends,
+           let outcome = try await appendIfUnchanged(zone: id, epoch: expected, user: user, replica: replica, transactions: pushed, storedBytesLimit: storedBytesLimit) {
             return outcome
         }
         appendPaths.noteLocked()
-        return try await appendLocked(zone: id, user: user, replica: replica, transactions: pushed, storedBytesLimit: storedBytesLimit)
+        return try await appendLocked(zone: id, epoch: expected, user: user, replica: replica, transactions: pushed, storedBytesLimit: storedBytesLimit)
     }
 
     /// The append by compare and set, or `nil` when its plan is not a whole append or the basis
     /// changed under it (nothing was written then). It starts from the basis this instance
     /// remembers from the replica's last push here (one round trip), else from a fresh read (two).
-    private func appendIfUnchanged(zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
+    private func appendIfUnchanged(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
                                    storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome? {
         guard !pushed.isEmpty else { return nil }
         let remembered = appendBases.take(zone: id, replica: replica)
         return try await withConnection("appending to zone \(id)", zone: id) { connection -> AppendOutcome? in
             if let remembered,
-               let (outcome, next) = try await self.appendIfUnchanged(since: remembered, user: user, transactions: pushed,
+               let (outcome, next) = try await self.appendIfUnchanged(since: remembered, epoch: expected, user: user, transactions: pushed,
                                                                      storedBytesLimit: storedBytesLimit, on: connection) {
                 self.appendBases.remember(next, zone: id, replica: replica)
                 self.appendPaths.noteRemembered()
                 return outcome
             }
             guard let basis = try await self.readBasis(zone: id, replica: replica, on: connection),
-                  let (outcome, next) = try await self.appendIfUnchanged(since: basis, user: user, transactions: pushed,
+                  let (outcome, next) = try await self.appendIfUnchanged(since: basis, epoch: expected, user: user, transactions: pushed,
                                                                         storedBytesLimit: storedBytesLimit, on: connection)
             else { return nil }
             self.appendBases.remember(next, zone: id, replica: replica)
@@ -79,9 +85,10 @@ extension PostgresZoneStorage {
     /// Plans the push from `basis` and, when the plan appends all of it, writes its rows if the
     /// basis still holds under the lock (`strata_append_planned`): the outcome and the basis
     /// after it, or `nil` (nothing written).
-    private func appendIfUnchanged(since basis: AppendBasis, user: String, transactions pushed: [PushedTransaction],
+    private func appendIfUnchanged(since basis: AppendBasis, epoch expected: UInt64?, user: String, transactions pushed: [PushedTransaction],
                                    storedBytesLimit: Int64?, on connection: PostgresConnection) async throws -> (AppendOutcome, AppendBasis)? {
         var inputs = basis.inputs
+        inputs.epoch = expected
         inputs.user = user
         inputs.transactions = pushed
         inputs.storedBytesLimit = storedBytesLimit
@@ -115,7 +122,7 @@ extension PostgresZoneStorage {
 
     /// The append under the zone's and the owner's row locks, in one database transaction: the
     /// plan made from what is committed, whatever the push.
-    private func appendLocked(zone id: ZoneID, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
+    private func appendLocked(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID, transactions pushed: [PushedTransaction],
                               storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
         let (replicaHigh, replicaLow) = Self.halves(replica)
         return try await transaction("appending to zone \(id)", zone: id) { connection in
@@ -136,8 +143,9 @@ extension PostgresZoneStorage {
             // new transactions).
             var ledger = ReplicaLedger()
             if let zone { ledger = try await self.ledger(of: replica, in: zone, covering: pushed, on: connection) }
-            let inputs = AppendInputs(zone: id, info: zone?.info, end: zone?.end ?? 0, chain: zone?.chain ?? 0, user: user, replica: replica,
+            var inputs = AppendInputs(zone: id, info: zone?.info, end: zone?.end ?? 0, chain: zone?.chain ?? 0, user: user, replica: replica,
                                       ledger: ledger, storedBytes: found.first?.11 ?? 0, storedBytesLimit: storedBytesLimit, transactions: pushed)
+            inputs.epoch = expected
             switch AppendPlan.decide(inputs) {
             case .refused(let error):
                 throw error

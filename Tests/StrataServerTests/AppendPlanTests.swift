@@ -68,6 +68,10 @@ struct AppendPlanTests {
         madePrivate.info?.access = .private
         var deleted = inputs(pushing: [next])
         deleted.info = nil
+        var recreated = inputs(pushing: [next])
+        recreated.epoch = (recreated.info?.epoch ?? 0) &+ 1
+        var sameLife = inputs(pushing: [next])
+        sameLife.epoch = sameLife.info?.epoch
         var ownerless = inputs(pushing: [held[2], next])
         ownerless.ledger.owner = nil
         var legacy = inputs(pushing: [encoded(mine, 1...1, "other"), next])
@@ -97,6 +101,8 @@ struct AppendPlanTests {
             Case(name: "a reader", inputs: inputs(pushing: [encoded(others, 1...1, "c")], by: "carol", replica: others), expected: .refused(.forbidden)),
             Case(name: "a stranger", inputs: inputs(pushing: [encoded(others, 1...1, "m")], by: "mallory", replica: others), expected: .refused(.forbidden)),
             Case(name: "a deleted zone", inputs: deleted, expected: .refused(.zoneNotFound)),
+            Case(name: "a push for the zone's previous life (deleted and created again since)", inputs: recreated, expected: .refused(.zoneReset)),
+            Case(name: "a push for the zone's life as it is", inputs: sameLife, expected: .append(count: 1, end: 5, acknowledged: 5)),
             Case(name: "an empty push", inputs: inputs(pushing: []), expected: .refused(.invalidArgument)),
             Case(name: "impossible sequences", inputs: inputs(pushing: [encoded(mine, 0...0, "zero")]), expected: .refused(.invalidArgument)),
             Case(name: "a replica held before owners were recorded", inputs: ownerless, expected: .append(count: 1, end: 5, acknowledged: 5)),

@@ -157,4 +157,32 @@ struct RevocationWindowTests {
             throw error
         }
     }
+
+    @Test("a push for a zone's previous life — the zone deleted and created again while its body arrived — is refused with zoneReset and appends nothing; the same push for the new life lands",
+          arguments: StorageBackend.allCases)
+    func appendIntoPreviousLife(_ backend: StorageBackend) async throws {
+        let site = try StorageSite(backend)
+        let storage = try await site.open()
+        do {
+            let old = try await storage.createZone("board", access: .shared, grants: ["bob": .readWrite])
+            let bobs = ReplicaID.random()
+            _ = try await storage.append(zone: "board", epoch: old.epoch, user: "bob", replica: bobs, transactions: [try pushed(transaction(bobs, 1...1))],
+                                         storedBytesLimit: nil)
+            try await storage.deleteZone("board")
+            let new = try await storage.createZone("board", access: .shared, grants: ["bob": .readWrite])
+            #expect(new.epoch != old.epoch)
+            // Bob's device of the old life pushes on, for the epoch it looked up.
+            let stale = ReplicaID.random()
+            await #expect { _ = try await storage.append(zone: "board", epoch: old.epoch, user: "bob", replica: stale, transactions: [try pushed(transaction(stale, 1...1))],
+                                                         storedBytesLimit: nil) } throws: { ($0 as? ZoneStorageError)?.code == .zoneReset }
+            #expect(try await storage.endPosition(zone: "board") == 0, "the previous life's push landed in the new zone")
+            let outcome = try await storage.append(zone: "board", epoch: new.epoch, user: "bob", replica: stale, transactions: [try pushed(transaction(stale, 1...1))],
+                                                   storedBytesLimit: nil)
+            #expect(outcome.epoch == new.epoch && outcome.position == 1)
+            try await storage.close()
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+    }
 }

@@ -24,7 +24,9 @@ extension StrataServerApp {
         // checked again by the storage, under the append's lock).
         try requireStillSignedIn(request, as: user)
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
-            try await storage.append(zone: id, user: user, replica: replica, transactions: transactions,
+            // Into the zone's life the request looked up: one deleted and created again while the
+            // body arrived refuses (`410 zoneReset`) rather than take the previous life's edits.
+            try await storage.append(zone: id, epoch: zone.epoch, user: user, replica: replica, transactions: transactions,
                                      storedBytesLimit: configuration.limits.maxStoredBytesPerUser)
         }
         metrics.pushTransactions.increment(by: Int64(outcome.appended))

@@ -28,6 +28,8 @@ package struct AppendInputs: Sendable {
     package var storedBytesLimit: Int64?
     /// The push, in order.
     package var transactions: [PushedTransaction]
+    /// The zone's life the push is for (the epoch the caller looked up); `nil`: whichever.
+    package var epoch: UInt64? = nil
 
     package init(zone: ZoneID, info: ZoneInfo?, end: UInt64, chain: UInt64, user: String, replica: ReplicaID, ledger: ReplicaLedger,
                  storedBytes: Int64, storedBytesLimit: Int64?, transactions: [PushedTransaction]) {
@@ -137,7 +139,9 @@ package enum AppendPlan: Sendable, Hashable {
     /// 1. The zone exists, else ``ZoneStorageError/Code/zoneNotFound``.
     /// 2. The push holds a transaction, else ``ZoneStorageError/Code/invalidArgument``.
     /// 3. The user may push to the zone as it is now (``ZoneInfo/canPush(_:)``), else
-    ///    ``ZoneStorageError/Code/forbidden``: a revocation counts from the next append.
+    ///    ``ZoneStorageError/Code/forbidden``: a revocation counts from the next append. The zone
+    ///    is in the life the push is for (``AppendInputs/epoch``), else
+    ///    ``ZoneStorageError/Code/zoneReset``.
     /// 4. The replica's ledger takes the push (``ReplicaLedger/check(_:user:replica:zone:)``):
     ///    ``ZoneStorageError/Code/replicaNotYours``, ``ZoneStorageError/Code/replicaForked`` with
     ///    the first differing sequence, ``ZoneStorageError/Code/sequenceGap`` with the expected one.
@@ -153,6 +157,9 @@ package enum AppendPlan: Sendable, Hashable {
         }
         guard info.canPush(inputs.user) else {
             return .refused(ZoneStorageError(.forbidden, "user \(inputs.user) may not push to zone \(info.id)", zone: id.description))
+        }
+        if let expected = inputs.epoch, expected != info.epoch {
+            return .refused(.recreated(id, expected: expected, now: info.epoch))
         }
         let fresh: [PushedTransaction]
         do {
@@ -185,5 +192,14 @@ package enum AppendPlan: Sendable, Hashable {
         return .append(Write(entries: entries, ledger: ledger, recordsOwner: recordsOwner, end: end, chain: chain, adding: adding,
                              outcome: AppendOutcome(epoch: info.epoch, position: end, acknowledged: ledger.acknowledged, appended: fresh.count,
                                                     fingerprint: chain)))
+    }
+}
+
+extension ZoneStorageError {
+    /// The refusal of an append into a zone's life (`expected`) that has ended: the zone was
+    /// deleted and created again (`now`) since the caller looked it up.
+    package static func recreated(_ zone: ZoneID, expected: UInt64, now: UInt64) -> ZoneStorageError {
+        ZoneStorageError(.zoneReset, "zone \(zone) was deleted and created again (epoch \(expected) → \(now)) while the push was in flight; nothing was appended",
+                         zone: zone.description)
     }
 }

@@ -12,6 +12,11 @@ extension EmbeddedZoneStorage {
 
     public func append(zone id: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction],
                        storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
+        try await append(zone: id, epoch: nil, user: user, replica: replica, transactions: transactions, storedBytesLimit: storedBytesLimit)
+    }
+
+    public func append(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID, transactions: [PushedTransaction],
+                       storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
         let state = try await usableZone(id)
         // From here to the submit below nothing suspends (the owners file is written
         // synchronously): the inputs are read, the plan made and its positions claimed in one
@@ -24,9 +29,10 @@ extension EmbeddedZoneStorage {
             throw ZoneStorageError(.storageFailure, "zone \(id): its history chain does not reach its end (\(end))", zone: id.description)
         }
         let epoch = state.info.epoch
-        let inputs = AppendInputs(zone: id, info: state.info, end: end, chain: chain, user: user, replica: replica,
+        var inputs = AppendInputs(zone: id, info: state.info, end: end, chain: chain, user: user, replica: replica,
                                   ledger: state.ledgers[replica] ?? ReplicaLedger(), storedBytes: usage[id.owner] ?? 0,
                                   storedBytesLimit: storedBytesLimit, transactions: transactions)
+        inputs.epoch = expected
         switch AppendPlan.decide(inputs) {
         case .refused(let error):
             throw error

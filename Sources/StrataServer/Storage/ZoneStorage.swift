@@ -92,6 +92,14 @@ public protocol ZoneStorage: Service {
     func append(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction],
                 storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome
 
+    /// ``append(zone:user:replica:transactions:storedBytesLimit:)`` into the zone's life `epoch`
+    /// only (`nil`: whichever): a zone deleted and created again since the caller looked it up —
+    /// while a push's body was still arriving — refuses with ``ZoneStorageError/Code/zoneReset``
+    /// and appends nothing, checked atomically with the append. Without it, what a device of the
+    /// zone's previous life pushed would land in the new zone.
+    func append(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID, transactions: [PushedTransaction],
+                storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome
+
     /// The bytes the zones `owner` owns occupy on disk: their logs and snapshots. Kept as a
     /// counter (rebuilt when the storage opens), so asking costs no file-system walk.
     func storedBytes(owner: String) async throws(ZoneStorageError) -> Int64
@@ -289,6 +297,16 @@ extension ZoneStorage {
             if used + adding > limit { throw ZoneStorageError.storedBytesQuota(owner: zone.owner, limit: limit, used: used, adding: adding, zone: zone) }
         }
         return try await append(zone: zone, user: user, replica: replica, transactions: transactions)
+    }
+
+    /// Checks the epoch, then appends (not atomically: storages whose zones can be recreated
+    /// while a push is in flight implement this themselves, as both of Strata's do).
+    public func append(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID, transactions: [PushedTransaction],
+                       storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AppendOutcome {
+        if let epoch, let now = try await self.zone(zone), now.epoch != epoch {
+            throw ZoneStorageError.recreated(zone, expected: epoch, now: now.epoch)
+        }
+        return try await append(zone: zone, user: user, replica: replica, transactions: transactions, storedBytesLimit: storedBytesLimit)
     }
 
     /// At most `limit` transactions from position `position` on, whatever the zone's epoch.
