@@ -42,6 +42,12 @@ extension PostgresZoneStorage {
     /// lock: the merged snapshot is exactly the state at the zone's end.
     public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder,
                            basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+        try await mergeState(zone: id, epoch: nil, user: user, replica: replica, claim: claim, state: upload, basis: basis)
+    }
+
+    /// ``mergeState(zone:user:replica:claim:state:basis:)`` into the zone's life `expected` only.
+    public func mergeState(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder,
+                           basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let contiguous = upload.contiguousSequences()
         // The uploader's claim of how far its own replica goes is believed as far as the state
         // really holds it (a false claim can only hold back its own edits).
@@ -49,6 +55,9 @@ extension PostgresZoneStorage {
         let outcome = try await unboundedTransaction("merging a state into zone \(id)", zone: id) { connection -> StateMergeOutcome in
             guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
             try Self.checkPush(zone.info, user: user)
+            if let expected, expected != zone.info.epoch {
+                throw ZoneStorageError.recreated(id, expected: expected, now: zone.info.epoch, what: "state upload")
+            }
             var ledger: ReplicaLedger?
             if let replica {
                 var own = try await self.ledger(of: replica, in: zone, covering: [], on: connection)

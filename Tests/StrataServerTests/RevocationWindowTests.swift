@@ -158,7 +158,7 @@ struct RevocationWindowTests {
         }
     }
 
-    @Test("a push for a zone's previous life — the zone deleted and created again while its body arrived — is refused with zoneReset and appends nothing; the same push for the new life lands",
+    @Test("a push or a state upload for a zone's previous life — the zone deleted and created again while its body arrived — is refused with zoneReset and stores nothing; the same for the new life lands",
           arguments: StorageBackend.allCases)
     func appendIntoPreviousLife(_ backend: StorageBackend) async throws {
         let site = try StorageSite(backend)
@@ -176,6 +176,15 @@ struct RevocationWindowTests {
             await #expect { _ = try await storage.append(zone: "board", epoch: old.epoch, user: "bob", replica: stale, transactions: [try pushed(transaction(stale, 1...1))],
                                                          storedBytesLimit: nil) } throws: { ($0 as? ZoneStorageError)?.code == .zoneReset }
             #expect(try await storage.endPosition(zone: "board") == 0, "the previous life's push landed in the new zone")
+            // Its state upload likewise.
+            func state() throws -> ProjectionBuilder {
+                let builder = ProjectionBuilder()
+                try builder.apply(encoded: transaction(stale, 1...1, title: "old life").encoded())
+                return builder
+            }
+            await #expect { _ = try await storage.mergeState(zone: "board", epoch: old.epoch, user: "bob", replica: nil, claim: 0, state: try state(), basis: nil) }
+                throws: { ($0 as? ZoneStorageError)?.code == .zoneReset }
+            #expect(try await storage.snapshotPosition(zone: "board") == nil, "the previous life's state was merged into the new zone")
             let outcome = try await storage.append(zone: "board", epoch: new.epoch, user: "bob", replica: stale, transactions: [try pushed(transaction(stale, 1...1))],
                                                    storedBytesLimit: nil)
             #expect(outcome.epoch == new.epoch && outcome.position == 1)

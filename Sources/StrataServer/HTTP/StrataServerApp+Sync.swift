@@ -79,7 +79,7 @@ extension StrataServerApp {
         try requireStillSignedIn(request, as: user)
         let outcome: StateMergeOutcome
         do {
-            outcome = try await storage.mergeState(zone: id, user: user, replica: replica, claim: claim, state: state, basis: basis)
+            outcome = try await storage.mergeState(zone: id, epoch: zone.epoch, user: user, replica: replica, claim: claim, state: state, basis: basis)
         } catch {
             throw answer(error)
         }

@@ -198,8 +198,8 @@ package enum AppendPlan: Sendable, Hashable {
 extension ZoneStorageError {
     /// The refusal of an append into a zone's life (`expected`) that has ended: the zone was
     /// deleted and created again (`now`) since the caller looked it up.
-    package static func recreated(_ zone: ZoneID, expected: UInt64, now: UInt64) -> ZoneStorageError {
-        ZoneStorageError(.zoneReset, "zone \(zone) was deleted and created again (epoch \(expected) → \(now)) while the push was in flight; nothing was appended",
+    package static func recreated(_ zone: ZoneID, expected: UInt64, now: UInt64, what: String = "push") -> ZoneStorageError {
+        ZoneStorageError(.zoneReset, "zone \(zone) was deleted and created again (epoch \(expected) → \(now)) while the \(what) was in flight; nothing was \(what == "push" ? "appended" : "merged")",
                          zone: zone.description)
     }
 }

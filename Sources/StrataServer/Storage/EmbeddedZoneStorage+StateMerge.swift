@@ -29,8 +29,16 @@ extension EmbeddedZoneStorage {
     ///     zone's newest merge); the outcome says whether that was the zone's end (then the
     ///     uploader holds the merged state already and goes on from the new token).
     public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+        try await mergeState(zone: id, epoch: nil, user: user, replica: replica, claim: claim, state: upload, basis: basis)
+    }
+
+    public func mergeState(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder,
+                           basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let state = try await usableZone(id)
         try Self.checkPush(state.info, user: user)
+        if let expected, expected != state.info.epoch {
+            throw ZoneStorageError.recreated(id, expected: expected, now: state.info.epoch, what: "state upload")
+        }
         // The uploader's claim of how far its own replica goes is believed (a false one can only
         // hold back its own edits), as far as the state really holds it; the replica must be the
         // uploader's, or new to the zone.

@@ -173,6 +173,13 @@ public protocol ZoneStorage: Service {
     /// when the state is merged, else ``ZoneStorageError/Code/forbidden``.
     func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
 
+    /// ``mergeState(zone:user:replica:claim:state:basis:)`` into the zone's life `epoch` only
+    /// (`nil`: whichever): a zone deleted and created again since the uploader looked it up
+    /// refuses with ``ZoneStorageError/Code/zoneReset`` and merges nothing, checked atomically
+    /// with the merge.
+    func mergeState(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder,
+                    basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
+
     /// A fingerprint of the zone's history before `position`: a running hash folding in the
     /// digest of every transaction before it, in order (see `HistoryChain`); `nil` at position 0
     /// or where the storage keeps none (before the log's first position). Change tokens carry it
@@ -297,6 +304,16 @@ extension ZoneStorage {
             if used + adding > limit { throw ZoneStorageError.storedBytesQuota(owner: zone.owner, limit: limit, used: used, adding: adding, zone: zone) }
         }
         return try await append(zone: zone, user: user, replica: replica, transactions: transactions)
+    }
+
+    /// Checks the epoch, then merges (not atomically: storages whose zones can be recreated while
+    /// an upload is in flight implement this themselves, as both of Strata's do).
+    public func mergeState(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder,
+                           basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+        if let epoch, let now = try await self.zone(zone), now.epoch != epoch {
+            throw ZoneStorageError.recreated(zone, expected: epoch, now: now.epoch, what: "state upload")
+        }
+        return try await mergeState(zone: zone, user: user, replica: replica, claim: claim, state: state, basis: basis)
     }
 
     /// Checks the epoch, then appends (not atomically: storages whose zones can be recreated
