@@ -19,16 +19,10 @@ struct InFlightRevocationTests {
     /// owner's requests.
     func withServer(_ backend: StorageBackend,
                     _ body: @Sendable (Int, UserRegistry, StrataServerApp) async throws -> Void) async throws {
-        let site = try StorageSite(backend)
-        let storage = try await site.open()
-        let registry = UserRegistry(try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol]))
-        let app = StrataServerApp(storage: storage, users: registry, configuration: ServerConfiguration(port: 0))
-        do {
+        try await withStorage(backend) { storage in
+            let registry = UserRegistry(try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol]))
+            let app = StrataServerApp(storage: storage, users: registry, configuration: ServerConfiguration(port: 0))
             try await withLiveServer(app: app) { port in try await body(port, registry, app) }
-            try await storage.close()
-        } catch {
-            try? await storage.close()
-            throw error
         }
     }
 
@@ -137,11 +131,9 @@ struct InFlightRevocationTests {
     @Test("bob removed from the users file while his push's body arrives: the push is refused with 401 and appends nothing; the same for a state upload",
           arguments: StorageBackend.allCases)
     func pushAfterUserRemoval(_ backend: StorageBackend) async throws {
-        let site = try StorageSite(backend)
-        let storage = try await site.open()
-        let registry = UserRegistry(try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol]))
-        let app = StrataServerApp(storage: storage, users: registry, configuration: ServerConfiguration(port: 0))
-        do {
+        try await withStorage(backend) { storage in
+            let registry = UserRegistry(try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol]))
+            let app = StrataServerApp(storage: storage, users: registry, configuration: ServerConfiguration(port: 0))
             try await withLiveServer(app: app) { port in
                 #expect(try await RawConnection(port: port).exchange("PUT", "/v1/zones/board", token: Token.alice,
                                                                        body: Array(#"{"access": "shared", "grants": {"bob": "readWrite"}}"#.utf8))?.status == 201)
@@ -171,10 +163,6 @@ struct InFlightRevocationTests {
             }
             #expect(try await storage.endPosition(zone: "board") == 0, "something bob sent after his removal was stored")
             #expect(try await storage.snapshotPosition(zone: "board") == nil, "bob's state was merged after his removal")
-            try await storage.close()
-        } catch {
-            try? await storage.close()
-            throw error
         }
     }
 

@@ -136,12 +136,10 @@ struct RevocationWindowTests {
     @Test("Bob's pull, allowed when the server looked the zone up and revoked before its page is read, is refused with 403 forbidden and reveals nothing of the page",
           arguments: StorageBackend.allCases)
     func revokedBetweenCheckAndRead(_ backend: StorageBackend) async throws {
-        let site = try StorageSite(backend)
-        let base = try await site.open()
-        let storage = RevokingStorage(base: base)
-        let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
-        let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
-        do {
+        try await withStorage(backend) { base in
+            let storage = RevokingStorage(base: base)
+            let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
+            let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
             try await app.buildApplication().test(.live) { client in
                 try await client.createZone("board", #"{"access": "shared", "grants": {"bob": "read"}}"#)
                 #expect(try await client.push("board", [transaction(ReplicaID.random(), 1...1, title: "secret")]).status == .ok)
@@ -151,19 +149,13 @@ struct RevocationWindowTests {
                 #expect(refused.status == .forbidden, "\(String(buffer: refused.body))")
                 #expect(!String(buffer: refused.body).contains("secret"), "the refusal revealed the page")
             }
-            try await base.close()
-        } catch {
-            try? await base.close()
-            throw error
         }
     }
 
     @Test("a push or a state upload for a zone's previous life — the zone deleted and created again while its body arrived — is refused with zoneReset and stores nothing; the same for the new life lands",
           arguments: StorageBackend.allCases)
     func appendIntoPreviousLife(_ backend: StorageBackend) async throws {
-        let site = try StorageSite(backend)
-        let storage = try await site.open()
-        do {
+        try await withStorage(backend) { storage in
             let old = try await storage.createZone("board", access: .shared, grants: ["bob": .readWrite])
             let bobs = ReplicaID.random()
             _ = try await storage.append(zone: "board", epoch: old.epoch, user: "bob", replica: bobs, transactions: [try pushed(transaction(bobs, 1...1))],
@@ -188,10 +180,6 @@ struct RevocationWindowTests {
             let outcome = try await storage.append(zone: "board", epoch: new.epoch, user: "bob", replica: stale, transactions: [try pushed(transaction(stale, 1...1))],
                                                    storedBytesLimit: nil)
             #expect(outcome.epoch == new.epoch && outcome.position == 1)
-            try await storage.close()
-        } catch {
-            try? await storage.close()
-            throw error
         }
     }
 }

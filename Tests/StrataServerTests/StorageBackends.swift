@@ -85,3 +85,17 @@ extension PostgresZoneStorage {
         return storage
     }
 }
+
+/// Runs `body` with a storage of `backend` opened on a fresh site, and closes it afterwards —
+/// also when `body` throws.
+func withStorage<T>(_ backend: StorageBackend, _ body: (any ZoneStorage) async throws -> T) async throws -> T {
+    let storage = try await StorageSite(backend).open()
+    do {
+        let value = try await body(storage)
+        try await storage.close()
+        return value
+    } catch {
+        try? await storage.close()
+        throw error
+    }
+}
