@@ -101,6 +101,10 @@ extension SyncEngine {
                 edits = try await unpushedEdits()
             case .redirected(.holdPushes, _):
                 return .held
+            case .redirected(.startOver, let refusal):
+                // Starting over pushes again, against the new zone.
+                try await startOver(after: refusal, &report)
+                return .pushed
             case .redirected(_, let refusal):
                 throw refusal
             }

@@ -320,6 +320,10 @@ struct SyncStateMachine: Sendable {
             let lead = now > serverTime ? now - serverTime : serverTime - now
             guard lead <= maxOffset / 2 else { return .stop(error) }
             return .fork(keepingThrough: push.acknowledged, reason: .clockRestamp, restamp: true)
+        case .zoneReset:
+            // The zone was deleted and created again while the push was in flight (the server
+            // took nothing of it): start over against the new zone, as a pull would.
+            return .startOver
         default:
             return .stop(error)
         }

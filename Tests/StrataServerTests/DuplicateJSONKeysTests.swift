@@ -23,9 +23,31 @@ struct DuplicateJSONKeysTests {
         (#"["a", "a", {"a": 1}]"#, nil),
         (#"{"a": 1, "b": [1, 2], "c": {"a": 1}}"#, nil),
         (#"{"unterminated": "x"#, nil),
+        (#"{"a\\": 1, "b": {"c": [1, {"d": 2}], "d": 3}, "a\\": 4}"#, "a\\"),
+        (#"{}"#, nil),
     ] as [(String, String?)])
     func found(json: String, duplicate: String?) {
         #expect(DuplicateJSONKeys.first(in: Array(json.utf8))?.key == duplicate, "\(json)")
+    }
+
+    @Test("a body it cannot judge is a problem, not a pass: a key that does not decode, nesting past the limit")
+    func failsClosed() {
+        // A lone surrogate in a key, in an object whose value nothing decodes.
+        let lone = #"{"x": {"\ud800": 1}, "grants": {}}"#
+        #expect(DuplicateJSONKeys.first(in: Array(lone.utf8)) == .undecodableKey(offset: 7))
+        var invalid = Array(#"{"#.utf8) + [0x22, 0xFF, 0x22] + Array(#": 1}"#.utf8)
+        #expect(DuplicateJSONKeys.first(in: invalid) == .undecodableKey(offset: 1))
+        invalid = Array(String(repeating: "[", count: DuplicateJSONKeys.maxDepth + 1).utf8)
+        #expect(DuplicateJSONKeys.first(in: invalid) == .tooDeep(offset: DuplicateJSONKeys.maxDepth))
+        #expect(DuplicateJSONKeys.first(in: Array(String(repeating: "[", count: DuplicateJSONKeys.maxDepth).utf8)) == nil)
+    }
+
+    @Test("the scan is linear: an object of 200,000 distinct keys, then one twice, is judged at once")
+    func manyKeys() {
+        var json = "{"
+        for i in 0..<200_000 { json += "\"k\(i)\": 1, " }
+        json += "\"k7\": 2}"
+        #expect(DuplicateJSONKeys.first(in: Array(json.utf8)) == .duplicate(key: "k7", offset: json.utf8.count - #""k7": 2}"#.utf8.count))
     }
 
     @Test("a PUT of a zone whose settings name a key twice is 400 badRequest naming the key, and changes nothing")

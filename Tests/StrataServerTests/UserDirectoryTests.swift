@@ -68,6 +68,19 @@ struct UserDirectoryTests {
         #expect((registry.current.authenticate(bearer: "b-secret") == "bob") == !served)
     }
 
+    @Test("a users file reached through a symbolic link (a mounted secret) is judged by the file's mode, not the link's")
+    func symlinkedUsersFile() throws {
+        let dir = TemporaryDirectory()
+        let target = dir.sub("secret-users.json")
+        try Data(#"{"users": [{"name": "alice", "tokenSHA256": "\#(UserDirectory.digest(of: "a-secret"))"}]}"#.utf8).write(to: URL(fileURLWithPath: target))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target)
+        let link = dir.sub("users.json")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        #expect(try UserDirectory.load(from: link).authenticate(bearer: "a-secret") == "alice")
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: target)
+        #expect(throws: UserDirectoryError.self) { try UserDirectory.load(from: link) }
+    }
+
     @Test("zone names are 1–64 of [A-Za-z0-9._-]", arguments: [
         ("notes", true), ("A-b_c.9", true), (String(repeating: "x", count: 64), true),
         ("", false), (String(repeating: "x", count: 65), false), ("a b", false), ("a/b", false), ("é", false), ("a%20", false),

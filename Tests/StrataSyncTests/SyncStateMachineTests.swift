@@ -76,6 +76,7 @@ struct SyncStateMachineTests {
             .replicaForked: .fork(keepingThrough: 7, reason: .forked, restamp: false),
             .tooLarge: .splitBatch(4),
             .clockSkew: .fork(keepingThrough: 10, reason: .clockRestamp, restamp: true),
+            .zoneReset: .startOver,
         ])),
         ("a pull after a token", .pull(fromToken: true), table([
             .tokenExpired: .bootstrapFromSnapshot, .zoneReset: .startOver, .zoneRewound: .rewind,

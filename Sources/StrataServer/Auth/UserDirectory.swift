@@ -145,9 +145,13 @@ public struct UserDirectory: Sendable {
     ///   users other than its owner may write it (group- or world-writable).
     public static func load(from path: String) throws(UserDirectoryError) -> UserDirectory {
         // Whoever may write the users file may add a user with a token of their choosing: a file
-        // writable by its group or by everyone is refused, not served.
-        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o022 != 0 {
-            throw UserDirectoryError("the users file \(path) is writable by other users (mode \(String(mode & 0o777, radix: 8))): anyone who can write it can add a user; make it writable by its owner only (chmod go-w \(path))")
+        // writable by its group or by everyone is refused, not served. `stat` follows a symbolic
+        // link (a mounted secret is often one, mode 0777 itself): the file's own mode counts. A
+        // file that cannot be examined cannot be read either: the read below says why.
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & 0o022 != 0 {
+            let mode = String(status.st_mode & 0o777, radix: 8)
+            throw UserDirectoryError("the users file \(path) is writable by other users (mode \(mode)): anyone who can write it can add a user; make it writable by its owner only (chmod go-w \(path))")
         }
         let data: Data
         do {
@@ -160,8 +164,8 @@ public struct UserDirectory: Sendable {
 
     /// Parses the contents of the users file at `path` (named in errors).
     static func parse(_ data: Data, path: String) throws(UserDirectoryError) -> UserDirectory {
-        if let duplicate = DuplicateJSONKeys.first(in: Array(data)) {
-            throw UserDirectoryError("the users file \(path) names \"\(duplicate.key.prefix(64))\" twice in one object (again at byte \(duplicate.offset))")
+        if let problem = DuplicateJSONKeys.first(in: Array(data)) {
+            throw UserDirectoryError("the users file \(path) \(problem)")
         }
         let file: File
         do {

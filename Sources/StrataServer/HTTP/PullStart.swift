@@ -58,8 +58,12 @@ public enum PullStart {
                 } else if parsed.position > 0, let actual = try await storage.fingerprint(zone: id, at: parsed.position), actual != 0 {
                     // A token without a fingerprint where the server would have given it one (a
                     // version 1 or 2 token, or one edited by hand): nothing says the client saw
-                    // this history up to its position, so it starts again from the snapshot
-                    // rather than skip what it may never have had.
+                    // this history up to its position, so it is not skipped. Without a snapshot
+                    // the pull reads from the zone's start (applying what the client has again
+                    // changes nothing); with one, the client starts again from the snapshot.
+                    guard try await storage.snapshotPosition(zone: id) != nil else {
+                        return try await storage.startPosition(zone: id)
+                    }
                     throw ServerError(.tokenExpired, "change token \(parsed) carries no fingerprint of the history before position \(parsed.position), which zone \(id) has: start again from the zone's snapshot")
                 }
             } catch let error as ChangeTokenError {

@@ -37,7 +37,9 @@ extension StrataServerApp {
         guard name.name != ".", name.name != ".." else {
             throw ServerError(.badRequest, "invalid zone name \"\(name.name)\": . and .. are path segments that HTTP clients remove from URLs")
         }
-        let body = try await readBody(request)
+        // A zone's settings are small (an access and the grants, which a quota bounds): 1 MiB is
+        // room for tens of thousands of grants, and no reason to hold a push's 32 MiB.
+        let body = try await readBody(request, limit: Self.maxSettingsBytes)
         // The body may have trickled in: the caller must still be a user.
         try requireStillSignedIn(request, as: user)
         let settings = try Self.settings(from: body)
@@ -110,10 +112,13 @@ extension StrataServerApp {
     }
 
     /// The body of a PUT: empty (all defaults) or JSON settings.
+    /// The largest body of a zone's `PUT`.
+    static let maxSettingsBytes = 1 << 20
+
     static func settings(from body: [UInt8]) throws(ServerError) -> ZoneSettings {
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return ZoneSettings() }
-        if let duplicate = DuplicateJSONKeys.first(in: body) {
-            throw ServerError(.badRequest, "the body names \"\(duplicate.key.prefix(64))\" twice in one object (again at byte \(duplicate.offset)): which one counts would be a guess")
+        if let problem = DuplicateJSONKeys.first(in: body) {
+            throw ServerError(.badRequest, "the body \(problem): which value counts would be a guess")
         }
         let settings: ZoneSettings
         do {
