@@ -102,7 +102,10 @@ extension SyncEngine {
             case .redirected(.holdPushes, _):
                 return .held
             case .redirected(.startOver, let refusal):
-                // Starting over pushes again, against the new zone.
+                // Starting over pushes again, against the new zone — once per push.
+                guard !startingOverFromPush else { throw refusal }
+                startingOverFromPush = true
+                defer { startingOverFromPush = false }
                 try await startOver(after: refusal, &report)
                 return .pushed
             case .redirected(_, let refusal):

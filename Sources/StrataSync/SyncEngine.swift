@@ -48,6 +48,10 @@ public actor SyncEngine {
     var knowsZone: Bool
     /// Set by ``recreateZone()`` for the sync that recreates a deleted zone.
     var recreating = false
+    /// Set while a push that was answered `zoneReset` starts over (which pushes again): a second
+    /// `zoneReset` meanwhile is thrown, so that a server answering it to every push cannot
+    /// recurse the engine off its stack.
+    var startingOverFromPush = false
 
     // Continuous mode (SyncEngine+Continuous.swift).
     /// The running continuous mode, if any.
