@@ -7,6 +7,8 @@ public import StrataCore
 /// transaction's own reads).
 public final class Transaction {
     let core: StoreCore
+    /// The objects ``stampAfter(_:)`` has moved the clock past in this transaction.
+    private var stampedAfter: Set<ObjectID> = []
     /// The transaction's events, encoded as they are made: the log entry the commit writes.
     private(set) var encoder: TransactionEncoder
     /// This store's replica in the projection's table (interned at the first insert).
@@ -217,8 +219,11 @@ public final class Transaction {
     /// edit along); a device whose wall clock is behind — by hours, by years, before 1970 — would
     /// otherwise stamp its edit of a field before the value it replaces, and the edit would lose
     /// on every device, its own too. Only the objects edited move the clock this far.
+    /// Once per object and transaction: after it the clock is past what the object held, and
+    /// the transaction's own later events on it are stamped later still (no rescan of a large
+    /// set for each of many adds to it).
     private func stampAfter(_ object: ObjectID) {
-        guard let record = projection.records[object] else { return }
+        guard stampedAfter.insert(object).inserted, let record = projection.records[object] else { return }
         core.clock.advance(past: HLC(rawValue: record.newestHLC))
     }
 
