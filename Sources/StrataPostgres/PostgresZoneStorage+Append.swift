@@ -92,6 +92,10 @@ extension PostgresZoneStorage {
         inputs.user = user
         inputs.transactions = pushed
         inputs.storedBytesLimit = storedBytesLimit
+        // Read fresh (not remembered): a replica's held sequences in a zone row (one life of the
+        // zone) only grow, so this read, whenever it happens, never lets through a remove of an
+        // add the zone does not hold when the basis is compared.
+        inputs.heldThrough = try await heldThrough(of: pushed, except: inputs.replica, zoneKey: basis.key, on: connection)
         // A basis holds no digests of held transactions: a plan that skips some (a retry) or
         // refuses (from inputs that may be stale) is made again under the lock.
         guard case .append(let write) = AppendPlan.decide(inputs), write.entries.count == pushed.count,
@@ -146,6 +150,7 @@ extension PostgresZoneStorage {
             var inputs = AppendInputs(zone: id, info: zone?.info, end: zone?.end ?? 0, chain: zone?.chain ?? 0, user: user, replica: replica,
                                       ledger: ledger, storedBytes: found.first?.11 ?? 0, storedBytesLimit: storedBytesLimit, transactions: pushed)
             inputs.epoch = expected
+            if let zone { inputs.heldThrough = try await self.heldThrough(of: pushed, except: replica, zoneKey: zone.key, on: connection) }
             switch AppendPlan.decide(inputs) {
             case .refused(let error):
                 throw error

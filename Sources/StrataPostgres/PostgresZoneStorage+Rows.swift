@@ -202,6 +202,25 @@ extension PostgresZoneStorage {
         return ledger
     }
 
+    /// How far the zone (one life of it: `zoneKey`) holds each replica whose adds `pushed`'s
+    /// removes name, other than `replica` (`AppendInputs.heldThrough`); no query when they name none.
+    func heldThrough(of pushed: [PushedTransaction], except replica: ReplicaID, zoneKey: Int64,
+                     on connection: PostgresConnection) async throws -> [ReplicaID: UInt64] {
+        var named = Set<ReplicaID>()
+        for transaction in pushed { named.formUnion(transaction.namedAdds.keys) }
+        named.remove(replica)
+        var held: [ReplicaID: UInt64] = [:]
+        for other in named {
+            let (high, low) = Self.halves(other)
+            let found = try await rows(connection.query("""
+                SELECT acknowledged FROM strata_replicas
+                WHERE zone_id = \(zoneKey) AND replica_high = \(high) AND replica_low = \(low)
+                """, logger: logger), as: Int64.self)
+            held[other] = UInt64(bitPattern: found.first ?? 0)
+        }
+        return held
+    }
+
     /// The transactions the zone holds of `replica` whose first sequence is in `lowest…highest`.
     func held(_ replica: ReplicaID, in zone: ZoneRow, from lowest: UInt64, through highest: UInt64,
               on connection: PostgresConnection) async throws -> [HeldTransaction] {

@@ -41,6 +41,10 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let zoneReset = ErrorCode("zoneReset", status: 410)
     /// The server holds less than the client has seen (restored from a backup, a lost disk).
     public static let zoneRewound = ErrorCode("zoneRewound", status: 410)
+    /// A pushed remove names an add of another replica that the zone does not hold (one that
+    /// does not exist yet; `sequence` is the refused transaction's first). The edits stay
+    /// pending: the push goes through once the zone holds the add.
+    public static let unheldAdd = ErrorCode("unheldAdd", status: 422)
     /// The body exceeds the server's limit.
     public static let tooLarge = ErrorCode("tooLarge", status: 413)
     /// An event stamped further ahead of the server's clock than it accepts (`serverTime`,
@@ -58,7 +62,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// Every code of the protocol.
     public static let all: [ErrorCode] = [
         .badRequest, .unauthorized, .forbidden, .replicaNotYours, .quotaExceeded, .zoneNotFound, .notFound, .sequenceGap,
-        .replicaForked, .tokenExpired, .zoneReset, .zoneRewound, .tooLarge, .clockSkew, .rateLimited, .internalError,
+        .replicaForked, .tokenExpired, .zoneReset, .zoneRewound, .tooLarge, .clockSkew, .unheldAdd, .rateLimited, .internalError,
         .serverBusy, .storageFull,
     ]
 }

@@ -383,7 +383,9 @@ struct SyncStateMachine: Sendable {
     /// pull; a state stamped ahead waits for the push's re-stamp), and for a push when the sync
     /// was asked for once (``SyncEngine/sync()``; continuous mode backs off instead).
     func next(after stage: Stage, failed error: SyncError) -> StageAction {
-        guard error.code == .clockSkew else { return .fail }
+        // A remove of an add the zone does not hold yet (`unheldAdd`) waits as an edit stamped
+        // ahead does: the zone may get the add (its replica pushing it again after a restore).
+        guard error.code == .clockSkew || error.code == .unheldAdd else { return .fail }
         switch stage {
         case .heal: return .deferError
         case .push(let continuous): return continuous ? .fail : .deferError

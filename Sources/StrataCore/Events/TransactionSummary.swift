@@ -8,6 +8,13 @@ package struct TransactionSummary: Sendable, Hashable {
     package var sequences: ClosedRange<UInt64>?
     /// The newest HLC of its events (0 without events).
     package var newestHLC: HLC
+    /// The highest sequence its removes name of each other replica's adds (a remove names the
+    /// adds it cancels by (replica, sequence)): what a server checks against what the zone holds,
+    /// so that a remove cannot name adds that do not exist yet.
+    package var namedAdds: [ReplicaID: UInt64]
+    /// The first remove that names an add of its own replica at or after its own sequence (an add
+    /// that cannot have come before it): `(remove, add)` sequences; `nil` when there is none.
+    package var namesLaterOwnAdd: (remove: UInt64, add: UInt64)?
 
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong and at which byte.
     package init(validating bytes: [UInt8], position: UInt64? = nil) throws {
@@ -15,5 +22,32 @@ package struct TransactionSummary: Sendable, Hashable {
         replica = raw.replica
         sequences = raw.events.isEmpty ? nil : raw.firstSequence...(raw.firstSequence + UInt64(raw.events.count) - 1)
         newestHLC = HLC(rawValue: raw.events.reduce(0) { max($0, $1.hlc) })
+        var named: [ReplicaID: UInt64] = [:]
+        var later: (remove: UInt64, add: UInt64)?
+        for (index, event) in raw.events.enumerated() where event.kind == .remove {
+            let sequence = raw.firstSequence + UInt64(index)
+            for add in raw.adds[Int(event.start)..<Int(event.start + event.count)] {
+                // Index 0 is the authoring replica (the decoder checked every index).
+                if add.replica == 0 || raw.replicas[Int(add.replica)] == raw.replica {
+                    if add.sequence >= sequence, later == nil { later = (sequence, add.sequence) }
+                } else {
+                    let replica = raw.replicas[Int(add.replica)]
+                    named[replica] = max(named[replica] ?? 0, add.sequence)
+                }
+            }
+        }
+        namedAdds = named
+        namesLaterOwnAdd = later
+    }
+
+    package static func == (a: TransactionSummary, b: TransactionSummary) -> Bool {
+        a.replica == b.replica && a.sequences == b.sequences && a.newestHLC == b.newestHLC && a.namedAdds == b.namedAdds
+            && a.namesLaterOwnAdd?.remove == b.namesLaterOwnAdd?.remove && a.namesLaterOwnAdd?.add == b.namesLaterOwnAdd?.add
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(replica)
+        hasher.combine(sequences)
+        hasher.combine(newestHLC)
     }
 }

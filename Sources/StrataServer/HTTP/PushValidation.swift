@@ -42,7 +42,11 @@ public enum PushValidation {
                     "frame \(index) (replica \(record.replica), sequences \(sequences.lowerBound)...\(sequences.upperBound)) holds an event stamped \(newest.milliseconds) ms since 1970, \(newest.milliseconds &- now) ms ahead of the server's clock (\(now)); at most \(maxOffset) ms are accepted — check the device's clock",
                     sequence: sequences.lowerBound, serverTime: now, maxOffset: maxOffset)
             }
-            transactions.append(PushedTransaction(bytes: bytes, firstSequence: sequences.lowerBound, lastSequence: sequences.upperBound))
+            if let later = record.namesLaterOwnAdd {
+                throw ServerError(.badRequest, "frame \(index) (replica \(record.replica)): the remove at sequence \(later.remove) names the replica's own add at sequence \(later.add), which does not come before it; a remove names only adds that exist")
+            }
+            transactions.append(PushedTransaction(bytes: bytes, firstSequence: sequences.lowerBound, lastSequence: sequences.upperBound,
+                                                  namedAdds: record.namedAdds))
         }
         guard let replica else { throw ServerError(.badRequest, "the push body holds no transaction") }
         return (replica, transactions)

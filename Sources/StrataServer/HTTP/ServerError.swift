@@ -78,6 +78,7 @@ extension ServerError {
         case .replicaNotYours: self.init(.replicaNotYours, error.message)
         case .forbidden: self.init(.forbidden, error.message)
         case .replicaForked: self.init(.replicaForked, error.message, sequence: error.sequence)
+        case .unheldAdd: self.init(.unheldAdd, error.message, sequence: error.sequence)
         case .positionRetired: self.init(.tokenExpired, error.message)
         case .positionBeyondEnd: self.init(.zoneRewound, error.message)
         case .tooLarge: self.init(.tooLarge, error.message)

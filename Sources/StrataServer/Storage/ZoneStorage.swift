@@ -339,12 +339,23 @@ public struct PushedTransaction: Sendable, Hashable {
     public let firstSequence: UInt64
     public let lastSequence: UInt64
     public let digest: TransactionDigest
+    /// The highest sequence its removes name of each other replica's adds: the zone must hold
+    /// them (``AppendPlan``'s rule 5), so that nobody cancels adds that do not exist yet.
+    public let namedAdds: [ReplicaID: UInt64]
 
+    /// The transaction `bytes` (its removes read from them; bytes that do not decode name none,
+    /// and a server refuses them before they get here).
     public init(bytes: [UInt8], firstSequence: UInt64, lastSequence: UInt64) {
+        self.init(bytes: bytes, firstSequence: firstSequence, lastSequence: lastSequence,
+                  namedAdds: (try? TransactionSummary(validating: bytes))?.namedAdds ?? [:])
+    }
+
+    package init(bytes: [UInt8], firstSequence: UInt64, lastSequence: UInt64, namedAdds: [ReplicaID: UInt64]) {
         self.bytes = bytes
         self.firstSequence = firstSequence
         self.lastSequence = lastSequence
         self.digest = TransactionDigest(of: bytes)
+        self.namedAdds = namedAdds
     }
 
     /// The encoding of `record` with its sequences; `nil` for a transaction without events.

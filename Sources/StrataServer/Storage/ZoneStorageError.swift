@@ -29,6 +29,10 @@ public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertib
         /// and sequences (a copied or restored store); ``ZoneStorageError/sequence`` is the first
         /// sequence that differs.
         public static let replicaForked = Code("replicaForked")
+        /// A pushed remove names an add of another replica that the zone does not hold (an add
+        /// that does not exist yet, or that the zone lost); ``ZoneStorageError/sequence`` is the
+        /// first sequence of the refused transaction. Nothing of the push was appended.
+        public static let unheldAdd = Code("unheldAdd")
         /// A read position before the first one the log still holds.
         public static let positionRetired = Code("positionRetired")
         /// A read position after the end of the log.

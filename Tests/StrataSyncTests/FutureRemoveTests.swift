@@ -1,0 +1,102 @@
+import Foundation
+@_spi(StrataInternals) import Strata
+import StrataCore
+import StrataProtocol
+import StrataServer
+@testable import StrataSync
+import StrataTestSupport
+import Testing
+
+/// A remove names the adds it cancels by (replica, sequence). A read-write grantee used to send a
+/// remove naming the owner's next sequences: the owner's later add of that tag, and the re-add
+/// after noticing, vanished on every device. The server now takes a remove only of adds the zone
+/// holds. Through a real server on a real port, on both backends.
+@Suite("Removes name only adds that exist")
+struct FutureRemoveTests {
+    static let users = ["alice": "alice-secret", "bob": "bob-secret"]
+
+    func open(_ path: String) async throws -> Store {
+        try await Store.open(at: path, schema: deviceSchema, options: StoreOptions(durability: .groupCommit))
+    }
+
+    /// A transaction of a replica of its own whose one event removes `target` from `note`'s tags,
+    /// naming `adds`.
+    func remove(_ note: ObjectID, _ target: ObjectID, naming adds: [EventID], replica: ReplicaID = .random(), sequence: UInt64 = 1) -> TransactionRecord {
+        TransactionRecord(replica: replica, events: [
+            Event(id: EventID(replica: replica, sequence: sequence), hlc: HLC(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0),
+                  change: .remove(entity: "Note", object: note, relationship: "tags", target: target, adds: adds)),
+        ])
+    }
+
+    func labels(_ store: Store, _ note: ObjectID) -> Set<String> {
+        Set(store.related(note, "tags").compactMap { $0["label"].stringValue })
+    }
+
+    @Test("a grantee's remove naming the owner's future adds is refused (422 unheldAdd) and appends nothing; the owner's later add stays on every device; a remove of an add the zone holds still goes through",
+          arguments: ServerBackend.allCases)
+    func futureAddsCannotBeRemoved(_ backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let alice = try await open(dir.sub("alice"))
+            let aliceEngine = try SyncEngine(store: alice, server: url, zone: "notes", credentials: "alice-secret")
+            let (note, tag) = try await alice.transaction { tx in
+                (try tx.insert("Note", ["title": "groceries"]), try tx.insert("Tag", ["label": "urgent"]))
+            }
+            try await aliceEngine.sync()
+            try await HTTPSyncTransport(server: url, bearer: "alice-secret").share("notes", with: "bob", .readWrite)
+            let bob = try await open(dir.sub("bob"))
+            let bobEngine = try SyncEngine(store: bob, server: url, zone: "notes", owner: "alice", credentials: "bob-secret")
+            try await bobEngine.sync()
+            let before = try await HTTPSyncTransport(server: url, bearer: "alice-secret").pull(zone: ZoneReference("notes"), after: nil, limit: 1000, wait: nil)
+
+            // Bob names alice's next 39 sequences for (note, tags, tag).
+            let next = await aliceEngine.currentCursor.acknowledged + 1
+            let forged = remove(note, tag, naming: (next..<(next + 39)).map { EventID(replica: alice.replicaID, sequence: $0) })
+            let bobsTransport = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            await #expect {
+                _ = try await bobsTransport.push(zone: ZoneReference("notes", owner: "alice"), transactions: [forged.encoded()])
+            } throws: { error in
+                guard let error = error as? SyncError else { return false }
+                return error.code == .unheldAdd && error.status == 422 && error.sequence == 1 && error.message.contains("\(alice.replicaID)#\(next + 38)")
+            }
+            let after = try await HTTPSyncTransport(server: url, bearer: "alice-secret").pull(zone: ZoneReference("notes"), after: nil, limit: 1000, wait: nil)
+            #expect(after.transactions.count == before.transactions.count, "nothing of the refused push was appended")
+
+            // Alice tags the note; the tag stays on her device, bob's and a fresh one.
+            try await alice.transaction { tx in try tx.add(note, "tags", tag) }
+            try await aliceEngine.sync()
+            try await bobEngine.sync()
+            #expect(labels(alice, note) == ["urgent"])
+            #expect(labels(bob, note) == ["urgent"])
+            let fresh = try await open(dir.sub("fresh"))
+            try await SyncEngine(store: fresh, server: url, zone: "notes", owner: "alice", credentials: "bob-secret").sync()
+            #expect(labels(fresh, note) == ["urgent"])
+
+            // Bob removing the tag on his device names alice's add, which the zone holds: it goes through.
+            try await bob.transaction { tx in try tx.remove(note, "tags", tag) }
+            try await bobEngine.sync()
+            try await aliceEngine.sync()
+            #expect(labels(alice, note).isEmpty)
+            #expect(alice.digest() == bob.digest())
+            for store in [alice, bob, fresh] { try await store.close() }
+        }
+    }
+
+    @Test("a remove naming an add of its own replica that does not come before it is refused (400 badRequest) before any storage is asked",
+          arguments: ServerBackend.allCases)
+    func ownLaterAddCannotBeRemoved(_ backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let transport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            _ = try await transport.ensureZone(ZoneReference("notes"), create: true)
+            let replica = ReplicaID.random()
+            let record = remove(ObjectID(), ObjectID(), naming: [EventID(replica: replica, sequence: 5)], replica: replica)
+            await #expect {
+                _ = try await transport.push(zone: ZoneReference("notes"), transactions: [record.encoded()])
+            } throws: { error in
+                guard let error = error as? SyncError else { return false }
+                return error.code == .badRequest && error.message.contains("sequence 1 names the replica's own add at sequence 5")
+            }
+        }
+    }
+}
