@@ -77,7 +77,22 @@ struct AppendPlanTests {
         var legacy = inputs(pushing: [encoded(mine, 1...1, "other"), next])
         legacy.ledger.transactions.removeFirst()
         legacy.ledger.uncheckedThrough = 1
+        // Bob removes alice's tag: naming her add at sequence 3, with the zone holding her replica through 2 or 3.
+        let alices = ReplicaID(rawValue: 0xA1)
+        let removal = PushedTransaction(TransactionRecord(replica: mine, events: [
+            Event(id: EventID(replica: mine, sequence: 5), hlc: HLC(milliseconds: 1_700_000_000_005, counter: 0),
+                  change: .remove(entity: "Note", object: ObjectID(rawValue: 1), relationship: "tags", target: ObjectID(rawValue: 2),
+                                  adds: [EventID(replica: alices, sequence: 3)])),
+        ])) ?? PushedTransaction(bytes: [], firstSequence: 0, lastSequence: 0)
+        var removesHeldAdd = inputs(pushing: [removal])
+        removesHeldAdd.heldThrough = [alices: 3]
+        var removesFutureAdd = inputs(pushing: [removal])
+        removesFutureAdd.heldThrough = [alices: 2]
+        let removesUnknownReplica = inputs(pushing: [removal])
         return [
+            Case(name: "a remove of an add the zone holds", inputs: removesHeldAdd, expected: .append(count: 1, end: 5, acknowledged: 5)),
+            Case(name: "a remove of an add past what the zone holds of its replica", inputs: removesFutureAdd, expected: .refused(.unheldAdd, sequence: 5)),
+            Case(name: "a remove of an add of a replica the zone does not hold at all", inputs: removesUnknownReplica, expected: .refused(.unheldAdd, sequence: 5)),
             Case(name: "a new transaction", inputs: inputs(pushing: [next]), expected: .append(count: 1, end: 5, acknowledged: 5)),
             Case(name: "two new transactions", inputs: inputs(pushing: [next, afterNext]), expected: .append(count: 2, end: 6, acknowledged: 7)),
             Case(name: "a retry with the same bytes", inputs: inputs(pushing: [held[1], held[2]]), expected: .held(acknowledged: 4)),

@@ -30,6 +30,11 @@ package struct AppendInputs: Sendable {
     package var transactions: [PushedTransaction]
     /// The zone's life the push is for (the epoch the caller looked up); `nil`: whichever.
     package var epoch: UInt64? = nil
+    /// The highest sequence the zone holds of each replica the push's removes name adds of
+    /// (``PushedTransaction/namedAdds``; a replica absent holds none). Read any time after the
+    /// zone's life was looked up: within a life it only grows, so a value read early can only
+    /// refuse, never let through, what a later one would.
+    package var heldThrough: [ReplicaID: UInt64] = [:]
 
     package init(zone: ZoneID, info: ZoneInfo?, end: UInt64, chain: UInt64, user: String, replica: ReplicaID, ledger: ReplicaLedger,
                  storedBytes: Int64, storedBytesLimit: Int64?, transactions: [PushedTransaction]) {
@@ -145,8 +150,13 @@ package enum AppendPlan: Sendable, Hashable {
     /// 4. The replica's ledger takes the push (``ReplicaLedger/check(_:user:replica:zone:)``):
     ///    ``ZoneStorageError/Code/replicaNotYours``, ``ZoneStorageError/Code/replicaForked`` with
     ///    the first differing sequence, ``ZoneStorageError/Code/sequenceGap`` with the expected one.
-    /// 5. Everything held: ``held(_:)``. Else the new bytes fit the owner's quota, else
-    ///    ``ZoneStorageError/Code/quotaExceeded``, and the rest is appended.
+    /// 5. Everything held: ``held(_:)``. Else every add a new transaction's removes name of
+    ///    another replica is one the zone holds (``AppendInputs/heldThrough``), else
+    ///    ``ZoneStorageError/Code/unheldAdd`` with the transaction's first sequence: a remove
+    ///    naming adds that do not exist yet would cancel them when they come (the replica's own
+    ///    adds are checked without storage: they must come before the remove).
+    /// 6. The new bytes fit the owner's quota, else ``ZoneStorageError/Code/quotaExceeded``, and
+    ///    the rest is appended.
     package static func decide(_ inputs: AppendInputs) -> AppendPlan {
         let id = inputs.zone
         guard let info = inputs.info else {
@@ -174,6 +184,17 @@ package enum AppendPlan: Sendable, Hashable {
             return .held(Held(ledger: ledger, recordsOwner: recordsOwner,
                               outcome: AppendOutcome(epoch: info.epoch, position: inputs.end, acknowledged: ledger.acknowledged, appended: 0,
                                                      fingerprint: inputs.end > 0 ? inputs.chain : nil)))
+        }
+        for transaction in fresh {
+            for (named, sequence) in transaction.namedAdds where named != inputs.replica {
+                let held = inputs.heldThrough[named] ?? 0
+                guard sequence <= held else {
+                    return .refused(ZoneStorageError(
+                        .unheldAdd,
+                        "replica \(inputs.replica): transaction at sequences \(transaction.firstSequence)...\(transaction.lastSequence) removes the add \(named)#\(sequence), which zone \(id) does not hold (it holds replica \(named) through sequence \(held)); a remove names only adds that exist",
+                        zone: id.description, sequence: transaction.firstSequence))
+                }
+            }
         }
         let adding = fresh.reduce(Int64(0)) { $0 + Int64($1.bytes.count) }
         if let limit = inputs.limit, inputs.storedBytes + adding > limit {
