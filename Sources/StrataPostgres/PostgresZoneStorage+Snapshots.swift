@@ -73,16 +73,19 @@ extension PostgresZoneStorage {
             let existing = try await self.storedSnapshot(of: zone, on: connection)
             let builder = try await self.projection(of: zone, through: zone.end, from: existing, on: connection)
             // The uploader's own events past its claim are left out: it pushes them as events.
-            try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
-                              withholding: replica.map { ($0, believed($0)) })
+            // Events of others the zone does not hold are credited to a replica of the uploader's.
+            let credited = StateCredit(try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
+                                                         withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step()),
+                                       user: user)
             try await self.writeSnapshot(builder.snapshotPayload(), at: zone.end, of: zone, on: connection)
             if let replica, let ledger { try await self.saveLedger(ledger, of: replica, in: zone, on: connection) }
+            if let credited { try await self.saveLedger(credited.ledger, of: credited.replica, in: zone, on: connection) }
             var merge = UInt64.random(in: 1 ... .max)
             while zone.info.merges.contains(merge) { merge = UInt64.random(in: 1 ... .max) }
             try await connection.query("UPDATE strata_zones SET merges = array_append(merges, \(Int64(bitPattern: merge))) WHERE zone_id = \(zone.key)",
                                        logger: self.logger)
             try await self.announce(id, on: connection)
-            return StateMergeOutcome(epoch: zone.info.epoch, generation: merge, position: zone.end, upToDate: basis == zone.end,
+            return StateMergeOutcome(epoch: zone.info.epoch, generation: merge, position: zone.end, upToDate: basis == zone.end && credited == nil,
                                      acknowledged: ledger?.acknowledged ?? 0)
         }
         logger.notice("uploaded state merged", metadata: [

@@ -29,16 +29,41 @@ extension Projection {
     /// own events past its claim, which it pushes as events instead — where the server checks
     /// them against what another copy of the store pushed under the same sequences (one of the
     /// copies then forks), rather than taking both copies' values under one event's name.
+    ///
+    /// `crediting` asks that every event the merged state names but this one has not applied —
+    /// other than the withheld replica's — be credited to a new replica: a server merging an
+    /// upload keeps each value and its timestamp, but not the upload's word for whose event it was
+    /// (a grantee could otherwise credit values to the owner, or name the owner's adds that do not
+    /// exist yet so that removes would cancel them when they come). The events are numbered 1… in
+    /// the order of their original names, so one original event is one credited event everywhere
+    /// it is named (an add and the removal of it stay paired), and counted as applied.
+    ///
+    /// The credited replica's ID is above every other: its upper 64 bits all ones, its lower 64
+    /// `crediting` (a random step, ≥ 1) above the highest such ID either projection names. Equal
+    /// stamps are broken by replica ID, so a device holding an event under an earlier name (its
+    /// original, or a name an earlier merge credited it to, lost since with a restored server)
+    /// keeps the newest name when it adopts the merged state, as a device that never saw the
+    /// earlier one does: their digests agree. Returns the replica and how many events it was
+    /// credited with (`nil` when none was, or without `crediting`).
+    @discardableResult
     package func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
-               withholding: (replica: ReplicaID, above: UInt64)? = nil) throws {
+               withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil) throws -> (replica: ReplicaID, count: UInt64)? {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
         let withheld = withholding.flatMap { held in other.replicas.firstIndex(of: held.replica).map { (UInt32($0), held.above) } }
+        let credited = try crediting.flatMap { try credit(other, replicas: replicas, sparing: withheld?.0, step: $0) }
         func map(_ ref: Ref) -> Ref {
             if ref.isNone { return ref }
             if let withheld, ref.replica == withheld.0, ref.sequence > withheld.1 { return .none }
+            if let credited, let sequence = credited.sequences[AddKey(replica: ref.replica, sequence: ref.sequence)] {
+                return Ref(hlc: ref.hlc, sequence: sequence, replica: credited.replica)
+            }
             return Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
+        }
+        func map(_ add: AddKey) -> AddKey {
+            if let credited, let sequence = credited.sequences[add] { return AddKey(replica: credited.replica, sequence: sequence) }
+            return AddKey(replica: replicas[Int(add.replica)], sequence: add.sequence)
         }
         for (index, set) in other.applied.enumerated() where !set.isEmpty {
             if let believingApplied {
@@ -76,10 +101,51 @@ extension Projection {
                 for member in record.sets {
                     self.mergeMember(&mine, object: id, key: names[Int(member.key)], target: member.target,
                                      adds: member.adds.map(map).filter { !$0.isNone },
-                                     removed: member.removedAdds.map { AddKey(replica: replicas[Int($0.replica)], sequence: $0.sequence) })
+                                     removed: member.removedAdds.map(map))
                 }
             }
         }
         noteHLC(other.maxHLC)
+        guard let credited else { return nil }
+        let count = UInt64(credited.sequences.count)
+        unionApplied(credited.replica, AppliedSet(contiguous: count, above: []))
+        return (self.replicas[Int(credited.replica)], count)
+    }
+
+    /// The marker of a credited replica: its upper 64 bits all ones.
+    package static func isCredited(_ replica: ReplicaID) -> Bool { replica.rawValue >> 64 == UInt128(UInt64.max) }
+
+    /// The events `other` names that this projection has not applied (by `other`'s replica
+    /// index; the `sparing` replica's left as they are), numbered 1… in the order of their
+    /// (replica ID, sequence), and the index `replica` gets here.
+    private func credit(_ other: Projection, replicas: [UInt32], sparing: UInt32?, step: UInt64) throws -> (replica: UInt32, sequences: [AddKey: UInt64])? {
+        var unheld = Set<AddKey>()
+        func note(_ replica: UInt32, _ sequence: UInt64) {
+            guard replica != sparing, !applied[Int(replicas[Int(replica)])].contains(sequence) else { return }
+            unheld.insert(AddKey(replica: replica, sequence: sequence))
+        }
+        func note(_ ref: Ref) { if !ref.isNone { note(ref.replica, ref.sequence) } }
+        for (ref, _) in other.schemaEvents { note(ref) }
+        for record in other.records.values {
+            note(record.inserted)
+            note(record.deleted)
+            for slot in record.fields { note(slot.ref) }
+            for member in record.sets {
+                for add in member.adds { note(add) }
+                for add in member.removedAdds { note(add.replica, add.sequence) }
+            }
+        }
+        guard !unheld.isEmpty else { return nil }
+        let floor = (self.replicas + other.replicas).filter(Self.isCredited).map { UInt64(truncatingIfNeeded: $0.rawValue) }.max() ?? 0
+        let (low, overflow) = floor.addingReportingOverflow(max(step, 1))
+        guard !overflow else {
+            throw StoreError(.invalidArgument, "the state names a credited replica at the top of their range; no newer one can be made")
+        }
+        let index = try internReplica(ReplicaID(rawValue: UInt128(UInt64.max) << 64 | UInt128(low)))
+        let ordered = unheld.sorted { (other.replicas[Int($0.replica)], $0.sequence) < (other.replicas[Int($1.replica)], $1.sequence) }
+        var sequences: [AddKey: UInt64] = [:]
+        sequences.reserveCapacity(ordered.count)
+        for (offset, key) in ordered.enumerated() { sequences[key] = UInt64(offset + 1) }
+        return (index, sequences)
     }
 }

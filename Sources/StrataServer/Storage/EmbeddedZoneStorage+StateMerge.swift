@@ -64,12 +64,21 @@ extension EmbeddedZoneStorage {
         // the merged snapshot is exactly the state at `position`, and tokens of the new merge
         // are handed out only for positions from it on.
         let position = state.log.endPosition
+        let credited: StateCredit?
         do {
             let builder = try Self.projection(of: state.log, through: position)
             // The uploader's own events past its claim are left out: it pushes them as events,
-            // which the server checks against another copy's under the same sequences.
-            try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
-                              withholding: replica.map { ($0, believed($0)) })
+            // which the server checks against another copy's under the same sequences. Events
+            // of others the zone does not hold are credited to a replica of the uploader's.
+            credited = StateCredit(try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
+                                                     withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step()),
+                                   user: user)
+            if let credited {
+                var owners = state.ledgers.compactMapValues(\.owner)
+                if let replica { owners[replica] = user }
+                owners[credited.replica] = user
+                try ZoneLedgerFiles.saveOwners(owners, in: Self.logDirectory(in: directory, for: state.info))
+            }
             try writeSnapshot(builder.snapshotPayload(), at: position, of: state)
         } catch let error as ZoneStorageError {
             throw error
@@ -78,6 +87,7 @@ extension EmbeddedZoneStorage {
         }
         remeasure(id)
         if let replica, let ledger { zoneStates[id]?.ledgers[replica] = ledger }
+        if let credited { zoneStates[id]?.ledgers[credited.replica] = credited.ledger }
         var info = state.info
         var merge = UInt64.random(in: 1 ... .max)
         while info.merges.contains(merge) { merge = UInt64.random(in: 1 ... .max) }
@@ -91,8 +101,9 @@ extension EmbeddedZoneStorage {
         }
         logger.notice("uploaded state merged", metadata: [
             "zone": "\(id)", "user": "\(user)", "position": "\(position)", "generation": "\(info.generation)",
+            "credited": "\(credited?.count ?? 0)", "creditedReplica": "\(credited.map { "\($0.replica)" } ?? "-")",
         ])
-        return StateMergeOutcome(epoch: info.epoch, generation: info.generation, position: position, upToDate: basis == position,
+        return StateMergeOutcome(epoch: info.epoch, generation: info.generation, position: position, upToDate: basis == position && credited == nil,
                                  acknowledged: ledger?.acknowledged ?? 0)
     }
 }

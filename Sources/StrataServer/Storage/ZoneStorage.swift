@@ -209,8 +209,9 @@ public struct StateMergeOutcome: Sendable, Hashable {
     public var generation: UInt64
     /// The position of the merged snapshot.
     public var position: UInt64
-    /// Whether the uploader had pulled everything before the merge: then its state is the merged
-    /// state, and it goes on from ``position`` without downloading the snapshot.
+    /// Whether the uploader had pulled everything before the merge and nothing of its upload was
+    /// credited to another replica: then its state is the merged state, and it goes on from
+    /// ``position`` without downloading the snapshot.
     public var upToDate: Bool
     /// The highest sequence of the uploader's replica the zone now counts as held.
     public var acknowledged: UInt64
