@@ -100,3 +100,76 @@ struct FutureRemoveTests {
         }
     }
 }
+
+/// A state a grantee uploads used to be believed about whose events its values were: values
+/// stamped with the owner's replica and sequences the owner never used showed as the owner's, and
+/// removals naming the owner's future adds cancelled them when they came. Now the values the zone
+/// does not hold are credited to a replica of the uploader's. Through a real server, both backends.
+@Suite("State uploads are credited to their uploader")
+struct StateCreditTests {
+    static let users = ["alice": "alice-secret", "bob": "bob-secret"]
+
+    func open(_ path: String) async throws -> Store {
+        try await Store.open(at: path, schema: deviceSchema, options: StoreOptions(durability: .groupCommit))
+    }
+
+    @Test("a grantee's state claiming the owner's unused sequences — a changed title and removals of her next tags — is merged as the grantee's: the title shows as his, her ledger does not move, her later tag stays on every device",
+          arguments: ServerBackend.allCases)
+    func forgedStateIsCreditedToUploader(_ backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, storage in
+            let alice = try await open(dir.sub("alice"))
+            let aliceEngine = try SyncEngine(store: alice, server: url, zone: "notes", credentials: "alice-secret")
+            let (note, tag) = try await alice.transaction { tx in
+                (try tx.insert("Note", ["title": "groceries"]), try tx.insert("Tag", ["label": "urgent"]))
+            }
+            try await aliceEngine.sync()
+            let aliceTransport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            try await aliceTransport.share("notes", with: "bob", .readWrite)
+            let acknowledged = await aliceEngine.currentCursor.acknowledged
+
+            // Bob's state: the zone as he pulled it, plus events "by alice" under her next
+            // sequences: the title changed, and the tag's removal naming her next 39 adds.
+            let bobs = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            let zone = ZoneReference("notes", owner: "alice")
+            let pulled = try await bobs.pull(zone: zone, after: nil, limit: 1000, wait: nil)
+            let state = ProjectionBuilder()
+            for transaction in pulled.transactions { _ = try state.apply(encoded: transaction) }
+            let next = acknowledged + 1
+            let stamp = HLC(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0)
+            let forged = TransactionRecord(replica: alice.replicaID, events: [
+                Event(id: EventID(replica: alice.replicaID, sequence: next + 40), hlc: stamp,
+                      change: .update(entity: "Note", object: note, fields: ["title": .string("forged")])),
+                Event(id: EventID(replica: alice.replicaID, sequence: next + 41), hlc: stamp,
+                      change: .remove(entity: "Note", object: note, relationship: "tags", target: tag,
+                                      adds: (next..<(next + 39)).map { EventID(replica: alice.replicaID, sequence: $0) })),
+            ])
+            _ = try state.apply(encoded: forged.encoded())
+            _ = try await bobs.uploadState(zone: zone, state: state.snapshotPayload(), replica: .random(), claim: 0, after: pulled.nextToken)
+
+            // The zone holds alice's replica as far as she pushed it; the values came in under a
+            // credited replica of bob's.
+            let id = ZoneID(owner: "alice", name: "notes")
+            #expect(try await storage.acknowledged(zone: id, replica: alice.replicaID) == acknowledged)
+            let credited = try await storage.replicas(zone: id).filter { $0.replica.rawValue >> 64 == UInt128(UInt64.max) }
+            #expect(credited.map(\.user) == ["bob"], "\(credited)")
+
+            // Alice tags the note; it stays, on her device and a fresh one.
+            try await alice.transaction { tx in try tx.add(note, "tags", tag) }
+            try await aliceEngine.sync()
+            try await aliceEngine.sync()
+            #expect(Set(alice.related(note, "tags").compactMap { $0["label"].stringValue }) == ["urgent"])
+            let fresh = try await open(dir.sub("fresh"))
+            try await SyncEngine(store: fresh, server: url, zone: "notes", credentials: "alice-secret").sync()
+            #expect(fresh.digest() == alice.digest())
+            #expect(Set(fresh.related(note, "tags").compactMap { $0["label"].stringValue }) == ["urgent"])
+            // The title bob's state carried is there, as his: never as alice's.
+            let title = try #require(alice.provenance(note)["title"])
+            #expect(alice.object(note)?["title"].stringValue == "forged")
+            #expect(title.event.replica != alice.replicaID)
+            #expect(alice.authors()[title.event.replica] == "bob")
+            try await alice.close()
+            try await fresh.close()
+        }
+    }
+}
