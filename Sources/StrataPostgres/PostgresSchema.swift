@@ -68,11 +68,19 @@ import StrataServer
 ///   Swift (`AppendPlan`), and the function only compares the basis the plan was made from with
 ///   the rows under the lock and writes the plan's rows (see `PostgresSchema.appendPlanned`).
 ///
+/// Version 7:
+///
+/// - `strata_replica_owners(replica_high, replica_low, owner)`: which user each replica belongs
+///   to, server-wide (`PostgresZoneStorage.claimReplica(_:for:zone:on:)`): the first user to push
+///   a replica to any zone, or upload a state for it, owns it everywhere, for good. Filled from
+///   `strata_replicas` for replicas one user owns in every zone that holds them (a replica older
+///   servers let several users own stays unbound and is checked per zone as before).
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 6
+    static let version = 7
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -281,6 +289,21 @@ enum PostgresSchema {
             """,
         ],
         6: appendPlanned,
+        7: [
+            """
+            CREATE TABLE strata_replica_owners (
+                replica_high bigint NOT NULL,
+                replica_low bigint NOT NULL,
+                owner text NOT NULL,
+                PRIMARY KEY (replica_high, replica_low)
+            )
+            """,
+            """
+            INSERT INTO strata_replica_owners (replica_high, replica_low, owner)
+            SELECT replica_high, replica_low, min(owner) FROM strata_replicas WHERE owner IS NOT NULL
+            GROUP BY replica_high, replica_low HAVING count(DISTINCT owner) = 1
+            """,
+        ],
     ]
 
     /// Brings the database to ``version``; returns the version it was at.

@@ -100,6 +100,7 @@ extension PostgresZoneStorage {
         // refuses (from inputs that may be stale) is made again under the lock.
         guard case .append(let write) = AppendPlan.decide(inputs), write.entries.count == pushed.count,
               let planned = inputs.basis else { return nil }
+        try await claimReplica(inputs.replica, for: user, zone: inputs.zone, on: connection)
         let rows = AppendedRows(write)
         let (replicaHigh, replicaLow) = Self.halves(inputs.replica)
         let appended = try await values(connection.query("""
@@ -156,11 +157,13 @@ extension PostgresZoneStorage {
                 throw error
             case .held(let held):
                 // The replica's owner is recorded with its first push, before anything of it is
-                // acknowledged.
+                // acknowledged (server-wide, and in the zone).
+                try await self.claimReplica(replica, for: user, zone: id, on: connection)
                 if held.recordsOwner, let zone { try await self.saveLedger(held.ledger, of: replica, in: zone, on: connection) }
                 return held.outcome
             case .append(let write):
                 guard let zone else { throw Self.notFound(id) }
+                try await self.claimReplica(replica, for: user, zone: id, on: connection)
                 let rows = AppendedRows(write)
                 // The rows, the zone's new end and chain, the counters, the replica's ledger and
                 // the announcement (delivered on commit): one statement, one round trip.

@@ -60,6 +60,7 @@ extension PostgresZoneStorage {
             }
             var ledger: ReplicaLedger?
             if let replica {
+                try await self.claimReplica(replica, for: user, zone: id, on: connection)
                 var own = try await self.ledger(of: replica, in: zone, covering: [], on: connection)
                 if let owner = own.owner, owner != user {
                     throw ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user)", zone: id.description)
@@ -79,7 +80,10 @@ extension PostgresZoneStorage {
                                        user: user)
             try await self.writeSnapshot(builder.snapshotPayload(), at: zone.end, of: zone, on: connection)
             if let replica, let ledger { try await self.saveLedger(ledger, of: replica, in: zone, on: connection) }
-            if let credited { try await self.saveLedger(credited.ledger, of: credited.replica, in: zone, on: connection) }
+            if let credited {
+                try await self.claimReplica(credited.replica, for: user, zone: id, on: connection)
+                try await self.saveLedger(credited.ledger, of: credited.replica, in: zone, on: connection)
+            }
             var merge = UInt64.random(in: 1 ... .max)
             while zone.info.merges.contains(merge) { merge = UInt64.random(in: 1 ... .max) }
             try await connection.query("UPDATE strata_zones SET merges = array_append(merges, \(Int64(bitPattern: merge))) WHERE zone_id = \(zone.key)",

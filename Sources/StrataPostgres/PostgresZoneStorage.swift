@@ -75,6 +75,8 @@ public final class PostgresZoneStorage: ZoneStorage {
     @_spi(StrataInternals) public let appendPaths = AppendPathCounts()
     /// What each replica's last push through this instance left (see `AppendBases`).
     let appendBases = AppendBases()
+    /// Replica bindings seen committed (see `claimReplica(_:for:zone:on:)`).
+    let replicaOwners = ReplicaOwnerCache()
     /// How long ``run()`` waits for the database before it fails.
     let connectTimeout: Duration
     /// Whether ``run()`` has made the schema ready, or why it could not.

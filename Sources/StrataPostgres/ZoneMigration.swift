@@ -27,6 +27,10 @@ public enum ZoneMigration {
     public static func copy(from source: EmbeddedZoneStorage, to target: PostgresZoneStorage,
                             progress: (String) -> Void = { _ in }) async throws -> Report {
         var report = Report()
+        // The server-wide replica owners first: a replica stays its user's in the database too.
+        for (replica, user) in await source.replicaOwners().sorted(by: { $0.key < $1.key }) {
+            try await target.bindReplica(replica, to: user)
+        }
         for zone in try await source.zones() {
             let id = zone.id
             let expected = try await ZoneDigest(zone: id, in: source)

@@ -92,12 +92,14 @@ extension StrataServerApp {
     }
 
     /// `GET /v1/zones/{zone}/replicas`: every replica the zone holds events of, the user it
-    /// belongs to (who pushed its events) and the highest sequence held.
+    /// belongs to (who pushed its events) and the highest sequence held — to the zone's owner;
+    /// anyone else gets only their own replicas (another user's replica IDs are not handed out).
     func replicas(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.readableZone()
-        let replicas = try await storageCall { () async throws(ZoneStorageError) in try await storage.replicas(zone: zone.id) }
+        var replicas = try await storageCall { () async throws(ZoneStorageError) in try await storage.replicas(zone: zone.id) }
         try requireStillSignedIn(request, as: user)
         try await requireStillReadable(zone.id, by: user, epoch: zone.epoch)
+        if user != zone.id.owner { replicas = replicas.filter { $0.user == user } }
         return try json(ReplicaList(replicas: replicas))
     }
 

@@ -38,6 +38,7 @@ extension EmbeddedZoneStorage {
         case .refused(let error):
             throw error
         case .held(let held):
+            try claimReplica(replica, for: user, zone: id)
             if held.recordsOwner {
                 try recordOwner(user, of: replica, in: state)
                 zoneStates[id]?.ledgers[replica] = held.ledger
@@ -52,8 +53,9 @@ extension EmbeddedZoneStorage {
             }
             return held.outcome
         case .append(let write):
-            // The replica's first push (or its first since owners were recorded): its owner is on
-            // disk before anything of it is acknowledged.
+            // The replica's first push (or its first since owners were recorded): its owner, in
+            // the zone and server-wide, is on disk before anything of it is acknowledged.
+            try claimReplica(replica, for: user, zone: id)
             if write.recordsOwner { try recordOwner(user, of: replica, in: state) }
             let now = currentLogTimestamp()
             let durable = DurableSignal()

@@ -45,6 +45,7 @@ extension EmbeddedZoneStorage {
         func believed(_ replica: ReplicaID) -> UInt64 { min(claim, upload.contiguousSequences()[replica] ?? 0) }
         var ledger: ReplicaLedger?
         if let replica {
+            try claimReplica(replica, for: user, zone: id)
             var own = state.ledgers[replica] ?? ReplicaLedger()
             if let owner = own.owner, owner != user {
                 throw ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user)", zone: id.description)
@@ -74,6 +75,7 @@ extension EmbeddedZoneStorage {
                                                      withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step()),
                                    user: user)
             if let credited {
+                try claimReplica(credited.replica, for: user, zone: id)
                 var owners = state.ledgers.compactMapValues(\.owner)
                 if let replica { owners[replica] = user }
                 owners[credited.replica] = user

@@ -16,6 +16,9 @@ import StrataProtocol
 ///   entry; each push is one log record, so a push is in the log wholly or not at all. Beside the
 ///   log, `replicas.json` (which user each replica belongs to) and `retired-digests` (the digests
 ///   of transactions compaction retired): see `ZoneLedgerFiles`.
+/// - `replica-owners.json`: which user each replica belongs to, server-wide (the layout of a
+///   zone's `replicas.json`); written before the first push or state upload of a new replica is
+///   acknowledged. A data directory from before it existed gets it on open, from the zones' owners.
 /// - `LOCK`: held while the storage is open.
 ///
 /// Per zone and replica, the owner, the highest sequence held and each held transaction's digest
@@ -64,6 +67,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// Bytes on disk per zone owner (their zones' logs and snapshots), for the stored-bytes quota:
     /// measured on open, kept up to date by every change.
     var usage: [String: Int64] = [:]
+    /// Which user each replica belongs to, server-wide (`replica-owners.json`): see
+    /// ``claimReplica(_:for:zone:)``.
+    var replicaBindings: [ReplicaID: String] = [:]
     var closed = false
 
     /// A zone as the storage holds it open.
@@ -136,6 +142,13 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         self.zoneStates = states
         self.keptRules = kept
         self.usage = states.values.reduce(into: [:]) { $0[$1.info.owner, default: 0] += $1.storedBytes }
+        do {
+            self.replicaBindings = try Self.openReplicaBindings(in: directory, zones: states, logger: logger)
+        } catch {
+            for state in states.values { state.log.releaseUnwritten() }
+            lock.release()
+            throw error
+        }
     }
 
     deinit {

@@ -10,6 +10,8 @@ import StrataLog
 ///   which user each replica belongs to. Replaced atomically (temporary file, `fsync`, `rename`,
 ///   `fsync` of the directory) before the first push of a new replica is appended, so an
 ///   acknowledged push always has its owner on disk.
+/// - `replica-owners.json` (in the data directory itself, not a zone's): the same layout, which
+///   user each replica belongs to server-wide (``EmbeddedZoneStorage``'s replica bindings).
 /// - `retired-digests`: the digests of the transactions that compaction retired from the log
 ///   (the log's own entries give the digests of the rest). Written atomically before segments
 ///   are retired. Layout, little-endian: magic `STRD`, version `1` (1 byte), the position it
@@ -28,25 +30,30 @@ enum ZoneLedgerFiles {
         var replicas: [Entry]
     }
 
-    static func loadOwners(in directory: String, zone: ZoneID) throws(ZoneStorageError) -> [ReplicaID: String] {
-        let path = DurableFile.join(directory, ownersName)
-        guard let bytes = try DurableFile.read(path) else { return [:] }
+    static func loadOwners(in directory: String, zone: ZoneID?, named name: String = ownersName) throws(ZoneStorageError) -> [ReplicaID: String] {
+        try loadOwnersIfPresent(in: directory, zone: zone, named: name) ?? [:]
+    }
+
+    /// The owners in `directory/name`, `nil` when there is no such file.
+    static func loadOwnersIfPresent(in directory: String, zone: ZoneID?, named name: String) throws(ZoneStorageError) -> [ReplicaID: String]? {
+        let path = DurableFile.join(directory, name)
+        guard let bytes = try DurableFile.read(path) else { return nil }
         guard let file = try? JSONDecoder().decode(OwnersFile.self, from: Data(bytes)), file.formatVersion == 1 else {
-            throw ZoneStorageError(.storageFailure, "\(path) is damaged or of an unknown format version", zone: zone.description)
+            throw ZoneStorageError(.storageFailure, "\(path) is damaged or of an unknown format version", zone: zone?.description)
         }
         var owners: [ReplicaID: String] = [:]
         for entry in file.replicas { owners[entry.replica] = entry.user }
         return owners
     }
 
-    static func saveOwners(_ owners: [ReplicaID: String], in directory: String) throws(ZoneStorageError) {
+    static func saveOwners(_ owners: [ReplicaID: String], in directory: String, named name: String = ownersName) throws(ZoneStorageError) {
         let file = OwnersFile(formatVersion: 1, replicas: owners.sorted { $0.key < $1.key }.map { .init(replica: $0.key, user: $0.value) })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         guard let data = try? encoder.encode(file) else {
             throw ZoneStorageError(.storageFailure, "cannot encode the replica owners of \(directory)")
         }
-        try DurableFile.writeAtomically(Array(data), to: DurableFile.join(directory, ownersName))
+        try DurableFile.writeAtomically(Array(data), to: DurableFile.join(directory, name))
     }
 
     private static let magic: [UInt8] = Array("STRD".utf8)

@@ -1,0 +1,59 @@
+import Logging
+public import StrataCore
+
+/// Replicas bound to their users server-wide: the first user to push a replica (to any zone) or
+/// upload a state for it owns it everywhere, for good, so that nobody can claim another user's
+/// replica ID in a zone of their own, or in a zone the owner shares with them later, and make the
+/// owner's device fork (or pass their edits off as the owner's).
+extension EmbeddedZoneStorage {
+    static let replicaBindingsName = "replica-owners.json"
+
+    /// Binds `replica` to `user` when it is bound to nobody (durably, before anything of it is
+    /// acknowledged); refuses it when it is another user's.
+    ///
+    /// - Throws: ``ZoneStorageError/Code/replicaNotYours``, or a storage failure writing the file.
+    func claimReplica(_ replica: ReplicaID, for user: String, zone: ZoneID) throws(ZoneStorageError) {
+        if let bound = replicaBindings[replica] {
+            guard bound == user else { throw ZoneStorageError.boundElsewhere(replica, owner: bound, user: user, zone: zone) }
+            return
+        }
+        var next = replicaBindings
+        next[replica] = user
+        try ZoneLedgerFiles.saveOwners(next, in: directory, named: Self.replicaBindingsName)
+        replicaBindings = next
+    }
+
+    /// Every binding (for `strata migrate`).
+    public func replicaOwners() -> [ReplicaID: String] { replicaBindings }
+
+    /// The bindings on disk; in a data directory written before they were kept, made from the
+    /// zones' owners (a replica two users own in different zones, which older servers let
+    /// happen, stays unbound and is checked per zone as before) and written.
+    static func openReplicaBindings(in directory: String, zones: [ZoneID: ZoneState], logger: Logger) throws(ZoneStorageError) -> [ReplicaID: String] {
+        if let bindings = try ZoneLedgerFiles.loadOwnersIfPresent(in: directory, zone: nil, named: replicaBindingsName) { return bindings }
+        var owners: [ReplicaID: Set<String>] = [:]
+        for state in zones.values {
+            for (replica, ledger) in state.ledgers {
+                if let owner = ledger.owner { owners[replica, default: []].insert(owner) }
+            }
+        }
+        var bindings: [ReplicaID: String] = [:]
+        for (replica, users) in owners {
+            if users.count == 1, let user = users.first {
+                bindings[replica] = user
+            } else {
+                logger.warning("replica owned by several users; left unbound", metadata: ["replica": "\(replica)", "users": "\(users.sorted())"])
+            }
+        }
+        try ZoneLedgerFiles.saveOwners(bindings, in: directory, named: replicaBindingsName)
+        return bindings
+    }
+}
+
+extension ZoneStorageError {
+    /// The refusal of a replica bound to another user server-wide.
+    package static func boundElsewhere(_ replica: ReplicaID, owner: String, user: String, zone: ZoneID) -> ZoneStorageError {
+        ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user) (a replica is its first pusher's on the whole server)",
+                         zone: zone.description)
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+@_spi(StrataInternals) import Strata
+import StrataCore
+import StrataProtocol
+import StrataServer
+@testable import StrataSync
+import StrataTestSupport
+import Testing
+
+/// A replica belongs to its first pusher on the whole server. Another user who learned an owner's
+/// replica ID (from the events of a zone they read) used to push it first into a zone of their
+/// own, into a zone the owner shared with them later, or claim it with a state upload: the owner's
+/// next sync got `replicaNotYours`, forked and pushed its whole history again, and the owner's own
+/// log then showed the other user's transactions as the owner's. Through a real server, both
+/// backends.
+@Suite("Replica IDs cannot be claimed by other users")
+struct ReplicaClaimTests {
+    static let users = ["alice": "alice-secret", "bob": "bob-secret"]
+
+    func open(_ path: String) async throws -> Store {
+        try await Store.open(at: path, schema: deviceSchema, options: StoreOptions(durability: .groupCommit))
+    }
+
+    func isNotYours(_ error: any Error) -> Bool {
+        (error as? SyncError)?.code == .replicaNotYours && (error as? SyncError)?.status == 403
+    }
+
+    @Test("bob cannot push alice's replica into his own zone or a zone she shares with him later, nor claim it by a state upload; her syncs never fork; the replica list shows bob only his own replicas",
+          arguments: ServerBackend.allCases)
+    func claimsRefused(_ backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let alice = try await open(dir.sub("alice"))
+            let notes = try SyncEngine(store: alice, server: url, zone: "notes", credentials: "alice-secret")
+            try await alice.transaction { tx in _ = try tx.insert("Folder", ["name": "mine"]) }
+            try await notes.sync()
+            let aliceTransport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            try await aliceTransport.share("notes", with: "bob", .read)
+            let bob = HTTPSyncTransport(server: url, bearer: "bob-secret")
+
+            // The replica list: alice sees hers; bob, a reader, none of hers.
+            #expect(try await aliceTransport.replicas(zone: ZoneReference("notes")).map(\.replica) == [alice.replicaID])
+            #expect(try await bob.replicas(zone: ZoneReference("notes", owner: "alice")).isEmpty)
+
+            // Bob learns her replica ID from the zone's events anyway, and pushes it into his own zone.
+            let pulled = try await bob.pull(zone: ZoneReference("notes", owner: "alice"), after: nil, limit: 100, wait: nil)
+            let learned = try TransactionRecord(decoding: try #require(pulled.transactions.first)).replica
+            #expect(learned == alice.replicaID)
+            let next = await notes.currentCursor.acknowledged + 1
+            func forged(_ sequences: ClosedRange<UInt64>) -> [UInt8] {
+                TransactionRecord(replica: learned, events: sequences.map { sequence in
+                    Event(id: EventID(replica: learned, sequence: sequence), hlc: HLC(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0),
+                          change: .insert(entity: "Folder", object: ObjectID(), fields: ["name": .string("bob's")]))
+                }).encoded()
+            }
+            _ = try await bob.ensureZone(ZoneReference("bobs"), create: true)
+            await #expect { _ = try await bob.push(zone: ZoneReference("bobs"), transactions: [forged(1...1)]) } throws: { isNotYours($0) }
+
+            // A zone alice shares with him later, before her device first syncs it.
+            try await aliceTransport.share("later", with: "bob", .readWrite)
+            await #expect { _ = try await bob.push(zone: ZoneReference("later", owner: "alice"), transactions: [forged(1...next)]) } throws: { isNotYours($0) }
+            // A state upload claiming her replica.
+            await #expect {
+                _ = try await bob.uploadState(zone: ZoneReference("later", owner: "alice"), state: ProjectionBuilder().snapshotPayload(),
+                                              replica: learned, claim: 1, after: nil)
+            } throws: { isNotYours($0) }
+
+            // Alice goes on in both zones without forking; nothing in either is bob's.
+            try await alice.transaction { tx in _ = try tx.insert("Folder", ["name": "after"]) }
+            let report = try await notes.sync()
+            #expect(report.forks.isEmpty && report.pushedTransactions == 1)
+            let later = try SyncEngine(store: alice, server: url, zone: "later", credentials: "alice-secret")
+            let laterReport = try await later.sync()
+            #expect(laterReport.forks.isEmpty)
+            #expect(alice.replicaID == learned)
+            let authors = try await aliceTransport.replicas(zone: ZoneReference("later"))
+            #expect(authors.map(\.user) == ["alice"], "\(authors)")
+            #expect(Set(alice.fetch("Folder").compactMap { $0["name"].stringValue }) == ["mine", "after"])
+            try await alice.close()
+        }
+    }
+}
