@@ -56,6 +56,10 @@ struct ZoneMigrationTests {
         let a = a
         let refused = await refusal { () async throws(ZoneStorageError) in _ = try await postgres.append(zone: "notes", replica: a, transactions: [fork]) }
         #expect(refused?.code == .replicaForked)
+        // The server-wide replica owners came along: alice's replica stays hers in the database.
+        let stolen = try pushed(transaction(a, 1...1))
+        let claimed = await refusal { () async throws(ZoneStorageError) in _ = try await postgres.append(zone: "bob/other", user: "bob", replica: a, transactions: [stolen]) }
+        #expect(claimed?.code == .replicaNotYours)
         let next = try await postgres.append(zone: "notes", replica: a, transactions: [try pushed(transaction(a, 61...61))])
         #expect(next.appended == 1 && next.position == end + 1)
 

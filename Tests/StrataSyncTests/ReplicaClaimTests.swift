@@ -79,4 +79,35 @@ struct ReplicaClaimTests {
             try await alice.close()
         }
     }
+
+    @Test("a data directory written before replicas were bound server-wide gets its bindings on open, from the zones' owners; a replica two users own there stays unbound")
+    func bindingsFromOlderDirectory() async throws {
+        let dir = TemporaryDirectory()
+        let alices = ReplicaID.random(), contested = ReplicaID.random()
+        func record(_ replica: ReplicaID) throws -> PushedTransaction {
+            try #require(PushedTransaction(TransactionRecord(replica: replica, events: [
+                Event(id: EventID(replica: replica, sequence: 1), hlc: HLC(milliseconds: 1_700_000_000_000, counter: 0),
+                      change: .insert(entity: "Folder", object: ObjectID(), fields: ["name": "x"])),
+            ])))
+        }
+        let storage = try EmbeddedZoneStorage(directory: dir.path)
+        _ = try await storage.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        _ = try await storage.createZone(name: "mine", owner: "bob", access: .private, grants: [:])
+        _ = try await storage.append(zone: ZoneID(owner: "alice", name: "notes"), user: "alice", replica: alices, transactions: [try record(alices)])
+        _ = try await storage.append(zone: ZoneID(owner: "alice", name: "notes"), user: "alice", replica: contested, transactions: [try record(contested)])
+        try await storage.close()
+        // As an older server left it: no server-wide file, and the contested replica bob's in his zone.
+        try FileManager.default.removeItem(atPath: dir.sub("replica-owners.json"))
+        let zones = try FileManager.default.contentsOfDirectory(atPath: dir.sub("zones"))
+        let bobsZone = try #require(zones.first { $0.hasPrefix("mine-") })
+        try Data(#"{"formatVersion": 1, "replicas": [{"replica": "\#(contested)", "user": "bob"}]}"#.utf8).write(to: URL(fileURLWithPath: dir.sub("zones/\(bobsZone)/replicas.json")))
+
+        let reopened = try EmbeddedZoneStorage(directory: dir.path)
+        #expect(await reopened.replicaOwners() == [alices: "alice"])
+        #expect(FileManager.default.fileExists(atPath: dir.sub("replica-owners.json")))
+        await #expect { _ = try await reopened.append(zone: ZoneID(owner: "bob", name: "mine"), user: "bob", replica: alices, transactions: [try record(alices)]) } throws: {
+            ($0 as? ZoneStorageError)?.code == .replicaNotYours
+        }
+        try await reopened.close()
+    }
 }
