@@ -75,11 +75,17 @@ extension PostgresZoneStorage {
             let builder = try await self.projection(of: zone, through: zone.end, from: existing, on: connection)
             // The uploader's own events past its claim are left out: it pushes them as events.
             // Events of others the zone does not hold are credited to a replica of the uploader's.
-            let credited = StateCredit(try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
-                                                         withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step()),
-                                       user: user)
-            try await self.writeSnapshot(builder.snapshotPayload(), at: zone.end, of: zone, on: connection)
+            let merged = try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
+                                           withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step())
+            let credited = StateCredit(merged.credited, user: user)
             if let replica, let ledger { try await self.saveLedger(ledger, of: replica, in: zone, on: connection) }
+            guard merged.changed else {
+                // Nothing new (a device healing twice, an upload repeated): no merge, so no token
+                // expires and the zone's row does not grow.
+                return StateMergeOutcome(epoch: zone.info.epoch, generation: zone.info.generation, position: zone.end, upToDate: basis == zone.end,
+                                         acknowledged: ledger?.acknowledged ?? 0, merged: false)
+            }
+            try await self.writeSnapshot(builder.snapshotPayload(), at: zone.end, of: zone, on: connection)
             if let credited {
                 try await self.claimReplica(credited.replica, for: user, zone: id, on: connection)
                 try await self.saveLedger(credited.ledger, of: credited.replica, in: zone, on: connection)
@@ -92,7 +98,7 @@ extension PostgresZoneStorage {
             return StateMergeOutcome(epoch: zone.info.epoch, generation: merge, position: zone.end, upToDate: basis == zone.end && credited == nil,
                                      acknowledged: ledger?.acknowledged ?? 0)
         }
-        logger.notice("uploaded state merged", metadata: [
+        logger.notice(outcome.merged ? "uploaded state merged" : "uploaded state brought nothing new", metadata: [
             "zone": "\(id)", "user": "\(user)", "position": "\(outcome.position)", "generation": "\(outcome.generation)",
         ])
         return outcome

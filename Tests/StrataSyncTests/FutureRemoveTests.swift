@@ -173,3 +173,63 @@ struct StateCreditTests {
         }
     }
 }
+
+/// A state upload that changes nothing is no merge: repeated uploads used to add an entry to the
+/// zone's catalog each and expire every device's token (11,102 tiny uploads in a minute grew the
+/// catalog to 330 KB and made every device bootstrap again). And a user's uploads are rate-limited.
+@Suite("Repeated state uploads")
+struct RepeatedStateUploadTests {
+    static let users = ["alice": "alice-secret", "bob": "bob-secret"]
+
+    @Test("uploading the zone's own state again merges nothing: no merge recorded, the uploader's and other devices' tokens still good", arguments: ServerBackend.allCases)
+    func noOpUploadIsFolded(_ backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, storage in
+            let store = try await Store.open(at: dir.sub("alice"), schema: deviceSchema, options: StoreOptions(durability: .groupCommit))
+            try await store.transaction { tx in _ = try tx.insert("Folder", ["name": "one"]) }
+            let engine = try SyncEngine(store: store, server: url, zone: "notes", credentials: "alice-secret")
+            try await engine.sync()
+            let transport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            let zone = ZoneReference("notes")
+            let pulled = try await transport.pull(zone: zone, after: nil, limit: 100, wait: nil)
+            let state = ProjectionBuilder()
+            for transaction in pulled.transactions { _ = try state.apply(encoded: transaction) }
+            let id = ZoneID(owner: "alice", name: "notes")
+            let merges = try #require(try await storage.zone(id)).merges.count
+            for _ in 0..<5 {
+                let answer = try await transport.uploadState(zone: zone, state: state.snapshotPayload(), replica: store.replicaID,
+                                                             claim: 1, after: pulled.nextToken)
+                #expect(answer.upToDate)
+            }
+            #expect(try #require(try await storage.zone(id)).merges.count == merges, "a merge was recorded for an upload that changed nothing")
+            // The token handed out before is still good: a pull after it answers, not 410.
+            let after = try await transport.pull(zone: zone, after: pulled.nextToken, limit: 100, wait: nil)
+            #expect(after.transactions.isEmpty)
+            let report = try await engine.sync()
+            #expect(report.bootstraps == 0)
+            try await store.close()
+        }
+    }
+
+    @Test("a user's state uploads past the limit are answered 429 rateLimited with Retry-After before the body is read; another user is not held back")
+    func uploadsAreRateLimited() async throws {
+        let dir = TemporaryDirectory()
+        var limits = ServerConfiguration.Limits()
+        limits.stateUploadLimit = RateLimit(requestsPerSecond: 0.001, burst: 2)
+        try await withServer(dir.sub("server"), users: Self.users, limits: limits) { url, _ in
+            let alice = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            _ = try await alice.ensureZone(ZoneReference("notes"), create: true)
+            let empty = ProjectionBuilder().snapshotPayload()
+            for _ in 0..<2 { _ = try await alice.uploadState(zone: ZoneReference("notes"), state: empty, replica: nil, claim: 0, after: nil) }
+            await #expect {
+                _ = try await alice.uploadState(zone: ZoneReference("notes"), state: empty, replica: nil, claim: 0, after: nil)
+            } throws: { error in
+                guard let error = error as? SyncError else { return false }
+                return error.code == .rateLimited && (error.retryAfter ?? 0) >= 1 && error.message.contains("state uploads")
+            }
+            let bob = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            _ = try await bob.ensureZone(ZoneReference("notes"), create: true)
+            _ = try await bob.uploadState(zone: ZoneReference("notes"), state: empty, replica: nil, claim: 0, after: nil)
+        }
+    }
+}

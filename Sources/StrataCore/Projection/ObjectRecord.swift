@@ -23,7 +23,7 @@ package struct Ref: Hashable, Sendable {
 
 /// The last-writer-wins register of one attribute or to-one reference (40 bytes: the value, then
 /// the key in the value's padding, then the setting event).
-package struct FieldSlot: Sendable {
+package struct FieldSlot: Sendable, Equatable {
     package var value: Value
     package var key: UInt32
     package var ref: Ref
@@ -37,7 +37,7 @@ package struct FieldSlot: Sendable {
 
 /// One target of a to-many relationship (an observed-remove set element): the adds seen for it
 /// and the adds that removes have named.
-package struct SetMember: Sendable {
+package struct SetMember: Sendable, Equatable {
     package var key: UInt32
     package var target: ObjectID
     package var adds: [Ref]
@@ -52,7 +52,7 @@ package struct AddKey: Hashable, Sendable {
 
 /// Everything the projection knows of one object, visible or not: the newest insert and delete,
 /// a register per field, the to-many sets. Fields are kept sorted by key, sets by (key, target).
-package struct ObjectRecord: Sendable {
+package struct ObjectRecord: Sendable, Equatable {
     /// The newest insert and delete (``Ref/none`` when there is none).
     package var inserted = Ref.none
     package var deleted = Ref.none

@@ -45,9 +45,13 @@ extension Projection {
     /// keeps the newest name when it adopts the merged state, as a device that never saw the
     /// earlier one does: their digests agree. Returns the replica and how many events it was
     /// credited with (`nil` when none was, or without `crediting`).
+    ///
+    /// The outcome also says whether the merge changed anything of this projection (a record,
+    /// an applied sequence, a schema event): a server folds an upload that brings nothing new
+    /// into no merge at all.
     @discardableResult
     package func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
-               withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil) throws -> (replica: ReplicaID, count: UInt64)? {
+               withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil) throws -> MergeOutcome {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
@@ -65,20 +69,29 @@ extension Projection {
             if let credited, let sequence = credited.sequences[add] { return AddKey(replica: credited.replica, sequence: sequence) }
             return AddKey(replica: replicas[Int(add.replica)], sequence: add.sequence)
         }
+        var changed = false
+        func union(_ replica: UInt32, _ set: AppliedSet) {
+            let before = applied[Int(replica)]
+            unionApplied(replica, set)
+            if applied[Int(replica)] != before { changed = true }
+        }
         for (index, set) in other.applied.enumerated() where !set.isEmpty {
             if let believingApplied {
                 guard let through = believingApplied[other.replicas[index]] else { continue }
                 var capped = AppliedSet(contiguous: min(set.contiguous, through), above: set.above.filter { $0 <= through })
                 if capped.contiguous < set.contiguous { capped.above = [] }
-                unionApplied(replicas[index], capped)
+                union(replicas[index], capped)
             } else {
-                unionApplied(replicas[index], set)
+                union(replicas[index], set)
             }
         }
         for (ref, schema) in other.schemaEvents {
             let mapped = map(ref)
             if mapped.isNone { continue }
-            if !schemaEvents.contains(where: { $0.ref == mapped }) { insertSchemaEvent(schema, ref: mapped) }
+            if !schemaEvents.contains(where: { $0.ref == mapped }) {
+                insertSchemaEvent(schema, ref: mapped)
+                changed = true
+            }
         }
         for (id, record) in other.records {
             let entity = names[Int(record.entity)]
@@ -89,6 +102,8 @@ extension Projection {
                 continue
             }
             mergeRecord(id, entity: entity) { mine in
+                let before = changed ? nil : mine
+                defer { if let before, before != mine { changed = true } }
                 let inserted = map(record.inserted)
                 if !inserted.isNone { self.mergeInsert(&mine, object: id, entity: entity, ref: inserted) }
                 let deleted = map(record.deleted)
@@ -106,10 +121,10 @@ extension Projection {
             }
         }
         noteHLC(other.maxHLC)
-        guard let credited else { return nil }
+        guard let credited else { return MergeOutcome(changed: changed, credited: nil) }
         let count = UInt64(credited.sequences.count)
         unionApplied(credited.replica, AppliedSet(contiguous: count, above: []))
-        return (self.replicas[Int(credited.replica)], count)
+        return MergeOutcome(changed: true, credited: (self.replicas[Int(credited.replica)], count))
     }
 
     /// The marker of a credited replica: its upper 64 bits all ones.
@@ -148,4 +163,12 @@ extension Projection {
         for (offset, key) in ordered.enumerated() { sequences[key] = UInt64(offset + 1) }
         return (index, sequences)
     }
+}
+
+/// What ``Projection/merge(from:believingApplied:withholding:crediting:)`` did.
+package struct MergeOutcome: Sendable {
+    /// Whether anything of the projection merged into changed.
+    package var changed: Bool
+    /// The replica the merged state's unheld events were credited to, and how many; `nil` when none was.
+    package var credited: (replica: ReplicaID, count: UInt64)?
 }

@@ -77,14 +77,17 @@ public final class ProjectionBuilder {
     ///
     /// `crediting` (a random step) credits every event `other` names that this state has not
     /// applied (other than the withheld replica's) to a new replica above every other: the values
-    /// are merged, the names they came with are not believed. Returns that replica and how many
-    /// events it was credited with, `nil` when none was.
+    /// are merged, the names they came with are not believed. Returns whether anything of this
+    /// state changed, and that replica with how many events it was credited with (`nil` when
+    /// none was).
     @discardableResult
     public func merge(_ other: ProjectionBuilder, believingApplied: [ReplicaID: UInt64]?,
-                      withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil) throws -> (replica: ReplicaID, count: UInt64)? {
+                      withholding: (replica: ReplicaID, above: UInt64)? = nil,
+                      crediting: UInt64? = nil) throws -> (changed: Bool, credited: (replica: ReplicaID, count: UInt64)?) {
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }
-        return try projection.merge(from: other.projection, believingApplied: believingApplied, withholding: withholding, crediting: crediting)
+        let outcome = try projection.merge(from: other.projection, believingApplied: believingApplied, withholding: withholding, crediting: crediting)
+        return (outcome.changed, outcome.credited)
     }
 
     /// The newest timestamp of any event the state holds, found by looking at every stamp (not

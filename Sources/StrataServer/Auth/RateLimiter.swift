@@ -31,15 +31,19 @@ public final class RateLimiter: Sendable {
     /// Used when the shared buckets cannot be reached, so that a database failing does not lift
     /// the limit (it then holds per instance, as it did before the buckets were shared).
     private let fallback: InProcessLimitBuckets
+    private let bucket: @Sendable (String) -> LimitBucketName
 
     /// - Parameters:
     ///   - limit: the rate and burst allowed per key.
     ///   - buckets: where the buckets live (by default this process's memory).
     ///   - clock: the time the in-process buckets refill by (``ServerClock/elapsed``).
-    public init(limit: RateLimit, buckets: (any LimitBuckets)? = nil, clock: ServerClock = .system) {
+    ///   - bucket: the bucket of a user (by default the request rate's).
+    public init(limit: RateLimit, buckets: (any LimitBuckets)? = nil, clock: ServerClock = .system,
+                bucket: @escaping @Sendable (String) -> LimitBucketName = LimitBucketName.requests) {
         self.limit = limit
         fallback = InProcessLimitBuckets(clock: clock)
         self.buckets = buckets ?? fallback
+        self.bucket = bucket
     }
 
     /// Takes a token for `user`: `nil` when the request may go ahead, else how long until a token
@@ -48,9 +52,9 @@ public final class RateLimiter: Sendable {
         guard limit.requestsPerSecond.isFinite else { return nil }
         let take: LimitBucketTake
         do {
-            take = try await buckets.take(.requests(user), limit: limit, always: false)
+            take = try await buckets.take(bucket(user), limit: limit, always: false)
         } catch {
-            take = fallback.take(.requests(user), limit: limit, always: false)
+            take = fallback.take(bucket(user), limit: limit, always: false)
         }
         return take.taken ? nil : limit.wait(untilOneFrom: take.tokens) ?? .seconds(1)
     }

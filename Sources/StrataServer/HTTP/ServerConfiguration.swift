@@ -74,6 +74,12 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// `429 rateLimited` with `Retry-After` until a failure's worth has refilled. 20 per
         /// minute by default.
         public var failedAuthLimit = RateLimit(requestsPerSecond: 20.0 / 60.0, burst: 20)
+        /// State uploads (`POST …/state`) a user may make: a token bucket of `burst` refilled at
+        /// `requestsPerSecond`, past which an upload is answered `429 rateLimited` with
+        /// `Retry-After` before its body is read. A device uploads its state only to heal a zone
+        /// that lost history, so a few suffice; each upload that changes a zone expires every
+        /// device's token. One every 10 seconds, 30 at once, by default.
+        public var stateUploadLimit = RateLimit(requestsPerSecond: 0.1, burst: 30)
         /// Addresses of reverse proxies whose `X-Forwarded-For` header is believed: for a
         /// connection from one of them, the client address (for ``failedAuthLimit``) is the last
         /// address in that header that is not itself a trusted proxy, and its connections count

@@ -71,6 +71,13 @@ extension StrataServerApp {
             }
             claim = parsed
         }
+        // Before the body is read: repeated uploads neither hold the memory budget nor churn
+        // the zone's merges (and every device's token).
+        if let wait = await stateUploadLimiter.acquire(user) {
+            let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
+            throw ServerError(.rateLimited, "user \(user) is over the rate of state uploads (\(stateUploadLimiter.limit.burst) at once, then one every \(Int((1 / stateUploadLimiter.limit.requestsPerSecond).rounded())) s); retry in \(seconds) s",
+                              retryAfter: seconds)
+        }
         let payload = try await readBody(request, limit: configuration.limits.maxStateBytes)
         try await checkStoredBytes(id, adding: payload.count)
         let state = try StateValidation.validate(payload, now: clock.wallMilliseconds(), maxClockOffset: configuration.limits.maxClockOffset)
@@ -83,8 +90,9 @@ extension StrataServerApp {
         } catch {
             throw answer(error)
         }
-        notifier.notify(zone: id.description)
-        logger.notice("state merged", metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])
+        if outcome.merged { notifier.notify(zone: id.description) }
+        logger.notice(outcome.merged ? "state merged" : "state brought nothing new",
+                      metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])
         var merged = zone
         if merged.generation != outcome.generation { merged.merges.append(outcome.generation) }
         return try json(StateAnswer(token: try await PullStart.token(merged, at: outcome.position, storage: storage).description,

@@ -32,6 +32,8 @@ public struct StrataServerApp: Sendable {
     /// The counters `GET /metrics` answers (see ``ServerMetrics``).
     public let metrics: ServerMetrics
     let rateLimiter: RateLimiter
+    /// State uploads per user (``ServerConfiguration/Limits/stateUploadLimit``).
+    let stateUploadLimiter: RateLimiter
     /// The upload memory budget and the failed-authentication limit (see ``ServerConfiguration/Limits``).
     let bounds: ServerBounds
     /// The server's time: its limits refill by it, pushed timestamps are checked against it.
@@ -66,6 +68,7 @@ public struct StrataServerApp: Sendable {
         // Shared by every instance on the storage when it keeps them (PostgreSQL), else in memory.
         let buckets = storage.limitBuckets
         self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, buckets: buckets, clock: clock)
+        self.stateUploadLimiter = RateLimiter(limit: configuration.limits.stateUploadLimit, buckets: buckets, clock: clock, bucket: LimitBucketName.stateUploads)
         self.bounds = ServerBounds(limits: configuration.limits, buckets: buckets, clock: clock, logger: logger)
         self.clock = clock
     }

@@ -44,6 +44,8 @@ public struct LimitBucketName: Sendable, Hashable, CustomStringConvertible {
 
     /// A user's bucket of the rate limit.
     public static func requests(_ user: String) -> LimitBucketName { LimitBucketName(limit: "requests", key: user) }
+    /// A user's bucket of state uploads (``ServerConfiguration/Limits/stateUploadLimit``).
+    public static func stateUploads(_ user: String) -> LimitBucketName { LimitBucketName(limit: "stateUploads", key: user) }
     /// A client address's bucket of failed authentications.
     public static func failedAuthentications(_ address: String) -> LimitBucketName {
         LimitBucketName(limit: "failedAuthentications", key: address)

@@ -66,14 +66,16 @@ extension EmbeddedZoneStorage {
         // are handed out only for positions from it on.
         let position = state.log.endPosition
         let credited: StateCredit?
+        let changed: Bool
         do {
             let builder = try Self.projection(of: state.log, through: position)
             // The uploader's own events past its claim are left out: it pushes them as events,
             // which the server checks against another copy's under the same sequences. Events
             // of others the zone does not hold are credited to a replica of the uploader's.
-            credited = StateCredit(try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
-                                                     withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step()),
-                                   user: user)
+            let merged = try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
+                                           withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step())
+            credited = StateCredit(merged.credited, user: user)
+            changed = merged.changed
             if let credited {
                 try claimReplica(credited.replica, for: user, zone: id)
                 var owners = state.ledgers.compactMapValues(\.owner)
@@ -81,14 +83,21 @@ extension EmbeddedZoneStorage {
                 owners[credited.replica] = user
                 try ZoneLedgerFiles.saveOwners(owners, in: Self.logDirectory(in: directory, for: state.info))
             }
-            try writeSnapshot(builder.snapshotPayload(), at: position, of: state)
+            if changed { try writeSnapshot(builder.snapshotPayload(), at: position, of: state) }
         } catch let error as ZoneStorageError {
             throw error
         } catch {
             throw ZoneStorageError(Self.diskFull(error) ? .storageFull : .storageFailure, "zone \(id): merging the uploaded state failed: \(error)", zone: id.description)
         }
-        remeasure(id)
         if let replica, let ledger { zoneStates[id]?.ledgers[replica] = ledger }
+        guard changed else {
+            // Nothing new (a device healing twice, an upload repeated): no merge, so no token
+            // expires and the catalog does not grow.
+            logger.info("uploaded state brought nothing new", metadata: ["zone": "\(id)", "user": "\(user)", "position": "\(position)"])
+            return StateMergeOutcome(epoch: state.info.epoch, generation: state.info.generation, position: position, upToDate: basis == position,
+                                     acknowledged: ledger?.acknowledged ?? 0, merged: false)
+        }
+        remeasure(id)
         if let credited { zoneStates[id]?.ledgers[credited.replica] = credited.ledger }
         var info = state.info
         var merge = UInt64.random(in: 1 ... .max)

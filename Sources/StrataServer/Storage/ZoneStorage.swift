@@ -215,8 +215,12 @@ public struct StateMergeOutcome: Sendable, Hashable {
     public var upToDate: Bool
     /// The highest sequence of the uploader's replica the zone now counts as held.
     public var acknowledged: UInt64
+    /// Whether the upload changed the zone (then ``generation`` is a new merge and every token
+    /// handed out before expires); `false` when it brought nothing the zone's state did not hold.
+    public var merged: Bool
 
-    public init(epoch: UInt64, generation: UInt64, position: UInt64, upToDate: Bool, acknowledged: UInt64) {
+    public init(epoch: UInt64, generation: UInt64, position: UInt64, upToDate: Bool, acknowledged: UInt64, merged: Bool = true) {
+        self.merged = merged
         self.acknowledged = acknowledged
         self.epoch = epoch
         self.generation = generation

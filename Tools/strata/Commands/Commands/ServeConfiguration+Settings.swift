@@ -89,6 +89,8 @@ extension ServeConfiguration {
         limitDuration("uploadBudgetWait", \.uploadBudgetWait),
         limitRate("failedAuthLimit.requestsPerSecond", \.failedAuthLimit.requestsPerSecond),
         limitRate("failedAuthLimit.burst", \.failedAuthLimit.burst),
+        limitRate("stateUploadLimit.requestsPerSecond", \.stateUploadLimit.requestsPerSecond),
+        limitRate("stateUploadLimit.burst", \.stateUploadLimit.burst),
         ServeSetting(key: "limits.trustedProxies", flag: "--limit trustedProxies=", secret: false, apply: { c, v throws(ValueError) in
             c.limits.trustedProxies = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }, current: { $0.limits.trustedProxies.isEmpty ? "none" : $0.limits.trustedProxies.joined(separator: ",") }),
