@@ -140,11 +140,14 @@ struct TrustTests {
             #expect(body.json["sequence"] as? Int == 1)
             #expect(try await client.endToken("notes") == before)
 
-            // Who pushed what.
-            let replicas = try await client.execute(uri: "/v1/zones/notes/replicas?owner=alice", method: .get, headers: auth(Token.bob))
+            // Who pushed what: to the owner every replica, to a grantee only their own.
+            let replicas = try await client.execute(uri: "/v1/zones/notes/replicas", method: .get, headers: auth(Token.alice))
             #expect(replicas.status == .ok)
             let list = try JSONDecoder().decode(ReplicaList.self, from: replicas.body.data)
             #expect(list.replicas == [ReplicaInfo(replica: replica, user: "alice", acknowledged: 2)])
+            let bobs = try await client.execute(uri: "/v1/zones/notes/replicas?owner=alice", method: .get, headers: auth(Token.bob))
+            #expect(bobs.status == .ok)
+            #expect(try JSONDecoder().decode(ReplicaList.self, from: bobs.body.data).replicas.isEmpty)
             #expect(try await client.execute(uri: "/v1/zones/notes/replicas?owner=alice", method: .get, headers: auth(Token.carol)).status == .notFound)
         }
     }

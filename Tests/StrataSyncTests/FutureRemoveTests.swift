@@ -43,23 +43,23 @@ struct FutureRemoveTests {
                 (try tx.insert("Note", ["title": "groceries"]), try tx.insert("Tag", ["label": "urgent"]))
             }
             try await aliceEngine.sync()
-            try await HTTPSyncTransport(server: url, bearer: "alice-secret").share("notes", with: "bob", .readWrite)
+            try await patient(url, "alice-secret").share("notes", with: "bob", .readWrite)
             let bob = try await open(dir.sub("bob"))
             let bobEngine = try SyncEngine(store: bob, server: url, zone: "notes", owner: "alice", credentials: "bob-secret")
             try await bobEngine.sync()
-            let before = try await HTTPSyncTransport(server: url, bearer: "alice-secret").pull(zone: ZoneReference("notes"), after: nil, limit: 1000, wait: nil)
+            let before = try await patient(url, "alice-secret").pull(zone: ZoneReference("notes"), after: nil, limit: 1000, wait: nil)
 
             // Bob names alice's next 39 sequences for (note, tags, tag).
             let next = await aliceEngine.currentCursor.acknowledged + 1
             let forged = remove(note, tag, naming: (next..<(next + 39)).map { EventID(replica: alice.replicaID, sequence: $0) })
-            let bobsTransport = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            let bobsTransport = patient(url, "bob-secret")
             await #expect {
                 _ = try await bobsTransport.push(zone: ZoneReference("notes", owner: "alice"), transactions: [forged.encoded()])
             } throws: { error in
                 guard let error = error as? SyncError else { return false }
                 return error.code == .unheldAdd && error.status == 422 && error.sequence == 1 && error.message.contains("\(alice.replicaID)#\(next + 38)")
             }
-            let after = try await HTTPSyncTransport(server: url, bearer: "alice-secret").pull(zone: ZoneReference("notes"), after: nil, limit: 1000, wait: nil)
+            let after = try await patient(url, "alice-secret").pull(zone: ZoneReference("notes"), after: nil, limit: 1000, wait: nil)
             #expect(after.transactions.count == before.transactions.count, "nothing of the refused push was appended")
 
             // Alice tags the note; the tag stays on her device, bob's and a fresh one.
@@ -87,7 +87,7 @@ struct FutureRemoveTests {
     func ownLaterAddCannotBeRemoved(_ backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
         try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
-            let transport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            let transport = patient(url, "alice-secret")
             _ = try await transport.ensureZone(ZoneReference("notes"), create: true)
             let replica = ReplicaID.random()
             let record = remove(ObjectID(), ObjectID(), naming: [EventID(replica: replica, sequence: 5)], replica: replica)
@@ -124,13 +124,13 @@ struct StateCreditTests {
                 (try tx.insert("Note", ["title": "groceries"]), try tx.insert("Tag", ["label": "urgent"]))
             }
             try await aliceEngine.sync()
-            let aliceTransport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            let aliceTransport = patient(url, "alice-secret")
             try await aliceTransport.share("notes", with: "bob", .readWrite)
             let acknowledged = await aliceEngine.currentCursor.acknowledged
 
             // Bob's state: the zone as he pulled it, plus events "by alice" under her next
             // sequences: the title changed, and the tag's removal naming her next 39 adds.
-            let bobs = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            let bobs = patient(url, "bob-secret")
             let zone = ZoneReference("notes", owner: "alice")
             let pulled = try await bobs.pull(zone: zone, after: nil, limit: 1000, wait: nil)
             let state = ProjectionBuilder()
@@ -189,7 +189,7 @@ struct RepeatedStateUploadTests {
             try await store.transaction { tx in _ = try tx.insert("Folder", ["name": "one"]) }
             let engine = try SyncEngine(store: store, server: url, zone: "notes", credentials: "alice-secret")
             try await engine.sync()
-            let transport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            let transport = patient(url, "alice-secret")
             let zone = ZoneReference("notes")
             let pulled = try await transport.pull(zone: zone, after: nil, limit: 100, wait: nil)
             let state = ProjectionBuilder()
@@ -217,7 +217,7 @@ struct RepeatedStateUploadTests {
         var limits = ServerConfiguration.Limits()
         limits.stateUploadLimit = RateLimit(requestsPerSecond: 0.001, burst: 2)
         try await withServer(dir.sub("server"), users: Self.users, limits: limits) { url, _ in
-            let alice = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            let alice = patient(url, "alice-secret")
             _ = try await alice.ensureZone(ZoneReference("notes"), create: true)
             let empty = ProjectionBuilder().snapshotPayload()
             for _ in 0..<2 { _ = try await alice.uploadState(zone: ZoneReference("notes"), state: empty, replica: nil, claim: 0, after: nil) }
@@ -227,9 +227,18 @@ struct RepeatedStateUploadTests {
                 guard let error = error as? SyncError else { return false }
                 return error.code == .rateLimited && (error.retryAfter ?? 0) >= 1 && error.message.contains("state uploads")
             }
-            let bob = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            let bob = patient(url, "bob-secret")
             _ = try await bob.ensureZone(ZoneReference("notes"), create: true)
             _ = try await bob.uploadState(zone: ZoneReference("notes"), state: empty, replica: nil, claim: 0, after: nil)
         }
     }
+}
+
+/// A transport for the requests these tests send directly (not through an engine, which retries):
+/// a generous timeout, since a machine running every suite at once has been seen to take over
+/// 30 s to answer the first request of a PostgreSQL-backed server.
+func patient(_ url: URL, _ bearer: String) -> HTTPSyncTransport {
+    var transport = HTTPSyncTransport(server: url, bearer: bearer)
+    transport.timeout = .seconds(120)
+    return transport
 }

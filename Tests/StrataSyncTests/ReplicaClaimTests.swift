@@ -34,9 +34,9 @@ struct ReplicaClaimTests {
             let notes = try SyncEngine(store: alice, server: url, zone: "notes", credentials: "alice-secret")
             try await alice.transaction { tx in _ = try tx.insert("Folder", ["name": "mine"]) }
             try await notes.sync()
-            let aliceTransport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            let aliceTransport = patient(url, "alice-secret")
             try await aliceTransport.share("notes", with: "bob", .read)
-            let bob = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            let bob = patient(url, "bob-secret")
 
             // The replica list: alice sees hers; bob, a reader, none of hers.
             #expect(try await aliceTransport.replicas(zone: ZoneReference("notes")).map(\.replica) == [alice.replicaID])
