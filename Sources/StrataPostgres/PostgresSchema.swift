@@ -76,11 +76,18 @@ import StrataServer
 ///   `strata_replicas` for replicas one user owns in every zone that holds them (a replica older
 ///   servers let several users own stays unbound and is checked per zone as before).
 ///
+/// Version 8:
+///
+/// - `strata_zones.lineage`: the epochs of the earlier lives a recreated zone continues, the
+///   latest first (`ZoneInfo.lineage`); empty for a new zone.
+/// - `strata_deleted_zones.epoch` and `.lineage`: those of the deleted life, for a recreation that
+///   continues it (rows are now kept for every deleted zone, not only those with rules to keep).
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 7
+    static let version = 8
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -303,6 +310,10 @@ enum PostgresSchema {
             SELECT replica_high, replica_low, min(owner) FROM strata_replicas WHERE owner IS NOT NULL
             GROUP BY replica_high, replica_low HAVING count(DISTINCT owner) = 1
             """,
+        ],
+        8: [
+            "ALTER TABLE strata_zones ADD COLUMN lineage bigint[] NOT NULL DEFAULT '{}'",
+            "ALTER TABLE strata_deleted_zones ADD COLUMN epoch bigint, ADD COLUMN lineage bigint[] NOT NULL DEFAULT '{}'",
         ],
     ]
 

@@ -69,13 +69,13 @@ extension PostgresZoneStorage {
             LEFT JOIN strata_replicas r ON r.zone_id = z.zone_id AND r.replica_high = \(replicaHigh) AND r.replica_low = \(replicaLow)
             WHERE z.owner = \(id.owner) AND z.name = \(id.name)
             """, logger: logger), as: (Int64, String?, Int64?, Int64?,
-                                        Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64).self)
+                                        Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, [Int64]).self)
         guard let row = found.first else { return nil }
         var ledger = ReplicaLedger()
         ledger.owner = row.1
         ledger.acknowledged = UInt64(bitPattern: row.2 ?? 0)
         ledger.uncheckedThrough = UInt64(bitPattern: row.3 ?? 0)
-        let stored = ZoneRow((row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11, row.12, row.13, row.14))
+        let stored = ZoneRow((row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11, row.12, row.13, row.14, row.15))
         let zone = try stored.decoded()
         return AppendBasis(key: zone.key, access: stored.storedAccess, grants: stored.storedGrants,
                            inputs: AppendInputs(zone: id, info: zone.info, end: zone.end, chain: zone.chain, user: "", replica: replica, ledger: ledger,
@@ -140,8 +140,8 @@ extension PostgresZoneStorage {
                 FROM strata_zones z JOIN strata_owners o ON o.owner = z.owner
                 WHERE z.owner = \(id.owner) AND z.name = \(id.name)
                 FOR UPDATE OF z, o
-                """, logger: self.logger), as: (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, Int64).self)
-            let zone = try found.first.map { try ZoneRow(($0.0, $0.1, $0.2, $0.3, $0.4, $0.5, $0.6, $0.7, $0.8, $0.9, $0.10)).decoded() }
+                """, logger: self.logger), as: (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, [Int64], Int64).self)
+            let zone = try found.first.map { try ZoneRow(($0.0, $0.1, $0.2, $0.3, $0.4, $0.5, $0.6, $0.7, $0.8, $0.9, $0.10, $0.11)).decoded() }
             // Read in a statement of its own, after the lock: a statement that waited for the
             // lock sees the other push's rows of the tables it locked, not of the others (a
             // join with the replica's row here read it as it was before, and took a retry for
@@ -149,7 +149,7 @@ extension PostgresZoneStorage {
             var ledger = ReplicaLedger()
             if let zone { ledger = try await self.ledger(of: replica, in: zone, covering: pushed, on: connection) }
             var inputs = AppendInputs(zone: id, info: zone?.info, end: zone?.end ?? 0, chain: zone?.chain ?? 0, user: user, replica: replica,
-                                      ledger: ledger, storedBytes: found.first?.11 ?? 0, storedBytesLimit: storedBytesLimit, transactions: pushed)
+                                      ledger: ledger, storedBytes: found.first?.12 ?? 0, storedBytesLimit: storedBytesLimit, transactions: pushed)
             inputs.epoch = expected
             if let zone { inputs.heldThrough = try await self.heldThrough(of: pushed, except: replica, zoneKey: zone.key, on: connection) }
             switch AppendPlan.decide(inputs) {

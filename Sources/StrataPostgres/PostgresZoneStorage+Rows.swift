@@ -18,10 +18,10 @@ struct ZoneRow: Sendable {
     var chain: UInt64
     var storedBytes: Int64
 
-    static let columns = "zone_id, owner, name, epoch, access, grants, merges, start_position, end_position, chain, stored_bytes"
+    static let columns = "zone_id, owner, name, epoch, access, grants, merges, start_position, end_position, chain, stored_bytes, lineage"
     /// ``columns`` of the table aliased `z`.
     static let qualifiedColumns = columns.split(separator: ",").map { "z." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
-    typealias Columns = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64)
+    typealias Columns = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, [Int64])
 
     /// The row as read; ``decoded()`` checks its access and grants.
     private var access: String
@@ -41,6 +41,7 @@ struct ZoneRow: Sendable {
         end = UInt64(c.8)
         chain = UInt64(bitPattern: c.9)
         storedBytes = c.10
+        info.lineage = c.11.map { UInt64(bitPattern: $0) }
     }
 
     /// The row with its access rule and grants decoded.

@@ -207,7 +207,7 @@ public final class PostgresZoneStorage: ZoneStorage {
         }
         guard !id.owner.isEmpty else { throw ZoneStorageError(.invalidArgument, "a zone needs an owner") }
         if let grants = settings.grants { _ = try Self.encode(grants) }
-        let epoch = options.makeEpoch()
+        let firstEpoch = options.makeEpoch()
         let info = try await transaction("creating zone \(id)", zone: id) { connection in
             // The owner's row serializes the creates of one owner across instances: the quota
             // count and the insert cannot interleave with another create.
@@ -223,13 +223,19 @@ public final class PostgresZoneStorage: ZoneStorage {
             }
             let (access, grants) = Self.rules(settings, keeping: try await self.deletedZoneRules(id, on: connection))
             let grantsText = try Self.encode(grants)
+            let lineage = ZoneInfo.lineage(continuing: settings.continues, kept: try await self.deletedZoneLife(id, on: connection))
+            var epoch = firstEpoch
+            while lineage.contains(epoch) { epoch = self.options.makeEpoch() }
             try await connection.query("""
-                INSERT INTO strata_zones (owner, name, epoch, access, grants)
-                VALUES (\(id.owner), \(id.name), \(Int64(bitPattern: epoch)), \(access.rawValue), \(grantsText))
+                INSERT INTO strata_zones (owner, name, epoch, access, grants, lineage)
+                VALUES (\(id.owner), \(id.name), \(Int64(bitPattern: epoch)), \(access.rawValue), \(grantsText),
+                        \(lineage.map { Int64(bitPattern: $0) }))
                 """, logger: self.logger)
             // The zone has its own rules now: what was kept of a deleted one is forgotten.
             try await connection.query("DELETE FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)", logger: self.logger)
-            return ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: epoch)
+            var info = ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: epoch)
+            info.lineage = lineage
+            return info
         }
         logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(info.access.rawValue)"])
         return info
@@ -239,6 +245,15 @@ public final class PostgresZoneStorage: ZoneStorage {
         try await withConnection("reading the rules kept of deleted zone \(id)", zone: id) { connection in
             try await self.deletedZoneRules(id, on: connection)
         }
+    }
+
+    /// The epoch and lineage kept of deleted zone `id` (`nil` when none was kept).
+    private func deletedZoneLife(_ id: ZoneID, on connection: PostgresConnection) async throws -> (epoch: UInt64, lineage: [UInt64])? {
+        let found = try await rows(connection.query("""
+            SELECT epoch, lineage FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)
+            """, logger: logger), as: (Int64?, [Int64]).self)
+        guard let (epoch, lineage) = found.first, let epoch else { return nil }
+        return (UInt64(bitPattern: epoch), lineage.map { UInt64(bitPattern: $0) })
     }
 
     /// The rules kept of deleted zone `id` (see ``deletedZoneRules(_:)``).
@@ -287,14 +302,15 @@ public final class PostgresZoneStorage: ZoneStorage {
         try await transaction("deleting zone \(id)", zone: id) { connection in
             guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }
             try await connection.query("DELETE FROM strata_zones WHERE zone_id = \(zone.key)", logger: self.logger)
-            // Its rules are kept for a recreation (the defaults need no keeping); beyond the
-            // per-owner limit the oldest kept are dropped.
+            // Its rules, epoch and lineage are kept for a recreation (that restores or continues
+            // it); beyond the per-owner limit the oldest kept are dropped.
             try await connection.query("DELETE FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)", logger: self.logger)
-            if zone.info.access != .private || !zone.info.grants.isEmpty {
+            do {
                 let grantsText = try Self.encode(zone.info.grants)
                 try await connection.query("""
-                    INSERT INTO strata_deleted_zones (owner, name, access, grants)
-                    VALUES (\(id.owner), \(id.name), \(zone.info.access.rawValue), \(grantsText))
+                    INSERT INTO strata_deleted_zones (owner, name, access, grants, epoch, lineage)
+                    VALUES (\(id.owner), \(id.name), \(zone.info.access.rawValue), \(grantsText), \(Int64(bitPattern: zone.info.epoch)),
+                            \(zone.info.lineage.map { Int64(bitPattern: $0) }))
                     """, logger: self.logger)
                 let limit = Self.keptDeletedZoneRulesPerOwner
                 try await connection.query("""

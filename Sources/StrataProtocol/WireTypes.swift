@@ -15,9 +15,15 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
     public var canPush: Bool?
     /// What the server accepts; absent in answers of servers older than the field.
     public var limits: ServerLimits?
+    /// The epochs of the zone's earlier lives that this one continues, the latest first (its
+    /// owner's device recreated it, seeding it with what it held): devices of those lives go on
+    /// into this one. Absent for a new zone: devices of an earlier life stop (`zoneDeleted`)
+    /// rather than seed it with what was deleted.
+    public var continues: [UInt64]?
 
     public init(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant], epoch: UInt64, token: String,
-                canPush: Bool? = nil, limits: ServerLimits? = nil) {
+                canPush: Bool? = nil, limits: ServerLimits? = nil, continues: [UInt64]? = nil) {
+        self.continues = continues
         self.name = name
         self.owner = owner
         self.access = access
@@ -80,10 +86,15 @@ public struct ZoneList: Sendable, Hashable, Codable {
 public struct ZoneSettings: Sendable, Hashable, Codable {
     public var access: ZoneAccess?
     public var grants: [String: ZoneGrant]?
+    /// When the `PUT` creates the zone: the epoch of the deleted life it continues (see
+    /// ``ZoneDescription/continues``; the lives that one continued are added). Ignored when the
+    /// zone exists.
+    public var continues: UInt64?
 
-    public init(access: ZoneAccess? = nil, grants: [String: ZoneGrant]? = nil) {
+    public init(access: ZoneAccess? = nil, grants: [String: ZoneGrant]? = nil, continues: UInt64? = nil) {
         self.access = access
         self.grants = grants
+        self.continues = continues
     }
 }
 

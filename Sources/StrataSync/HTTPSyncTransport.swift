@@ -105,6 +105,10 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
+        try await ensureZone(zone, create: create, continuing: nil)
+    }
+
+    public func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo {
         do {
             let body = try await send(HTTPExchangeRequest(method: "GET", url: url(zone))).body
             guard let described = try? JSONDecoder().decode(ZoneDescription.self, from: Data(body)) else {
@@ -115,13 +119,14 @@ public struct HTTPSyncTransport: SyncTransport {
             }
             // A server of the first protocol revision does not say: try, and learn from a 403.
             return ZoneAccessInfo(canPush: described.canPush ?? true, maxPushBytes: described.limits?.maxBodyBytes,
-                                  maxStateBytes: described.limits?.maxStateBytes)
+                                  maxStateBytes: described.limits?.maxStateBytes, lineage: described.continues ?? [],
+                                  epoch: described.epoch)
         } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil && create {
             // No rules named: a new zone is private, and a deleted one the engine recreates
             // (`SyncEngine.recreateZone()`) gets back the access and grants it had, so that its
-            // grantees are not cut off.
+            // grantees are not cut off; one that continues a deleted life says which.
             _ = try await send(HTTPExchangeRequest(method: "PUT", url: url(zone), headers: [("Content-Type", "application/json")],
-                                                   body: Array(try JSONEncoder().encode(ZoneSettings()))))
+                                                   body: Array(try JSONEncoder().encode(ZoneSettings(continues: continuing)))))
             // Asked again for the limits the creation's answer does not carry.
             return try await ensureZone(zone, create: false)
         }

@@ -217,3 +217,11 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         }
     }
 }
+
+extension SyncCursor {
+    /// The epoch of the zone's life this cursor's token is of; `nil` without a readable token.
+    var lifeEpoch: UInt64? {
+        guard let token, let parsed = try? ChangeToken(parsing: token) else { return nil }
+        return parsed.epoch
+    }
+}

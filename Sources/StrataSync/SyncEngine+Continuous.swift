@@ -142,6 +142,7 @@ extension SyncEngine {
         // (a grant may have changed, the server may have been replaced).
         if refreshingAccess {
             let access = try await existingZone()
+            try followLife(of: access)
             canPush = access.canPush
             limits = access
         }

@@ -86,13 +86,17 @@ extension SyncEngine {
         if machine.pushesAfterBootstrap(cursorFacts) { try await pushOrHold(&report) }
     }
 
-    /// The zone was deleted and recreated: start over against the new zone and push all our
-    /// history.
+    /// The zone was deleted and recreated: when the new life continues the one this store
+    /// synced with (its owner's device recreated it with ``recreateZone()``), start over against
+    /// it and push all our history; otherwise it is a new zone, and what this store holds of the
+    /// deleted one stays out of it: ``SyncError/Code/zoneDeleted``.
     func startOver(after error: SyncError, _ report: inout SyncReport) async throws {
+        let access = try await existingZone()
+        try requireContinuedLife(access, status: error.status)
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
         try cursor.save(store: store, zone: zoneReference)
-        canPush = try await existingZone().canPush
+        canPush = access.canPush
         try await healOrDefer(&report)
         try await pushOrHold(&report)
     }
@@ -122,5 +126,27 @@ extension SyncEngine {
             guard let header = try? TransactionHeader(decoding: bytes), header.replica == replica, header.eventCount > 0 else { continue }
             cursor.pulledBack = max(cursor.pulledBack, header.firstSequence + header.eventCount - 1)
         }
+    }
+
+    /// Refuses to go on into a life of the zone that does not continue the one this store's
+    /// token is of (a zone deleted and created again as a new zone): ``SyncError/Code/zoneDeleted``.
+    func requireContinuedLife(_ access: ZoneAccessInfo, status: Int?) throws {
+        guard !recreating, let previous = cursor.lifeEpoch, access.epoch != previous, !access.lineage.contains(previous) else { return }
+        throw SyncError(.zoneDeleted, "zone \(zoneReference) was deleted and created again as a new zone since this store last synced (epoch \(previous)); what this store holds of the deleted zone is not pushed into the new one. The zone's owner can seed it with this store's contents (SyncEngine.recreateZone(), strata sync --recreate-zone); otherwise sync a new store with it",
+                        status: status)
+    }
+
+    /// Checked when a sync looks the zone up, before anything is pushed: a zone in another life
+    /// than this store's token (deleted and created again) is gone into only when it continues
+    /// that life — then the store starts over with it (its cursor reset: everything of its own
+    /// is pushed, its state uploaded, the zone pulled from its start) — and is otherwise
+    /// ``SyncError/Code/zoneDeleted``. (A push carries no epoch: without this, a device of the
+    /// previous life would push its history into a new zone, answered `sequenceGap` from 1.)
+    func followLife(of access: ZoneAccessInfo) throws {
+        guard let epoch = access.epoch, let previous = cursor.lifeEpoch, epoch != previous, !recreating else { return }
+        try requireContinuedLife(access, status: 410)
+        options.logger.notice("the zone was recreated continuing this store's life; starting over", metadata: ["zone": "\(zoneReference)"])
+        cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
+        try cursor.save(store: store, zone: zoneReference)
     }
 }

@@ -48,6 +48,9 @@ public actor SyncEngine {
     var knowsZone: Bool
     /// Set by ``recreateZone()`` for the sync that recreates a deleted zone.
     var recreating = false
+    /// The epoch of the zone's life this store synced with before ``recreateZone()`` (from its
+    /// token): the recreated zone continues it, so that the life's other devices go on into it.
+    var recreatingFrom: UInt64?
     /// Set while a push that was answered `zoneReset` starts over (which pushes again): a second
     /// `zoneReset` meanwhile is thrown, so that a server answering it to every push cannot
     /// recurse the engine off its stack.
@@ -134,6 +137,7 @@ public actor SyncEngine {
             try await refreshPending()
             // Every sync asks what the caller may do: a grant can change between two syncs.
             let access = try await existingZone()
+            try followLife(of: access)
             canPush = access.canPush
             limits = access
             // A heal goes first: it tells the server how far this store's own replica goes, so
@@ -178,7 +182,11 @@ public actor SyncEngine {
     @discardableResult
     public func recreateZone() async throws -> SyncReport {
         recreating = true
-        defer { recreating = false }
+        recreatingFrom = cursor.lifeEpoch
+        defer {
+            recreating = false
+            recreatingFrom = nil
+        }
         // Everything this store holds goes back: its own transactions as events, and its whole
         // state (history compacted away here, other devices' edits) as an upload.
         cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
@@ -191,7 +199,8 @@ public actor SyncEngine {
     func existingZone() async throws -> ZoneAccessInfo {
         let create = !knowsZone || recreating
         let request = SyncStateMachine.Request.ensureZone(create: create, ownZone: zoneReference.owner == nil, knownZone: knowsZone)
-        switch try await ask(request, { try await self.transport.ensureZone(self.zoneReference, create: create) }) {
+        let continuing = recreating ? recreatingFrom : nil
+        switch try await ask(request, { try await self.transport.ensureZone(self.zoneReference, create: create, continuing: continuing) }) {
         case .answered(let access):
             knowsZone = true
             return access

@@ -47,11 +47,18 @@ public struct ZoneAccessInfo: Sendable, Hashable {
     public var maxPushBytes: Int?
     /// The largest state upload the server accepts; `nil` when it does not say.
     public var maxStateBytes: Int?
+    /// The epochs of the zone's earlier lives it continues (``StrataProtocol/ZoneDescription/continues``):
+    /// a device of one of them goes on into this life; of another, it stops with `zoneDeleted`.
+    public var lineage: [UInt64]
+    /// The zone's epoch (its life); `nil` when the transport does not say.
+    public var epoch: UInt64?
 
-    public init(canPush: Bool, maxPushBytes: Int? = nil, maxStateBytes: Int? = nil) {
+    public init(canPush: Bool, maxPushBytes: Int? = nil, maxStateBytes: Int? = nil, lineage: [UInt64] = [], epoch: UInt64? = nil) {
+        self.epoch = epoch
         self.canPush = canPush
         self.maxPushBytes = maxPushBytes
         self.maxStateBytes = maxStateBytes
+        self.lineage = lineage
     }
 }
 
@@ -70,6 +77,10 @@ public protocol SyncTransport: Sendable {
     /// absence is `zoneNotFound`, as is a missing zone without `create`. Returns what the caller
     /// may do there.
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo
+    /// ``ensureZone(_:create:)``, a zone it creates continuing the deleted life `continuing`
+    /// (its epoch; `nil`: a new zone), so that devices of that life go on into it. A transport
+    /// without this creates a new zone.
+    func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo
     /// Pushes encoded transactions of one replica, contiguous in sequence.
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.
@@ -94,5 +105,11 @@ public struct ZoneSnapshotPayload: Sendable, Hashable {
     public init(payload: [UInt8], token: String) {
         self.payload = payload
         self.token = token
+    }
+}
+
+extension SyncTransport {
+    public func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo {
+        try await ensureZone(zone, create: create)
     }
 }

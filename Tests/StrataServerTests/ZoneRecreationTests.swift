@@ -46,9 +46,9 @@ struct ZoneRecreationTests {
         #expect(explicit.access == .private && explicit.grants.isEmpty)
         #expect(try await storage.deletedZoneRules(board) == nil, "a create naming its rules forgets what was kept too")
 
-        // The defaults need no keeping.
+        // The defaults are kept too (with the life's epoch, for a recreation that continues it).
         try await storage.deleteZone(board)
-        #expect(try await storage.deletedZoneRules(board) == nil)
+        #expect(try await storage.deletedZoneRules(board) == ZoneSettings(access: .private, grants: [:]))
         let fresh = try await storage.createZone(board, settings: ZoneSettings(), maxZonesPerOwner: nil)
         #expect(fresh.access == .private && fresh.grants.isEmpty)
         try await storage.close()

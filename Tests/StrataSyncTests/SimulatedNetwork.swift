@@ -127,16 +127,16 @@ final class SimulatedNetwork: Sendable {
     /// The network as `user` reaches it.
     func client(_ user: String) -> SimulatedClient { SimulatedClient(network: self, user: user) }
 
-    func ensureZone(_ zone: ZoneID, user: String, create: Bool) async throws -> ZoneAccessInfo {
+    func ensureZone(_ zone: ZoneID, user: String, create: Bool, continuing: UInt64? = nil) async throws -> ZoneAccessInfo {
         if roll(5) { throw SyncError(.transport, "dropped") }
         let storage = try storage()
         if let info = try await storage.zone(zone) {
             guard info.canRead(user) else { throw SyncError(.forbidden, "\(user) may not read \(zone)", status: 403) }
-            return ZoneAccessInfo(canPush: info.canPush(user), maxPushBytes: Self.maxPushBytes)
+            return ZoneAccessInfo(canPush: info.canPush(user), maxPushBytes: Self.maxPushBytes, lineage: info.lineage, epoch: info.epoch)
         }
         guard zone.owner == user, create else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
-        _ = try await storage.createZone(zone, access: .shared, grants: [:])
-        return ZoneAccessInfo(canPush: true, maxPushBytes: Self.maxPushBytes)
+        let info = try await storage.createZone(zone, settings: ZoneSettings(access: .shared, grants: [:], continues: continuing), maxZonesPerOwner: nil)
+        return ZoneAccessInfo(canPush: true, maxPushBytes: Self.maxPushBytes, lineage: info.lineage, epoch: info.epoch)
     }
 
     /// The push body limit the simulated server advertises and enforces: small, so that the
@@ -268,6 +268,9 @@ struct SimulatedClient: SyncTransport {
 
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
         try await network.ensureZone(id(zone), user: user, create: create)
+    }
+    func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo {
+        try await network.ensureZone(id(zone), user: user, create: create, continuing: continuing)
     }
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer {
         try await network.push(zone: id(zone), user: user, transactions: transactions)

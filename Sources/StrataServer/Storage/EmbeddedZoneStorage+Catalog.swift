@@ -13,6 +13,11 @@ extension EmbeddedZoneStorage {
 
     public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
                            maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
+        try await makeZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner, lineage: [])
+    }
+
+    private func makeZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
+                          maxZonesPerOwner: Int?, lineage: [UInt64]) async throws(ZoneStorageError) -> ZoneInfo {
         try checkOpen()
         guard ZoneInfo.isValidName(id.name) else {
             throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(id.name)\": 1–64 of [A-Za-z0-9._-]")
@@ -30,7 +35,8 @@ extension EmbeddedZoneStorage {
         // Zones of different owners may share a name: the epoch keeps their directories apart.
         let taken = Set(zoneStates.values.map { Self.logDirectoryName(for: $0.info) })
         var info = ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: 0)
-        while info.epoch == 0 || taken.contains(Self.logDirectoryName(for: info)) { info.epoch = options.makeEpoch() }
+        info.lineage = lineage
+        while info.epoch == 0 || lineage.contains(info.epoch) || taken.contains(Self.logDirectoryName(for: info)) { info.epoch = options.makeEpoch() }
         let path = Self.logDirectory(in: directory, for: info)
         try DurableFile.removeTree(path)
         let log: SegmentLog
@@ -63,8 +69,10 @@ extension EmbeddedZoneStorage {
     /// actor does not suspend between reading the kept rules and the create, which forgets them.
     public func createZone(_ id: ZoneID, settings: ZoneSettings, maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
         try checkOpen()
-        let (access, grants) = Self.rules(settings, keeping: keptRules[id]?.settings)
-        return try await createZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner)
+        let kept = keptRules[id]
+        let (access, grants) = Self.rules(settings, keeping: kept?.settings)
+        let lineage = ZoneInfo.lineage(continuing: settings.continues, kept: kept.flatMap { kept in kept.epoch.map { ($0, kept.lineage ?? []) } })
+        return try await makeZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner, lineage: lineage)
     }
 
     public func deletedZoneRules(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneSettings? {
@@ -107,12 +115,13 @@ extension EmbeddedZoneStorage {
         // write that deletes it; beyond the per-owner limit the oldest kept are dropped.
         let keptBefore = keptRules
         keptRules[id] = nil
-        if state.info.access != .private || !state.info.grants.isEmpty {
-            let order = (keptRules.values.map(\.order).max() ?? 0) + 1
-            keptRules[id] = KeptRules(owner: id.owner, name: id.name, access: state.info.access, grants: state.info.grants, order: order)
-            let owners = keptRules.values.filter { $0.owner == id.owner }.sorted { $0.order < $1.order }
-            for dropped in owners.dropLast(Self.keptDeletedZoneRulesPerOwner) { keptRules[dropped.id] = nil }
-        }
+        // Kept whatever the rules: the life's epoch and lineage are for a recreation that
+        // continues it.
+        let order = (keptRules.values.map(\.order).max() ?? 0) + 1
+        keptRules[id] = KeptRules(owner: id.owner, name: id.name, access: state.info.access, grants: state.info.grants, order: order,
+                                  epoch: state.info.epoch, lineage: state.info.lineage)
+        let owners = keptRules.values.filter { $0.owner == id.owner }.sorted { $0.order < $1.order }
+        for dropped in owners.dropLast(Self.keptDeletedZoneRulesPerOwner) { keptRules[dropped.id] = nil }
         do {
             try writeCatalog()
         } catch {

@@ -103,6 +103,10 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         var grants: [String: ZoneGrant]
         /// Orders deletions (the oldest are dropped beyond the per-owner limit).
         var order: UInt64
+        /// The deleted life's epoch and the lives it continued (absent in catalogs written
+        /// before they were kept): a recreation continuing it continues those too.
+        var epoch: UInt64?
+        var lineage: [UInt64]?
 
         var id: ZoneID { ZoneID(owner: owner, name: name) }
         var settings: ZoneSettings { ZoneSettings(access: access, grants: grants) }

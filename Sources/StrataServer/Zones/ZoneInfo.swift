@@ -27,6 +27,16 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
     /// than a count, because a server restored from a backup and healed again would count the
     /// same number for another merge. Empty (and absent from `zones.json`) for a zone never healed.
     public var merges: [UInt64]
+    /// The epochs of the zone's earlier lives this one continues, the latest first: set when the
+    /// owner's device recreated the zone to seed it with what it held
+    /// (`SyncEngine.recreateZone()`: the deleted life, and the lives that one continued);
+    /// devices of those lives then go on into this one. Empty for a new zone (and absent from
+    /// `zones.json`): devices of an earlier life stop with `zoneDeleted` rather than seed it with
+    /// what was deleted. At most ``maxLineage`` epochs.
+    public var lineage: [UInt64] = []
+
+    /// The most earlier lives a zone remembers continuing.
+    public static let maxLineage = 64
 
     /// The ID of the newest merged state, 0 when none: what change tokens carry.
     public var generation: UInt64 { merges.last ?? 0 }
@@ -43,7 +53,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         self.merges = merges
     }
 
-    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, merges }
+    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, merges, lineage }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -53,6 +63,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         grants = try c.decode([String: ZoneGrant].self, forKey: .grants)
         epoch = try c.decode(UInt64.self, forKey: .epoch)
         merges = try c.decodeIfPresent([UInt64].self, forKey: .merges) ?? []
+        lineage = try c.decodeIfPresent([UInt64].self, forKey: .lineage) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -63,6 +74,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         try c.encode(grants, forKey: .grants)
         try c.encode(epoch, forKey: .epoch)
         if !merges.isEmpty { try c.encode(merges, forKey: .merges) }
+        if !lineage.isEmpty { try c.encode(lineage, forKey: .lineage) }
     }
 
     /// A change token of this zone at `position`.
@@ -105,4 +117,14 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
 
     /// Whether `user` may change the zone's access or grants, or delete it: the owner only.
     public func canAdminister(_ user: String) -> Bool { user == owner }
+}
+
+extension ZoneInfo {
+    /// The lineage of a life created to continue the deleted life `epoch` (`nil`: none), given
+    /// what was kept of the deleted zone (its epoch and lineage, when the storage kept them).
+    public static func lineage(continuing epoch: UInt64?, kept: (epoch: UInt64, lineage: [UInt64])?) -> [UInt64] {
+        guard let epoch else { return [] }
+        let earlier = kept.flatMap { $0.epoch == epoch ? $0.lineage : nil } ?? []
+        return Array(([epoch] + earlier.filter { $0 != epoch }).prefix(maxLineage))
+    }
 }
