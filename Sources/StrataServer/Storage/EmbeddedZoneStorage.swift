@@ -8,7 +8,8 @@ import StrataProtocol
 ///
 /// Layout of the data directory:
 ///
-/// - `zones.json`: the zones' metadata (owner, name, access, grants, epoch), replaced atomically
+/// - `zones.json`: the zones' metadata (owner, name, access, grants, epoch; merges and lineage
+///   when not empty), and the rules, epoch and lineage kept of deleted zones, replaced atomically
 ///   (temporary file, `fsync`, `rename`, `fsync` of the directory) on every change. Format 2;
 ///   format 1 (written before zones were named by owner and name, when names were unique
 ///   server-wide) is read as is and rewritten as format 2 on the next change.
