@@ -19,6 +19,10 @@ import StrataLog
 /// exactly-once check skips what it already holds.
 public struct SyncCursor: Codable, Sendable, Hashable {
     public var token: String?
+    /// The earlier lives of the zone that the life this cursor syncs with continues, as the
+    /// server last described it (``ZoneAccessInfo/lineage``): a zone restored to one of them (a
+    /// server restored from a backup taken before a recreation) is gone on into, not refused.
+    public var lineage: [UInt64] = []
     public var acknowledged: UInt64
     /// The replica `acknowledged` counts; `nil` in cursors written before it was recorded.
     public var replica: ReplicaID?
@@ -82,7 +86,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
                           healClaim: replica == current ? fresh.healClaim : 0)
     }
 
-    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim, pulledBack }
+    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim, pulledBack, lineage }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -93,6 +97,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         healPending = try c.decodeIfPresent(Bool.self, forKey: .healPending) ?? false
         healClaim = try c.decodeIfPresent(UInt64.self, forKey: .healClaim) ?? 0
         pulledBack = try c.decodeIfPresent(UInt64.self, forKey: .pulledBack) ?? acknowledged
+        lineage = Array((try c.decodeIfPresent([UInt64].self, forKey: .lineage) ?? []).prefix(64))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -106,6 +111,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
             try c.encode(healClaim, forKey: .healClaim)
         }
         if pushUnconfirmed { try c.encode(pulledBack, forKey: .pulledBack) }
+        if !lineage.isEmpty { try c.encode(lineage, forKey: .lineage) }
     }
 
     static func path(store: Store, zone: ZoneReference) -> String {
