@@ -204,7 +204,8 @@ extension PostgresZoneStorage {
     }
 
     /// How far the zone (one life of it: `zoneKey`) holds each replica whose adds `pushed`'s
-    /// removes name, other than `replica` (`AppendInputs.heldThrough`); no query when they name none.
+    /// removes name, other than `replica`, for those the zone has a ledger of
+    /// (`AppendInputs.heldThrough`); no query when they name none.
     func heldThrough(of pushed: [PushedTransaction], except replica: ReplicaID, zoneKey: Int64,
                      on connection: PostgresConnection) async throws -> [ReplicaID: UInt64] {
         var named = Set<ReplicaID>()
@@ -217,7 +218,7 @@ extension PostgresZoneStorage {
                 SELECT acknowledged FROM strata_replicas
                 WHERE zone_id = \(zoneKey) AND replica_high = \(high) AND replica_low = \(low)
                 """, logger: logger), as: Int64.self)
-            held[other] = UInt64(bitPattern: found.first ?? 0)
+            if let sequence = found.first { held[other] = UInt64(bitPattern: sequence) }
         }
         return held
     }

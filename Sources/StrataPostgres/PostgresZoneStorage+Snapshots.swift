@@ -60,11 +60,12 @@ extension PostgresZoneStorage {
             }
             var ledger: ReplicaLedger?
             if let replica {
-                try await self.claimReplica(replica, for: user, zone: id, on: connection)
                 var own = try await self.ledger(of: replica, in: zone, covering: [], on: connection)
                 if let owner = own.owner, owner != user {
                     throw ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user)", zone: id.description)
                 }
+                // Bound server-wide only once the zone's own check passed (a refused upload binds nothing).
+                try await self.claimReplica(replica, for: user, zone: id, on: connection)
                 own.owner = user
                 // Sequences up to the claim that the zone holds no digest of count as held: a
                 // push of them is refused as a fork (another copy's), never taken as a retry.

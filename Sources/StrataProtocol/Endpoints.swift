@@ -51,4 +51,7 @@ public enum StrataQuery {
     public static let replica = "replica"
     /// `state`: how far a server had acknowledged that replica.
     public static let through = "through"
+    /// `push`: the zone's life (epoch) the pushing device syncs with; a zone in another life
+    /// refuses the push with `410 zoneReset`, taking nothing.
+    public static let epoch = "epoch"
 }

@@ -42,8 +42,9 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// The server holds less than the client has seen (restored from a backup, a lost disk).
     public static let zoneRewound = ErrorCode("zoneRewound", status: 410)
     /// A pushed remove names an add of another replica that the zone does not hold (one that
-    /// does not exist yet; `sequence` is the refused transaction's first). The edits stay
-    /// pending: the push goes through once the zone holds the add.
+    /// does not exist yet, or one a restored zone lost; `sequence` is the refused transaction's
+    /// first). The edits stay pending and are pushed again with each sync: they go through once
+    /// the zone holds the add (its replica pushes it again); if it never does, they wait for good.
     public static let unheldAdd = ErrorCode("unheldAdd", status: 422)
     /// The body exceeds the server's limit.
     public static let tooLarge = ErrorCode("tooLarge", status: 413)

@@ -120,7 +120,9 @@ public struct HTTPSyncTransport: SyncTransport {
             // A server of the first protocol revision does not say: try, and learn from a 403.
             return ZoneAccessInfo(canPush: described.canPush ?? true, maxPushBytes: described.limits?.maxBodyBytes,
                                   maxStateBytes: described.limits?.maxStateBytes, lineage: described.continues ?? [],
-                                  epoch: described.epoch)
+                                  // A server that does not say what the zone continues (older
+                                  // than zone lives) cannot tell a new zone from a continued one.
+                                  epoch: described.continues == nil ? nil : described.epoch)
         } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil && create {
             // No rules named: a new zone is private, and a deleted one the engine recreates
             // (`SyncEngine.recreateZone()`) gets back the access and grants it had, so that its
@@ -133,7 +135,12 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer {
-        let body = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, StrataEndpoint.push), headers: [("Content-Type", StrataMediaType.transactions)],
+        try await push(zone: zone, transactions: transactions, epoch: nil)
+    }
+
+    public func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer {
+        let query = epoch.map { [(StrataQuery.epoch, String($0))] } ?? []
+        let body = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, StrataEndpoint.push, query: query), headers: [("Content-Type", StrataMediaType.transactions)],
                                                       body: TransactionFrames.encode(transactions))).body
         guard let answer = try? JSONDecoder().decode(PushAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "push answer is not {token, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")

@@ -23,6 +23,14 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// server last described it (``ZoneAccessInfo/lineage``): a zone restored to one of them (a
     /// server restored from a backup taken before a recreation) is gone on into, not refused.
     public var lineage: [UInt64] = []
+    /// The epoch of the zone's life this cursor syncs with, kept apart from the token (which
+    /// ``SyncEngine/resync()`` drops), so that a device never pushes into a new zone under the
+    /// name just because it forgot its token. `nil` before the first sync.
+    public var life: UInt64?
+    /// Set by ``SyncEngine/recreateZone()`` until the zone is created: the epoch of the life the
+    /// recreation continues (so that a recreation interrupted before it reached the server still
+    /// continues it when asked again).
+    public var continuing: UInt64?
     public var acknowledged: UInt64
     /// The replica `acknowledged` counts; `nil` in cursors written before it was recorded.
     public var replica: ReplicaID?
@@ -86,7 +94,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
                           healClaim: replica == current ? fresh.healClaim : 0)
     }
 
-    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim, pulledBack, lineage }
+    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim, pulledBack, lineage, life, continuing }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -98,6 +106,8 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         healClaim = try c.decodeIfPresent(UInt64.self, forKey: .healClaim) ?? 0
         pulledBack = try c.decodeIfPresent(UInt64.self, forKey: .pulledBack) ?? acknowledged
         lineage = Array((try c.decodeIfPresent([UInt64].self, forKey: .lineage) ?? []).prefix(64))
+        life = try c.decodeIfPresent(UInt64.self, forKey: .life)
+        continuing = try c.decodeIfPresent(UInt64.self, forKey: .continuing)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -112,6 +122,8 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         }
         if pushUnconfirmed { try c.encode(pulledBack, forKey: .pulledBack) }
         if !lineage.isEmpty { try c.encode(lineage, forKey: .lineage) }
+        try c.encodeIfPresent(life, forKey: .life)
+        try c.encodeIfPresent(continuing, forKey: .continuing)
     }
 
     static func path(store: Store, zone: ZoneReference) -> String {
@@ -225,9 +237,10 @@ public struct SyncCursor: Codable, Sendable, Hashable {
 }
 
 extension SyncCursor {
-    /// The epoch of the zone's life this cursor's token is of; `nil` without a readable token.
+    /// The epoch of the zone's life this cursor syncs with: its token's, else the one it kept
+    /// (``life``); `nil` when it knows none.
     var lifeEpoch: UInt64? {
-        guard let token, let parsed = try? ChangeToken(parsing: token) else { return nil }
+        guard let token, let parsed = try? ChangeToken(parsing: token) else { return life }
         return parsed.epoch
     }
 }

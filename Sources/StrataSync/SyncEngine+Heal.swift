@@ -157,11 +157,13 @@ extension SyncEngine {
     }
 
     /// Asks the server who pushed the replicas the store has events of but no author for, and
-    /// records the answer in the store (for the tools: `strata log`, blame, diff).
+    /// records the answer in the store (for the tools: `strata log`, blame, diff). The server
+    /// names other users' replicas only to the zone's owner: in another user's zone only the
+    /// store's own replica is asked about (so that a grantee does not ask after every sync).
     func refreshAuthors(_ report: SyncReport) async {
-        guard report.pulledTransactions > 0 || report.pushedTransactions > 0 else { return }
+        guard report.pulledTransactions > 0 || report.pushedTransactions > 0 || report.bootstraps > 0 else { return }
         let known = store.authors()
-        let seen = store.appliedSequences().map(\.replica)
+        let seen = zoneReference.owner == nil ? store.appliedSequences().map(\.replica) : [store.replicaID]
         guard seen.contains(where: { known[$0] == nil }) else { return }
         do {
             let authors = try await zoneReplicas()

@@ -96,6 +96,7 @@ extension SyncEngine {
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
         cursor.lineage = access.lineage
+        cursor.life = access.epoch
         try cursor.save(store: store, zone: zoneReference)
         canPush = access.canPush
         try await healOrDefer(&report)
@@ -132,9 +133,12 @@ extension SyncEngine {
     /// Refuses to go on into a life of the zone that does not continue the one this store's
     /// token is of (a zone deleted and created again as a new zone): ``SyncError/Code/zoneDeleted``.
     func requireContinuedLife(_ access: ZoneAccessInfo, status: Int?) throws {
-        guard !recreating, let previous = cursor.lifeEpoch, access.epoch != previous, !access.lineage.contains(previous) else { return }
+        // A transport that does not say the zone's epoch cannot tell lives apart: the zone is
+        // taken as continuing (what every engine did before zones had lives).
+        guard !recreating, let epoch = access.epoch, let previous = cursor.lifeEpoch, epoch != previous,
+              !access.lineage.contains(previous) else { return }
         // A life this store's own continued: the zone was restored to it (from a backup).
-        if let epoch = access.epoch, cursor.lineage.contains(epoch) { return }
+        if cursor.lineage.contains(epoch) { return }
         throw SyncError(.zoneDeleted, "zone \(zoneReference) was deleted and created again as a new zone since this store last synced (epoch \(previous)); what this store holds of the deleted zone is not pushed into the new one. The zone's owner can seed it with this store's contents (SyncEngine.recreateZone(), strata sync --recreate-zone); otherwise sync a new store with it",
                         status: status)
     }
@@ -146,9 +150,12 @@ extension SyncEngine {
     /// ``SyncError/Code/zoneDeleted``. (A push carries no epoch: without this, a device of the
     /// previous life would push its history into a new zone, answered `sequenceGap` from 1.)
     func followLife(of access: ZoneAccessInfo) throws {
-        guard let epoch = access.epoch, let previous = cursor.lifeEpoch, !recreating else { return }
-        guard epoch != previous else {
-            // The same life: remember what it continues (saved with the next token).
+        guard let epoch = access.epoch, !recreating else { return }
+        guard let previous = cursor.lifeEpoch, epoch != previous else {
+            // The same life (or the first sync): remember it and what it continues (saved with
+            // the next token). A recreation that reached the server is done.
+            cursor.life = epoch
+            cursor.continuing = nil
             if cursor.lineage != access.lineage { cursor.lineage = Array(access.lineage.prefix(64)) }
             return
         }
@@ -156,6 +163,7 @@ extension SyncEngine {
         options.logger.notice("the zone was recreated continuing this store's life; starting over", metadata: ["zone": "\(zoneReference)"])
         cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
         cursor.lineage = access.lineage
+        cursor.life = epoch
         try cursor.save(store: store, zone: zoneReference)
     }
 }

@@ -66,7 +66,7 @@ extension SyncEngine {
             progress.firstSequences = batch.first?.sequences
             progress.replica = store.replicaID
             progress.acknowledged = cursor.acknowledged
-            switch try await ask(.push(progress), { try await self.transport.push(zone: self.zoneReference, transactions: encoded) }) {
+            switch try await ask(.push(progress), { try await self.transport.push(zone: self.zoneReference, transactions: encoded, epoch: self.cursor.lifeEpoch) }) {
             case .answered(let result):
                 // Only what this batch holds counts as acknowledged: the server's count may
                 // include sequences another copy of this store pushed (with other content), which

@@ -182,7 +182,7 @@ public actor SyncEngine {
     @discardableResult
     public func recreateZone() async throws -> SyncReport {
         recreating = true
-        recreatingFrom = cursor.lifeEpoch
+        recreatingFrom = cursor.lifeEpoch ?? cursor.continuing
         defer {
             recreating = false
             recreatingFrom = nil
@@ -190,6 +190,7 @@ public actor SyncEngine {
         // Everything this store holds goes back: its own transactions as events, and its whole
         // state (history compacted away here, other devices' edits) as an upload.
         cursor = cursor.startingOver(replica: store.replicaID, logID: store.identity.logID)
+        cursor.continuing = recreatingFrom
         try cursor.save(store: store, zone: zoneReference)
         return try await sync()
     }

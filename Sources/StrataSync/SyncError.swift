@@ -34,8 +34,12 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public var protocolCode: ErrorCode? { ErrorCode.all.first { $0.name == name } }
 
         // The client's own conditions (never a server's answer).
-        /// The zone this device synced with was deleted on the server. It is recreated only when
-        /// the app asks (``SyncEngine/recreateZone()``, `strata sync --recreate-zone`).
+        /// The zone this device synced with was deleted on the server — or deleted and created
+        /// again as a new zone (the message says which), into which nothing of this store is
+        /// pushed. The zone's owner can bring this store's contents back (into the deleted zone
+        /// recreated, continuing it, or into the new one) with ``SyncEngine/recreateZone()``
+        /// (`strata sync --recreate-zone`); to drop them, open a new store (a new directory) and
+        /// sync that with the zone — the old store keeps its data and can still be read.
         public static let zoneDeleted = Code("zoneDeleted")
         /// The server could not be reached or answered with something unexpected.
         public static let transport = Code("transport")
@@ -66,7 +70,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     /// For `rateLimited` and `serverBusy`: seconds to wait (the server's Retry-After).
     public var retryAfter: Double?
     /// For `replicaForked`: the first sequence whose transaction differs from the zone's; for
-    /// `clockSkew`: the first sequence of the refused transaction.
+    /// `clockSkew` and `unheldAdd`: the first sequence of the refused transaction.
     public var sequence: UInt64?
     /// For `clockSkew`: the server's time (milliseconds since 1970) and the largest lead it
     /// accepts (milliseconds).

@@ -47,10 +47,13 @@ public struct ZoneAccessInfo: Sendable, Hashable {
     public var maxPushBytes: Int?
     /// The largest state upload the server accepts; `nil` when it does not say.
     public var maxStateBytes: Int?
-    /// The epochs of the zone's earlier lives it continues (``StrataProtocol/ZoneDescription/continues``):
-    /// a device of one of them goes on into this life; of another, it stops with `zoneDeleted`.
+    /// The epochs of the zone's earlier lives it continues (`ZoneDescription.continues` of
+    /// `StrataProtocol`): a device of one of them goes on into this life; of another, it stops
+    /// with `zoneDeleted`.
     public var lineage: [UInt64]
-    /// The zone's epoch (its life); `nil` when the transport does not say.
+    /// The zone's epoch (its life, `ZoneDescription.epoch`). A transport should always fill it
+    /// (and ``lineage``): with `nil` the engine cannot tell a zone created again as a new zone
+    /// from the one it synced with, and goes on into it.
     public var epoch: UInt64?
 
     public init(canPush: Bool, maxPushBytes: Int? = nil, maxStateBytes: Int? = nil, lineage: [UInt64] = [], epoch: UInt64? = nil) {
@@ -78,11 +81,18 @@ public protocol SyncTransport: Sendable {
     /// may do there.
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo
     /// ``ensureZone(_:create:)``, a zone it creates continuing the deleted life `continuing`
-    /// (its epoch; `nil`: a new zone), so that devices of that life go on into it. A transport
-    /// without this creates a new zone.
+    /// (its epoch; `nil`: a new zone), so that devices of that life go on into it: an HTTP
+    /// transport sends `{"continues": <epoch>}` as the creating `PUT`'s body. The default
+    /// ignores `continuing` (the zone is created as a new one, and other devices of the deleted
+    /// life then stop with `zoneDeleted`): a transport that creates zones implements this form,
+    /// and a wrapping transport forwards it.
     func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo
     /// Pushes encoded transactions of one replica, contiguous in sequence.
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer
+    /// ``push(zone:transactions:)`` for the zone's life `epoch` (the device's; `nil`: whichever):
+    /// a zone in another life (deleted and created again) refuses it with `zoneReset`. The
+    /// default ignores `epoch`.
+    func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult
     /// The zone's snapshot (a projection snapshot payload) and the token it corresponds to, or
@@ -111,5 +121,9 @@ public struct ZoneSnapshotPayload: Sendable, Hashable {
 extension SyncTransport {
     public func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo {
         try await ensureZone(zone, create: create)
+    }
+
+    public func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer {
+        try await push(zone: zone, transactions: transactions)
     }
 }

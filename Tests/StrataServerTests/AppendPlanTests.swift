@@ -92,7 +92,8 @@ struct AppendPlanTests {
         return [
             Case(name: "a remove of an add the zone holds", inputs: removesHeldAdd, expected: .append(count: 1, end: 5, acknowledged: 5)),
             Case(name: "a remove of an add past what the zone holds of its replica", inputs: removesFutureAdd, expected: .refused(.unheldAdd, sequence: 5)),
-            Case(name: "a remove of an add of a replica the zone does not hold at all", inputs: removesUnknownReplica, expected: .refused(.unheldAdd, sequence: 5)),
+            Case(name: "a remove of an add of a replica the zone never heard of (a restored or recreated zone holds such edits only as merged state)",
+                 inputs: removesUnknownReplica, expected: .append(count: 1, end: 5, acknowledged: 5)),
             Case(name: "a new transaction", inputs: inputs(pushing: [next]), expected: .append(count: 1, end: 5, acknowledged: 5)),
             Case(name: "two new transactions", inputs: inputs(pushing: [next, afterNext]), expected: .append(count: 2, end: 6, acknowledged: 7)),
             Case(name: "a retry with the same bytes", inputs: inputs(pushing: [held[1], held[2]]), expected: .held(acknowledged: 4)),

@@ -174,6 +174,42 @@ struct StateCreditTests {
     }
 }
 
+extension StateCreditTests {
+    @Test("a state naming an event the zone holds, with a newer stamp and another value, is not believed under that name: the value comes in as the uploader's",
+          arguments: ServerBackend.allCases)
+    func heldNameWithNewerStampIsCredited(_ backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let alice = try await open(dir.sub("alice"))
+            let aliceEngine = try SyncEngine(store: alice, server: url, zone: "notes", credentials: "alice-secret")
+            let note = try await alice.transaction { tx in try tx.insert("Note", ["title": "groceries"]) }
+            try await aliceEngine.sync()
+            try await patient(url, "alice-secret").share("notes", with: "bob", .readWrite)
+            let held = await aliceEngine.currentCursor.acknowledged
+
+            // Bob's state: alice's last held event name, on the note's title, stamped now.
+            let bobs = patient(url, "bob-secret")
+            let zone = ZoneReference("notes", owner: "alice")
+            let pulled = try await bobs.pull(zone: zone, after: nil, limit: 1000, wait: nil)
+            let state = ProjectionBuilder()
+            let forged = TransactionRecord(replica: alice.replicaID, events: [
+                Event(id: EventID(replica: alice.replicaID, sequence: held), hlc: HLC(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000) + 1_000, counter: 0),
+                      change: .update(entity: "Note", object: note, fields: ["title": .string("pwned")])),
+            ])
+            _ = try state.apply(encoded: forged.encoded())
+            for transaction in pulled.transactions { _ = try state.apply(encoded: transaction) }
+            _ = try await bobs.uploadState(zone: zone, state: state.snapshotPayload(), replica: .random(), claim: 0, after: pulled.nextToken)
+
+            try await aliceEngine.sync()
+            let title = try #require(alice.provenance(note)["title"])
+            #expect(alice.object(note)?["title"].stringValue == "pwned")
+            #expect(title.event.replica != alice.replicaID, "a forged value is shown as alice's")
+            #expect(alice.authors()[title.event.replica] == "bob")
+            try await alice.close()
+        }
+    }
+}
+
 /// A state upload that changes nothing is no merge: repeated uploads used to add an entry to the
 /// zone's catalog each and expire every device's token (11,102 tiny uploads in a minute grew the
 /// catalog to 330 KB and made every device bootstrap again). And a user's uploads are rate-limited.

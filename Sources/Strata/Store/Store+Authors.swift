@@ -17,8 +17,9 @@ extension Store {
     ///
     /// A damaged `authors.json` (checksum mismatch, not this layout) is not trusted at all: its
     /// entries are dropped, it is kept beside the store as `authors.json.damaged`, and the file is
-    /// rewritten from `authors` alone — the server reports every replica's user again on the next
-    /// pull, and the authors are a display aid, never an input to the merge or to sync.
+    /// rewritten from `authors` alone — the server reports the replicas' users again on the next
+    /// pull (to a zone's owner every replica's, to another user only their own), and the authors
+    /// are a display aid, never an input to the merge or to sync.
     ///
     /// - Throws: `StoreError` — `StoreError.Code.damagedAuthors` when the file is of a newer
     ///   format (it is left as it is, not overwritten), `StoreError.Code.storeFailed` when the

@@ -56,7 +56,7 @@ extension Projection {
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
         let withheld = withholding.flatMap { held in other.replicas.firstIndex(of: held.replica).map { (UInt32($0), held.above) } }
-        let credited = try crediting.flatMap { try credit(other, replicas: replicas, sparing: withheld?.0, step: $0) }
+        let credited = try crediting.flatMap { try credit(other, names: names, replicas: replicas, sparing: withheld?.0, step: $0) }
         func map(_ ref: Ref) -> Ref {
             if ref.isNone { return ref }
             if let withheld, ref.replica == withheld.0, ref.sequence > withheld.1 { return .none }
@@ -130,23 +130,66 @@ extension Projection {
     /// The marker of a credited replica: its upper 64 bits all ones.
     package static func isCredited(_ replica: ReplicaID) -> Bool { replica.rawValue >> 64 == UInt128(UInt64.max) }
 
-    /// The events `other` names that this projection has not applied (by `other`'s replica
-    /// index; the `sparing` replica's left as they are), numbered 1… in the order of their
-    /// (replica ID, sequence), and the index `replica` gets here.
-    private func credit(_ other: Projection, replicas: [UInt32], sparing: UInt32?, step: UInt64) throws -> (replica: UInt32, sequences: [AddKey: UInt64])? {
+    /// The events `other` names that this projection has not applied, or names where this one
+    /// shows they cannot be (by `other`'s replica index; the `sparing` replica's left as they
+    /// are), numbered 1… in the order of their (replica ID, sequence), and the index the credited
+    /// replica gets here.
+    ///
+    /// A name this projection has applied is believed only where it can be: an event applied
+    /// here left this projection's register (insert, delete, field) at least as new as itself,
+    /// and its add in the member it added. A ref under an applied name that is newer than the
+    /// register here, or an add of it that the member here lacks, is a forgery (an upload
+    /// passing a value off as another replica's event by naming one the zone holds): credited
+    /// like an unapplied one — everywhere the name occurs in `other`.
+    private func credit(_ other: Projection, names: [UInt32], replicas: [UInt32], sparing: UInt32?, step: UInt64) throws -> (replica: UInt32, sequences: [AddKey: UInt64])? {
         var unheld = Set<AddKey>()
+        func isApplied(_ replica: UInt32, _ sequence: UInt64) -> Bool { applied[Int(replicas[Int(replica)])].contains(sequence) }
+        /// Whether `theirs` (a ref of `other`) is newer than `mine` (of this projection) in the merge order.
+        func newer(_ theirs: Ref, than mine: Ref) -> Bool {
+            if theirs.hlc != mine.hlc { return theirs.hlc > mine.hlc }
+            let a = other.replicas[Int(theirs.replica)], b = self.replicas[Int(mine.replica)]
+            if a != b { return a > b }
+            return theirs.sequence > mine.sequence
+        }
         func note(_ replica: UInt32, _ sequence: UInt64) {
-            guard replica != sparing, !applied[Int(replicas[Int(replica)])].contains(sequence) else { return }
+            guard replica != sparing, !isApplied(replica, sequence) else { return }
             unheld.insert(AddKey(replica: replica, sequence: sequence))
         }
         func note(_ ref: Ref) { if !ref.isNone { note(ref.replica, ref.sequence) } }
+        /// `ref`, of a register whose value here is `mine` (`nil`: none here).
+        func note(_ ref: Ref, register mine: Ref?) {
+            guard !ref.isNone, ref.replica != sparing else { return }
+            if !isApplied(ref.replica, ref.sequence) || mine.map({ $0.isNone || newer(ref, than: $0) }) ?? true {
+                unheld.insert(AddKey(replica: ref.replica, sequence: ref.sequence))
+            }
+        }
         for (ref, _) in other.schemaEvents { note(ref) }
-        for record in other.records.values {
-            note(record.inserted)
-            note(record.deleted)
-            for slot in record.fields { note(slot.ref) }
+        for (id, record) in other.records {
+            let mine = records[id]
+            note(record.inserted, register: mine?.inserted)
+            note(record.deleted, register: mine?.deleted)
+            for slot in record.fields {
+                let here = mine.flatMap { mine -> Ref? in
+                    let (found, index) = mine.fieldIndex(names[Int(slot.key)])
+                    return found ? mine.fields[index].ref : nil
+                }
+                note(slot.ref, register: here)
+            }
             for member in record.sets {
-                for add in member.adds { note(add) }
+                let here = mine.flatMap { mine -> SetMember? in
+                    let (found, index) = mine.setIndex(names[Int(member.key)], member.target)
+                    return found ? mine.sets[index] : nil
+                }
+                for add in member.adds where add.replica != sparing {
+                    let local = replicas[Int(add.replica)]
+                    let held = here.map { here in
+                        here.adds.contains { $0.replica == local && $0.sequence == add.sequence }
+                            || here.removedAdds.contains { $0.replica == local && $0.sequence == add.sequence }
+                    } ?? false
+                    if !isApplied(add.replica, add.sequence) || !held { unheld.insert(AddKey(replica: add.replica, sequence: add.sequence)) }
+                }
+                // A removal names an add (its own name is the remove's, which the state does not
+                // keep): it is checked as a name only.
                 for add in member.removedAdds { note(add.replica, add.sequence) }
             }
         }

@@ -6,6 +6,10 @@ public import StrataCore
 /// endpoint and in-process transports (simulations) share them, so both refuse the same pushes
 /// with the same errors.
 public enum PushValidation {
+    /// The most replicas a push's removes may name adds of: each is looked up (under the zone's
+    /// lock on PostgreSQL), and a device's own push names the few whose tags it removes.
+    public static let maxNamedReplicas = 1_024
+
     /// The replica and the transactions of a push, or the error to answer.
     ///
     /// - Parameters:
@@ -20,6 +24,7 @@ public enum PushValidation {
         var replica: ReplicaID?
         var transactions: [PushedTransaction] = []
         transactions.reserveCapacity(frames.count)
+        var namedReplicas = Set<ReplicaID>()
         for (index, bytes) in frames.enumerated() {
             // Checked without building events: a push of 100,000 inserts costs one pass over its bytes.
             let record: TransactionSummary
@@ -34,6 +39,9 @@ public enum PushValidation {
             if let replica, replica != record.replica {
                 throw ServerError(.badRequest, "frame \(index) is of replica \(record.replica) but frame 0 of \(replica): a push holds the transactions of one replica")
             }
+            if Projection.isCredited(record.replica) {
+                throw ServerError(.badRequest, "frame \(index): replica \(record.replica) is of the range the server credits merged states to (its upper 64 bits all ones); a device never has such an ID")
+            }
             replica = record.replica
             let newest = record.newestHLC
             if newest.milliseconds > now &+ maxOffset {
@@ -41,6 +49,10 @@ public enum PushValidation {
                     .clockSkew,
                     "frame \(index) (replica \(record.replica), sequences \(sequences.lowerBound)...\(sequences.upperBound)) holds an event stamped \(newest.milliseconds) ms since 1970, \(newest.milliseconds &- now) ms ahead of the server's clock (\(now)); at most \(maxOffset) ms are accepted — check the device's clock",
                     sequence: sequences.lowerBound, serverTime: now, maxOffset: maxOffset)
+            }
+            namedReplicas.formUnion(record.namedAdds.keys)
+            guard namedReplicas.count <= maxNamedReplicas else {
+                throw ServerError(.badRequest, "the push's removes name adds of more than \(maxNamedReplicas) replicas; push them in smaller batches")
             }
             if let later = record.namesLaterOwnAdd {
                 throw ServerError(.badRequest, "frame \(index) (replica \(record.replica)): the remove at sequence \(later.remove) names the replica's own add at sequence \(later.add), which does not come before it; a remove names only adds that exist")

@@ -12,6 +12,18 @@ extension StrataServerApp {
     func push(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.writableZone()
         let id = zone.id
+        // The life the device syncs with, when it says: a push meant for a zone's previous life
+        // (deleted and created again since the device's last sync) takes nothing.
+        var life = zone.epoch
+        if let text = request.uri.queryParameters.get(StrataQuery.epoch), !text.isEmpty {
+            guard let claimed = UInt64(String(text)) else {
+                throw ServerError(.badRequest, "epoch \"\(text.prefix(32))\" is not a zone epoch (an unsigned 64-bit number)")
+            }
+            guard claimed == zone.epoch else {
+                throw ServerError(.zoneReset, "zone \(id) was deleted and created again since this device synced with it (epoch \(claimed)); nothing was appended")
+            }
+            life = claimed
+        }
         let body = try await readBody(request)
         let frames: [[UInt8]]
         do {
@@ -26,7 +38,7 @@ extension StrataServerApp {
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
             // Into the zone's life the request looked up: one deleted and created again while the
             // body arrived refuses (`410 zoneReset`) rather than take the previous life's edits.
-            try await storage.append(zone: id, epoch: zone.epoch, user: user, replica: replica, transactions: transactions,
+            try await storage.append(zone: id, epoch: life, user: user, replica: replica, transactions: transactions,
                                      storedBytesLimit: configuration.limits.maxStoredBytesPerUser)
         }
         metrics.pushTransactions.increment(by: Int64(outcome.appended))
@@ -61,6 +73,9 @@ extension StrataServerApp {
         if let text = request.uri.queryParameters.get(StrataQuery.replica), !text.isEmpty {
             guard let parsed = ReplicaID(String(text)) else {
                 throw ServerError(.badRequest, "replica \"\(text.prefix(64))\" is not a replica ID (a UUID)")
+            }
+            guard !Projection.isCredited(parsed) else {
+                throw ServerError(.badRequest, "replica \(parsed) is of the range the server credits merged states to (its upper 64 bits all ones); a device never has such an ID")
             }
             replica = parsed
         }

@@ -31,9 +31,10 @@ package struct AppendInputs: Sendable {
     /// The zone's life the push is for (the epoch the caller looked up); `nil`: whichever.
     package var epoch: UInt64? = nil
     /// The highest sequence the zone holds of each replica the push's removes name adds of
-    /// (``PushedTransaction/namedAdds``; a replica absent holds none). Read any time after the
-    /// zone's life was looked up: within a life it only grows, so a value read early can only
-    /// refuse, never let through, what a later one would.
+    /// (``PushedTransaction/namedAdds``), for the replicas the zone has a ledger of; a replica
+    /// absent is one the zone never heard of, whose adds are not checked (see rule 5). Read any
+    /// time after the zone's life was looked up: within a life it only grows, so a value read
+    /// early can only refuse, never let through, what a later one would.
     package var heldThrough: [ReplicaID: UInt64] = [:]
 
     package init(zone: ZoneID, info: ZoneInfo?, end: UInt64, chain: UInt64, user: String, replica: ReplicaID, ledger: ReplicaLedger,
@@ -151,10 +152,13 @@ package enum AppendPlan: Sendable, Hashable {
     ///    ``ZoneStorageError/Code/replicaNotYours``, ``ZoneStorageError/Code/replicaForked`` with
     ///    the first differing sequence, ``ZoneStorageError/Code/sequenceGap`` with the expected one.
     /// 5. Everything held: ``held(_:)``. Else every add a new transaction's removes name of
-    ///    another replica is one the zone holds (``AppendInputs/heldThrough``), else
-    ///    ``ZoneStorageError/Code/unheldAdd`` with the transaction's first sequence: a remove
-    ///    naming adds that do not exist yet would cancel them when they come (the replica's own
-    ///    adds are checked without storage: they must come before the remove).
+    ///    another replica the zone knows is one the zone holds (``AppendInputs/heldThrough``),
+    ///    else ``ZoneStorageError/Code/unheldAdd`` with the transaction's first sequence: a
+    ///    remove naming adds that do not exist yet would cancel them when they come (the
+    ///    replica's own adds are checked without storage: they must come before the remove).
+    ///    Adds of a replica the zone never heard of are not refused: a zone recreated or
+    ///    restored from a backup holds other devices' edits only as merged state (credited to
+    ///    the uploader), and a device's remove of one must not keep its edits pending for good.
     /// 6. The new bytes fit the owner's quota, else ``ZoneStorageError/Code/quotaExceeded``, and
     ///    the rest is appended.
     package static func decide(_ inputs: AppendInputs) -> AppendPlan {
@@ -187,7 +191,7 @@ package enum AppendPlan: Sendable, Hashable {
         }
         for transaction in fresh {
             for (named, sequence) in transaction.namedAdds where named != inputs.replica {
-                let held = inputs.heldThrough[named] ?? 0
+                guard let held = inputs.heldThrough[named] else { continue }
                 guard sequence <= held else {
                     return .refused(ZoneStorageError(
                         .unheldAdd,

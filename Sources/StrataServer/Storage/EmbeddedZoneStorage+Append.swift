@@ -33,7 +33,7 @@ extension EmbeddedZoneStorage {
                                   ledger: state.ledgers[replica] ?? ReplicaLedger(), storedBytes: usage[id.owner] ?? 0,
                                   storedBytesLimit: storedBytesLimit, transactions: transactions)
         inputs.epoch = expected
-        inputs.heldThrough = Self.heldThrough(of: transactions, except: replica) { state.ledgers[$0]?.acknowledged ?? 0 }
+        inputs.heldThrough = Self.heldThrough(of: transactions, except: replica) { state.ledgers[$0]?.acknowledged }
         switch AppendPlan.decide(inputs) {
         case .refused(let error):
             throw error
@@ -141,11 +141,11 @@ extension ZoneStorage {
     /// What a zone holds of each replica whose adds `transactions`' removes name (other than
     /// `replica`, the pusher), by `held` (the zone's ledger): ``AppendInputs/heldThrough``.
     package static func heldThrough(of transactions: [PushedTransaction], except replica: ReplicaID,
-                                    _ held: (ReplicaID) -> UInt64) -> [ReplicaID: UInt64] {
+                                    _ held: (ReplicaID) -> UInt64?) -> [ReplicaID: UInt64] {
         var result: [ReplicaID: UInt64] = [:]
         for transaction in transactions {
             for named in transaction.namedAdds.keys where named != replica && result[named] == nil {
-                result[named] = held(named)
+                if let sequence = held(named) { result[named] = sequence }
             }
         }
         return result

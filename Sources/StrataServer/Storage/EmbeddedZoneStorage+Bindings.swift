@@ -53,7 +53,8 @@ extension EmbeddedZoneStorage {
 extension ZoneStorageError {
     /// The refusal of a replica bound to another user server-wide.
     package static func boundElsewhere(_ replica: ReplicaID, owner: String, user: String, zone: ZoneID) -> ZoneStorageError {
-        ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user) (a replica is its first pusher's on the whole server)",
+        // The owner is not named: anyone could otherwise learn whose a replica ID is.
+        ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to another user, not \(user) (a replica is its first pusher's on the whole server)",
                          zone: zone.description)
     }
 }

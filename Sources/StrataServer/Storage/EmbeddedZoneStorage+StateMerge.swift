@@ -45,11 +45,12 @@ extension EmbeddedZoneStorage {
         func believed(_ replica: ReplicaID) -> UInt64 { min(claim, upload.contiguousSequences()[replica] ?? 0) }
         var ledger: ReplicaLedger?
         if let replica {
-            try claimReplica(replica, for: user, zone: id)
             var own = state.ledgers[replica] ?? ReplicaLedger()
             if let owner = own.owner, owner != user {
                 throw ZoneStorageError(.replicaNotYours, "replica \(replica) belongs to user \(owner), not \(user)", zone: id.description)
             }
+            // Bound server-wide only once the zone's own check passed (a refused upload binds nothing).
+            try claimReplica(replica, for: user, zone: id)
             if own.owner == nil {
                 var owners = state.ledgers.compactMapValues(\.owner)
                 owners[replica] = user

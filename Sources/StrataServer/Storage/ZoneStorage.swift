@@ -345,7 +345,7 @@ public struct PushedTransaction: Sendable, Hashable {
     public let lastSequence: UInt64
     public let digest: TransactionDigest
     /// The highest sequence its removes name of each other replica's adds: the zone must hold
-    /// them (``AppendPlan``'s rule 5), so that nobody cancels adds that do not exist yet.
+    /// them (rule 5 of the append plan), so that nobody cancels adds that do not exist yet.
     public let namedAdds: [ReplicaID: UInt64]
 
     /// The transaction `bytes` (its removes read from them; bytes that do not decode name none,
