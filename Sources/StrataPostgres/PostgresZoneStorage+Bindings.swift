@@ -44,7 +44,7 @@ extension PostgresZoneStorage {
     public func bindReplica(_ replica: ReplicaID, to user: String) async throws(ZoneStorageError) {
         let (high, low) = Self.halves(replica)
         try await withConnection("binding replica \(replica)", zone: nil) { connection in
-            try await connection.query("""
+            _ = try await connection.query("""
                 INSERT INTO strata_replica_owners (replica_high, replica_low, owner) VALUES (\(high), \(low), \(user))
                 ON CONFLICT DO NOTHING
                 """, logger: self.logger)
