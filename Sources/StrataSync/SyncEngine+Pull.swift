@@ -147,8 +147,9 @@ extension SyncEngine {
     /// than this store's token (deleted and created again) is gone into only when it continues
     /// that life — then the store starts over with it (its cursor reset: everything of its own
     /// is pushed, its state uploaded, the zone pulled from its start) — and is otherwise
-    /// ``SyncError/Code/zoneDeleted``. (A push carries no epoch: without this, a device of the
-    /// previous life would push its history into a new zone, answered `sequenceGap` from 1.)
+    /// ``SyncError/Code/zoneDeleted``. (Without this, a device of the previous life would push
+    /// its history into a new zone, answered `sequenceGap` from 1; the push's own `epoch` then
+    /// catches only a recreation between this look-up and the push.)
     func followLife(of access: ZoneAccessInfo) throws {
         guard let epoch = access.epoch, !recreating else { return }
         guard let previous = cursor.lifeEpoch, epoch != previous else {
