@@ -46,12 +46,14 @@ extension Projection {
     /// earlier one does: their digests agree. Returns the replica and how many events it was
     /// credited with (`nil` when none was, or without `crediting`).
     ///
-    /// The outcome also says whether the merge changed anything of this projection (a record,
-    /// an applied sequence, a schema event): a server folds an upload that brings nothing new
-    /// into no merge at all.
+    /// With `detectingChange`, the outcome also says whether the merge changed any record of this
+    /// projection (applied sequences and schema events are always compared): a server folds an
+    /// upload that brings nothing new into no merge at all. Off by default: it keeps a copy of
+    /// each record the merge touches, which a device adopting a snapshot does not need.
     @discardableResult
     package func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
-               withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil) throws -> MergeOutcome {
+               withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil,
+               detectingChange: Bool = false) throws -> MergeOutcome {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
@@ -102,7 +104,7 @@ extension Projection {
                 continue
             }
             mergeRecord(id, entity: entity) { mine in
-                let before = changed ? nil : mine
+                let before = detectingChange && !changed ? mine : nil
                 defer { if let before, before != mine { changed = true } }
                 let inserted = map(record.inserted)
                 if !inserted.isNone { self.mergeInsert(&mine, object: id, entity: entity, ref: inserted) }

@@ -86,7 +86,8 @@ public final class ProjectionBuilder {
                       crediting: UInt64? = nil) throws -> (changed: Bool, credited: (replica: ReplicaID, count: UInt64)?) {
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }
-        let outcome = try projection.merge(from: other.projection, believingApplied: believingApplied, withholding: withholding, crediting: crediting)
+        let outcome = try projection.merge(from: other.projection, believingApplied: believingApplied, withholding: withholding,
+                                           crediting: crediting, detectingChange: true)
         return (outcome.changed, outcome.credited)
     }
 
