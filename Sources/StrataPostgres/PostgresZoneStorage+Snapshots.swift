@@ -40,13 +40,13 @@ extension PostgresZoneStorage {
     /// Merges a state a client uploaded into the zone (see
     /// `ZoneStorage.mergeState(zone:user:replica:claim:state:basis:)`), under the zone's row
     /// lock: the merged snapshot is exactly the state at the zone's end.
-    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder,
+    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: StateUpload,
                            basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         try await mergeState(zone: id, epoch: nil, user: user, replica: replica, claim: claim, state: upload, basis: basis)
     }
 
     /// ``mergeState(zone:user:replica:claim:state:basis:)`` into the zone's life `expected` only.
-    public func mergeState(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder,
+    public func mergeState(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state upload: StateUpload,
                            basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let contiguous = upload.contiguousSequences()
         // The uploader's claim of how far its own replica goes is believed as far as the state
@@ -76,17 +76,16 @@ extension PostgresZoneStorage {
             let builder = try await self.projection(of: zone, through: zone.end, from: existing, on: connection)
             // The uploader's own events past its claim are left out: it pushes them as events.
             // Events of others the zone does not hold are credited to a replica of the uploader's.
-            let merged = try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
-                                           withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step())
+            let merged = try StateCredit.merge(upload, into: builder, replica: replica, believed: replica.map(believed), zone: id)
             let credited = StateCredit(merged.credited, user: user)
             if let replica, let ledger { try await self.saveLedger(ledger, of: replica, in: zone, on: connection) }
-            guard merged.changed else {
+            guard let payload = merged.payload else {
                 // Nothing new (a device healing twice, an upload repeated): no merge, so no token
                 // expires and the zone's row does not grow.
                 return StateMergeOutcome(epoch: zone.info.epoch, generation: zone.info.generation, position: zone.end, upToDate: basis == zone.end,
                                          acknowledged: ledger?.acknowledged ?? 0, merged: false)
             }
-            try await self.writeSnapshot(builder.snapshotPayload(), at: zone.end, of: zone, on: connection)
+            try await self.writeSnapshot(payload, at: zone.end, of: zone, on: connection)
             if let credited {
                 try await self.claimReplica(credited.replica, for: user, zone: id, on: connection)
                 try await self.saveLedger(credited.ledger, of: credited.replica, in: zone, on: connection)

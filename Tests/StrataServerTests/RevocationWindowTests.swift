@@ -82,7 +82,7 @@ struct RevocationWindowTests {
         func compact(zone: ZoneID, retaining: UInt64) async throws(ZoneStorageError) -> ZoneSnapshot {
             try await base.compact(zone: zone, retaining: retaining)
         }
-        func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+        func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: StateUpload, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
             try await base.mergeState(zone: zone, user: user, replica: replica, claim: claim, state: state, basis: basis)
         }
         func fingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64? {
@@ -169,10 +169,10 @@ struct RevocationWindowTests {
                                                          storedBytesLimit: nil) } throws: { ($0 as? ZoneStorageError)?.code == .zoneReset }
             #expect(try await storage.endPosition(zone: "board") == 0, "the previous life's push landed in the new zone")
             // Its state upload likewise.
-            func state() throws -> ProjectionBuilder {
+            func state() throws -> StateUpload {
                 let builder = ProjectionBuilder()
                 try builder.apply(encoded: transaction(stale, 1...1, title: "old life").encoded())
-                return builder
+                return try StateUpload(payload: builder.snapshotPayload())
             }
             await #expect { _ = try await storage.mergeState(zone: "board", epoch: old.epoch, user: "bob", replica: nil, claim: 0, state: try state(), basis: nil) }
                 throws: { ($0 as? ZoneStorageError)?.code == .zoneReset }

@@ -33,7 +33,7 @@ struct ZoneMigrationTests {
         _ = try await embedded.createZone(name: "other", owner: "bob", access: .private, grants: [:])
         let upload = ProjectionBuilder()
         _ = try upload.apply(encoded: transaction(b, 1...2, title: "healed").encoded())
-        _ = try await embedded.mergeState(zone: "bob/other", user: "bob", replica: nil, claim: 0, state: upload, basis: nil)
+        _ = try await embedded.mergeState(zone: "bob/other", user: "bob", replica: nil, claim: 0, state: StateUpload(payload: upload.snapshotPayload()), basis: nil)
         let notes = try #require(try await embedded.zone("notes"))
         let end = try await embedded.endPosition(zone: "notes")
         let token = try await PullStart.token(notes, at: end - 2, storage: embedded)

@@ -243,7 +243,7 @@ struct ZoneStorageConformanceTests {
         // The uploader's state: its own replica through 4 (acknowledged by a server that lost it).
         let upload = ProjectionBuilder()
         _ = try upload.apply(encoded: transaction(replica, 1...4, title: "lost").encoded())
-        let outcome = try await storage.mergeState(zone: "z", user: "alice", replica: replica, claim: 4, state: upload, basis: nil)
+        let outcome = try await storage.mergeState(zone: "z", user: "alice", replica: replica, claim: 4, state: StateUpload(payload: upload.snapshotPayload()), basis: nil)
         #expect(outcome.position == 1 && outcome.generation != 0 && outcome.acknowledged == 4 && !outcome.upToDate)
         let zone = try #require(try await storage.zone("z"))
         #expect(zone.generation == outcome.generation && zone.merges == [outcome.generation])
@@ -263,8 +263,9 @@ struct ZoneStorageConformanceTests {
         }
         #expect(fork?.code == .replicaForked)
         // Another user cannot claim the replica by uploading a state.
+        let empty = try StateUpload(payload: ProjectionBuilder().snapshotPayload())
         let bobs = await refusal { () async throws(ZoneStorageError) in
-            _ = try await storage.mergeState(zone: "z", user: "bob", replica: replica, claim: 1, state: ProjectionBuilder(), basis: nil)
+            _ = try await storage.mergeState(zone: "z", user: "bob", replica: replica, claim: 1, state: empty, basis: nil)
         }
         #expect(bobs?.code == .replicaNotYours)
         try await storage.close()
@@ -297,8 +298,9 @@ struct ZoneStorageConformanceTests {
         #expect(revoked?.code == .forbidden)
         let upload = ProjectionBuilder()
         _ = try upload.apply(encoded: transaction(bobs, 1...3, title: "state").encoded())
+        let uploaded = try StateUpload(payload: upload.snapshotPayload())
         do {
-            _ = try await storage.mergeState(zone: zone, user: "bob", replica: bobs, claim: 2, state: upload, basis: nil)
+            _ = try await storage.mergeState(zone: zone, user: "bob", replica: bobs, claim: 2, state: uploaded, basis: nil)
             Issue.record("a state upload by a reader was merged")
         } catch {
             #expect(error.code == .forbidden, "\(error)")

@@ -23,7 +23,7 @@ extension Projection {
     /// An insert of `object` as `entity`: kept when newer than the record's.
     package func mergeInsert(_ record: inout ObjectRecord, object: ObjectID, entity: UInt32, ref: Ref) {
         guard record.inserted.isNone || isNewer(ref, than: record.inserted) else { return }
-        if record.entity != entity { byEntity[entity, default: []].insert(object) }
+        if indexing, record.entity != entity { byEntity[entity, default: []].insert(object) }
         record.inserted = ref
         record.entity = entity
     }
@@ -42,7 +42,7 @@ extension Projection {
         } else {
             record.fields.insert(FieldSlot(key: key, value: value, ref: ref), at: index)
         }
-        if case .reference(let target) = value { referrers[target, default: []].insert(Referrer(source: object, key: key)) }
+        if indexing, case .reference(let target) = value { referrers[target, default: []].insert(Referrer(source: object, key: key)) }
     }
 
     /// Adds and removals of `target` in the relationship `key`: unions of each.
@@ -53,7 +53,7 @@ extension Projection {
                 if !record.sets[index].adds.contains(add) { record.sets[index].adds.append(add) }
             } else {
                 record.sets.insert(SetMember(key: key, target: target, adds: [add], removedAdds: []), at: index)
-                memberships[target, default: []].insert(Referrer(source: object, key: key))
+                if indexing { memberships[target, default: []].insert(Referrer(source: object, key: key)) }
             }
         }
         if !removed.isEmpty { mergeRemovals(&record, key: key, target: target, removed: removed) }

@@ -51,31 +51,34 @@ extension Projection {
     /// upload that brings nothing new into no merge at all. Off by default: it keeps a copy of
     /// each record the merge touches, which a device adopting a snapshot does not need.
     @discardableResult
-    package func merge(from other: Projection, believingApplied: [ReplicaID: UInt64]? = nil,
-               withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil,
-               detectingChange: Bool = false) throws -> MergeOutcome {
+    package func merge(from other: some MergeSource, believingApplied: [ReplicaID: UInt64]? = nil,
+                       withholding: (replica: ReplicaID, above: UInt64)? = nil, crediting: UInt64? = nil,
+                       detectingChange: Bool = false) throws -> MergeOutcome {
+        var plan = try prepareMerge(from: other, believingApplied: believingApplied, withholding: withholding,
+                                    crediting: crediting, detectingChange: detectingChange)
+        try other.forEachRecord { id, record in
+            if !plan.bringsNothing(record) { mergeRecord(id, record, plan: &plan) }
+        }
+        return plan.outcome(in: self)
+    }
+
+    /// Everything of a merge but the objects: names and replicas interned, the names to credit
+    /// found (one pass over `other`'s objects), applied sequences and schema events merged, the
+    /// credited replica's sequences counted as applied. The objects are then merged one by one
+    /// with ``mergeRecord(_:_:plan:)`` — in any order, or as they stream from an upload.
+    package func prepareMerge(from other: some MergeSource, believingApplied: [ReplicaID: UInt64]?,
+                              withholding: (replica: ReplicaID, above: UInt64)?, crediting: UInt64?,
+                              detectingChange: Bool) throws -> MergePlan {
         precondition(batchOpen, "internal: merge outside a batch")
         let names = other.names.map(intern)
         let replicas = try other.replicas.map(internReplica)
         let withheld = withholding.flatMap { held in other.replicas.firstIndex(of: held.replica).map { (UInt32($0), held.above) } }
-        let credited = try crediting.flatMap { try credit(other, names: names, replicas: replicas, sparing: withheld?.0, step: $0) }
-        func map(_ ref: Ref) -> Ref {
-            if ref.isNone { return ref }
-            if let withheld, ref.replica == withheld.0, ref.sequence > withheld.1 { return .none }
-            if let credited, let sequence = credited.sequences[AddKey(replica: ref.replica, sequence: ref.sequence)] {
-                return Ref(hlc: ref.hlc, sequence: sequence, replica: credited.replica)
-            }
-            return Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
-        }
-        func map(_ add: AddKey) -> AddKey {
-            if let credited, let sequence = credited.sequences[add] { return AddKey(replica: credited.replica, sequence: sequence) }
-            return AddKey(replica: replicas[Int(add.replica)], sequence: add.sequence)
-        }
-        var changed = false
+        var plan = MergePlan(names: names, replicas: replicas, withheld: withheld, detectingChange: detectingChange)
+        if let crediting { plan.credit = try credit(other, plan: &plan, step: crediting) }
         func union(_ replica: UInt32, _ set: AppliedSet) {
             let before = applied[Int(replica)]
             unionApplied(replica, set)
-            if applied[Int(replica)] != before { changed = true }
+            if applied[Int(replica)] != before { plan.changed = true }
         }
         for (index, set) in other.applied.enumerated() where !set.isEmpty {
             if let believingApplied {
@@ -88,54 +91,56 @@ extension Projection {
             }
         }
         for (ref, schema) in other.schemaEvents {
-            let mapped = map(ref)
+            let mapped = plan.map(ref)
             if mapped.isNone { continue }
             if !schemaEvents.contains(where: { $0.ref == mapped }) {
                 insertSchemaEvent(schema, ref: mapped)
-                changed = true
-            }
-        }
-        for (id, record) in other.records {
-            let entity = names[Int(record.entity)]
-            // An object that only withheld events named brings nothing: no empty record for it.
-            if withheld != nil, map(record.inserted).isNone, map(record.deleted).isNone,
-               record.fields.allSatisfy({ map($0.ref).isNone }),
-               record.sets.allSatisfy({ $0.removedAdds.isEmpty && $0.adds.allSatisfy { map($0).isNone } }) {
-                continue
-            }
-            mergeRecord(id, entity: entity) { mine in
-                let before = detectingChange && !changed ? mine : nil
-                defer { if let before, before != mine { changed = true } }
-                let inserted = map(record.inserted)
-                if !inserted.isNone { self.mergeInsert(&mine, object: id, entity: entity, ref: inserted) }
-                let deleted = map(record.deleted)
-                if !deleted.isNone { self.mergeDelete(&mine, ref: deleted) }
-                for slot in record.fields {
-                    let ref = map(slot.ref)
-                    if ref.isNone { continue }
-                    self.mergeField(&mine, object: id, key: names[Int(slot.key)], value: slot.value, ref: ref)
-                }
-                for member in record.sets {
-                    self.mergeMember(&mine, object: id, key: names[Int(member.key)], target: member.target,
-                                     adds: member.adds.map(map).filter { !$0.isNone },
-                                     removed: member.removedAdds.map(map))
-                }
+                plan.changed = true
             }
         }
         noteHLC(other.maxHLC)
-        guard let credited else { return MergeOutcome(changed: changed, credited: nil) }
-        let count = UInt64(credited.sequences.count)
-        unionApplied(credited.replica, AppliedSet(contiguous: count, above: []))
-        return MergeOutcome(changed: true, credited: (self.replicas[Int(credited.replica)], count))
+        if let credit = plan.credit {
+            unionApplied(credit.replica, AppliedSet(contiguous: credit.total, above: []))
+            plan.changed = true
+        }
+        return plan
+    }
+
+    /// Merges one object of the state `plan` was prepared for (one ``MergePlan/bringsNothing(_:)``
+    /// does not leave out).
+    package func mergeRecord(_ id: ObjectID, _ record: ObjectRecord, plan: inout MergePlan) {
+        let names = plan.names
+        let entity = names[Int(record.entity)]
+        var changed = false
+        let detecting = plan.detectingChange && !plan.changed
+        mergeRecord(id, entity: entity) { mine in
+            let before = detecting ? mine : nil
+            defer { if let before, before != mine { changed = true } }
+            let inserted = plan.map(record.inserted)
+            if !inserted.isNone { self.mergeInsert(&mine, object: id, entity: entity, ref: inserted) }
+            let deleted = plan.map(record.deleted)
+            if !deleted.isNone { self.mergeDelete(&mine, ref: deleted) }
+            for slot in record.fields {
+                let ref = plan.map(slot.ref)
+                if ref.isNone { continue }
+                self.mergeField(&mine, object: id, key: names[Int(slot.key)], value: slot.value, ref: ref)
+            }
+            for member in record.sets {
+                self.mergeMember(&mine, object: id, key: names[Int(member.key)], target: member.target,
+                                 adds: member.adds.map(plan.map).filter { !$0.isNone },
+                                 removed: member.removedAdds.map(plan.map))
+            }
+        }
+        if changed { plan.changed = true }
     }
 
     /// The marker of a credited replica: its upper 64 bits all ones.
     package static func isCredited(_ replica: ReplicaID) -> Bool { replica.rawValue >> 64 == UInt128(UInt64.max) }
 
-    /// The events `other` names that this projection has not applied, or names where this one
-    /// shows they cannot be (by `other`'s replica index; the `sparing` replica's left as they
-    /// are), numbered 1… in the order of their (replica ID, sequence), and the index the credited
-    /// replica gets here.
+    /// The names `other` holds that this projection has not applied, or holds where this one
+    /// shows they cannot be (the withheld replica's left as they are): the credit that renames
+    /// them to one new replica, and the index that replica gets here. Also counts, in
+    /// `plan.newRecords`, the objects of `other` this projection has no record of.
     ///
     /// A name this projection has applied is believed only where it can be: an event applied
     /// here left this projection's register (insert, delete, field) at least as new as itself,
@@ -143,9 +148,20 @@ extension Projection {
     /// register here, or an add of it that the member here lacks, is a forgery (an upload
     /// passing a value off as another replica's event by naming one the zone holds): credited
     /// like an unapplied one — everywhere the name occurs in `other`.
-    private func credit(_ other: Projection, names: [UInt32], replicas: [UInt32], sparing: UInt32?, step: UInt64) throws -> (replica: UInt32, sequences: [AddKey: UInt64])? {
-        var unheld = Set<AddKey>()
-        func isApplied(_ replica: UInt32, _ sequence: UInt64) -> Bool { applied[Int(replicas[Int(replica)])].contains(sequence) }
+    ///
+    /// The credited sequences keep each original replica's distances: replica by replica (in
+    /// the order of their IDs), a name (R, s) becomes `offset(R) + s − first(R) + 1`, where
+    /// `first(R)` is the lowest credited sequence of R and the offsets follow one another. So the
+    /// credit is a few numbers per replica, not an entry per event: an upload streams through in
+    /// memory that does not grow with it.
+    private func credit(_ other: some MergeSource, plan: inout MergePlan, step: UInt64) throws -> MergePlan.Credit? {
+        let replicas = plan.replicas, names = plan.names
+        let sparing = plan.withheld?.0
+        // What this projection holds of each of `other`'s replicas, before anything is merged.
+        let held = replicas.map { applied[Int($0)] }
+        var forged = Set<AddKey>()
+        var spans: [UInt32: (first: UInt64, last: UInt64)] = [:]
+        func isApplied(_ replica: UInt32, _ sequence: UInt64) -> Bool { held[Int(replica)].contains(sequence) }
         /// Whether `theirs` (a ref of `other`) is newer than `mine` (of this projection) in the merge order.
         func newer(_ theirs: Ref, than mine: Ref) -> Bool {
             if theirs.hlc != mine.hlc { return theirs.hlc > mine.hlc }
@@ -153,21 +169,33 @@ extension Projection {
             if a != b { return a > b }
             return theirs.sequence > mine.sequence
         }
+        func take(_ replica: UInt32, _ sequence: UInt64, forgery: Bool) {
+            if forgery { forged.insert(AddKey(replica: replica, sequence: sequence)) }
+            if let span = spans[replica] {
+                spans[replica] = (min(span.first, sequence), max(span.last, sequence))
+            } else {
+                spans[replica] = (sequence, sequence)
+            }
+        }
         func note(_ replica: UInt32, _ sequence: UInt64) {
             guard replica != sparing, !isApplied(replica, sequence) else { return }
-            unheld.insert(AddKey(replica: replica, sequence: sequence))
+            take(replica, sequence, forgery: false)
         }
         func note(_ ref: Ref) { if !ref.isNone { note(ref.replica, ref.sequence) } }
         /// `ref`, of a register whose value here is `mine` (`nil`: none here).
         func note(_ ref: Ref, register mine: Ref?) {
             guard !ref.isNone, ref.replica != sparing else { return }
-            if !isApplied(ref.replica, ref.sequence) || mine.map({ $0.isNone || newer(ref, than: $0) }) ?? true {
-                unheld.insert(AddKey(replica: ref.replica, sequence: ref.sequence))
+            if !isApplied(ref.replica, ref.sequence) {
+                take(ref.replica, ref.sequence, forgery: false)
+            } else if mine.map({ $0.isNone || newer(ref, than: $0) }) ?? true {
+                take(ref.replica, ref.sequence, forgery: true)
             }
         }
         for (ref, _) in other.schemaEvents { note(ref) }
-        for (id, record) in other.records {
+        var newRecords = 0
+        try other.forEachRecord { id, record in
             let mine = records[id]
+            if mine == nil, !plan.bringsNothing(record) { newRecords += 1 }
             note(record.inserted, register: mine?.inserted)
             note(record.deleted, register: mine?.deleted)
             for slot in record.fields {
@@ -184,29 +212,130 @@ extension Projection {
                 }
                 for add in member.adds where add.replica != sparing {
                     let local = replicas[Int(add.replica)]
-                    let held = here.map { here in
+                    let present = here.map { here in
                         here.adds.contains { $0.replica == local && $0.sequence == add.sequence }
                             || here.removedAdds.contains { $0.replica == local && $0.sequence == add.sequence }
                     } ?? false
-                    if !isApplied(add.replica, add.sequence) || !held { unheld.insert(AddKey(replica: add.replica, sequence: add.sequence)) }
+                    if !isApplied(add.replica, add.sequence) {
+                        take(add.replica, add.sequence, forgery: false)
+                    } else if !present {
+                        take(add.replica, add.sequence, forgery: true)
+                    }
                 }
                 // A removal names an add (its own name is the remove's, which the state does not
                 // keep): it is checked as a name only.
                 for add in member.removedAdds { note(add.replica, add.sequence) }
             }
         }
-        guard !unheld.isEmpty else { return nil }
+        plan.newRecords = newRecords
+        guard !spans.isEmpty else { return nil }
         let floor = (self.replicas + other.replicas).filter(Self.isCredited).map { UInt64(truncatingIfNeeded: $0.rawValue) }.max() ?? 0
         let (low, overflow) = floor.addingReportingOverflow(max(step, 1))
         guard !overflow else {
             throw StoreError(.invalidArgument, "the state names a credited replica at the top of their range; no newer one can be made")
         }
+        var offsets: [UInt32: (first: UInt64, offset: UInt64)] = [:]
+        var total: UInt64 = 0
+        for (replica, span) in spans.sorted(by: { other.replicas[Int($0.key)] < other.replicas[Int($1.key)] }) {
+            offsets[replica] = (span.first, total)
+            total += span.last - span.first + 1
+            guard total <= Ref.maxSequence else {
+                throw StoreError(.invalidArgument, "the state names events of other replicas too far apart to credit to one replica (more than \(Ref.maxSequence) sequences)")
+            }
+        }
         let index = try internReplica(ReplicaID(rawValue: UInt128(UInt64.max) << 64 | UInt128(low)))
-        let ordered = unheld.sorted { (other.replicas[Int($0.replica)], $0.sequence) < (other.replicas[Int($1.replica)], $1.sequence) }
-        var sequences: [AddKey: UInt64] = [:]
-        sequences.reserveCapacity(ordered.count)
-        for (offset, key) in ordered.enumerated() { sequences[key] = UInt64(offset + 1) }
-        return (index, sequences)
+        return MergePlan.Credit(replica: index, sparing: sparing, held: held, forged: forged, offsets: offsets, total: total)
+    }
+}
+
+/// A state source a projection merges: another projection, or an uploaded snapshot read object
+/// by object (``StateUpload``).
+package protocol MergeSource {
+    var names: [String] { get }
+    var replicas: [ReplicaID] { get }
+    var applied: [AppliedSet] { get }
+    var schemaEvents: [(ref: Ref, schema: Schema)] { get }
+    var maxHLC: UInt64 { get }
+    /// Every object record (in ID order where the source has one).
+    func forEachRecord(_ body: (ObjectID, ObjectRecord) throws -> Void) throws
+}
+
+extension Projection: MergeSource {
+    package func forEachRecord(_ body: (ObjectID, ObjectRecord) throws -> Void) throws {
+        for (id, record) in records { try body(id, record) }
+    }
+}
+
+/// How one merge maps the merged state's names and replicas onto the projection's, which of its
+/// events are left out (withheld) or renamed (credited), and whether anything changed so far.
+package struct MergePlan {
+    /// Each of the source's name indexes, here.
+    var names: [UInt32]
+    /// Each of the source's replica indexes, here.
+    var replicas: [UInt32]
+    /// The source's replica index whose events above the sequence are left out.
+    var withheld: (UInt32, UInt64)?
+    var detectingChange: Bool
+    var credit: Credit?
+    /// Whether anything of the projection changed (so far).
+    package var changed = false
+    /// The source's objects the projection had no record of (counted while crediting).
+    package var newRecords = 0
+
+    init(names: [UInt32], replicas: [UInt32], withheld: (UInt32, UInt64)?, detectingChange: Bool) {
+        self.names = names
+        self.replicas = replicas
+        self.withheld = withheld
+        self.detectingChange = detectingChange
+    }
+
+    /// The names credited to one new replica (see `Projection.credit`).
+    struct Credit {
+        /// The credited replica's index here.
+        var replica: UInt32
+        var sparing: UInt32?
+        /// What the projection held of each source replica before the merge.
+        var held: [AppliedSet]
+        /// Names the projection holds that the state contradicts (by source replica index).
+        var forged: Set<AddKey>
+        /// Per source replica index: its lowest credited sequence and its offset.
+        var offsets: [UInt32: (first: UInt64, offset: UInt64)]
+        /// How many sequences the credited replica has.
+        var total: UInt64
+
+        /// The credited sequence of the source's name (`nil`: not credited).
+        func sequence(_ replica: UInt32, _ sequence: UInt64) -> UInt64? {
+            guard replica != sparing, let span = offsets[replica], sequence >= span.first else { return nil }
+            if held[Int(replica)].contains(sequence), !forged.contains(AddKey(replica: replica, sequence: sequence)) { return nil }
+            return span.offset + (sequence - span.first) + 1
+        }
+    }
+
+    func map(_ ref: Ref) -> Ref {
+        if ref.isNone { return ref }
+        if let withheld, ref.replica == withheld.0, ref.sequence > withheld.1 { return .none }
+        if let credit, let sequence = credit.sequence(ref.replica, ref.sequence) {
+            return Ref(hlc: ref.hlc, sequence: sequence, replica: credit.replica)
+        }
+        return Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
+    }
+
+    func map(_ add: AddKey) -> AddKey {
+        if let credit, let sequence = credit.sequence(add.replica, add.sequence) { return AddKey(replica: credit.replica, sequence: sequence) }
+        return AddKey(replica: replicas[Int(add.replica)], sequence: add.sequence)
+    }
+
+    /// Whether an object names only withheld events: it brings nothing, not even an empty record.
+    func bringsNothing(_ record: ObjectRecord) -> Bool {
+        guard withheld != nil else { return false }
+        return map(record.inserted).isNone && map(record.deleted).isNone
+            && record.fields.allSatisfy({ map($0.ref).isNone })
+            && record.sets.allSatisfy({ $0.removedAdds.isEmpty && $0.adds.allSatisfy { map($0).isNone } })
+    }
+
+    /// The outcome, once every object is merged.
+    func outcome(in projection: Projection) -> MergeOutcome {
+        MergeOutcome(changed: changed, credited: credit.map { (projection.replicas[Int($0.replica)], $0.total) })
     }
 }
 

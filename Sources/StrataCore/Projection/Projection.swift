@@ -50,6 +50,11 @@ package final class Projection {
 
     /// With tracking (local transactions, remote batches) a batch keeps what it changed, to roll
     /// back or to report; replay of the log needs neither and skips the bookkeeping.
+    /// Whether the query indexes (`byEntity`, `referrers`, `memberships`) are kept. Off only in a
+    /// projection that is merged and written out, never read (a server merging an uploaded state,
+    /// ``ProjectionBuilder/mergedPayload(with:believingApplied:withholding:crediting:)``).
+    package var indexing = true
+
     package private(set) var batchOpen = false
     private var tracking = false
     /// Objects the open tracking batch changed that existed before it, with their values then.
@@ -335,6 +340,19 @@ package final class Projection {
 
     package func noteHLC(_ hlc: UInt64) { maxHLC = max(maxHLC, hlc) }
 
+    /// Drops a record of a projection that keeps no indexes (one merged and written out object
+    /// by object, which then holds no more than it started with).
+    package func dropRecord(_ object: ObjectID) {
+        precondition(!indexing, "internal: a record dropped from an indexed projection")
+        records.removeValue(forKey: object)
+    }
+
+    /// Empties the projection.
+    package func reset() {
+        load(names: [], replicas: [], records: [:], applied: [], schemaEvents: [], maxHLC: 0, eventCount: 0,
+             byEntity: [:], referrers: [:], memberships: [:])
+    }
+
     /// Changes one record in place (an object first seen is created with the event's entity).
     private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
         if let index = records.index(forKey: object) {
@@ -352,7 +370,7 @@ package final class Projection {
             }
             body(&record)
             records[object] = record
-            byEntity[entity, default: []].insert(object)
+            if indexing { byEntity[entity, default: []].insert(object) }
         }
     }
 

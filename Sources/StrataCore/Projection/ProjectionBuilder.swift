@@ -1,3 +1,5 @@
+import StrataLog
+
 /// A projection built outside a store, from snapshots and log entries: what the log server keeps
 /// per zone to serve snapshots, and what the tools replay a copied store's history into (to any
 /// point, read-only) to inspect, verify and compare devices.
@@ -89,6 +91,50 @@ public final class ProjectionBuilder {
         let outcome = try projection.merge(from: other.projection, believingApplied: believingApplied, withholding: withholding,
                                            crediting: crediting, detectingChange: true)
         return (outcome.changed, outcome.credited)
+    }
+
+    /// Merges an uploaded state into this one as ``merge(_:believingApplied:withholding:crediting:)``
+    /// does (crediting always), object by object as the upload is read, and returns the merged state's snapshot
+    /// payload (`nil` when the merge changed nothing) with the credited replica. Written for a
+    /// server, which keeps the merged state only as that payload: the objects are written out in
+    /// ID order as they are merged, and an object this state did not have is dropped again once
+    /// written, so the memory a merge takes is the upload's bytes and the payload it writes, not a
+    /// decoded copy of either state.
+    ///
+    /// The builder is spent afterwards: it is left empty.
+    public func mergedPayload(with upload: StateUpload, believingApplied: [ReplicaID: UInt64]?,
+                              withholding: (replica: ReplicaID, above: UInt64)? = nil,
+                              crediting: UInt64) throws -> (payload: [UInt8]?, credited: (replica: ReplicaID, count: UInt64)?) {
+        projection.indexing = false
+        projection.beginBatch(tracking: false)
+        defer {
+            projection.commitBatch(report: false)
+            projection.reset()
+            projection.indexing = true
+        }
+        // The credit pass also counts the upload's new objects, which the header states first.
+        var plan = try projection.prepareMerge(from: upload, believingApplied: believingApplied, withholding: withholding,
+                                               crediting: crediting, detectingChange: true)
+        let mine = projection.records.keys.sorted()
+        var w = ByteWriter(capacity: upload.payload.count + mine.count * 96 + 4096)
+        ProjectionCodec.writeHeader(projection, recordCount: mine.count + plan.newRecords, &w)
+        var next = 0
+        func writeMine(below id: ObjectID?) {
+            while next < mine.count, id.map({ mine[next] < $0 }) ?? true {
+                if let record = projection.records[mine[next]] { ProjectionCodec.writeRecord(mine[next], record, &w) }
+                next += 1
+            }
+        }
+        try upload.forEachRecord { id, record in
+            writeMine(below: id)
+            if plan.bringsNothing(record) { return }
+            let isNew = !(next < mine.count && mine[next] == id)
+            projection.mergeRecord(id, record, plan: &plan)
+            if let merged = projection.records[id] { ProjectionCodec.writeRecord(id, merged, &w) }
+            if isNew { projection.dropRecord(id) } else { next += 1 }
+        }
+        writeMine(below: nil)
+        return (plan.changed ? w.bytes : nil, plan.outcome(in: projection).credited)
     }
 
     /// The newest timestamp of any event the state holds, found by looking at every stamp (not

@@ -9,6 +9,13 @@ package enum ProjectionCodec {
 
     package static func encode(_ p: Projection) -> [UInt8] {
         var w = ByteWriter(capacity: 64 + p.records.count * 96)
+        writeHeader(p, recordCount: p.records.count, &w)
+        for (id, record) in p.records.sorted(by: { $0.key < $1.key }) { writeRecord(id, record, &w) }
+        return w.bytes
+    }
+
+    /// Everything before the objects, then the count of objects that follow (in ID order).
+    static func writeHeader(_ p: Projection, recordCount: Int, _ w: inout ByteWriter) {
         w.u8(version)
         w.varint(UInt64(p.names.count))
         for name in p.names { w.lengthPrefixed(Array(name.utf8)) }
@@ -29,33 +36,34 @@ package enum ProjectionCodec {
             writeRef(ref, &w)
             w.lengthPrefixed(Array(schema.jsonData()))
         }
-        w.varint(UInt64(p.records.count))
-        for (id, record) in p.records.sorted(by: { $0.key < $1.key }) {
-            w.raw(id.bytes)
-            w.varint(UInt64(record.entity))
-            w.u8((record.inserted.isNone ? 0 : 1) | (record.deleted.isNone ? 0 : 2))
-            if !record.inserted.isNone { writeRef(record.inserted, &w) }
-            if !record.deleted.isNone { writeRef(record.deleted, &w) }
-            w.varint(UInt64(record.fields.count))
-            for slot in record.fields {
-                w.varint(UInt64(slot.key))
-                EventCodec.writeValue(slot.value, into: &w)
-                writeRef(slot.ref, &w)
-            }
-            w.varint(UInt64(record.sets.count))
-            for member in record.sets {
-                w.varint(UInt64(member.key))
-                w.raw(member.target.bytes)
-                w.varint(UInt64(member.adds.count))
-                for add in member.adds { writeRef(add, &w) }
-                w.varint(UInt64(member.removedAdds.count))
-                for removed in member.removedAdds {
-                    w.varint(UInt64(removed.replica))
-                    w.varint(removed.sequence)
-                }
+        w.varint(UInt64(recordCount))
+    }
+
+    /// One object record (its name and replica indexes are the projection's).
+    static func writeRecord(_ id: ObjectID, _ record: ObjectRecord, _ w: inout ByteWriter) {
+        w.raw(id.bytes)
+        w.varint(UInt64(record.entity))
+        w.u8((record.inserted.isNone ? 0 : 1) | (record.deleted.isNone ? 0 : 2))
+        if !record.inserted.isNone { writeRef(record.inserted, &w) }
+        if !record.deleted.isNone { writeRef(record.deleted, &w) }
+        w.varint(UInt64(record.fields.count))
+        for slot in record.fields {
+            w.varint(UInt64(slot.key))
+            EventCodec.writeValue(slot.value, into: &w)
+            writeRef(slot.ref, &w)
+        }
+        w.varint(UInt64(record.sets.count))
+        for member in record.sets {
+            w.varint(UInt64(member.key))
+            w.raw(member.target.bytes)
+            w.varint(UInt64(member.adds.count))
+            for add in member.adds { writeRef(add, &w) }
+            w.varint(UInt64(member.removedAdds.count))
+            for removed in member.removedAdds {
+                w.varint(UInt64(removed.replica))
+                w.varint(removed.sequence)
             }
         }
-        return w.bytes
     }
 
     package static func writeRef(_ ref: Ref, _ w: inout ByteWriter) {
@@ -73,9 +81,22 @@ package enum ProjectionCodec {
     }
 }
 
+/// What a snapshot payload holds before its objects.
+struct SnapshotHeader {
+    var names: [String]
+    var replicas: [ReplicaID]
+    var applied: [AppliedSet]
+    var schemaEvents: [(ref: Ref, schema: Schema)]
+    var maxHLC: UInt64
+    var eventCount: UInt64
+    var recordCount: Int
+    /// The byte offset of the first object record.
+    var recordsOffset: Int
+}
+
 /// The snapshot payload reader. A struct with methods rather than nested functions: closures
 /// capturing the mutable reader would box it and pay a dynamic exclusivity check per byte read.
-private struct SnapshotDecoder {
+struct SnapshotDecoder {
     var r: ByteReader
     var names: [String] = []
     var replicas: [ReplicaID] = []
@@ -108,7 +129,9 @@ private struct SnapshotDecoder {
         return Ref(hlc: hlc, sequence: sequence, replica: try replica())
     }
 
-    mutating func decode(into projection: Projection) throws {
+    /// Everything before the objects: version, name and replica tables, max HLC, events applied,
+    /// applied sets, schema events.
+    mutating func header() throws -> SnapshotHeader {
         guard r.u8() == ProjectionCodec.version else { throw corrupt("unknown projection snapshot version") }
         // Names and replicas are tables that references index into, and the projection looks them
         // up by value: a repeated one is damage (or a hostile upload), never something to trap on.
@@ -146,9 +169,45 @@ private struct SnapshotDecoder {
             }
             schemaEvents.append((at, schema))
         }
-        var records: [ObjectID: ObjectRecord] = [:]
         let recordCount = try count(19)
-        records.reserveCapacity(recordCount)
+        return SnapshotHeader(names: names, replicas: replicas, applied: applied, schemaEvents: schemaEvents,
+                              maxHLC: maxHLC, eventCount: eventCount, recordCount: recordCount, recordsOffset: r.offset)
+    }
+
+    /// One object record (the reader at its ID).
+    mutating func record() throws -> (ObjectID, ObjectRecord) {
+        guard let idBytes = r.bytes(16) else { throw corrupt("truncated record") }
+        let id = ObjectID(bytes: idBytes)
+        var record = ObjectRecord(entity: try name())
+        guard let flags = r.u8(), flags & ~3 == 0 else { throw corrupt("bad record flags") }
+        if flags & 1 != 0 { record.inserted = try ref() }
+        if flags & 2 != 0 { record.deleted = try ref() }
+        let fieldCount = try count(3)
+        record.fields.reserveCapacity(fieldCount)
+        for _ in 0..<fieldCount {
+            let key = try name()
+            let value = try EventCodec.readValue(&r, code: .corruptSnapshot, position: nil)
+            record.fields.append(FieldSlot(key: key, value: value, ref: try ref()))
+        }
+        for _ in 0..<(try count(18)) {
+            let key = try name()
+            guard let target = r.bytes(16) else { throw corrupt("truncated set member") }
+            var member = SetMember(key: key, target: ObjectID(bytes: target), adds: [], removedAdds: [])
+            for _ in 0..<(try count(10)) { member.adds.append(try ref()) }
+            for _ in 0..<(try count(2)) {
+                let replicaIndex = try replica()
+                guard let sequence = r.varint() else { throw corrupt("truncated removal") }
+                member.removedAdds.append(AddKey(replica: replicaIndex, sequence: sequence))
+            }
+            record.sets.append(member)
+        }
+        return (id, record)
+    }
+
+    mutating func decode(into projection: Projection) throws {
+        let header = try header()
+        var records: [ObjectID: ObjectRecord] = [:]
+        records.reserveCapacity(header.recordCount)
         // The indexes are built in the same pass.
         var byEntity: [UInt32: Set<ObjectID>] = [:]
         var referrers: [ObjectID: Set<Projection.Referrer>] = [:]
@@ -161,45 +220,23 @@ private struct SnapshotDecoder {
                 entityIDs.removeAll(keepingCapacity: true)
             }
         }
-        for _ in 0..<recordCount {
-            guard let idBytes = r.bytes(16) else { throw corrupt("truncated record") }
-            let id = ObjectID(bytes: idBytes)
-            var record = ObjectRecord(entity: try name())
+        for _ in 0..<header.recordCount {
+            let (id, record) = try record()
             if record.entity != lastEntity {
                 flushEntity()
                 lastEntity = record.entity
             }
             entityIDs.append(id)
-            guard let flags = r.u8(), flags & ~3 == 0 else { throw corrupt("bad record flags") }
-            if flags & 1 != 0 { record.inserted = try ref() }
-            if flags & 2 != 0 { record.deleted = try ref() }
-            let fieldCount = try count(3)
-            record.fields.reserveCapacity(fieldCount)
-            for _ in 0..<fieldCount {
-                let key = try name()
-                let value = try EventCodec.readValue(&r, code: .corruptSnapshot, position: nil)
-                if case .reference(let target) = value { referrers[target, default: []].insert(.init(source: id, key: key)) }
-                record.fields.append(FieldSlot(key: key, value: value, ref: try ref()))
+            for slot in record.fields {
+                if case .reference(let target) = slot.value { referrers[target, default: []].insert(.init(source: id, key: slot.key)) }
             }
-            for _ in 0..<(try count(18)) {
-                let key = try name()
-                guard let target = r.bytes(16) else { throw corrupt("truncated set member") }
-                var member = SetMember(key: key, target: ObjectID(bytes: target), adds: [], removedAdds: [])
-                memberships[member.target, default: []].insert(.init(source: id, key: key))
-                for _ in 0..<(try count(10)) { member.adds.append(try ref()) }
-                for _ in 0..<(try count(2)) {
-                    let replicaIndex = try replica()
-                    guard let sequence = r.varint() else { throw corrupt("truncated removal") }
-                    member.removedAdds.append(AddKey(replica: replicaIndex, sequence: sequence))
-                }
-                record.sets.append(member)
-            }
+            for member in record.sets { memberships[member.target, default: []].insert(.init(source: id, key: member.key)) }
             records[id] = record
         }
         flushEntity()
         guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
-        projection.load(names: names, replicas: replicas, records: records, applied: applied,
-                        schemaEvents: schemaEvents, maxHLC: maxHLC, eventCount: eventCount,
+        projection.load(names: header.names, replicas: header.replicas, records: records, applied: header.applied,
+                        schemaEvents: header.schemaEvents, maxHLC: header.maxHLC, eventCount: header.eventCount,
                         byEntity: byEntity, referrers: referrers, memberships: memberships)
     }
 }

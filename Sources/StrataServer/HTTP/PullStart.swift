@@ -85,15 +85,15 @@ public enum PullStart {
 /// would win every later edit).
 public enum StateValidation {
     /// The decoded state, or the error to answer (`badRequest`, `clockSkew`).
-    public static func validate(_ payload: [UInt8], now: UInt64, maxClockOffset: Duration) throws(ServerError) -> ProjectionBuilder {
-        let state: ProjectionBuilder
+    public static func validate(_ payload: [UInt8], now: UInt64, maxClockOffset: Duration) throws(ServerError) -> StateUpload {
+        let state: StateUpload
         do {
-            state = try ProjectionBuilder(snapshot: payload)
+            state = try StateUpload(payload: payload)
         } catch {
             throw ServerError(.badRequest, "the uploaded state is not a projection snapshot: \(error)")
         }
         let maxOffset = UInt64(max(0, maxClockOffset / .milliseconds(1)))
-        let newest = state.newestTimestamp().milliseconds
+        let newest = state.newestTimestamp.milliseconds
         if newest > now &+ maxOffset {
             throw ServerError(.clockSkew,
                               "the uploaded state holds a value stamped \(newest) ms since 1970, \(newest &- now) ms ahead of the server's clock (\(now)); at most \(maxOffset) ms are accepted — check the device's clock",

@@ -61,8 +61,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// once, across all requests: a body's bytes are reserved before it is read (its
         /// `Content-Length`, or as it arrives when it has none) and given back when its request is
         /// answered. A single body larger than the whole budget waits for all of it. The process's
-        /// memory for uploads peaks at about three times the budget (a body's bytes, its decoded
-        /// transactions and their encoding for the log are alive together): size it at a third of
+        /// memory for uploads peaks at about three times the budget (a push's bytes, its decoded
+        /// transactions and their encoding for the log are alive together; a state upload's bytes
+        /// and the merged snapshot written from them, object by object): size it at a third of
         /// the memory uploads may take.
         public var uploadMemoryBudget: Int = 256 << 20
         /// How long a body waits for room in ``uploadMemoryBudget`` before the request is answered

@@ -28,11 +28,11 @@ extension EmbeddedZoneStorage {
     ///   - basis: the position the uploader had pulled through (from a token of the
     ///     zone's newest merge); the outcome says whether that was the zone's end (then the
     ///     uploader holds the merged state already and goes on from the new token).
-    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
+    public func mergeState(zone id: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state upload: StateUpload, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         try await mergeState(zone: id, epoch: nil, user: user, replica: replica, claim: claim, state: upload, basis: basis)
     }
 
-    public func mergeState(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state upload: sending ProjectionBuilder,
+    public func mergeState(zone id: ZoneID, epoch expected: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state upload: StateUpload,
                            basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         let state = try await usableZone(id)
         try Self.checkPush(state.info, user: user)
@@ -73,10 +73,9 @@ extension EmbeddedZoneStorage {
             // The uploader's own events past its claim are left out: it pushes them as events,
             // which the server checks against another copy's under the same sequences. Events
             // of others the zone does not hold are credited to a replica of the uploader's.
-            let merged = try builder.merge(upload, believingApplied: replica.map { [$0: believed($0)] } ?? [:],
-                                           withholding: replica.map { ($0, believed($0)) }, crediting: StateCredit.step())
+            let merged = try StateCredit.merge(upload, into: builder, replica: replica, believed: replica.map(believed), zone: id)
             credited = StateCredit(merged.credited, user: user)
-            changed = merged.changed
+            changed = merged.payload != nil
             if let credited {
                 try claimReplica(credited.replica, for: user, zone: id)
                 var owners = state.ledgers.compactMapValues(\.owner)
@@ -84,7 +83,7 @@ extension EmbeddedZoneStorage {
                 owners[credited.replica] = user
                 try ZoneLedgerFiles.saveOwners(owners, in: Self.logDirectory(in: directory, for: state.info))
             }
-            if changed { try writeSnapshot(builder.snapshotPayload(), at: position, of: state) }
+            if let payload = merged.payload { try writeSnapshot(payload, at: position, of: state) }
         } catch let error as ZoneStorageError {
             throw error
         } catch {

@@ -159,8 +159,10 @@ public protocol ZoneStorage: Service {
     /// upload's values are merged, never its claims of which events it applied. `basis` is the
     /// position the uploader had pulled through.
     ///
-    /// `state` is the upload as decoded and checked by ``StateValidation`` (as a push's transactions
-    /// are by ``PushValidation``): it is decoded once, whatever its size.
+    /// `state` is the upload as checked by ``StateValidation`` (as a push's transactions are by
+    /// ``PushValidation``); it is never decoded whole: the merge reads it object by object and
+    /// writes the merged snapshot as it goes (see `ProjectionBuilder.mergedPayload(with:…)`),
+    /// holding the zone's own state, the upload's bytes and the payload it writes.
     ///
     /// `replica` is the uploader's own replica and `claim` how far a server acknowledged it to the
     /// uploader before the zone lost history: that claim is believed (as far as the state holds
@@ -171,13 +173,13 @@ public protocol ZoneStorage: Service {
     /// different events. The replica must be `user`'s or new to the zone, else
     /// ``ZoneStorageError/Code/replicaNotYours``; `user` must be able to push to the zone as it is
     /// when the state is merged, else ``ZoneStorageError/Code/forbidden``.
-    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
+    func mergeState(zone: ZoneID, user: String, replica: ReplicaID?, claim: UInt64, state: StateUpload, basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
 
     /// ``mergeState(zone:user:replica:claim:state:basis:)`` into the zone's life `epoch` only
     /// (`nil`: whichever): a zone deleted and created again since the uploader looked it up
     /// refuses with ``ZoneStorageError/Code/zoneReset`` and merges nothing, checked atomically
     /// with the merge.
-    func mergeState(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder,
+    func mergeState(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state: StateUpload,
                     basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome
 
     /// A fingerprint of the zone's history before `position`: a running hash folding in the
@@ -313,7 +315,7 @@ extension ZoneStorage {
 
     /// Checks the epoch, then merges (not atomically: storages whose zones can be recreated while
     /// an upload is in flight implement this themselves, as both of Strata's do).
-    public func mergeState(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state: sending ProjectionBuilder,
+    public func mergeState(zone: ZoneID, epoch: UInt64?, user: String, replica: ReplicaID?, claim: UInt64, state: StateUpload,
                            basis: UInt64?) async throws(ZoneStorageError) -> StateMergeOutcome {
         if let epoch, let now = try await self.zone(zone), now.epoch != epoch {
             throw ZoneStorageError.recreated(zone, expected: epoch, now: now.epoch, what: "state upload")
