@@ -146,11 +146,16 @@ extension SyncEngine {
         let replica = store.replicaID
         let authors = try await zoneReplicas()
         let held = authors.first { $0.replica == replica }?.acknowledged ?? 0
+        cursorVerified = true
         guard machine.next(afterServerHolds: held, of: cursorFacts) == .pushAgainAndHeal else { return }
         options.logger.notice("the server holds less of this replica than it acknowledged; pushing it again", metadata: [
             "zone": "\(zoneReference)", "acknowledged": "\(cursor.acknowledged)", "held": "\(held)",
         ])
+        // As after a `410 zoneRewound`: a server that holds less than it acknowledged was
+        // restored (or the cursor claimed more than it was told), so the token is not believed
+        // either — else the pull would meet the rewind again, and heal twice.
         cursor.needHeal(replica: replica)
+        cursor.token = nil
         cursor.forgetAcknowledged()
         try cursor.save(store: store, zone: zoneReference)
         report.rewinds += 1

@@ -73,6 +73,9 @@ extension SyncEngine {
                 // the next push of ours must meet — and be refused as a fork — rather than skip.
                 let batchEnd = batch.last?.sequences.upperBound ?? 0
                 cursor.acknowledged = max(cursor.acknowledged, min(result.acknowledged, batchEnd))
+                // A push taken from `acknowledged + 1` on: the server held exactly that (else
+                // it answers `sequenceGap`), so the count is confirmed.
+                cursorVerified = true
                 try cursor.save(store: store, zone: zoneReference)
                 report.pushedTransactions += batch.count
                 let done = batch.count

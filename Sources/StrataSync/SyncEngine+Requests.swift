@@ -20,7 +20,7 @@ extension SyncEngine {
     var cursorFacts: SyncStateMachine.CursorFacts {
         SyncStateMachine.CursorFacts(acknowledged: cursor.acknowledged, countsStoreReplica: cursor.replica == store.replicaID,
                                      hasToken: cursor.token != nil, pushUnconfirmed: cursor.pushUnconfirmed,
-                                     healPending: cursor.healPending, canPush: canPush)
+                                     healPending: cursor.healPending, canPush: canPush, verified: cursorVerified)
     }
 
     /// What the machine reads from outside now: the wall clock and a jitter.

@@ -41,6 +41,11 @@ public actor SyncEngine {
 
     /// Whether the caller may push to the zone, as the server last said.
     var canPush = true
+    /// Whether the cursor's acknowledged count was checked against the server's ledger since it
+    /// was read from disk: a cursor file is outside the store's checks (a hand edit with its
+    /// checksum recomputed, a copy from elsewhere), and one claiming more than the server holds
+    /// would hold back this store's edits for good.
+    var cursorVerified = false
     /// The server's limits, as it last said.
     var limits: ZoneAccessInfo?
     /// Whether this store has synced with the zone before (its cursor file exists): then a

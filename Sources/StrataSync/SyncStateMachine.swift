@@ -346,14 +346,20 @@ struct SyncStateMachine: Sendable {
         var healPending = false
         /// Whether the caller may push to the zone, as the server last said.
         var canPush = true
+        /// Whether `acknowledged` was checked against the server since the cursor was read from
+        /// disk (or came from the server's own answer).
+        var verified = true
     }
 
     /// Whether a round first asks the server how far it holds this store's replica: a push the
     /// server acknowledged that no pull has confirmed (or a cursor with no token at all) gives the
     /// server nothing to answer `410 zoneRewound` to, so a server restored since would silently
-    /// hold less than the cursor says.
+    /// hold less than the cursor says. So does a cursor read from disk that no answer of the
+    /// server has confirmed yet: the file is outside the store's checks, and an acknowledged count
+    /// raised by hand (its checksum recomputed) would hold back this store's edits for good (a
+    /// pending heal re-establishes the replica's count by itself: its upload says how far it goes).
     func verifiesAcknowledgedPush(_ facts: CursorFacts) -> Bool {
-        facts.acknowledged > 0 && facts.countsStoreReplica && (!facts.hasToken || facts.pushUnconfirmed)
+        facts.acknowledged > 0 && facts.countsStoreReplica && (!facts.hasToken || facts.pushUnconfirmed || (!facts.verified && !facts.healPending))
     }
 
     /// After the server said it holds the replica through `held`: when that is less than it

@@ -13,20 +13,28 @@ final class ServeChild: @unchecked Sendable {
     /// Starts `strata serve --data DATA --port 0 --users USERS ARGUMENTS…` and waits (at most
     /// 60 s, for a loaded machine) for its `listening on` line; fails loudly, with its stderr,
     /// when it does not come.
-    convenience init(data: String, users: String, scratch: String, arguments: [String] = []) throws {
-        try self.init(storage: ["--data", data], users: users, scratch: scratch, arguments: arguments)
+    convenience init(data: String, users: String, scratch: String, arguments: [String] = [], openFilesLimit: Int? = nil) throws {
+        try self.init(storage: ["--data", data], users: users, scratch: scratch, arguments: arguments, openFilesLimit: openFilesLimit)
     }
 
     /// Starts `strata serve STORAGE… --port 0 --users USERS ARGUMENTS…` (`STORAGE`: `--data DIR`
     /// or `--postgres URL`), as ``init(data:users:scratch:arguments:)``.
-    init(storage: [String], users: String, scratch: String, arguments: [String] = []) throws {
+    /// `openFilesLimit`: the child's soft and hard `RLIMIT_NOFILE` (set through `prlimit`).
+    init(storage: [String], users: String, scratch: String, arguments: [String] = [], openFilesLimit: Int? = nil) throws {
         stdoutPath = scratch + "/serve-\(UUID().uuidString).out"
         stderrPath = scratch + "/serve-\(UUID().uuidString).err"
         _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process = Process()
-        process.executableURL = try ChildProcess.executable("strata")
-        process.arguments = ["serve"] + storage + ["--port", "0", "--users", users] + arguments
+        let strata = try ChildProcess.executable("strata")
+        let serve = ["serve"] + storage + ["--port", "0", "--users", users] + arguments
+        if let openFilesLimit {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            process.arguments = ["--nofile=\(openFilesLimit):\(openFilesLimit)", "--", strata.path] + serve
+        } else {
+            process.executableURL = strata
+            process.arguments = serve
+        }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
         process.standardError = FileHandle(forWritingAtPath: stderrPath)

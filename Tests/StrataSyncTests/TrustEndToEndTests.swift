@@ -11,6 +11,7 @@ import StrataTestSupport
 import Testing
 import StrataProtocol
 import StrataCore
+import StrataLog
 
 /// The four ways sync used to lose or leak data while reporting success, each through a real
 /// server on a real port with the real HTTP client: the attack is refused or healed, nothing
@@ -246,7 +247,7 @@ struct TrustEndToEndTests {
 
 @Suite("Sync cursor damage end to end")
 struct CursorDamageTests {
-    @Test("a damaged sync cursor (garbage, cut short, a changed token or acknowledged count) is rebuilt from the server: nothing is skipped, nothing held back", arguments: ["garbage", "truncated", "token", "acknowledged"])
+    @Test("a damaged sync cursor (garbage, cut short, a changed token or acknowledged count, an acknowledged count raised with its checksum recomputed) is rebuilt from the server or checked against it: nothing is skipped, nothing held back", arguments: ["garbage", "truncated", "token", "acknowledged", "acknowledged, checksum recomputed"])
     func damagedCursorHeals(damage: String) async throws {
         let dir = TemporaryDirectory()
         try await withServer(dir.sub("server")) { url, _ in
@@ -267,10 +268,22 @@ struct CursorDamageTests {
                 let fields = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
                 let token = try #require(fields["token"] as? String)
                 text = text.replacingOccurrences(of: token, with: String(token.reversed()))
-            default:
+            case "acknowledged":
                 text = text.replacingOccurrences(of: "\"acknowledged\":", with: "\"acknowledged\":9")
+            default:
+                // A hand edit that passes the file's own check: only the server knows better.
+                var fields = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+                let acknowledged = try #require(fields["acknowledged"] as? Int) + 1000
+                fields["acknowledged"] = acknowledged
+                let summed = [fields["token"] as? String ?? "", String(acknowledged), fields["replica"] as? String ?? "", fields["logID"] as? String ?? ""]
+                fields["checksum"] = String(CRC32C.checksum(Array(summed.joined(separator: "\n").utf8)), radix: 16)
+                text = String(decoding: try JSONSerialization.data(withJSONObject: fields), as: UTF8.self)
             }
             try text.write(toFile: path, atomically: true, encoding: .utf8)
+            if damage == "acknowledged, checksum recomputed" {
+                let read = SyncCursor.cursors(inStoreAt: device.directory).first { $0.file == "sync-notes.json" }?.cursor
+                #expect(read != nil && read!.acknowledged > 1000, "the edited cursor does not pass the file's own check: the test would not test the server check")
+            }
 
             // Meanwhile: an edit from the other device, and local edits.
             try await other.transaction { tx in _ = try tx.insert("Folder", ["name": "from the other device"]) }

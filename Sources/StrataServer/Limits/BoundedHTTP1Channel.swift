@@ -4,9 +4,10 @@ public import Logging
 public import NIOCore
 
 /// Hummingbird's HTTP/1 channel with the server's connection bounds: the caps of
-/// ``ServerConfiguration/Limits/maxConnections`` and
-/// ``ServerConfiguration/Limits/maxConnectionsPerAddress`` (a connection over either is answered
-/// `503 serverBusy` and closed) and the idle, header and body timeouts.
+/// ``ServerConfiguration/Limits/maxConnections`` (lowered to what the open-files limit leaves
+/// room for) and ``ServerConfiguration/Limits/maxConnectionsPerAddress`` (a connection over either
+/// is answered `503 serverBusy` and closed — at the total cap only when no idle connection can be
+/// closed for it instead) and the idle, header and body timeouts.
 ///
 /// ```swift
 /// let app = Application(router: router, server: BoundedHTTP1Channel.builder(limits: limits, logger: logger))
@@ -38,7 +39,7 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
         // Hummingbird's own idle timeout stays off: RequestTimeoutHandler tells a head, a body and
         // an idle connection apart, and never times out a request being answered (a long poll).
         base = HTTP1Channel(responder: responder, configuration: .init(
-            additionalChannelHandlers: [RequestTimeoutHandler(timeouts: timeouts, metrics: metrics, logger: logger)],
+            additionalChannelHandlers: [RequestTimeoutHandler(timeouts: timeouts, admission: admission, metrics: metrics, logger: logger)],
             idleTimeout: nil
         ))
         self.admission = admission
@@ -56,8 +57,17 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
 
     public func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let address = channel.remoteAddress?.ipAddress
-        let refusal = admission.admit(address)
+        let admitted = admission.admit(address)
+        let refusal = admitted.refusal
         let admission = self.admission
+        if let shed = admitted.shed {
+            // At the cap: the connection idle the longest makes room (it serves nobody).
+            metrics?.recordShedConnection()
+            logger.debug("idle connection closed to make room for a new one", metadata: [
+                "remote": "\(shed.remoteAddress?.description ?? "-")", "cap": "\(admission.capacity)",
+            ])
+            shed.close(promise: nil)
+        }
         let result = channel.eventLoop.makeCompletedFuture {
             if let refusal {
                 let message = switch refusal {

@@ -88,11 +88,26 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var writeStalled: (since: NIODeadline, buffered: Int)?
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
+    /// Where the connection is known idle (closable to make room for another), and its number there.
+    private let admission: ConnectionAdmission?
+    private let connection: UInt64
 
-    init(timeouts: ConnectionTimeouts, metrics: ServerMetrics? = nil, logger: Logger) {
+    init(timeouts: ConnectionTimeouts, admission: ConnectionAdmission? = nil, metrics: ServerMetrics? = nil, logger: Logger) {
         self.timeouts = timeouts
+        self.admission = admission
+        self.connection = admission?.connectionNumber() ?? 0
         self.metrics = metrics
         self.logger = logger
+    }
+
+    /// Tells the admission whether the connection is idle now: nothing in flight, no head begun.
+    private func noteIdleness(_ context: ChannelHandlerContext) {
+        guard let admission else { return }
+        if inFlight == 0, headStarted == nil, bodyProgress == nil, context.channel.isActive {
+            admission.idle(connection, context.channel)
+        } else {
+            admission.busy(connection)
+        }
     }
 
     /// The time the connection is closed at unless something happens first, and why.
@@ -120,15 +135,18 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
     func handlerAdded(context: ChannelHandlerContext) {
         idleSince = .now()
         arm(context)
+        noteIdleness(context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimer()
+        admission?.busy(connection)
     }
 
     func channelActive(context: ChannelHandlerContext) {
         idleSince = .now()
         arm(context)
+        noteIdleness(context)
         context.fireChannelActive()
     }
 
@@ -144,6 +162,7 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func channelInactive(context: ChannelHandlerContext) {
         cancelTimer()
+        admission?.busy(connection)
         context.fireChannelInactive()
     }
 
@@ -157,6 +176,7 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
                 // Bytes outside a body begin a head (a pipelined request's, too).
                 headStarted = .now()
                 arm(context)
+                admission?.busy(connection)
             }
             return
         }
@@ -194,6 +214,7 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
             inFlight = max(0, inFlight - 1)
             if inFlight == 0 { idleSince = .now() }
             arm(context)
+            noteIdleness(context)
         }
         context.write(data, promise: promise)
     }

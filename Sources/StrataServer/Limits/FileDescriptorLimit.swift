@@ -15,6 +15,23 @@ enum FileDescriptorLimit {
     /// Descriptors kept for the storage and the process besides connections.
     static let reserve: UInt64 = 256
 
+    /// The descriptors kept for the storage, the listening socket and accepts under a soft limit
+    /// of `limit`: ``reserve``, or a quarter of a small limit (at least 32).
+    static func reserve(under limit: UInt64) -> UInt64 { min(reserve, max(32, limit / 4)) }
+
+    /// The connections a soft limit of `limit` leaves room for (`Int.max` when unknown).
+    static func connectionRoom(under limit: UInt64?) -> Int {
+        guard let limit else { return .max }
+        return Int(clamping: limit > reserve(under: limit) ? limit - reserve(under: limit) : 1)
+    }
+
+    /// The soft open-files limit in force now (`nil` if it cannot be read).
+    static func soft() -> UInt64? {
+        var limit = rlimit()
+        guard getrlimit(resourceNumber, &limit) == 0 else { return nil }
+        return UInt64(limit.rlim_cur)
+    }
+
     /// Raises the soft limit to fit `room` connections when the hard limit allows, and warns
     /// when it cannot. Returns the soft limit in force afterwards (`nil` if it could not be read).
     @discardableResult

@@ -130,6 +130,12 @@ public final class ServerMetrics: Sendable {
                              help: "Connections closed by a timeout, by which timeout.").increment()
     }
 
+    /// An idle connection closed to make room for a new one at the connection cap.
+    func recordShedConnection() {
+        registry.makeCounter(name: "strata_idle_connections_shed_total",
+                             help: "Idle connections closed to make room for a new connection at the connection cap.").increment()
+    }
+
     /// The Prometheus text exposition of every metric.
     public func exposition() -> [UInt8] {
         registry.emitToBuffer()

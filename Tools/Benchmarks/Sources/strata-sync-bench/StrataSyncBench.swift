@@ -22,8 +22,9 @@ struct Settings {
     /// The workloads: `push` (rows 0–2: build, push, catch-up of the pushed zone), `wake-up`
     /// (row 3), `heal` (rows 4a–4d and the healing table), `abuse` (rows 5a–5b: pulls with and
     /// without idle long polls and slow clients connected), `incremental` (rows 6a–6b: a sync of
-    /// one new transaction on a store with a long history vs an empty store).
-    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental"]
+    /// one new transaction on a store with a long history vs an empty store), `state-merge` (rows
+    /// 7a–7b: the server's merge of an uploaded state, decoded whole vs streamed, peak memory).
+    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental", "state-merge"]
     var abuse = AbuseSettings()
     var only = Settings.workloads
 
@@ -58,7 +59,9 @@ let usage = """
                       5a-5b: pulls of a small page with and without 1,000 long polls and 100 slow
                       clients connected) and incremental (rows 6a-6b: sync() of one new
                       transaction on a store with 1M events of history, in 10 transactions, vs on
-                      an empty store, and peak memory during it), comma-separated
+                      an empty store, and peak memory during it) and state-merge (rows 7a-7b: the
+                      server's merge of a 64 MiB uploaded state, decoded whole vs streamed object by
+                      object, peak memory of each in a child process), comma-separated
       --heal-events N the heal workload's events (default 1M, 100k with --quick), in transactions
                       of 100 inserts
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
@@ -82,6 +85,11 @@ struct StrataSyncBench {
                 let port = arguments.number(of: argument, atLeast: 0)
                 let users = arguments.value(of: argument, "DATA PORT USERS")
                 await ServeChild.run(data: data, port: port, users: users)
+            case "--state-merge-child":
+                let way = arguments.value(of: argument, "whole|streamed OBJECTS")
+                let objects = arguments.number(of: argument, atLeast: 1)
+                do { try StateMergeWorkload.child(way: way, objects: objects) } catch { fail("\(error)", status: 1) }
+                return
             case "--quick": settings.quick = true
             case "--keep": settings.keep = true
             case "--only": settings.only = arguments.names(of: argument, from: Settings.workloads)
@@ -136,6 +144,9 @@ struct StrataSyncBench {
             let run = try await incrementalRun(in: place.path("incremental"), server: server, events: settings.events,
                                                transactions: 10, samples: settings.quick ? 5 : 20)
             run.addRows(to: &report)
+        }
+        if settings.only.contains("state-merge") {
+            try StateMergeWorkload.run(objects: settings.quick ? 50_000 : 220_000, into: &report)
         }
         var heal: HealRun?
         if settings.only.contains("heal") {
