@@ -93,6 +93,40 @@ struct StreamedStateMergeTests {
         #expect(trailing.message.contains("1 trailing bytes"), "\(trailing.message)")
     }
 
+    @Test("An upload naming a removal's sequence past the range of events is refused before any arithmetic on it; one listing names and replicas no object uses leaves them out of the merged state")
+    func hostileTablesAndSequences() throws {
+        let replica = ReplicaID(rawValue: 77)
+        let note = ObjectID(rawValue: 5), tag = ObjectID(rawValue: 6)
+        func state(_ removing: [EventID], unused: Int = 0) throws -> [UInt8] {
+            let projection = Projection()
+            projection.beginBatch(tracking: false)
+            try projection.apply(Event(id: EventID(replica: replica, sequence: 1), hlc: HLC(milliseconds: 1_700_000_000_000, counter: 0),
+                                       change: .insert(entity: "Note", object: note, fields: ["title": .string("n")])))
+            try projection.apply(Event(id: EventID(replica: replica, sequence: 2), hlc: HLC(milliseconds: 1_700_000_000_001, counter: 0),
+                                       change: .remove(entity: "Note", object: note, relationship: "tags", target: tag, adds: removing)))
+            for index in 0..<unused {
+                _ = projection.intern("unused\(index)")
+                _ = try projection.internReplica(ReplicaID(rawValue: UInt128(1_000_000 + index)))
+            }
+            _ = projection.commitBatch(report: false)
+            return ProjectionCodec.encode(projection)
+        }
+        // Two unknown replicas, one removal at the top of UInt64: crediting would add past it.
+        let wrapping = try state([EventID(replica: ReplicaID(rawValue: 1), sequence: 1), EventID(replica: ReplicaID(rawValue: 2), sequence: .max)])
+        let error = try #require(throws: StoreError.self) { try StateUpload(payload: wrapping) }
+        #expect(error.code == .corruptSnapshot && error.message.contains("removes an add of sequence \(UInt64.max)"), "\(error.message)")
+
+        let padded = try StateUpload(payload: state([EventID(replica: ReplicaID(rawValue: 1), sequence: 3)], unused: 2000))
+        #expect(padded.replicas.count > 2000 && padded.names.count > 2000)
+        let merged = try #require(try ProjectionBuilder().mergedPayload(with: padded, believingApplied: [:], crediting: 7).payload)
+        let opened = try ProjectionBuilder(snapshot: merged)
+        // The credited replica only: the uploader's names of replica 77 and of replica 1 are
+        // all credited (the zone holds neither), and nothing unused was interned.
+        #expect(opened.projection.replicas.count == 1, "\(opened.projection.replicas.count) replicas in the merged state")
+        #expect(opened.projection.names.count < 10, "\(opened.projection.names.count) names in the merged state")
+        #expect(opened.projection.records.count == 1)
+    }
+
     private func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
         guard haystack.count >= needle.count else { return nil }
         return (0...(haystack.count - needle.count)).first { Array(haystack[$0..<($0 + needle.count)]) == needle }

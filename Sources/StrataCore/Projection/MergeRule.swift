@@ -47,10 +47,18 @@ extension Projection {
 
     /// Adds and removals of `target` in the relationship `key`: unions of each.
     package func mergeMember(_ record: inout ObjectRecord, object: ObjectID, key: UInt32, target: ObjectID, adds: [Ref], removed: [AddKey]) {
+        // Many adds against many held: a set, not a scan per add (a merged state can carry a
+        // member with millions of them; their product would stall the merge).
+        var held: Set<Ref>?
         for add in adds {
             let (found, index) = record.setIndex(key, target)
             if found {
-                if !record.sets[index].adds.contains(add) { record.sets[index].adds.append(add) }
+                if adds.count > 8, record.sets[index].adds.count > 8 {
+                    if held == nil { held = Set(record.sets[index].adds) }
+                    if held?.insert(add).inserted == true { record.sets[index].adds.append(add) }
+                } else if !record.sets[index].adds.contains(add) {
+                    record.sets[index].adds.append(add)
+                }
             } else {
                 record.sets.insert(SetMember(key: key, target: target, adds: [add], removedAdds: []), at: index)
                 if indexing { memberships[target, default: []].insert(Referrer(source: object, key: key)) }
@@ -64,6 +72,11 @@ extension Projection {
     package func mergeRemovals(_ record: inout ObjectRecord, key: UInt32, target: ObjectID, removed: [AddKey]) {
         let (found, index) = record.setIndex(key, target)
         if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
-        for add in removed where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }
+        if removed.count > 8, record.sets[index].removedAdds.count > 8 {
+            var held = Set(record.sets[index].removedAdds)
+            for add in removed where held.insert(add).inserted { record.sets[index].removedAdds.append(add) }
+        } else {
+            for add in removed where !record.sets[index].removedAdds.contains(add) { record.sets[index].removedAdds.append(add) }
+        }
     }
 }

@@ -70,24 +70,42 @@ extension Projection {
                               withholding: (replica: ReplicaID, above: UInt64)?, crediting: UInt64?,
                               detectingChange: Bool) throws -> MergePlan {
         precondition(batchOpen, "internal: merge outside a batch")
-        let names = other.names.map(intern)
-        let replicas = try other.replicas.map(internReplica)
         let withheld = withholding.flatMap { held in other.replicas.firstIndex(of: held.replica).map { (UInt32($0), held.above) } }
-        var plan = MergePlan(names: names, replicas: replicas, withheld: withheld, detectingChange: detectingChange)
-        if let crediting { plan.credit = try credit(other, plan: &plan, step: crediting) }
+        var plan: MergePlan
+        if let crediting {
+            // An upload's tables are interned only as far as its objects use them: a name no
+            // object uses, or a replica none of whose events keep their name (every event of a
+            // replica the zone does not know is credited), would only bloat the zone's snapshot
+            // for good (and could fill its replica table). Names of replicas the zone holds are
+            // the only ones kept, with the uploader's own and those whose claims are believed.
+            plan = MergePlan(names: [], replicas: [], withheld: withheld, detectingChange: detectingChange)
+            let survey = try credit(other, plan: &plan, step: crediting)
+            plan.credit = survey.credit
+            plan.names = other.names.enumerated().map { index, name in survey.usedNames.contains(UInt32(index)) ? intern(name) : MergePlan.unmapped }
+            let keep = Set(believingApplied.map { Array($0.keys) } ?? []).union(withholding.map { [$0.replica] } ?? [])
+            plan.replicas = try other.replicas.map { replica in
+                if let index = replicaIndex(replica) { return index }
+                return keep.contains(replica) ? try internReplica(replica) : MergePlan.unmapped
+            }
+            if let credit = plan.credit {
+                plan.credit?.replica = try internReplica(credit.replicaID)
+            }
+        } else {
+            plan = MergePlan(names: other.names.map(intern), replicas: try other.replicas.map(internReplica), withheld: withheld, detectingChange: detectingChange)
+        }
         func union(_ replica: UInt32, _ set: AppliedSet) {
             let before = applied[Int(replica)]
             unionApplied(replica, set)
             if applied[Int(replica)] != before { plan.changed = true }
         }
-        for (index, set) in other.applied.enumerated() where !set.isEmpty {
+        for (index, set) in other.applied.enumerated() where !set.isEmpty && plan.replicas[index] != MergePlan.unmapped {
             if let believingApplied {
                 guard let through = believingApplied[other.replicas[index]] else { continue }
                 var capped = AppliedSet(contiguous: min(set.contiguous, through), above: set.above.filter { $0 <= through })
                 if capped.contiguous < set.contiguous { capped.above = [] }
-                union(replicas[index], capped)
+                union(plan.replicas[index], capped)
             } else {
-                union(replicas[index], set)
+                union(plan.replicas[index], set)
             }
         }
         for (ref, schema) in other.schemaEvents {
@@ -128,7 +146,7 @@ extension Projection {
             for member in record.sets {
                 self.mergeMember(&mine, object: id, key: names[Int(member.key)], target: member.target,
                                  adds: member.adds.map(plan.map).filter { !$0.isNone },
-                                 removed: member.removedAdds.map(plan.map))
+                                 removed: member.removedAdds.compactMap(plan.map))
             }
         }
         if changed { plan.changed = true }
@@ -154,13 +172,16 @@ extension Projection {
     /// `first(R)` is the lowest credited sequence of R and the offsets follow one another. So the
     /// credit is a few numbers per replica, not an entry per event: an upload streams through in
     /// memory that does not grow with it.
-    private func credit(_ other: some MergeSource, plan: inout MergePlan, step: UInt64) throws -> MergePlan.Credit? {
-        let replicas = plan.replicas, names = plan.names
+    private func credit(_ other: some MergeSource, plan: inout MergePlan, step: UInt64) throws -> (credit: MergePlan.Credit?, usedNames: Set<UInt32>) {
         let sparing = plan.withheld?.0
+        // Nothing is interned here: the names and replicas of `other` are looked up only.
+        let known = other.replicas.map { replicaIndex($0) }
+        let nameHere = other.names.map { nameID($0) }
         // What this projection holds of each of `other`'s replicas, before anything is merged.
-        let held = replicas.map { applied[Int($0)] }
+        let held = known.map { $0.map { applied[Int($0)] } ?? AppliedSet() }
         var forged = Set<AddKey>()
         var spans: [UInt32: (first: UInt64, last: UInt64)] = [:]
+        var usedNames = Set<UInt32>()
         func isApplied(_ replica: UInt32, _ sequence: UInt64) -> Bool { held[Int(replica)].contains(sequence) }
         /// Whether `theirs` (a ref of `other`) is newer than `mine` (of this projection) in the merge order.
         func newer(_ theirs: Ref, than mine: Ref) -> Bool {
@@ -181,7 +202,6 @@ extension Projection {
             guard replica != sparing, !isApplied(replica, sequence) else { return }
             take(replica, sequence, forgery: false)
         }
-        func note(_ ref: Ref) { if !ref.isNone { note(ref.replica, ref.sequence) } }
         /// `ref`, of a register whose value here is `mine` (`nil`: none here).
         func note(_ ref: Ref, register mine: Ref?) {
             guard !ref.isNone, ref.replica != sparing else { return }
@@ -191,34 +211,55 @@ extension Projection {
                 take(ref.replica, ref.sequence, forgery: true)
             }
         }
-        for (ref, _) in other.schemaEvents { note(ref) }
+        // A schema event under a name this projection holds is believed only if it is the very
+        // event held here (same replica, sequence and stamp); else it is passed off as another's.
+        for (ref, _) in other.schemaEvents where ref.replica != sparing {
+            if !isApplied(ref.replica, ref.sequence) {
+                take(ref.replica, ref.sequence, forgery: false)
+            } else if let local = known[Int(ref.replica)],
+                      !schemaEvents.contains(where: { $0.ref.replica == local && $0.ref.sequence == ref.sequence && $0.ref.hlc == ref.hlc }) {
+                take(ref.replica, ref.sequence, forgery: true)
+            }
+        }
         var newRecords = 0
         try other.forEachRecord { id, record in
             let mine = records[id]
-            if mine == nil, !plan.bringsNothing(record) { newRecords += 1 }
+            if !plan.bringsNothing(record) {
+                usedNames.insert(record.entity)
+                if mine == nil { newRecords += 1 }
+            }
             note(record.inserted, register: mine?.inserted)
             note(record.deleted, register: mine?.deleted)
             for slot in record.fields {
+                usedNames.insert(slot.key)
                 let here = mine.flatMap { mine -> Ref? in
-                    let (found, index) = mine.fieldIndex(names[Int(slot.key)])
+                    guard let key = nameHere[Int(slot.key)] else { return nil }
+                    let (found, index) = mine.fieldIndex(key)
                     return found ? mine.fields[index].ref : nil
                 }
                 note(slot.ref, register: here)
             }
             for member in record.sets {
+                usedNames.insert(member.key)
                 let here = mine.flatMap { mine -> SetMember? in
-                    let (found, index) = mine.setIndex(names[Int(member.key)], member.target)
+                    guard let key = nameHere[Int(member.key)] else { return nil }
+                    let (found, index) = mine.setIndex(key, member.target)
                     return found ? mine.sets[index] : nil
                 }
+                // The member's adds and removals here, as a set once there are many: a member
+                // with many adds would otherwise cost their product.
+                var present: Set<AddKey>?
                 for add in member.adds where add.replica != sparing {
-                    let local = replicas[Int(add.replica)]
-                    let present = here.map { here in
-                        here.adds.contains { $0.replica == local && $0.sequence == add.sequence }
-                            || here.removedAdds.contains { $0.replica == local && $0.sequence == add.sequence }
-                    } ?? false
                     if !isApplied(add.replica, add.sequence) {
                         take(add.replica, add.sequence, forgery: false)
-                    } else if !present {
+                        continue
+                    }
+                    // Applied: the replica is known here.
+                    guard let local = known[Int(add.replica)] else { continue }
+                    if present == nil {
+                        present = Set((here?.adds ?? []).map { AddKey(replica: $0.replica, sequence: $0.sequence) } + (here?.removedAdds ?? []))
+                    }
+                    if present?.contains(AddKey(replica: local, sequence: add.sequence)) != true {
                         take(add.replica, add.sequence, forgery: true)
                     }
                 }
@@ -228,7 +269,7 @@ extension Projection {
             }
         }
         plan.newRecords = newRecords
-        guard !spans.isEmpty else { return nil }
+        guard !spans.isEmpty else { return (nil, usedNames) }
         let floor = (self.replicas + other.replicas).filter(Self.isCredited).map { UInt64(truncatingIfNeeded: $0.rawValue) }.max() ?? 0
         let (low, overflow) = floor.addingReportingOverflow(max(step, 1))
         guard !overflow else {
@@ -236,15 +277,17 @@ extension Projection {
         }
         var offsets: [UInt32: (first: UInt64, offset: UInt64)] = [:]
         var total: UInt64 = 0
+        let tooFar = StoreError(.invalidArgument, "the state names events of other replicas too far apart to credit to one replica (more than \(Ref.maxSequence) sequences)")
         for (replica, span) in spans.sorted(by: { other.replicas[Int($0.key)] < other.replicas[Int($1.key)] }) {
             offsets[replica] = (span.first, total)
-            total += span.last - span.first + 1
-            guard total <= Ref.maxSequence else {
-                throw StoreError(.invalidArgument, "the state names events of other replicas too far apart to credit to one replica (more than \(Ref.maxSequence) sequences)")
-            }
+            // Sequences come from the network: every step is checked, never trapped on.
+            guard span.last >= span.first, span.last - span.first < Ref.maxSequence else { throw tooFar }
+            let (sum, overflowed) = total.addingReportingOverflow(span.last - span.first + 1)
+            guard !overflowed, sum <= Ref.maxSequence else { throw tooFar }
+            total = sum
         }
-        let index = try internReplica(ReplicaID(rawValue: UInt128(UInt64.max) << 64 | UInt128(low)))
-        return MergePlan.Credit(replica: index, sparing: sparing, held: held, forged: forged, offsets: offsets, total: total)
+        let replicaID = ReplicaID(rawValue: UInt128(UInt64.max) << 64 | UInt128(low))
+        return (MergePlan.Credit(replica: MergePlan.unmapped, replicaID: replicaID, sparing: sparing, held: held, forged: forged, offsets: offsets, total: total), usedNames)
     }
 }
 
@@ -289,10 +332,14 @@ package struct MergePlan {
         self.detectingChange = detectingChange
     }
 
+    /// An index of the source's tables that is not interned here (see `prepareMerge`).
+    static let unmapped = UInt32.max
+
     /// The names credited to one new replica (see `Projection.credit`).
     struct Credit {
         /// The credited replica's index here.
         var replica: UInt32
+        var replicaID: ReplicaID
         var sparing: UInt32?
         /// What the projection held of each source replica before the merge.
         var held: [AppliedSet]
@@ -317,20 +364,28 @@ package struct MergePlan {
         if let credit, let sequence = credit.sequence(ref.replica, ref.sequence) {
             return Ref(hlc: ref.hlc, sequence: sequence, replica: credit.replica)
         }
-        return Ref(hlc: ref.hlc, sequence: ref.sequence, replica: replicas[Int(ref.replica)])
+        let local = replicas[Int(ref.replica)]
+        // Every name of a replica not interned here is credited; one that is not (which the
+        // checks of the upload rule out) is dropped rather than stored under no replica.
+        return local == Self.unmapped ? .none : Ref(hlc: ref.hlc, sequence: ref.sequence, replica: local)
     }
 
-    func map(_ add: AddKey) -> AddKey {
+    /// A removal's add, here (`nil`: dropped, as ``map(_:)-(Ref)`` drops a ref).
+    func map(_ add: AddKey) -> AddKey? {
         if let credit, let sequence = credit.sequence(add.replica, add.sequence) { return AddKey(replica: credit.replica, sequence: sequence) }
-        return AddKey(replica: replicas[Int(add.replica)], sequence: add.sequence)
+        let local = replicas[Int(add.replica)]
+        return local == Self.unmapped ? nil : AddKey(replica: local, sequence: add.sequence)
     }
 
     /// Whether an object names only withheld events: it brings nothing, not even an empty record.
+    /// (Decided on the withheld replica alone, so that it reads the same before the tables are
+    /// mapped — when the credit pass counts the objects new here — and after.)
     func bringsNothing(_ record: ObjectRecord) -> Bool {
-        guard withheld != nil else { return false }
-        return map(record.inserted).isNone && map(record.deleted).isNone
-            && record.fields.allSatisfy({ map($0.ref).isNone })
-            && record.sets.allSatisfy({ $0.removedAdds.isEmpty && $0.adds.allSatisfy { map($0).isNone } })
+        guard let withheld else { return false }
+        func gone(_ ref: Ref) -> Bool { ref.isNone || (ref.replica == withheld.0 && ref.sequence > withheld.1) }
+        return gone(record.inserted) && gone(record.deleted)
+            && record.fields.allSatisfy({ gone($0.ref) })
+            && record.sets.allSatisfy({ $0.removedAdds.isEmpty && $0.adds.allSatisfy(gone) })
     }
 
     /// The outcome, once every object is merged.

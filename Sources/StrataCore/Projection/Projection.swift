@@ -392,6 +392,9 @@ package final class Projection {
 
     package func knows(_ replica: ReplicaID) -> Bool { replicaIDs[replica] != nil }
 
+    /// The replica's index in this projection's table, without interning it.
+    package func replicaIndex(_ replica: ReplicaID) -> UInt32? { replicaIDs[replica] }
+
     package func internReplica(_ replica: ReplicaID) throws -> UInt32 {
         if let id = replicaIDs[replica] { return id }
         guard replicas.count < Ref.maxReplicas else {

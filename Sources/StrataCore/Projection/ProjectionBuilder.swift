@@ -119,9 +119,13 @@ public final class ProjectionBuilder {
         var w = ByteWriter(capacity: upload.payload.count + mine.count * 96 + 4096)
         ProjectionCodec.writeHeader(projection, recordCount: mine.count + plan.newRecords, &w)
         var next = 0
+        var written = 0
         func writeMine(below id: ObjectID?) {
             while next < mine.count, id.map({ mine[next] < $0 }) ?? true {
-                if let record = projection.records[mine[next]] { ProjectionCodec.writeRecord(mine[next], record, &w) }
+                if let record = projection.records[mine[next]] {
+                    ProjectionCodec.writeRecord(mine[next], record, &w)
+                    written += 1
+                }
                 next += 1
             }
         }
@@ -130,10 +134,18 @@ public final class ProjectionBuilder {
             if plan.bringsNothing(record) { return }
             let isNew = !(next < mine.count && mine[next] == id)
             projection.mergeRecord(id, record, plan: &plan)
-            if let merged = projection.records[id] { ProjectionCodec.writeRecord(id, merged, &w) }
+            if let merged = projection.records[id] {
+                ProjectionCodec.writeRecord(id, merged, &w)
+                written += 1
+            }
             if isNew { projection.dropRecord(id) } else { next += 1 }
         }
         writeMine(below: nil)
+        // The header named the count before the objects were merged: a payload whose count
+        // disagrees would be a zone snapshot no reader opens, so it is never returned.
+        guard written == mine.count + plan.newRecords else {
+            throw StoreError(.storeFailed, "internal: the merged state has \(written) objects where \(mine.count + plan.newRecords) were counted; nothing was written")
+        }
         return (plan.changed ? w.bytes : nil, plan.outcome(in: projection).credited)
     }
 

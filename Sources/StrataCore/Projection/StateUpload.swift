@@ -6,8 +6,9 @@ import StrataLog
 /// its memory is the payload's bytes, not the several times more a decoded projection takes.
 ///
 /// Checking reads every object once: the layout (every index in range, nothing truncated or
-/// trailing), object IDs strictly ascending (the payload's order, which the merge relies on),
-/// and the newest stamp anywhere in it.
+/// trailing), object IDs strictly ascending (the payload's order, which the merge relies on;
+/// Strata's own encoder always writes them so), every sequence a removal names within the range
+/// of event sequences, and the newest stamp anywhere in it.
 public struct StateUpload: Sendable {
     /// The payload as uploaded.
     public let payload: [UInt8]
@@ -39,6 +40,11 @@ public struct StateUpload: Sendable {
                 for slot in record.fields { newest = max(newest, slot.ref.hlc) }
                 for member in record.sets {
                     for add in member.adds { newest = max(newest, add.hlc) }
+                    // A removal's sequence is not a ref's (read unchecked by the layout): bound it
+                    // as events' sequences are, so that the merge's arithmetic on it cannot wrap.
+                    for removed in member.removedAdds where removed.sequence == 0 || removed.sequence > Ref.maxSequence {
+                        throw StoreError(.corruptSnapshot, "object \(id) (at byte \(at) of the snapshot payload) removes an add of sequence \(removed.sequence); sequences are 1…\(Ref.maxSequence)")
+                    }
                 }
             }
             guard decoder.r.remaining == 0 else { throw decoder.corrupt("\(decoder.r.remaining) trailing bytes") }
