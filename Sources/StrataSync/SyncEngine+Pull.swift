@@ -46,7 +46,8 @@ extension SyncEngine {
                 report.pulledTransactions += page.transactions.count
                 if cursor.pushUnconfirmed { notePulledBack(page.transactions) }
                 let count = page.transactions.count
-                update { $0.pulled += count }
+                let behind = noteClock(page.transactions)
+                update { $0.pulled += count; $0.clockBehind = behind }
             }
             cursor.token = page.nextToken
             try cursor.save(store: store, zone: zoneReference)
@@ -166,5 +167,28 @@ extension SyncEngine {
         cursor.lineage = access.lineage
         cursor.life = epoch
         try cursor.save(store: store, zone: zoneReference)
+    }
+
+    /// Notes the newest stamp of pulled transactions and says how far the wall clock is behind
+    /// it, when by more than ``SyncOptions/clockBehindWarning`` (logged once per finding).
+    func noteClock(_ transactions: [[UInt8]]) -> Duration? {
+        for bytes in transactions {
+            if let header = try? TransactionHeader(decoding: bytes), !header.isAdoption {
+                newestPulled = max(newestPulled, header.baseHLC.milliseconds)
+            }
+        }
+        let now = options.wallClock()
+        // Saturating: the threshold is the app's, and any Duration is one.
+        let seconds = options.clockBehindWarning.components.seconds
+        let product = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1000)
+        let warning = seconds < 0 ? 0 : (product.overflow ? UInt64.max : product.partialValue)
+        guard newestPulled > now, newestPulled - now > warning else { return nil }
+        let behind = Duration.milliseconds(Int64(clamping: newestPulled - now))
+        if status.clockBehind == nil {
+            options.logger.warning("this device's clock is behind the zone's newest change; edits stay ordered, but the device's time is wrong", metadata: [
+                "zone": "\(zoneReference)", "behindMilliseconds": "\(newestPulled - now)",
+            ])
+        }
+        return behind
     }
 }

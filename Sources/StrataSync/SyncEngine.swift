@@ -46,6 +46,8 @@ public actor SyncEngine {
     /// checksum recomputed, a copy from elsewhere), and one claiming more than the server holds
     /// would hold back this store's edits for good.
     var cursorVerified = false
+    /// The newest stamp of any transaction pulled (milliseconds), for ``SyncStatus/clockBehind``.
+    var newestPulled: UInt64 = 0
     /// The server's limits, as it last said.
     var limits: ZoneAccessInfo?
     /// Whether this store has synced with the zone before (its cursor file exists): then a
@@ -153,6 +155,9 @@ public actor SyncEngine {
             try await healOrDefer(&report)
             var deferred = try await pushOrDefer(&report, continuous: false)
             try await pullAll(wait: nil, &report)
+            // Against the wall clock now, also when nothing was pulled (the clock may be set).
+            let behind = noteClock([])
+            update { $0.clockBehind = behind }
             if let refused = try await healOrDefer(&report) { deferred = deferred ?? refused }
             await refreshAuthors(report)
             if let deferred { throw deferred }

@@ -18,6 +18,9 @@ public struct SyncOptions: Sendable {
     /// The device's wall clock in milliseconds since 1970 (injected by simulations), compared with
     /// the server's time when it refuses a push for clock skew.
     public var wallClock: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
+    /// How far behind the zone's newest pulled stamp the wall clock may be before the status
+    /// says so (``SyncStatus/clockBehind``).
+    public var clockBehindWarning: Duration = .seconds(3600)
     /// The clock the engine waits on between retries and after a failed round of continuous
     /// mode. Tests and simulations inject one they advance themselves, so that what a backoff
     /// does is asserted without waiting for it.

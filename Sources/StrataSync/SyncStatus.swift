@@ -34,4 +34,14 @@ public struct SyncStatus: Sendable, Hashable {
     public var pushed: Int
     public var pulled: Int
     public var lastError: SyncError?
+    /// How far this device's wall clock is behind the zone, when by more than
+    /// ``SyncOptions/clockBehindWarning`` (an hour by default): the newest change pulled is
+    /// stamped that far past the device's time, and the server accepts no stamp more than a few
+    /// minutes past its own. An edit of an object is still ordered after everything the device
+    /// has seen of that object, whatever the wall clock says; but new objects are stamped with
+    /// the device's time (the clock takes in remote stamps only up to an hour past it), so they
+    /// sort before changes made elsewhere meanwhile, and times the app shows are wrong: tell the
+    /// user to set the clock. A lower bound, from the newest change pulled since the engine
+    /// started (recomputed after every pull); `nil` when the clock is not found behind.
+    public var clockBehind: Duration? = nil
 }

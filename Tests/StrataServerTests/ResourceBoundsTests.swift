@@ -165,7 +165,8 @@ struct ResourceBoundsTests {
 
     @Test("over maxConnections a new connection is answered 503 serverBusy with Retry-After and closed; the open ones are still served, and a freed slot admits again")
     func totalCap() async throws {
-        let server = try TestServer(limits: limits { $0.maxConnections = 3 })
+        // The capped connections are idle between requests: not closed for the new one here.
+        let server = try TestServer(limits: limits { $0.maxConnections = 3; $0.shedIdleAfter = .seconds(600) })
         try await withLiveServer(server) { port in
             let open = try (0..<3).map { _ in try RawConnection(port: port) }
             // Each is admitted and served (so that the server has counted all three).
@@ -192,6 +193,40 @@ struct ResourceBoundsTests {
                 again.close()
             }
             #expect(admitted == 200, "no connection was admitted after one of the capped ones closed")
+        }
+    }
+
+    @Test("at maxConnections a new connection closes the longest-idle one instead of being refused; a connection mid-request is never closed for it, and a refused one makes no room")
+    func idleShedAtCap() async throws {
+        let server = try TestServer(limits: limits { $0.maxConnections = 2; $0.shedIdleAfter = .zero })
+        try await withLiveServer(server) { port in
+            let idle = try RawConnection(port: port)
+            let busy = try RawConnection(port: port)
+            // A request begun on `busy` (its head not finished): never closed for another.
+            #expect(busy.send("GET /health HTTP/1.1\r\nHost: x\r\n"))
+            try await Task.sleep(for: .milliseconds(200))
+
+            let newcomer = try RawConnection(port: port)
+            #expect(await newcomer.exchange("GET", "/health")?.status == 200, "the new connection was not admitted")
+            #expect(await idle.readUntilClosed().closed, "the idle connection was not closed to make room")
+            // The one mid-request is still served.
+            #expect(busy.send("\r\n"))
+            #expect(await busy.readAnswer()?.status == 200, "the connection mid-request was closed")
+
+            // Refused connections make no room: with both slots held by requests begun, a new
+            // connection is answered 503 — and so is the next, which must not be admitted in
+            // place of the refused one before it (that one was never counted).
+            #expect(busy.send("GET /health HTTP/1.1\r\nHost: x\r\n"))
+            #expect(newcomer.send("GET /health HTTP/1.1\r\nHost: x\r\n"))
+            try await Task.sleep(for: .milliseconds(200))
+            for _ in 0..<3 {
+                let refused = try RawConnection(port: port)
+                #expect(await refused.readAnswer()?.status == 503, "a connection over a cap of busy connections was admitted")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(busy.send("\r\n") && newcomer.send("\r\n"))
+            #expect(await busy.readAnswer()?.status == 200)
+            #expect(await newcomer.readAnswer()?.status == 200)
         }
     }
 
@@ -266,7 +301,7 @@ struct ResourceBoundsTests {
             let silent = try RawConnection(port: port)
             #expect(await silent.readUntilClosed().closed, "an HTTPS connection that never handshook was left open")
         }
-        let server = try TestServer(limits: limits { $0.maxConnections = 1 })
+        let server = try TestServer(limits: limits { $0.maxConnections = 1; $0.shedIdleAfter = .seconds(600) })
         try await withTLSServer(server) { port in
             let admitted = try RawConnection(port: port)
             // The admitted one is counted once the server has set it up (waited for by its cause,

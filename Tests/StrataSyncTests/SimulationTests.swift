@@ -27,6 +27,15 @@ struct SimulationTally {
     var clones = 0
     var spoofsRefused = 0
     var skewsRefused = 0
+    /// Mallory's removes naming an honest replica's adds the zone does not hold yet, refused.
+    var futureRemovesRefused = 0
+    /// Mallory's state uploads claiming an honest device's replica, refused.
+    var stateClaimsRefused = 0
+    /// Mallory's pushes refused because her grant was revoked.
+    var revokedRefused = 0
+    /// Local edits of an existing note by a device whose clock is hours or years behind, each
+    /// seen to win on the device at once.
+    var behindEdits = 0
     var grantChanges = 0
     var rollbacks = 0
     var heals = 0
@@ -39,7 +48,7 @@ struct SimulationTally {
     var replaysChecked = 0
 
     var summary: String {
-        "\(bootstraps) bootstraps from an expired token, \(clones) clones, \(forks) forks, \(spoofsRefused) spoofed pushes and \(skewsRefused) far-future pushes refused, \(grantChanges) grant changes, \(rollbacks) server rollbacks to a backup, \(zoneDeletions) zone deletions, \(newLives) devices stopped by a new zone under the name, \(heals) state uploads, \(deviceCompactions) device compactions, \(largeTransactions) transactions near the push limit, \(replaysChecked) past states replayed"
+        "\(bootstraps) bootstraps from an expired token, \(clones) clones, \(forks) forks, \(spoofsRefused) spoofed pushes and \(skewsRefused) far-future pushes refused, \(futureRemovesRefused) removes of future adds, \(stateClaimsRefused) state uploads claiming another's replica and \(revokedRefused) pushes after revocation refused, \(behindEdits) edits by devices hours or years behind, \(grantChanges) grant changes, \(rollbacks) server rollbacks to a backup, \(zoneDeletions) zone deletions, \(newLives) devices stopped by a new zone under the name, \(heals) state uploads, \(deviceCompactions) device compactions, \(largeTransactions) transactions near the push limit, \(replaysChecked) past states replayed"
     }
 
     mutating func add(_ other: SimulationTally) {
@@ -56,6 +65,10 @@ struct SimulationTally {
         clones += other.clones
         spoofsRefused += other.spoofsRefused
         skewsRefused += other.skewsRefused
+        futureRemovesRefused += other.futureRemovesRefused
+        stateClaimsRefused += other.stateClaimsRefused
+        revokedRefused += other.revokedRefused
+        behindEdits += other.behindEdits
     }
 }
 
@@ -73,6 +86,8 @@ struct SimulationTests {
             #expect(tally.bootstraps > 0, "no client ever fell behind the server's retention: the simulation is too gentle")
             #expect(tally.forks > 0, "no clone ever forked: the simulation is too gentle")
             #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
+            #expect(tally.futureRemovesRefused > 0 && tally.stateClaimsRefused > 0, "the hostile grantee's removes of future adds or replica claims were never refused")
+            #expect(tally.behindEdits > 0, "no device with a clock behind edited a note it had seen")
             #expect(tally.deviceCompactions > 0, "no device compacted: the simulation is too gentle")
             #expect(tally.replaysChecked > 0, "no past state was replayed")
         }
@@ -116,6 +131,8 @@ struct SimulationTests {
         if seeds.count >= 50 {
             #expect(tally.bootstraps > 0 && tally.forks > 0 && tally.deviceCompactions > 0, "the simulation is too gentle")
             #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
+            #expect(tally.futureRemovesRefused > 0 && tally.stateClaimsRefused > 0, "the hostile grantee's removes of future adds or replica claims were never refused")
+            #expect(tally.behindEdits > 0, "no device with a clock behind edited a note it had seen")
         }
     }
 
@@ -169,14 +186,20 @@ struct SimulationTests {
             try SyncEngine(store: store, transport: network.client(user), zone: Self.zone.name,
                            owner: user == Self.zone.owner ? nil : Self.zone.owner, options: options)
         }
+        /// How far behind the true time each device's wall clock is (by store path): none, two
+        /// hours, or twenty years. Its edits must still win over what it has seen.
+        var lags: [String: UInt64] = [:]
         func open(_ path: String, replica: ReplicaID? = nil) async throws -> Store {
             var storeOptions = StoreOptions(durability: .buffered)
             storeOptions.newReplicaID = replica
+            let lag = lags[path] ?? 0
+            storeOptions.clock = { HybridClock.wallMilliseconds() - lag }
             return try await Store.open(at: path, schema: deviceSchema, options: storeOptions)
         }
         var devices: [Device] = []
         for (c, user) in ["sim", "sim", "friend"].enumerated() {
             let path = dir.sub("c\(c)")
+            lags[path] = [0, 0, 2 * 3_600_000, 20 * 365 * 86_400_000][Int(rng.next() % 4)]
             let store = try await open(path, replica: ReplicaID(rawValue: UInt128(seed) << 8 | UInt128(c + 1)))
             devices.append(Device(store: store, engine: try engine(store, user), user: user, path: path))
         }
@@ -221,7 +244,7 @@ struct SimulationTests {
         }
         for _ in 0..<50 {
             let c = Int(rng.next() % UInt64(devices.count))
-            let step = rng.next() % 18
+            let step = rng.next() % 20
             if tracing { print("step \(step) device c\(c)") }
             switch step {
             case 0..<4:
@@ -245,6 +268,13 @@ struct SimulationTests {
                     return try titles.map { try tx.insert("Note", ["title": .string($0)]) }
                 }
                 notes += created ?? []
+                if created == [], action != 0, let pick, (lags[devices[c].path] ?? 0) > 0 {
+                    // An edit after everything the device has seen of the note is ordered after
+                    // it, whatever its wall clock says: it wins at once, on the device itself.
+                    let title = devices[c].store.fetch("Note").first { $0.id == pick }?["title"].stringValue
+                    #expect(title == titles[0], "seed \(seed): a device \(lags[devices[c].path] ?? 0) ms behind lost its own edit of \(pick) (reads \(title ?? "nothing"))")
+                    tally.behindEdits += 1
+                }
             case 4..<7:
                 // May fail: the network is bad. A device of the owner that never synced (no
                 // cursor) creates the zone: it cannot know it was deleted.
@@ -297,6 +327,7 @@ struct SimulationTests {
                 let original = devices[c]
                 try await original.store.close()
                 let path = dir.sub("clone\(devices.count)")
+                lags[path] = lags[original.path]
                 try FileManager.default.copyItem(atPath: original.path, toPath: path)
                 let reopened = try await open(original.path)
                 devices[c] = Device(store: reopened, engine: try engine(reopened, original.user), user: original.user, path: original.path)
@@ -344,6 +375,58 @@ struct SimulationTests {
                 // sync pull-only meanwhile, their edits waiting.
                 try await network.toggleGrant(Self.zone, user: "friend")
                 tally.grantChanges += 1
+            case 18:
+                // Mallory removes a tag naming an honest replica's next adds, which do not exist
+                // yet: the zone refuses it (when it knows the replica), else add-wins would break.
+                let victim = devices[c].store.replicaID
+                // From what the zone holds of it (more than any cursor knows, after a dropped
+                // answer): the adds named are surely not held yet.
+                let listed = try? await network.storage().replicas(zone: Self.zone)
+                let zoneHolds = listed?.first { $0.replica == victim }?.acknowledged
+                let next = max(acknowledged[victim] ?? 0, zoneHolds ?? 0) + 1
+                let forged = TransactionRecord(replica: malloryReplica, events: [Event(
+                    id: EventID(replica: malloryReplica, sequence: mallorySequence + 1), hlc: HLC(milliseconds: SimulatedNetwork.serverTime, counter: 0),
+                    change: .remove(entity: "Note", object: notes.first ?? ObjectID(), relationship: "tags", target: ObjectID(),
+                                    adds: (0..<UInt64(8)).map { EventID(replica: victim, sequence: next + $0) }))])
+                do {
+                    _ = try await mallory.push(zone: ZoneReference(Self.zone.name, owner: Self.zone.owner), transactions: [forged.encoded()])
+                    mallorySequence += 1
+                    // Taken only when the zone does not know the replica (a rollback lost it).
+                    if !lifecycle && (zoneHolds ?? 0) > 0 {
+                        Issue.record("seed \(seed): a remove naming \(victim)'s adds from \(next) on, which the zone does not hold, was taken")
+                    }
+                } catch let error as SyncError where error.code == .unheldAdd {
+                    tally.futureRemovesRefused += 1
+                } catch {
+                    // Dropped by the network, refused for the zone's state (deleted, mallory revoked).
+                }
+            case 19:
+                // Mallory claims an honest device's replica by uploading a state under it, or
+                // (when the owner revoked her) tries to push at all.
+                if rng.next() % 3 == 0 {
+                    try await network.toggleGrant(Self.zone, user: "mallory")
+                    tally.grantChanges += 1
+                }
+                // Only a replica the zone holds: a server rolled back to a copy from before a
+                // replica's first push has no record of it, and whoever claims it first owns it
+                // there (the device then forks; noted in the docs as a limit of restores).
+                let victim = devices[c].store.replicaID
+                var known = false
+                if try await network.zoneExists(Self.zone), let listed = try? await network.storage().replicas(zone: Self.zone) {
+                    known = listed.contains { $0.replica == victim && $0.user != nil }
+                }
+                do {
+                    guard known else { break }
+                    _ = try await mallory.uploadState(zone: ZoneReference(Self.zone.name, owner: Self.zone.owner), state: ProjectionBuilder().snapshotPayload(),
+                                                      replica: victim, claim: 1, after: nil)
+                    Issue.record("seed \(seed): mallory's state upload claiming \(victim) was taken")
+                } catch let error as SyncError where error.code == .replicaNotYours {
+                    tally.stateClaimsRefused += 1
+                } catch let error as SyncError where error.code == .forbidden {
+                    tally.revokedRefused += 1
+                } catch {
+                    // Dropped by the network, or the zone is gone.
+                }
             default:
                 // Mallory pushes a far-future timestamp under her own replica.
                 mallorySequence += 1

@@ -36,6 +36,33 @@ struct TrustEndToEndTests {
         return digest
     }
 
+    @Test("A device whose clock is two hours behind is told in its sync status (and its edit after pulling still wins); a device on time is not")
+    func clockBehindIsReported() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), users: Self.users) { url, _ in
+            let lag: UInt64 = 2 * 3_600_000
+            let onTime = try await open(dir.sub("on-time"))
+            let behind = try await open(dir.sub("behind"), clock: { HybridClock.wallMilliseconds() - lag })
+            var late = SyncOptions()
+            late.wallClock = { HybridClock.wallMilliseconds() - lag }
+            let onTimeEngine = try SyncEngine(store: onTime, server: url, zone: "notes", credentials: "alice-secret")
+            let behindEngine = try SyncEngine(store: behind, server: url, zone: "notes", credentials: "alice-secret", options: late)
+            let note = try await onTime.transaction { tx in try tx.insert("Note", ["title": "from the phone"]) }
+            try await onTimeEngine.sync()
+            try await behindEngine.sync()
+            let reported = try #require(await behindEngine.currentStatus.clockBehind, "the device two hours behind was not told")
+            #expect(reported > .seconds(7000) && reported < .seconds(7400), "reported \(reported)")
+            try await behind.transaction { tx in try tx.update(note, ["title": "from the slow laptop"]) }
+            try await behindEngine.sync()
+            try await onTimeEngine.sync()
+            #expect(await onTimeEngine.currentStatus.clockBehind == nil)
+            #expect(onTime.fetch("Note").first?["title"].stringValue == "from the slow laptop")
+            #expect(onTime.digest() == behind.digest())
+            try await onTime.close()
+            try await behind.close()
+        }
+    }
+
     @Test("A grantee pushing the owner's replica is refused (403 replicaNotYours); the owner's later commits are all stored")
     func spoofedReplica() async throws {
         let dir = TemporaryDirectory()

@@ -34,17 +34,18 @@ extension Projection {
     /// other than the withheld replica's — be credited to a new replica: a server merging an
     /// upload keeps each value and its timestamp, but not the upload's word for whose event it was
     /// (a grantee could otherwise credit values to the owner, or name the owner's adds that do not
-    /// exist yet so that removes would cancel them when they come). The events are numbered 1… in
-    /// the order of their original names, so one original event is one credited event everywhere
-    /// it is named (an add and the removal of it stay paired), and counted as applied.
+    /// exist yet so that removes would cancel them when they come). The credited sequence is a
+    /// function of the original name (see `credit`), so one original event is one credited event
+    /// everywhere it is named (an add and the removal of it stay paired); all of 1…n count as
+    /// applied.
     ///
     /// The credited replica's ID is above every other: its upper 64 bits all ones, its lower 64
     /// `crediting` (a random step, ≥ 1) above the highest such ID either projection names. Equal
     /// stamps are broken by replica ID, so a device holding an event under an earlier name (its
     /// original, or a name an earlier merge credited it to, lost since with a restored server)
     /// keeps the newest name when it adopts the merged state, as a device that never saw the
-    /// earlier one does: their digests agree. Returns the replica and how many events it was
-    /// credited with (`nil` when none was, or without `crediting`).
+    /// earlier one does: their digests agree. Returns the replica and its highest credited sequence
+    /// (`nil` when none was, or without `crediting`).
     ///
     /// With `detectingChange`, the outcome also says whether the merge changed any record of this
     /// projection (applied sequences and schema events are always compared): a server folds an

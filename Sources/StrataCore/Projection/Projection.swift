@@ -48,13 +48,13 @@ package final class Projection {
 
     // MARK: Batches
 
-    /// With tracking (local transactions, remote batches) a batch keeps what it changed, to roll
-    /// back or to report; replay of the log needs neither and skips the bookkeeping.
     /// Whether the query indexes (`byEntity`, `referrers`, `memberships`) are kept. Off only in a
     /// projection that is merged and written out, never read (a server merging an uploaded state,
     /// ``ProjectionBuilder/mergedPayload(with:believingApplied:withholding:crediting:)``).
     package var indexing = true
 
+    /// With tracking (local transactions, remote batches) a batch keeps what it changed, to roll
+    /// back or to report; replay of the log needs neither and skips the bookkeeping.
     package private(set) var batchOpen = false
     private var tracking = false
     /// Objects the open tracking batch changed that existed before it, with their values then.

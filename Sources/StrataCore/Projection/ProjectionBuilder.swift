@@ -80,8 +80,8 @@ public final class ProjectionBuilder {
     /// `crediting` (a random step) credits every event `other` names that this state has not
     /// applied (other than the withheld replica's) to a new replica above every other: the values
     /// are merged, the names they came with are not believed. Returns whether anything of this
-    /// state changed, and that replica with how many events it was credited with (`nil` when
-    /// none was).
+    /// state changed, and that replica with its highest credited sequence (`nil` when none was;
+    /// see the credit's numbering in the sync protocol article).
     @discardableResult
     public func merge(_ other: ProjectionBuilder, believingApplied: [ReplicaID: UInt64]?,
                       withholding: (replica: ReplicaID, above: UInt64)? = nil,

@@ -84,7 +84,9 @@ public enum PullStart {
 /// none of its stamps is further ahead of the server's clock than a push may be (a stamp far ahead
 /// would win every later edit).
 public enum StateValidation {
-    /// The decoded state, or the error to answer (`badRequest`, `clockSkew`).
+    /// The checked state (a `StateUpload`: never decoded whole), or the error to answer
+    /// (`badRequest` for a payload that is not a projection snapshot in the documented layout —
+    /// objects in strictly ascending ID order among it —, `clockSkew`).
     public static func validate(_ payload: [UInt8], now: UInt64, maxClockOffset: Duration) throws(ServerError) -> StateUpload {
         let state: StateUpload
         do {

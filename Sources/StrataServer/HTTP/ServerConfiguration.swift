@@ -50,10 +50,18 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// that reads slowly but steadily is never cut; a long poll sends nothing while it waits,
         /// so it never stalls.
         public var writeTimeout: Duration = .seconds(30)
-        /// The most connections open at once. One more is answered `503 serverBusy` (with
-        /// `Retry-After`) and closed. Each connection holds a file descriptor: the server warns at
-        /// start when the process's open-files limit (`ulimit -n`) is lower.
+        /// The most connections open at once. Each holds a file descriptor: the cap is lowered to
+        /// what the process's open-files limit (`ulimit -n`) leaves after the descriptors held at
+        /// start (the storage's) and a reserve (256, or a quarter of a smaller limit, at least
+        /// 32), and the server says so at start. At the cap, the connection idle the longest — for
+        /// at least ``ServerConfiguration/Limits/shedIdleAfter`` — is closed to admit a new one; when none is, the new one is
+        /// answered `503 serverBusy` (with `Retry-After`) and closed.
         public var maxConnections: Int = 10_000
+        /// How long a connection must have been idle (no request begun, none in flight) before
+        /// it may be closed to admit a new connection at the cap (``ServerConfiguration/Limits/maxConnections``): a client
+        /// sends its request at once, so only connections that hold a descriptor and do nothing
+        /// make room. A client whose keep-alive connection is closed so retries on a new one.
+        public var shedIdleAfter: Duration = .seconds(1)
         /// The most connections open at once from one client address; one more is answered
         /// `503 serverBusy` and closed.
         public var maxConnectionsPerAddress: Int = 256

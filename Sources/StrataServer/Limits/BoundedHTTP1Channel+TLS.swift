@@ -14,6 +14,7 @@ extension BoundedHTTP1Channel {
         // Checked here, so that a bad configuration fails when the server is built.
         _ = try NIOSSLContext(configuration: tls)
         let admission = ConnectionAdmission(limits: limits, metrics: metrics)
+        admission.logCapacity(logger)
         return HTTPServerBuilder { responder in
             try TLSChannel(BoundedHTTP1Channel(responder: responder, limits: limits, admission: admission, metrics: metrics, logger: logger),
                            tlsConfiguration: tls)

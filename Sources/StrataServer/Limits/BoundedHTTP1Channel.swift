@@ -50,6 +50,7 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
     /// The builder for `Application(router:server:…)`.
     public static func builder(limits: ServerConfiguration.Limits, metrics: ServerMetrics? = nil, logger: Logger) -> HTTPServerBuilder {
         let admission = ConnectionAdmission(limits: limits, metrics: metrics)
+        admission.logCapacity(logger)
         return HTTPServerBuilder { responder in
             BoundedHTTP1Channel(responder: responder, limits: limits, admission: admission, metrics: metrics, logger: logger)
         }
@@ -57,16 +58,14 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
 
     public func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let address = channel.remoteAddress?.ipAddress
-        let admitted = admission.admit(address)
+        let admitted = admission.admit(address, channel: channel)
         let refusal = admitted.refusal
         let admission = self.admission
         if let shed = admitted.shed {
-            // At the cap: the connection idle the longest makes room (it serves nobody).
-            metrics?.recordShedConnection()
-            logger.debug("idle connection closed to make room for a new one", metadata: [
-                "remote": "\(shed.remoteAddress?.description ?? "-")", "cap": "\(admission.capacity)",
-            ])
-            shed.close(promise: nil)
+            // At the cap: the connection idle the longest makes room (it serves nobody). It is
+            // closed on its own event loop, and only if it is still idle there (a request may
+            // have begun on it meanwhile).
+            shed.pipeline.fireUserInboundEventTriggered(ShedIfIdle())
         }
         let result = channel.eventLoop.makeCompletedFuture {
             if let refusal {
@@ -80,7 +79,7 @@ public struct BoundedHTTP1Channel: ServerChildChannel {
                 ])
                 try channel.pipeline.syncOperations.addHandler(RefusedConnectionHandler(ServerError(.serverBusy, message, retryAfter: 1)))
             } else {
-                channel.closeFuture.whenComplete { _ in admission.release(address) }
+                channel.closeFuture.whenComplete { _ in admission.release(address, channel: channel) }
                 try channel.pipeline.syncOperations.addHandler(InboundBytesMarker())
             }
         }

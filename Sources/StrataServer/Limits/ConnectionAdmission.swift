@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import Synchronization
 
@@ -23,36 +24,88 @@ final class ConnectionAdmission: Sendable {
     let maxPerAddress: Int
     /// The connections the open-files limit leaves room for.
     let descriptorRoom: Int
+    /// How long a connection must have been idle before it may be closed for another: a real
+    /// client sends its request at once, and one between two requests may be about to send.
+    let sheddableAfter: Duration
+    /// How far past the cap admissions may run while the connections closed for them have not
+    /// closed yet (each stays counted until then).
+    static let shedOvershoot = 32
     private let trustedProxies: Set<String>
     private struct Idle {
         var channel: any Channel
-        var since: NIODeadline
+        var since: ContinuousClock.Instant
+        var stamp: UInt64
     }
     private struct State {
         var total = 0
         var byAddress: [String: Int] = [:]
-        /// Connections with no request in flight or begun, by connection number.
+        /// Channels admitted and not yet released: only these may be marked idle (a refused
+        /// connection, answered 503 and closing, is no room to make).
+        var admitted: Set<ObjectIdentifier> = []
+        /// Admitted connections with no request in flight or begun, by connection number.
         var idle: [UInt64: Idle] = [:]
+        /// The idle connections in the order they became idle (entries whose stamp no longer
+        /// matches are stale and skipped): the longest idle is found without a scan.
+        var queue: [(connection: UInt64, stamp: UInt64)] = []
+        var head = 0
+        var stamps: UInt64 = 0
         var nextConnection: UInt64 = 0
+
+        /// Takes the connection idle the longest, if it has been idle since `before`.
+        mutating func takeOldest(idleSince before: ContinuousClock.Instant) -> (any Channel)? {
+            while head < queue.count {
+                let entry = queue[head]
+                guard let idle = idle[entry.connection], idle.stamp == entry.stamp else {
+                    head += 1
+                    continue
+                }
+                guard idle.since <= before else { return nil }
+                head += 1
+                self.idle[entry.connection] = nil
+                compact()
+                return idle.channel
+            }
+            compact()
+            return nil
+        }
+
+        mutating func compact() {
+            if head > 1024, head * 2 > queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+        }
     }
     private let state = Mutex(State())
     /// Where the open connections are shown (`strata_open_connections`).
     private let metrics: ServerMetrics?
 
     /// - Parameter openFilesLimit: the process's soft open-files limit (read now by default;
-    ///   `nil`: unknown, no room limit from it).
-    init(limits: ServerConfiguration.Limits, metrics: ServerMetrics? = nil, openFilesLimit: UInt64? = FileDescriptorLimit.soft()) {
+    ///   `nil`: unknown, no room limit from it). `openNow`: descriptors the process holds already
+    ///   (the storage's, read now by default on Linux).
+    init(limits: ServerConfiguration.Limits, metrics: ServerMetrics? = nil, openFilesLimit: UInt64? = FileDescriptorLimit.soft(),
+         openNow: Int = FileDescriptorLimit.openNow()) {
         self.metrics = metrics
         maxConnections = max(1, limits.maxConnections)
         maxPerAddress = max(1, limits.maxConnectionsPerAddress)
-        descriptorRoom = FileDescriptorLimit.connectionRoom(under: openFilesLimit)
+        descriptorRoom = FileDescriptorLimit.connectionRoom(under: openFilesLimit, openNow: openNow)
+        self.sheddableAfter = limits.shedIdleAfter
         trustedProxies = Set(limits.trustedProxies)
     }
 
     /// The most connections open at once.
     var capacity: Int { min(maxConnections, descriptorRoom) }
 
-    /// What ``admit(_:)`` decided.
+    /// Says at start what the cap is when the open-files limit lowered it.
+    func logCapacity(_ logger: Logger) {
+        guard descriptorRoom < maxConnections else { return }
+        logger.notice("the connection cap is lowered to what the open-files limit leaves room for; at the cap the longest-idle connection is closed for a new one", metadata: [
+            "connectionCap": "\(capacity)", "maxConnections": "\(maxConnections)",
+            "openFilesLimit": "\(FileDescriptorLimit.soft().map { "\($0)" } ?? "-")",
+        ])
+    }
+
+    /// What ``admit(_:channel:)`` decided.
     struct Admission {
         /// Why the connection may not open (`nil`: admitted).
         var refusal: Refusal?
@@ -61,36 +114,40 @@ final class ConnectionAdmission: Sendable {
     }
 
     /// Counts a new connection from `address` (`nil` when the peer has none, a Unix socket's),
-    /// or says why it may not open; at the cap, names the idle connection to close for it. Every
-    /// admitted connection is given back with ``release(_:)``.
-    func admit(_ address: String?) -> Admission {
+    /// or says why it may not open; at the cap, names the idle connection to close for it (one
+    /// idle for at least ``sheddableAfter``). Every admitted connection is given back with
+    /// ``release(_:channel:)``.
+    func admit(_ address: String?, channel: any Channel) -> Admission {
         let perAddress = address.flatMap { trustedProxies.contains($0) ? nil : $0 }
         let capacity = self.capacity
+        let before = ContinuousClock.now - sheddableAfter
         return state.withLock { state -> Admission in
             if let perAddress, state.byAddress[perAddress, default: 0] >= maxPerAddress {
                 return Admission(refusal: .perAddress(limit: maxPerAddress))
             }
             var shed: (any Channel)?
             if state.total >= capacity {
-                // The longest idle goes; it is counted until it has closed (its release).
-                guard let oldest = state.idle.min(by: { $0.value.since < $1.value.since }) else {
+                // The longest idle goes; it is counted until it has closed (its release), so
+                // admissions may run a little past the cap meanwhile, never further.
+                guard state.total < capacity + Self.shedOvershoot, let oldest = state.takeOldest(idleSince: before) else {
                     return Admission(refusal: .total(limit: capacity))
                 }
-                state.idle[oldest.key] = nil
-                shed = oldest.value.channel
+                shed = oldest
             }
             if let perAddress { state.byAddress[perAddress, default: 0] += 1 }
             state.total += 1
+            state.admitted.insert(ObjectIdentifier(channel))
             metrics?.setOpenConnections(state.total)
             return Admission(refusal: nil, shed: shed)
         }
     }
 
-    /// Gives back a connection ``admit(_:)`` counted.
-    func release(_ address: String?) {
+    /// Gives back a connection ``admit(_:channel:)`` counted.
+    func release(_ address: String?, channel: any Channel) {
         let perAddress = address.flatMap { trustedProxies.contains($0) ? nil : $0 }
         state.withLock { state in
             state.total = max(0, state.total - 1)
+            state.admitted.remove(ObjectIdentifier(channel))
             metrics?.setOpenConnections(state.total)
             if let perAddress, let open = state.byAddress[perAddress] {
                 // Forgotten at zero, so that the table holds only addresses with connections.
@@ -107,9 +164,17 @@ final class ConnectionAdmission: Sendable {
         }
     }
 
-    /// The connection has nothing in flight and no request begun: it may be closed for another.
+    /// The connection has nothing in flight and no request begun: it may be closed for another
+    /// (once admitted; a refused one is ignored).
     func idle(_ connection: UInt64, _ channel: any Channel) {
-        state.withLock { $0.idle[connection] = Idle(channel: channel, since: .now()) }
+        let now = ContinuousClock.now
+        state.withLock { state in
+            guard state.admitted.contains(ObjectIdentifier(channel)) else { return }
+            if state.idle[connection] != nil { return }
+            state.stamps += 1
+            state.idle[connection] = Idle(channel: channel, since: now, stamp: state.stamps)
+            state.queue.append((connection, state.stamps))
+        }
     }
 
     /// The connection began a request, or closed.

@@ -31,6 +31,11 @@ struct ConnectionTimeouts: Sendable, Hashable {
     }
 }
 
+/// Sent through an idle connection's pipeline by ``ConnectionAdmission``'s caller to close it for a
+/// new connection at the cap: ``RequestTimeoutHandler`` closes it if it is still idle on its own
+/// event loop (no request begun, nothing in flight, every byte of the last answer sent).
+struct ShedIfIdle: Sendable {}
+
 /// Sent down the pipeline by ``InboundBytesMarker`` before the bytes it marks, so that
 /// ``RequestTimeoutHandler`` — which sees only decoded request parts — knows when a request head
 /// has begun to arrive.
@@ -167,6 +172,15 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ShedIfIdle {
+            guard inFlight == 0, headStarted == nil, bodyProgress == nil, buffered(context) == 0 else { return }
+            metrics?.recordShedConnection()
+            logger.debug("idle connection closed to make room for a new one", metadata: [
+                "remote": "\(context.channel.remoteAddress?.description ?? "-")",
+            ])
+            context.close(promise: nil)
+            return
+        }
         if event is InboundBytesArrived {
             readPending = false
             if bodyProgress != nil {

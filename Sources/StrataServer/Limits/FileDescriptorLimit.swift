@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -19,10 +20,18 @@ enum FileDescriptorLimit {
     /// of `limit`: ``reserve``, or a quarter of a small limit (at least 32).
     static func reserve(under limit: UInt64) -> UInt64 { min(reserve, max(32, limit / 4)) }
 
-    /// The connections a soft limit of `limit` leaves room for (`Int.max` when unknown).
-    static func connectionRoom(under limit: UInt64?) -> Int {
+    /// The connections a soft limit of `limit` leaves room for, with `openNow` descriptors held
+    /// already (the storage's: about two per zone) and the reserve kept for what comes later
+    /// (`Int.max` when the limit is unknown).
+    static func connectionRoom(under limit: UInt64?, openNow: Int = 0) -> Int {
         guard let limit else { return .max }
-        return Int(clamping: limit > reserve(under: limit) ? limit - reserve(under: limit) : 1)
+        let kept = reserve(under: limit) + UInt64(max(0, openNow))
+        return Int(clamping: limit > kept ? limit - kept : 1)
+    }
+
+    /// Descriptors the process holds now (`/proc/self/fd`; 0 where that cannot be read).
+    static func openNow() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
     }
 
     /// The soft open-files limit in force now (`nil` if it cannot be read).
@@ -55,7 +64,7 @@ enum FileDescriptorLimit {
                 return needed
             }
         }
-        logger.warning("the open-files limit is below the connection cap: connections past it fail instead of being answered 503 serverBusy; raise `ulimit -n` or lower maxConnections", metadata: [
+        logger.warning("the open-files limit is below the connection cap: the cap is lowered to what it leaves room for; raise `ulimit -n` (LimitNOFILE) to serve more connections", metadata: [
             "openFilesLimit": "\(soft)", "hardLimit": "\(hard)", "maxConnections": "\(connections)", "needed": "\(needed)",
         ])
         return soft

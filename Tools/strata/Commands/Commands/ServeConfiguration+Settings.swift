@@ -80,6 +80,7 @@ extension ServeConfiguration {
         limitRate("rateLimit.burst", \.rateLimit.burst),
         limitDuration("maxClockOffset", \.maxClockOffset),
         limitDuration("idleTimeout", \.idleTimeout, positive: true),
+        limitDuration("shedIdleAfter", \.shedIdleAfter, positive: false),
         limitDuration("headerTimeout", \.headerTimeout, positive: true),
         limitDuration("bodyTimeout", \.bodyTimeout, positive: true),
         limitDuration("writeTimeout", \.writeTimeout, positive: true),
