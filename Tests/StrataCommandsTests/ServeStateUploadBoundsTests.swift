@@ -57,6 +57,13 @@ struct ServeStateUploadBoundsTests {
         return (w.bytes, objects)
     }
 
+    /// `/dev/shm` when it is a memory file system with `bytes` free, else `nil`.
+    static func memoryFileSystem(needing bytes: UInt64) -> String? {
+        guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: "/dev/shm"),
+              let free = (attributes[.systemFreeSize] as? NSNumber)?.uint64Value, free >= bytes else { return nil }
+        return "/dev/shm"
+    }
+
     @Test("16 concurrent 64 MiB state uploads under a 256 MiB upload budget: the server's peak resident memory stays within three budgets and a fixed margin, and every state is merged whole")
     func concurrentStateUploads() async throws {
         let budget = 256 << 20
@@ -65,7 +72,13 @@ struct ServeStateUploadBoundsTests {
         let users = dir.sub("users.json")
         let entry = UserDirectory.User(name: "alice", tokenSHA256: UserDirectory.digest(of: "alice-secret"))
         try JSONEncoder().encode(["users": [entry]]).write(to: URL(fileURLWithPath: users))
-        let server = try ServeChild(data: dir.sub("server-data"), users: users, scratch: dir.path, arguments: [
+        // The server's data (a gigabyte of merged snapshots, each fsynced) on a memory file
+        // system when there is room: what is measured is the process's memory, and that much
+        // disk writing would stall the fsyncs of every test running beside this one. Resident
+        // memory does not count a tmpfs file's pages (they are not mapped by the process).
+        let data = Self.memoryFileSystem(needing: 3 << 30).map { $0 + "/strata-state-bounds-\(UUID().uuidString)" } ?? dir.sub("server-data")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let server = try ServeChild(data: data, users: users, scratch: dir.path, arguments: [
             "--limit", "uploadMemoryBudget=\(budget)",
             "--limit", "maxStateBytes=\(80 << 20)",
             "--limit", "uploadBudgetWait=30",

@@ -4,7 +4,8 @@
 //
 //     count <n>
 //
-// then, once it sees TARGET notes, `digest <hex>` and exits 0 (1 after 60 s without them).
+// then, once it sees TARGET notes, `digest <hex>` and exits 0 (1 after 180 s without them: the
+// writer's commits wait on fsync, which a loaded machine can make slow).
 import Foundation
 import Strata
 import StrataCore
@@ -18,7 +19,7 @@ guard arguments.count >= 3, let target = Int(arguments[2]) else {
     emit("usage: store-reader-child STORE TARGET")
     exit(2)
 }
-let deadline = Date().addingTimeInterval(60)
+let deadline = Date().addingTimeInterval(180)
 do {
     let reader = try StoreReader.open(at: arguments[1])
     var seen = -1
