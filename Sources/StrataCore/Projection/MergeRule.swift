@@ -72,7 +72,7 @@ extension Projection {
     package func mergeRemovals(_ record: inout ObjectRecord, key: UInt32, target: ObjectID, removed: [AddKey]) {
         let (found, index) = record.setIndex(key, target)
         if !found { record.sets.insert(SetMember(key: key, target: target, adds: [], removedAdds: []), at: index) }
-        if removed.count > 8, record.sets[index].removedAdds.count > 8 {
+        if removed.count > 8 {
             var held = Set(record.sets[index].removedAdds)
             for add in removed where held.insert(add).inserted { record.sets[index].removedAdds.append(add) }
         } else {

@@ -174,6 +174,13 @@ final class ConnectionAdmission: Sendable {
             state.stamps += 1
             state.idle[connection] = Idle(channel: channel, since: now, stamp: state.stamps)
             state.queue.append((connection, state.stamps))
+            // Entries go stale as connections turn busy, and only a shed at the cap skips them:
+            // rebuilt from the live ones when stale ones outnumber them, so that a server below
+            // its cap does not keep one entry per request it ever answered.
+            if state.queue.count - state.head > 4 * state.idle.count + 1024 {
+                state.queue = state.idle.map { ($0.key, $0.value.stamp) }.sorted { $0.1 < $1.1 }
+                state.head = 0
+            }
         }
     }
 

@@ -173,7 +173,12 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ShedIfIdle {
-            guard inFlight == 0, headStarted == nil, bodyProgress == nil, buffered(context) == 0 else { return }
+            guard inFlight == 0, headStarted == nil, bodyProgress == nil, buffered(context) == 0 else {
+                // Not closed (a request began, or the last answer is still draining): listed
+                // again if it is idle, so that it can make room later.
+                noteIdleness(context)
+                return
+            }
             metrics?.recordShedConnection()
             logger.debug("idle connection closed to make room for a new one", metadata: [
                 "remote": "\(context.channel.remoteAddress?.description ?? "-")",
