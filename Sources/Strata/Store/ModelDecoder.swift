@@ -202,6 +202,9 @@ struct ModelDecoder: Decoder {
         case is UUID.Type:
             guard case .value(.uuid(let v)) = field else { throw mismatch() }
             result = v
+        case is Asset.Type:
+            guard case .value(.asset(let v)) = field else { throw mismatch() }
+            result = v
         case is ObjectID.Type:
             guard case .value(.reference(let v)) = field else { throw mismatch() }
             result = v

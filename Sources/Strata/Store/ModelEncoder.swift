@@ -4,7 +4,7 @@ import StrataCore
 /// Encodes a ``StrataModel`` straight into Strata values — no JSON in between — typed by the
 /// entity's schema: each stored property becomes the attribute or to-one relationship of the same
 /// name. Properties are Swift's plain types (`String`, the integer and floating-point types,
-/// `Bool`, `Date`, `Data`, `UUID`, `ObjectID`), their optionals, and types that encode as one of
+/// `Bool`, `Date`, `Data`, `UUID`, `Asset`, `ObjectID`), their optionals, and types that encode as one of
 /// those (a `String` or `Int` raw-value enum); a to-many relationship is an `[ObjectID]` (or a
 /// `Set<ObjectID>`): its members, which the typed insert and update write as adds and removes.
 struct ModelEncoder {
@@ -172,6 +172,7 @@ struct ModelEncoder {
         case let v as Date: return .value(Value(v))
         case let v as Data: return .value(.bytes(v))
         case let v as UUID: return .value(.uuid(v))
+        case let v as Asset: return .value(.asset(v))
         case let v as ObjectID: return .reference(v)
         case let v as [ObjectID]: return .toMany(v)
         case let v as Set<ObjectID>: return .toMany(v.sorted())

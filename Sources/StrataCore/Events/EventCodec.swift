@@ -14,7 +14,7 @@ package enum EventCodec {
     }
 
     package enum Tag: UInt8 {
-        case null = 0, string, integer, double, boolFalse, boolTrue, date, bytes, uuid, reference
+        case null = 0, string, integer, double, boolFalse, boolTrue, date, bytes, uuid, reference, asset
     }
 
     package static func encode(_ transaction: TransactionRecord) -> [UInt8] {
@@ -56,6 +56,9 @@ package enum EventCodec {
         case .reference(let v):
             w.u8(Tag.reference.rawValue)
             w.id(v)
+        case .asset(let v):
+            w.u8(Tag.asset.rawValue)
+            v.write(into: &w)
         }
     }
 
@@ -131,6 +134,11 @@ package enum EventCodec {
         case .reference:
             guard let b = r.bytes(16) else { throw corrupt("truncated reference", r.offset) }
             return .reference(ObjectID(bytes: b))
+        case .asset:
+            switch Asset.read(&r) {
+            case .success(let asset): return .asset(asset)
+            case .failure(let problem): throw corrupt(problem.message, r.offset)
+            }
         }
     }
 }

@@ -15,6 +15,9 @@ package struct TransactionSummary: Sendable, Hashable {
     /// The first remove that names an add of its own replica at or after its own sequence (an add
     /// that cannot have come before it): `(remove, add)` sequences; `nil` when there is none.
     package var namesLaterOwnAdd: (remove: UInt64, add: UInt64)?
+    /// The assets its fields name (the empty asset, which every store holds, left out): what a
+    /// server must hold before it takes the transaction.
+    package var namedAssets: Set<AssetHash>
 
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong and at which byte.
     package init(validating bytes: [UInt8], position: UInt64? = nil) throws {
@@ -38,10 +41,15 @@ package struct TransactionSummary: Sendable, Hashable {
         }
         namedAdds = named
         namesLaterOwnAdd = later
+        var assets = Set<AssetHash>()
+        for field in raw.fields {
+            if case .asset(let asset) = field.value, asset.sha256 != Asset.empty.sha256 { assets.insert(asset.sha256) }
+        }
+        namedAssets = assets
     }
 
     package static func == (a: TransactionSummary, b: TransactionSummary) -> Bool {
-        a.replica == b.replica && a.sequences == b.sequences && a.newestHLC == b.newestHLC && a.namedAdds == b.namedAdds
+        a.replica == b.replica && a.sequences == b.sequences && a.newestHLC == b.newestHLC && a.namedAdds == b.namedAdds && a.namedAssets == b.namedAssets
             && a.namesLaterOwnAdd?.remove == b.namesLaterOwnAdd?.remove && a.namesLaterOwnAdd?.add == b.namesLaterOwnAdd?.add
     }
 

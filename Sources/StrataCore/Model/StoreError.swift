@@ -37,6 +37,12 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let corruptIdentity = Code("corruptIdentity")
         /// The hybrid logical clock is at its largest value; nothing was written.
         public static let clockOverflow = Code("clockOverflow")
+        /// An asset's bytes or manifest in the store's `assets/` directory (or from a server) do
+        /// not match its hash.
+        public static let corruptAsset = Code("corruptAsset")
+        /// An asset the store does not hold and could not fetch: no sync engine is attached, or
+        /// the server has no asset by that hash that this user may read.
+        public static let assetUnavailable = Code("assetUnavailable")
         /// A fork cannot re-author what it must: the abandoned transactions were retired from the
         /// log by compaction (nothing was changed).
         public static let historyRetired = Code("historyRetired")

@@ -13,6 +13,8 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     case uuid(UUID)
     /// A to-one relationship's target.
     case reference(ObjectID)
+    /// A file kept outside the log, by reference (see ``Asset``).
+    case asset(Asset)
 
     public init(_ date: Date) { self = .date(Int64((date.timeIntervalSince1970 * 1_000_000).rounded())) }
 
@@ -32,6 +34,7 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     public var bytesValue: Data? { if case .bytes(let v) = self { v } else { nil } }
     public var uuidValue: UUID? { if case .uuid(let v) = self { v } else { nil } }
     public var referenceValue: ObjectID? { if case .reference(let v) = self { v } else { nil } }
+    public var assetValue: Asset? { if case .asset(let v) = self { v } else { nil } }
 
     /// The attribute type this value is of (`nil` for null and references).
     public var attributeType: AttributeType? {
@@ -44,6 +47,7 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         case .date: .date
         case .bytes: .bytes
         case .uuid: .uuid
+        case .asset: .asset
         }
     }
 
@@ -58,6 +62,7 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         case .bytes(let v): "<\(v.count) bytes>"
         case .uuid(let v): v.uuidString.lowercased()
         case .reference(let v): "→\(v)"
+        case .asset(let v): v.description
         }
     }
 
@@ -74,6 +79,8 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         case (.bytes(let x), .bytes(let y)): return x.lexicographicallyPrecedes(y)
         case (.uuid(let x), .uuid(let y)): return x.uuidString < y.uuidString
         case (.reference(let x), .reference(let y)): return x < y
+        case (.asset(let x), .asset(let y)):
+            return (x.sha256, x.byteCount, x.mediaType, x.fileName ?? "") < (y.sha256, y.byteCount, y.mediaType, y.fileName ?? "")
         default: return a.rank < b.rank
         }
     }
@@ -88,6 +95,7 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         case .bytes: 5
         case .uuid: 6
         case .reference: 7
+        case .asset: 8
         }
     }
 }

@@ -148,7 +148,8 @@ package struct JSONValue: Codable {
 
 extension Value {
     /// The value as a JSON-compatible object: strings, numbers, booleans, `NSNull`; dates as
-    /// ISO 8601 strings with microseconds, bytes as base64, UUIDs and references as strings.
+    /// ISO 8601 strings with microseconds, bytes as base64, UUIDs and references as strings,
+    /// assets as `{"sha256", "size", "mediaType", "fileName"}` objects.
     public var jsonObject: any Sendable {
         switch self {
         case .null: NSNull()
@@ -160,6 +161,7 @@ extension Value {
         case .bytes(let v): v.base64EncodedString()
         case .uuid(let v): v.uuidString.lowercased()
         case .reference(let v): v.description
+        case .asset(let v): v.jsonObject
         }
     }
 
@@ -209,6 +211,8 @@ extension Value {
         case .uuid:
             guard let v = json as? String, let uuid = UUID(uuidString: v) else { throw mismatch() }
             self = .uuid(uuid)
+        case .asset:
+            self = .asset(try Asset(json: json))
         }
     }
 

@@ -3,10 +3,12 @@ import Foundation
 /// The type of an attribute.
 public enum AttributeType: String, Sendable, Hashable, Codable, CaseIterable {
     case string, integer, double, bool, date, bytes, uuid
+    /// A file kept outside the log, by reference (``Asset``).
+    case asset
 
     /// The value a required attribute without a default reads as in an object written by an app
     /// version that did not know it (see ``Schema/merged(with:)``): `""`, `0`, `0.0`, `false`,
-    /// 1970-01-01, empty bytes, the all-zero UUID.
+    /// 1970-01-01, empty bytes, the all-zero UUID, ``Asset/empty``.
     public var zeroValue: Value {
         switch self {
         case .string: .string("")
@@ -16,6 +18,7 @@ public enum AttributeType: String, Sendable, Hashable, Codable, CaseIterable {
         case .date: .date(0)
         case .bytes: .bytes(Data())
         case .uuid: .uuid(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        case .asset: .asset(Asset.empty)
         }
     }
 }

@@ -58,7 +58,7 @@ public enum PushValidation {
                 throw ServerError(.badRequest, "frame \(index) (replica \(record.replica)): the remove at sequence \(later.remove) names the replica's own add at sequence \(later.add), which does not come before it; a remove names only adds that exist")
             }
             transactions.append(PushedTransaction(bytes: bytes, firstSequence: sequences.lowerBound, lastSequence: sequences.upperBound,
-                                                  namedAdds: record.namedAdds))
+                                                  namedAdds: record.namedAdds, namedAssets: record.namedAssets))
         }
         guard let replica else { throw ServerError(.badRequest, "the push body holds no transaction") }
         return (replica, transactions)

@@ -130,6 +130,8 @@ extension EmbeddedZoneStorage {
             throw error
         }
         usage[id.owner, default: 0] -= state.storedBytes
+        // Its links to assets go with it (a crash before this: removed on the next open).
+        try? assets.removeZone(state.info)
         // The zone is gone from the catalog: whatever happens below, it is deleted (a directory
         // left behind is removed on the next open).
         try? await state.log.close()

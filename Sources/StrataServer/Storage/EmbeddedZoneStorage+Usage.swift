@@ -14,7 +14,7 @@ extension EmbeddedZoneStorage {
     /// The bytes the zones of `owner` occupy: a counter, measured on open and kept by every change.
     public func storedBytes(owner: String) async throws(ZoneStorageError) -> Int64 {
         try checkOpen()
-        return usage[owner] ?? 0
+        return (usage[owner] ?? 0) + assets.storedBytes(owner: owner)
     }
 
     /// Adds `bytes` (which may be negative) to the zone's and its owner's stored bytes.

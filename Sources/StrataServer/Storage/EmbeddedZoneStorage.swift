@@ -20,6 +20,7 @@ import StrataProtocol
 /// - `replica-owners.json`: which user each replica belongs to, server-wide (the layout of a
 ///   zone's `replicas.json`); written before the first push or state upload of a new replica is
 ///   acknowledged. A data directory from before it existed gets it on open, from the zones' owners.
+/// - `assets/`: the bytes of assets, by owner, and which zone holds which (see `EmbeddedAssets`).
 /// - `LOCK`: held while the storage is open.
 ///
 /// Per zone and replica, the owner, the highest sequence held and each held transaction's digest
@@ -71,6 +72,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// Which user each replica belongs to, server-wide (`replica-owners.json`): see
     /// ``claimReplica(_:for:zone:)``.
     var replicaBindings: [ReplicaID: String] = [:]
+    /// The assets' bytes, links and uploads (`assets/`, see `EmbeddedAssets`).
+    nonisolated let assets: EmbeddedAssets
     var closed = false
 
     /// A zone as the storage holds it open.
@@ -149,6 +152,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         self.usage = states.values.reduce(into: [:]) { $0[$1.info.owner, default: 0] += $1.storedBytes }
         do {
             self.replicaBindings = try Self.openReplicaBindings(in: directory, zones: states, logger: logger)
+            let assets = try EmbeddedAssets(dataDirectory: directory)
+            try assets.removeZones(except: states.values.map(\.info))
+            self.assets = assets
         } catch {
             for state in states.values { state.log.releaseUnwritten() }
             lock.release()

@@ -349,20 +349,25 @@ public struct PushedTransaction: Sendable, Hashable {
     /// The highest sequence its removes name of each other replica's adds: the zone must hold
     /// them (rule 5 of the append plan), so that nobody cancels adds that do not exist yet.
     public let namedAdds: [ReplicaID: UInt64]
+    /// The assets its fields name: the zone must hold them (``AssetStorage``) before it takes
+    /// the transaction.
+    public let namedAssets: Set<AssetHash>
 
-    /// The transaction `bytes` (its removes read from them; bytes that do not decode name none,
-    /// and a server refuses them before they get here).
+    /// The transaction `bytes` (its removes and assets read from them; bytes that do not decode
+    /// name none, and a server refuses them before they get here).
     public init(bytes: [UInt8], firstSequence: UInt64, lastSequence: UInt64) {
+        let summary = try? TransactionSummary(validating: bytes)
         self.init(bytes: bytes, firstSequence: firstSequence, lastSequence: lastSequence,
-                  namedAdds: (try? TransactionSummary(validating: bytes))?.namedAdds ?? [:])
+                  namedAdds: summary?.namedAdds ?? [:], namedAssets: summary?.namedAssets ?? [])
     }
 
-    package init(bytes: [UInt8], firstSequence: UInt64, lastSequence: UInt64, namedAdds: [ReplicaID: UInt64]) {
+    package init(bytes: [UInt8], firstSequence: UInt64, lastSequence: UInt64, namedAdds: [ReplicaID: UInt64], namedAssets: Set<AssetHash> = []) {
         self.bytes = bytes
         self.firstSequence = firstSequence
         self.lastSequence = lastSequence
         self.digest = TransactionDigest(of: bytes)
         self.namedAdds = namedAdds
+        self.namedAssets = namedAssets
     }
 
     /// The encoding of `record` with its sequences; `nil` for a transaction without events.

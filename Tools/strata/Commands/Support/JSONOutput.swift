@@ -39,6 +39,10 @@ enum JSONValue: Codable, Hashable, Sendable {
         case .bytes(let data): self = .string(data.base64EncodedString())
         case .uuid(let uuid): self = .string(uuid.uuidString.lowercased())
         case .reference(let id): self = .string(id.description)
+        case .asset(let asset):
+            var fields: [String: JSONValue] = ["sha256": .string(asset.sha256.hex), "size": .integer(Int64(clamping: asset.byteCount)), "mediaType": .string(asset.mediaType)]
+            if let name = asset.fileName { fields["fileName"] = .string(name) }
+            self = .object(fields)
         }
     }
 

@@ -1,0 +1,69 @@
+public import StrataCore
+
+/// Where a server keeps the bytes of assets (files attached to objects by an `Asset` value),
+/// apart from the zones' logs.
+///
+/// The rules every implementation keeps:
+/// - **Bytes by owner.** An asset's chunks are stored once per zone *owner* (named by their
+///   SHA-256), however many of the owner's zones, objects and uploads name them.
+/// - **Links by zone.** A zone *holds* an asset once a complete upload into that zone verified its
+///   bytes, or once the zone's owner pushed a transaction naming an asset the owner holds in
+///   another zone. Only a held asset may be read through the zone, and only a held asset may be
+///   named by a transaction pushed to it: knowing a hash never reads the bytes, and a grantee
+///   cannot make another zone of the owner's (or another user's) asset readable by naming it.
+/// - **Uploads by zone.** An upload into a zone says which chunks it still lacks: for the zone's
+///   owner, the chunks the owner holds anywhere count as there; for anyone else only those sent
+///   to this zone do (so that no grantee learns what else the owner stores).
+/// - **Verified.** Each chunk is checked against its hash before it is kept; when the last chunk
+///   arrives the whole asset is checked against its hash before the zone holds it.
+/// - Deleting a zone drops its links and its uploads.
+///
+/// Assets count toward the owner's stored bytes (``ZoneStorage/storedBytes(owner:)``).
+public protocol AssetStorage: Sendable {
+    /// The asset's manifest when zone `zone` holds it; `nil` otherwise (absent or not held: the
+    /// same answer).
+    func heldAsset(zone: ZoneID, sha256: AssetHash) async throws(ZoneStorageError) -> AssetManifest?
+
+    /// Of `assets`, those zone `zone` does not hold, for a push by `user`. When `user` is the
+    /// zone's owner, assets the owner holds through another zone become held by this one (and are
+    /// not reported).
+    func unheldAssets(zone: ZoneID, user: String, assets: Set<AssetHash>) async throws(ZoneStorageError) -> [AssetHash]
+
+    /// Starts (or looks up) the upload of `manifest`'s asset into `zone` by `user` (who may push
+    /// to it): the chunks still to send, in order. Empty when the zone already holds the asset.
+    ///
+    /// - Throws: ``ZoneStorageError/Code/quotaExceeded`` when the asset cannot fit the owner's
+    ///   stored-bytes limit `storedBytesLimit` (`nil` or `0`: no limit).
+    func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState
+
+    /// Keeps chunk `index` of an upload begun with ``beginAssetUpload(zone:user:manifest:storedBytesLimit:)``,
+    /// after checking its length and hash; the last chunk completes the upload (the whole asset
+    /// is verified, then the zone holds it).
+    ///
+    /// - Throws: ``ZoneStorageError/Code/invalidArgument`` for bytes that are not the chunk (its
+    ///   hash or length) or an upload never begun; ``ZoneStorageError/Code/quotaExceeded``.
+    func putAssetChunk(zone: ZoneID, user: String, sha256: AssetHash, index: Int, bytes: [UInt8], storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState
+
+    /// Chunk `index` of an asset zone `zone` holds; `nil` when it does not hold it.
+    func assetChunk(zone: ZoneID, sha256: AssetHash, index: Int) async throws(ZoneStorageError) -> [UInt8]?
+}
+
+/// Where an upload stands.
+public struct AssetUploadState: Sendable, Hashable {
+    /// The chunk indexes still to send, in order.
+    public var missing: [Int]
+    /// Whether the zone holds the asset (every chunk arrived and the whole was verified).
+    public var complete: Bool
+
+    public init(missing: [Int], complete: Bool) {
+        self.missing = missing
+        self.complete = complete
+    }
+}
+
+extension PushedTransaction {
+    /// The assets named by any of `transactions`.
+    public static func assetsNamed(by transactions: [PushedTransaction]) -> Set<AssetHash> {
+        transactions.reduce(into: Set<AssetHash>()) { $0.formUnion($1.namedAssets) }
+    }
+}

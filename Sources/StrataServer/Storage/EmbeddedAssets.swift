@@ -1,0 +1,331 @@
+import StrataCore
+import StrataLog
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The embedded storage's asset files, under `assets/` in the data directory (the rules are
+/// ``AssetStorage``'s):
+///
+/// - `<owner>/chunks/<2 hex>/<chunk sha256>`: a chunk's bytes, stored once per owner (`<owner>` is
+///   the owner's name as hex UTF-8: any user name makes a safe directory name).
+/// - `<owner>/manifests/<asset sha256>`: the manifest of a complete, verified asset of the owner.
+/// - `<owner>/zones/<zone name as hex>-<epoch>/held/<asset sha256>`: an empty file per asset the
+///   zone holds. A zone's life (its epoch) is in the name, so that a zone deleted and created
+///   again never inherits its previous life's links, even when a crash kept them.
+/// - `<owner>/zones/<…>/uploads/<asset sha256>`: an upload in progress: its manifest, then the
+///   index (`u32`) of each chunk received.
+///
+/// Every file that acknowledges something is written durably (temporary file, fsync, rename,
+/// fsync of the directory) before the request that made it is answered. Blocking file work runs
+/// on `BlockingIO`'s threads, never on the storage actor or the cooperative pool.
+final class EmbeddedAssets: Sendable {
+    let root: String
+    /// Bytes of chunks per owner (for quotas), measured on open.
+    private let usage: Mutex<[String: Int64]>
+    /// Serializes the changes of one upload (its chunk list), by path.
+    private let uploadLocks = Mutex<Set<String>>([])
+
+    init(dataDirectory: String) throws(ZoneStorageError) {
+        root = DurableFile.join(dataDirectory, "assets")
+        try DurableFile.makeDirectories(root)
+        var measured: [String: Int64] = [:]
+        for ownerDirectory in try DurableFile.list(root) {
+            guard let owner = Self.unhex(ownerDirectory) else { continue }
+            let chunks = DurableFile.join(DurableFile.join(root, ownerDirectory), "chunks")
+            guard DurableFile.isDirectory(chunks) else { continue }
+            var bytes: Int64 = 0
+            for fan in try DurableFile.list(chunks) {
+                let directory = DurableFile.join(chunks, fan)
+                for name in try DurableFile.list(directory) where !name.hasSuffix(".tmp") {
+                    bytes += FileSystem.fileSize(DurableFile.join(directory, name)) ?? 0
+                }
+            }
+            measured[owner] = bytes
+        }
+        usage = Mutex(measured)
+    }
+
+    /// The bytes of `owner`'s chunks.
+    func storedBytes(owner: String) -> Int64 { usage.withLock { $0[owner] ?? 0 } }
+
+    // MARK: Paths
+
+    func ownerDirectory(_ owner: String) -> String { DurableFile.join(root, Self.hex(owner)) }
+    func chunkPath(_ owner: String, _ chunk: AssetHash) -> String {
+        let hex = chunk.hex
+        return ownerDirectory(owner) + "/chunks/" + String(hex.prefix(2)) + "/" + hex
+    }
+    func manifestPath(_ owner: String, _ asset: AssetHash) -> String { ownerDirectory(owner) + "/manifests/" + asset.hex }
+    func zoneDirectory(_ zone: ZoneInfo) -> String {
+        ownerDirectory(zone.owner) + "/zones/" + Self.hex(zone.name) + "-" + String(zone.epoch, radix: 16)
+    }
+    func heldPath(_ zone: ZoneInfo, _ asset: AssetHash) -> String { zoneDirectory(zone) + "/held/" + asset.hex }
+    func uploadPath(_ zone: ZoneInfo, _ asset: AssetHash) -> String { zoneDirectory(zone) + "/uploads/" + asset.hex }
+
+    // MARK: Reads
+
+    /// The owner's manifest of a complete asset.
+    func ownerManifest(_ owner: String, _ asset: AssetHash) throws(ZoneStorageError) -> AssetManifest? {
+        guard let bytes = try DurableFile.read(manifestPath(owner, asset)) else { return nil }
+        guard let manifest = AssetManifest.decode(bytes, expecting: asset) else {
+            throw ZoneStorageError(.storageFailure, "the manifest of asset \(asset) of \(owner) (\(manifestPath(owner, asset))) does not decode")
+        }
+        return manifest
+    }
+
+    /// The manifest when `zone` holds the asset.
+    func held(_ zone: ZoneInfo, _ asset: AssetHash) throws(ZoneStorageError) -> AssetManifest? {
+        guard FileSystem.exists(heldPath(zone, asset)) else { return nil }
+        return try ownerManifest(zone.owner, asset)
+    }
+
+    /// Chunk `index` when `zone` holds the asset.
+    func chunk(_ zone: ZoneInfo, _ asset: AssetHash, index: Int) throws(ZoneStorageError) -> [UInt8]? {
+        guard let manifest = try held(zone, asset), index >= 0, index < manifest.chunks.count else { return nil }
+        guard let bytes = try DurableFile.read(chunkPath(zone.owner, manifest.chunks[index])) else {
+            throw ZoneStorageError(.storageFailure, "chunk \(index) (\(manifest.chunks[index])) of asset \(asset) of \(zone.owner) is missing from \(root)")
+        }
+        // A chunk damaged on disk is never served as the asset: the client would refuse it anyway.
+        guard bytes.count == manifest.chunkLength(index), AssetHash.of(bytes) == manifest.chunks[index] else {
+            throw ZoneStorageError(.storageFailure, "chunk \(index) (\(manifest.chunks[index])) of asset \(asset) of \(zone.owner) is damaged on disk")
+        }
+        return bytes
+    }
+
+    // MARK: Links
+
+    /// Makes `zone` hold an asset its owner holds (the owner's push naming it).
+    func link(_ zone: ZoneInfo, _ asset: AssetHash) throws(ZoneStorageError) {
+        let path = heldPath(zone, asset)
+        guard !FileSystem.exists(path) else { return }
+        try DurableFile.makeDirectories(DurableFile.parent(of: path))
+        try DurableFile.writeAtomically([], to: path)
+    }
+
+    /// Removes the links and uploads of zone lives other than `alive` (deleted zones, or a
+    /// crash between a deletion and this cleanup).
+    func removeZones(except alive: [ZoneInfo]) throws(ZoneStorageError) {
+        let keep = Set(alive.map(zoneDirectory))
+        for ownerDirectory in try DurableFile.list(root) {
+            let zones = DurableFile.join(DurableFile.join(root, ownerDirectory), "zones")
+            guard DurableFile.isDirectory(zones) else { continue }
+            for name in try DurableFile.list(zones) where !keep.contains(DurableFile.join(zones, name)) {
+                try DurableFile.removeTree(DurableFile.join(zones, name))
+            }
+        }
+    }
+
+    /// Drops a deleted zone's links and uploads.
+    func removeZone(_ zone: ZoneInfo) throws(ZoneStorageError) {
+        try DurableFile.removeTree(zoneDirectory(zone))
+    }
+
+    // MARK: Uploads
+
+    /// Starts or looks up an upload; see ``AssetStorage/beginAssetUpload(zone:user:manifest:storedBytesLimit:)``.
+    func begin(_ zone: ZoneInfo, user: String, manifest: AssetManifest, limit: Int64?) throws(ZoneStorageError) -> AssetUploadState {
+        if try held(zone, manifest.sha256) != nil { return AssetUploadState(missing: [], complete: true) }
+        let ownerWide = user == zone.owner
+        // The owner's own upload of an asset it holds elsewhere: linked without a byte sent.
+        if ownerWide, try ownerManifest(zone.owner, manifest.sha256) != nil {
+            try link(zone, manifest.sha256)
+            return AssetUploadState(missing: [], complete: true)
+        }
+        let path = uploadPath(zone, manifest.sha256)
+        return try withUploadLock(path) { () throws(ZoneStorageError) -> AssetUploadState in
+            var received = try readUpload(path, manifest.sha256)?.received
+            if received == nil {
+                try checkQuota(zone.owner, adding: Int64(clamping: manifest.byteCount), limit: limit)
+                try DurableFile.makeDirectories(DurableFile.parent(of: path))
+                let encoded = manifest.encoded
+                var bytes: [UInt8] = []
+                withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { bytes.append(contentsOf: $0) }
+                try DurableFile.writeAtomically(bytes + encoded, to: path)
+                received = []
+            }
+            let got = received ?? []
+            let missing = (0..<manifest.chunks.count).filter { index in
+                if got.contains(index) { return false }
+                // The owner's chunks count as there for the owner (dedup across its assets).
+                return !(ownerWide && FileSystem.exists(chunkPath(zone.owner, manifest.chunks[index])))
+            }
+            return AssetUploadState(missing: missing, complete: false)
+        }
+    }
+
+    /// Keeps one chunk of an upload; completes the upload with the last one.
+    func put(_ zone: ZoneInfo, user: String, asset: AssetHash, index: Int, bytes: [UInt8], limit: Int64?) throws(ZoneStorageError) -> AssetUploadState {
+        if try held(zone, asset) != nil { return AssetUploadState(missing: [], complete: true) }
+        let path = uploadPath(zone, asset)
+        return try withUploadLock(path) { () throws(ZoneStorageError) -> AssetUploadState in
+            guard let upload = try readUpload(path, asset) else {
+                throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(zone.id) was begun (send its manifest first)", zone: zone.id.description)
+            }
+            let manifest = upload.manifest
+            guard index >= 0, index < manifest.chunks.count else {
+                throw ZoneStorageError(.invalidArgument, "asset \(asset) has \(manifest.chunks.count) chunks; there is no chunk \(index)", zone: zone.id.description)
+            }
+            guard bytes.count == manifest.chunkLength(index) else {
+                throw ZoneStorageError(.invalidArgument, "chunk \(index) of asset \(asset) is \(bytes.count) bytes; the manifest says \(manifest.chunkLength(index))", zone: zone.id.description)
+            }
+            let chunkHash = AssetHash.of(bytes)
+            guard chunkHash == manifest.chunks[index] else {
+                throw ZoneStorageError(.invalidArgument, "chunk \(index) of asset \(asset) does not match its hash \(manifest.chunks[index]) (got \(chunkHash)); nothing was kept", zone: zone.id.description)
+            }
+            var received = upload.received
+            if !received.contains(index) {
+                let chunkFile = chunkPath(zone.owner, chunkHash)
+                if !FileSystem.exists(chunkFile) {
+                    try checkQuota(zone.owner, adding: Int64(bytes.count), limit: limit)
+                    try writeChunk(bytes, to: chunkFile)
+                    usage.withLock { $0[zone.owner, default: 0] += Int64(bytes.count) }
+                }
+                try appendReceived(path, index)
+                received.insert(index)
+            }
+            let ownerWide = user == zone.owner
+            let missing = (0..<manifest.chunks.count).filter { i in
+                !received.contains(i) && !(ownerWide && FileSystem.exists(chunkPath(zone.owner, manifest.chunks[i])))
+            }
+            guard missing.isEmpty else { return AssetUploadState(missing: missing, complete: false) }
+            try complete(zone, manifest)
+            try DurableFile.removeTree(path)
+            return AssetUploadState(missing: [], complete: true)
+        }
+    }
+
+    /// Verifies the whole asset from its chunks, then records the owner's manifest and the
+    /// zone's link (in that order: a link never names an asset without a manifest).
+    private func complete(_ zone: ZoneInfo, _ manifest: AssetManifest) throws(ZoneStorageError) {
+        var hasher = SHA256Hasher()
+        for (index, chunk) in manifest.chunks.enumerated() {
+            guard let bytes = try DurableFile.read(chunkPath(zone.owner, chunk)), bytes.count == manifest.chunkLength(index) else {
+                throw ZoneStorageError(.storageFailure, "chunk \(index) of asset \(manifest.sha256) vanished before the upload completed")
+            }
+            hasher.update(data: bytes)
+        }
+        guard AssetHash(digest: hasher.finalize()) == manifest.sha256 else {
+            // Every chunk matched the manifest, so the manifest lied about the asset: start over.
+            try DurableFile.removeTree(uploadPath(zone, manifest.sha256))
+            throw ZoneStorageError(.invalidArgument, "the chunks of asset \(manifest.sha256) match their hashes but not the asset's: its manifest is wrong; nothing was kept", zone: zone.id.description)
+        }
+        let manifestFile = manifestPath(zone.owner, manifest.sha256)
+        if !FileSystem.exists(manifestFile) {
+            try DurableFile.makeDirectories(DurableFile.parent(of: manifestFile))
+            try DurableFile.writeAtomically(manifest.encoded, to: manifestFile)
+        }
+        try link(zone, manifest.sha256)
+    }
+
+    private func checkQuota(_ owner: String, adding bytes: Int64, limit: Int64?) throws(ZoneStorageError) {
+        guard let limit, limit > 0 else { return }
+        let used = storedBytes(owner: owner)
+        // Logs and snapshots are counted by the caller's limit check on pushes; here the asset
+        // bytes alone must fit (the caller passes what is left of the limit).
+        if used + bytes > limit {
+            throw ZoneStorageError(.quotaExceeded, "storing \(bytes) more bytes of assets would take \(owner) to \(used + bytes) bytes of assets; the limit left is \(limit) bytes")
+        }
+    }
+
+    private struct Upload {
+        var manifest: AssetManifest
+        var received: Set<Int>
+    }
+
+    private func readUpload(_ path: String, _ asset: AssetHash) throws(ZoneStorageError) -> Upload? {
+        guard let bytes = try DurableFile.read(path) else { return nil }
+        // The manifest's own length follows from its chunk count, which the indexes after it
+        // cannot be told from: so the file starts with the manifest's length.
+        guard bytes.count >= 4 else { return nil }
+        let length = Int(UInt32(bytes[0]) | UInt32(bytes[1]) << 8 | UInt32(bytes[2]) << 16 | UInt32(bytes[3]) << 24)
+        guard length <= bytes.count - 4, let manifest = AssetManifest.decode(Array(bytes[4..<4 + length]), expecting: asset) else {
+            throw ZoneStorageError(.storageFailure, "the upload file \(path) does not decode")
+        }
+        var received = Set<Int>()
+        var i = 4 + length
+        while i + 4 <= bytes.count {
+            let index = Int(UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16 | UInt32(bytes[i + 3]) << 24)
+            if index < manifest.chunks.count { received.insert(index) }
+            i += 4
+        }
+        return Upload(manifest: manifest, received: received)
+    }
+
+    /// Appends a received chunk's index to the upload's file (fsynced: the answer says the chunk
+    /// is held). A torn append — a crash mid-write — leaves a short tail that reading ignores.
+    private func appendReceived(_ path: String, _ index: Int) throws(ZoneStorageError) {
+        var entry: [UInt8] = []
+        withUnsafeBytes(of: UInt32(index).littleEndian) { entry.append(contentsOf: $0) }
+        do {
+            let file = try PositionalFile.open(path, write: true)
+            let size = try file.size()
+            try file.write(entry, at: size - size % 4)  // over a torn entry, if any
+            try file.sync()
+        } catch {
+            throw ZoneStorageError(.storageFailure, "could not record chunk \(index) in \(path): \(error)")
+        }
+    }
+
+    /// Writes a chunk durably under a temporary name of its own (two zones of one owner may
+    /// upload the same chunk at once), then renames it into place.
+    private func writeChunk(_ bytes: [UInt8], to path: String) throws(ZoneStorageError) {
+        let directory = DurableFile.parent(of: path)
+        try DurableFile.makeDirectories(directory)
+        let temporary = path + "." + ObjectID().description + ".tmp"
+        do {
+            let file = try PositionalFile.open(temporary, write: true, create: true, exclusive: true)
+            try file.write(bytes, at: 0)
+            try file.sync()
+            try FileSystem.move(temporary, to: path)
+            try FileSystem.syncDirectory(directory)
+        } catch let error as LogError {
+            try? FileSystem.remove(temporary)
+            throw ZoneStorageError(DurableFile.isDiskFull(error.errno) ? .storageFull : .storageFailure, error.description)
+        } catch {
+            try? FileSystem.remove(temporary)
+            throw ZoneStorageError(.storageFailure, "\(error)")
+        }
+    }
+
+    private func withUploadLock<T>(_ path: String, _ body: () throws(ZoneStorageError) -> T) throws(ZoneStorageError) -> T {
+        // Uploads of different assets (or zones) proceed in parallel; one upload's chunk list is
+        // changed by one request at a time.
+        while !uploadLocks.withLock({ $0.insert(path).inserted }) { usleepBriefly() }
+        defer { _ = uploadLocks.withLock { $0.remove(path) } }
+        return try body()
+    }
+
+    private func usleepBriefly() {
+        var pause = timespec(tv_sec: 0, tv_nsec: 200_000)
+        _ = nanosleep(&pause, nil)
+    }
+
+    static func hex(_ text: String) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in text.utf8 {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func unhex(_ text: String) -> String? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var i = 0
+        while i < digits.count {
+            guard let hi = Int(String(UnicodeScalar(digits[i])), radix: 16), let lo = Int(String(UnicodeScalar(digits[i + 1])), radix: 16) else { return nil }
+            bytes.append(UInt8(hi << 4 | lo))
+            i += 2
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,78 @@
+public import StrataCore
+import StrataLog
+
+/// Assets (``AssetStorage``): the zone is looked up on the actor, the file work is done by
+/// `EmbeddedAssets` on blocking-work threads, so a 1 MiB chunk's fsync never holds up another
+/// zone's push.
+extension EmbeddedZoneStorage: AssetStorage {
+    public func heldAsset(zone: ZoneID, sha256: AssetHash) async throws(ZoneStorageError) -> AssetManifest? {
+        let info = try assetZone(zone)
+        let assets = self.assets
+        return try await blocking { () throws(ZoneStorageError) in try assets.held(info, sha256) }
+    }
+
+    public func unheldAssets(zone: ZoneID, user: String, assets wanted: Set<AssetHash>) async throws(ZoneStorageError) -> [AssetHash] {
+        guard !wanted.isEmpty else { return [] }
+        let info = try assetZone(zone)
+        let assets = self.assets
+        return try await blocking { () throws(ZoneStorageError) -> [AssetHash] in
+            var unheld: [AssetHash] = []
+            for asset in wanted.sorted() where try assets.held(info, asset) == nil {
+                // The owner names what it holds in any of its zones.
+                if user == info.owner, try assets.ownerManifest(info.owner, asset) != nil {
+                    try assets.link(info, asset)
+                } else {
+                    unheld.append(asset)
+                }
+            }
+            return unheld
+        }
+    }
+
+    public func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+        let info = try assetZone(zone, pushedBy: user)
+        let assets = self.assets
+        let allowance = assetAllowance(owner: info.owner, limit: storedBytesLimit)
+        return try await blocking { () throws(ZoneStorageError) in try assets.begin(info, user: user, manifest: manifest, limit: allowance) }
+    }
+
+    public func putAssetChunk(zone: ZoneID, user: String, sha256: AssetHash, index: Int, bytes: [UInt8], storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+        let info = try assetZone(zone, pushedBy: user)
+        let assets = self.assets
+        let allowance = assetAllowance(owner: info.owner, limit: storedBytesLimit)
+        return try await blocking { () throws(ZoneStorageError) in
+            try assets.put(info, user: user, asset: sha256, index: index, bytes: bytes, limit: allowance)
+        }
+    }
+
+    public func assetChunk(zone: ZoneID, sha256: AssetHash, index: Int) async throws(ZoneStorageError) -> [UInt8]? {
+        let info = try assetZone(zone)
+        let assets = self.assets
+        return try await blocking { () throws(ZoneStorageError) in try assets.chunk(info, sha256, index: index) }
+    }
+
+    /// The zone as it is now; with `pushedBy`, checked that the user may still push to it (a
+    /// grant revoked while the request was on its way holds).
+    private func assetZone(_ id: ZoneID, pushedBy user: String? = nil) throws(ZoneStorageError) -> ZoneInfo {
+        try checkOpen()
+        guard let info = zoneStates[id]?.info else { throw Self.notFound(id) }
+        if let user { try Self.checkPush(info, user: user) }
+        return info
+    }
+
+    /// What the owner's stored-bytes limit leaves for assets after its logs and snapshots.
+    private func assetAllowance(owner: String, limit: Int64?) -> Int64? {
+        guard let limit, limit > 0 else { return nil }
+        return max(0, limit - (usage[owner] ?? 0))
+    }
+
+    private nonisolated func blocking<T: Sendable>(_ body: @escaping @Sendable () throws(ZoneStorageError) -> T) async throws(ZoneStorageError) -> T {
+        do {
+            return try await BlockingIO.run { try body() }
+        } catch let error as ZoneStorageError {
+            throw error
+        } catch {
+            throw ZoneStorageError(.storageFailure, "\(error)")
+        }
+    }
+}
