@@ -29,6 +29,20 @@ public enum StrataEndpoint {
     /// `GET`, after a zone's path: the replicas the zone holds events of (`ReplicaList`).
     public static let replicas = "/replicas"
 
+    /// After a zone's path: asset `sha256` (64 lower-case hex digits). `PUT` with its manifest
+    /// (``AssetManifestBody``) starts or resumes an upload and answers ``AssetUploadAnswer``;
+    /// `GET` answers its manifest when the zone holds it (`404 assetNotFound` otherwise, whether
+    /// the asset is absent or only elsewhere).
+    public static func asset(_ sha256: String) -> String { "/assets/\(sha256)" }
+    /// After a zone's path: chunk `index` of asset `sha256` (`PUT` uploads it, `GET` downloads it).
+    public static func assetChunk(_ sha256: String, _ index: Int) -> String { "/assets/\(sha256)/chunks/\(index)" }
+    /// The asset path as a route pattern after the zone's, its hash the parameter ``assetParameter``.
+    public static let assetPattern = "/assets/:\(assetParameter)"
+    /// The chunk path as a route pattern after the zone's (``assetParameter``, ``chunkParameter``).
+    public static let assetChunkPattern = "/assets/:\(assetParameter)/chunks/:\(chunkParameter)"
+    public static let assetParameter = "asset"
+    public static let chunkParameter = "chunk"
+
     /// `GET`, without a token: liveness.
     public static let health = "/health"
     /// `GET`, without a token: readiness (`503` while shutting down or without storage).

@@ -46,6 +46,15 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// first). The edits stay pending and are pushed again with each sync: they go through once
     /// the zone holds the add (its replica pushes it again); if it never does, they wait for good.
     public static let unheldAdd = ErrorCode("unheldAdd", status: 422)
+    /// A push names assets the zone does not hold (`assets` lists them): upload them to the zone
+    /// first (``StrataEndpoint/asset(_:)``). Nothing of the push was appended.
+    public static let assetMissing = ErrorCode("assetMissing", status: 409)
+    /// No asset by that hash in this zone — absent, or held only by zones the caller cannot read:
+    /// the same answer, so that a hash tells nobody what exists.
+    public static let assetNotFound = ErrorCode("assetNotFound", status: 404)
+    /// An uploaded chunk is not what the manifest says (its hash or length), or every chunk is
+    /// but together they are not the asset's hash: nothing of it was kept.
+    public static let assetMismatch = ErrorCode("assetMismatch", status: 422)
     /// The body exceeds the server's limit.
     public static let tooLarge = ErrorCode("tooLarge", status: 413)
     /// An event stamped further ahead of the server's clock than it accepts (`serverTime`,
@@ -64,12 +73,12 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let all: [ErrorCode] = [
         .badRequest, .unauthorized, .forbidden, .replicaNotYours, .quotaExceeded, .zoneNotFound, .notFound, .sequenceGap,
         .replicaForked, .tokenExpired, .zoneReset, .zoneRewound, .tooLarge, .clockSkew, .unheldAdd, .rateLimited, .internalError,
-        .serverBusy, .storageFull,
+        .serverBusy, .storageFull, .assetMissing, .assetNotFound, .assetMismatch,
     ]
 }
 
 /// The body of every error answer: `{"error": {"code", "message", "expected"?, "retryAfter"?,
-/// "sequence"?, "serverTime"?, "maxOffset"?}}`.
+/// "sequence"?, "serverTime"?, "maxOffset"?, "assets"?}}`.
 public struct ErrorEnvelope: Sendable, Hashable, Codable {
     public struct Detail: Sendable, Hashable, Codable {
         /// An ``ErrorCode`` name (clients keep unknown names as they are).
@@ -86,9 +95,12 @@ public struct ErrorEnvelope: Sendable, Hashable, Codable {
         /// For `clockSkew`: the server's time (ms since 1970) and the largest lead it accepts (ms).
         public var serverTime: UInt64?
         public var maxOffset: UInt64?
+        /// For `assetMissing`: the SHA-256 (hex) of each asset the zone does not hold.
+        public var assets: [String]?
 
         public init(code: String, message: String, expected: UInt64? = nil, retryAfter: Int? = nil, sequence: UInt64? = nil,
-                    serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
+                    serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil) {
+            self.assets = assets
             self.code = code
             self.message = message
             self.expected = expected

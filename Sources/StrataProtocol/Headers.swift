@@ -8,6 +8,11 @@ public enum StrataHeader {
     public static let shuttingDown = "Strata-Shutting-Down"
     /// The change token of the position a snapshot answer is at.
     public static let snapshotToken = "Strata-Snapshot-Token"
+    /// On an asset chunk's body (either way): `lz4` when the body is the chunk as an LZ4 block
+    /// (absent: the chunk's bytes as they are).
+    public static let chunkEncoding = "Strata-Chunk-Encoding"
+    /// With ``chunkEncoding`` `lz4`: the chunk's length (an LZ4 block does not say it).
+    public static let chunkLength = "Strata-Chunk-Length"
 }
 
 /// The protocol's media types.
@@ -16,4 +21,6 @@ public enum StrataMediaType {
     public static let transactions = TransactionFrames.mediaType
     /// A zone's snapshot, and a state a device uploads: a `StrataCore` projection snapshot payload.
     public static let snapshot = "application/x-strata-snapshot"
+    /// An asset's chunk (its bytes, or an LZ4 block of them with ``StrataHeader/chunkEncoding``).
+    public static let assetChunk = "application/octet-stream"
 }

@@ -36,7 +36,7 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
 }
 
 /// The limits a server advertises with every zone: `{"maxBodyBytes", "maxStateBytes",
-/// "maxPullLimit", "maxClockOffsetMilliseconds"}`.
+/// "maxPullLimit", "maxClockOffsetMilliseconds", "maxAssetBytes"}`.
 public struct ServerLimits: Sendable, Hashable, Codable {
     /// The largest push body (framed transactions) accepted.
     public var maxBodyBytes: Int
@@ -46,8 +46,11 @@ public struct ServerLimits: Sendable, Hashable, Codable {
     public var maxPullLimit: Int
     /// How far ahead of the server's clock an event may be stamped.
     public var maxClockOffsetMilliseconds: UInt64
+    /// The largest asset accepted (absent from servers older than assets).
+    public var maxAssetBytes: UInt64?
 
-    public init(maxBodyBytes: Int, maxStateBytes: Int, maxPullLimit: Int, maxClockOffsetMilliseconds: UInt64) {
+    public init(maxBodyBytes: Int, maxStateBytes: Int, maxPullLimit: Int, maxClockOffsetMilliseconds: UInt64, maxAssetBytes: UInt64? = nil) {
+        self.maxAssetBytes = maxAssetBytes
         self.maxBodyBytes = maxBodyBytes
         self.maxStateBytes = maxStateBytes
         self.maxPullLimit = maxPullLimit

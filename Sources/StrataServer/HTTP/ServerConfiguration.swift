@@ -108,6 +108,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// pushed to them. A push that would go past it (counting its transactions uncompressed)
         /// is refused whole. 10 GiB by default.
         public var maxStoredBytesPerUser: Int64 = 10 << 30
+        /// The largest asset accepted (an upload's manifest naming more is refused with
+        /// `413 tooLarge`). Assets count toward ``maxStoredBytesPerUser``. 8 GiB by default.
+        public var maxAssetBytes: UInt64 = 8 << 30
 
         public init() {}
     }

@@ -26,9 +26,12 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     /// it accepts (milliseconds).
     public var serverTime: UInt64?
     public var maxOffset: UInt64?
+    /// For `ErrorCode.assetMissing`: the assets (SHA-256 hex) the zone does not hold.
+    public var assets: [String]?
 
     public init(_ code: ErrorCode, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil,
-                sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil) {
+                sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil) {
+        self.assets = assets
         self.code = code
         self.message = message
         self.expected = expected
@@ -49,7 +52,7 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     /// The error's JSON body.
     public var jsonBody: [UInt8] {
         let body = ErrorEnvelope(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter,
-                                              sequence: sequence, serverTime: serverTime, maxOffset: maxOffset))
+                                              sequence: sequence, serverTime: serverTime, maxOffset: maxOffset, assets: assets))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return (try? Array(encoder.encode(body))) ?? Array(#"{"error":{"code":"internalError","message":"unencodable error"}}"#.utf8)
@@ -84,6 +87,7 @@ extension ServerError {
         case .tooLarge: self.init(.tooLarge, error.message)
         case .invalidArgument: self.init(.badRequest, error.message)
         case .quotaExceeded: self.init(.quotaExceeded, error.message)
+        case .assetMismatch: self.init(.assetMismatch, error.message)
         case .storageFull: self.init(.storageFull, "the server's storage is full; nothing of this request was kept; try again later")
         case .storageUnavailable:
             self.init(.serverBusy, "the server's storage cannot be reached for now; nothing of this request was done; try again shortly", retryAfter: 1)

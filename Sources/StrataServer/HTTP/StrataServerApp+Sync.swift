@@ -35,6 +35,18 @@ extension StrataServerApp {
         // The body may have taken minutes: the pusher must still be a user (the zone's access is
         // checked again by the storage, under the append's lock).
         try requireStillSignedIn(request, as: user)
+        // Every asset a transaction names must be held by the zone before the transaction is
+        // taken: no device ever pulls a reference to bytes it cannot fetch.
+        let named = PushedTransaction.assetsNamed(by: transactions)
+        if !named.isEmpty {
+            let unheld = try await storageCall { () async throws(ZoneStorageError) in
+                try await storage.unheldAssets(zone: id, user: user, assets: named)
+            }
+            if !unheld.isEmpty {
+                throw ServerError(.assetMissing, "the push names \(unheld.count) asset(s) zone \(id) does not hold (\(unheld.prefix(3).map(\.hex).joined(separator: ", "))\(unheld.count > 3 ? ", …" : "")): upload them to the zone first; nothing was appended",
+                                  assets: unheld.map(\.hex))
+            }
+        }
         let outcome = try await storageCall { () async throws(ZoneStorageError) in
             // Into the zone's life the request looked up: one deleted and created again while the
             // body arrived refuses (`410 zoneReset`) rather than take the previous life's edits.

@@ -95,6 +95,10 @@ public struct StrataServerApp: Sendable {
         zone.get(RouterPath(StrataEndpoint.snapshot)) { request, context in try await self.snapshot(request, context) }
         zone.post(RouterPath(StrataEndpoint.state)) { request, context in try await self.uploadState(request, context) }
         zone.get(RouterPath(StrataEndpoint.replicas)) { request, context in try await self.replicas(request, context) }
+        zone.put(RouterPath(StrataEndpoint.assetPattern)) { request, context in try await self.beginAssetUpload(request, context) }
+        zone.get(RouterPath(StrataEndpoint.assetPattern)) { request, context in try await self.assetManifest(request, context) }
+        zone.put(RouterPath(StrataEndpoint.assetChunkPattern)) { request, context in try await self.putAssetChunk(request, context) }
+        zone.get(RouterPath(StrataEndpoint.assetChunkPattern)) { request, context in try await self.assetChunk(request, context) }
         return router
     }
 

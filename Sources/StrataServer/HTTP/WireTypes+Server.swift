@@ -12,6 +12,6 @@ extension ServerLimits {
     /// What a server configured with `limits` advertises.
     public init(_ limits: ServerConfiguration.Limits) {
         self.init(maxBodyBytes: limits.maxBodyBytes, maxStateBytes: limits.maxStateBytes, maxPullLimit: limits.maxPullLimit,
-                  maxClockOffsetMilliseconds: UInt64(max(0, limits.maxClockOffset / .milliseconds(1))))
+                  maxClockOffsetMilliseconds: UInt64(max(0, limits.maxClockOffset / .milliseconds(1))), maxAssetBytes: limits.maxAssetBytes)
     }
 }

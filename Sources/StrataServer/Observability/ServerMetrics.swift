@@ -33,6 +33,9 @@ public final class ServerMetrics: Sendable {
     public let pushTransactions: CounterMetric
     /// `strata_push_bytes_total`: bytes of push bodies accepted.
     public let pushBytes: CounterMetric
+    /// Bytes of asset chunk bodies received and sent (as they traveled: compressed or not).
+    public let assetBytesReceived: CounterMetric
+    public let assetBytesSent: CounterMetric
     /// `strata_pull_transactions_total`: transactions answered by pulls.
     public let pullTransactions: CounterMetric
     /// `strata_pull_bytes_total`: bytes of pull answers.
@@ -90,6 +93,8 @@ public final class ServerMetrics: Sendable {
         }
         pushTransactions = counter("strata_push_transactions_total", "Transactions accepted by pushes.")
         pushBytes = counter("strata_push_bytes_total", "Bytes of push bodies accepted.")
+        assetBytesReceived = counter("strata_asset_bytes_received_total", "Bytes of asset chunk bodies received (as sent: compressed or not).")
+        assetBytesSent = counter("strata_asset_bytes_sent_total", "Bytes of asset chunk bodies sent (as sent: compressed or not).")
         pullTransactions = counter("strata_pull_transactions_total", "Transactions answered by pulls.")
         pullBytes = counter("strata_pull_bytes_total", "Bytes of transactions answered by pulls.")
         openConnections = registry.makeGauge(name: "strata_open_connections", labels: [],

@@ -67,3 +67,24 @@ extension PushedTransaction {
         transactions.reduce(into: Set<AssetHash>()) { $0.formUnion($1.namedAssets) }
     }
 }
+
+extension ZoneStorage {
+    // A storage that keeps no assets (a test's wrapper, say): no zone holds any, and uploads
+    // are refused. The two real storages implement all of it.
+
+    public func heldAsset(zone: ZoneID, sha256: AssetHash) async throws(ZoneStorageError) -> AssetManifest? { nil }
+
+    public func unheldAssets(zone: ZoneID, user: String, assets: Set<AssetHash>) async throws(ZoneStorageError) -> [AssetHash] {
+        assets.sorted()
+    }
+
+    public func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+        throw ZoneStorageError(.storageFailure, "this storage keeps no assets", zone: zone.description)
+    }
+
+    public func putAssetChunk(zone: ZoneID, user: String, sha256: AssetHash, index: Int, bytes: [UInt8], storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+        throw ZoneStorageError(.storageFailure, "this storage keeps no assets", zone: zone.description)
+    }
+
+    public func assetChunk(zone: ZoneID, sha256: AssetHash, index: Int) async throws(ZoneStorageError) -> [UInt8]? { nil }
+}

@@ -172,11 +172,11 @@ final class EmbeddedAssets: Sendable {
                 throw ZoneStorageError(.invalidArgument, "asset \(asset) has \(manifest.chunks.count) chunks; there is no chunk \(index)", zone: zone.id.description)
             }
             guard bytes.count == manifest.chunkLength(index) else {
-                throw ZoneStorageError(.invalidArgument, "chunk \(index) of asset \(asset) is \(bytes.count) bytes; the manifest says \(manifest.chunkLength(index))", zone: zone.id.description)
+                throw ZoneStorageError(.assetMismatch, "chunk \(index) of asset \(asset) is \(bytes.count) bytes; the manifest says \(manifest.chunkLength(index))", zone: zone.id.description)
             }
             let chunkHash = AssetHash.of(bytes)
             guard chunkHash == manifest.chunks[index] else {
-                throw ZoneStorageError(.invalidArgument, "chunk \(index) of asset \(asset) does not match its hash \(manifest.chunks[index]) (got \(chunkHash)); nothing was kept", zone: zone.id.description)
+                throw ZoneStorageError(.assetMismatch, "chunk \(index) of asset \(asset) does not match its hash \(manifest.chunks[index]) (got \(chunkHash)); nothing was kept", zone: zone.id.description)
             }
             var received = upload.received
             if !received.contains(index) {
@@ -213,7 +213,7 @@ final class EmbeddedAssets: Sendable {
         guard AssetHash(digest: hasher.finalize()) == manifest.sha256 else {
             // Every chunk matched the manifest, so the manifest lied about the asset: start over.
             try DurableFile.removeTree(uploadPath(zone, manifest.sha256))
-            throw ZoneStorageError(.invalidArgument, "the chunks of asset \(manifest.sha256) match their hashes but not the asset's: its manifest is wrong; nothing was kept", zone: zone.id.description)
+            throw ZoneStorageError(.assetMismatch, "the chunks of asset \(manifest.sha256) match their hashes but not the asset's: its manifest is wrong; nothing was kept", zone: zone.id.description)
         }
         let manifestFile = manifestPath(zone.owner, manifest.sha256)
         if !FileSystem.exists(manifestFile) {

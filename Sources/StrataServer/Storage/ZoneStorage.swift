@@ -19,7 +19,7 @@ public import StrataProtocol
 /// it. `strata serve` runs it as the first service of its group (so that it closes last); a tool
 /// or a test runs it around its work with ``withRunning(_:)``. A storage of one process has
 /// nothing to run (the default `run()` waits and closes).
-public protocol ZoneStorage: Service {
+public protocol ZoneStorage: Service, AssetStorage {
     /// Creates a zone with a fresh random epoch and an empty log, in its owner's namespace
     /// (`id.owner` is the creator), with exactly the access and grants given: rules kept of a
     /// deleted zone of that name (``deletedZoneRules(_:)``) are forgotten.

@@ -52,6 +52,9 @@ public struct ZoneStorageError: Error, Sendable, Hashable, CustomStringConvertib
         /// A per-user quota would be exceeded; nothing was changed. The message names the quota,
         /// its limit and the current use.
         public static let quotaExceeded = Code("quotaExceeded")
+        /// An asset chunk that is not what its manifest says (hash or length), or chunks that
+        /// together are not the asset's hash; nothing of it was kept.
+        public static let assetMismatch = Code("assetMismatch")
     }
 
     public var code: Code
