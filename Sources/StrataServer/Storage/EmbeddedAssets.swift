@@ -139,7 +139,10 @@ final class EmbeddedAssets: Sendable {
         }
         let path = uploadPath(zone, manifest.sha256)
         return try withUploadLock(path) { () throws(ZoneStorageError) -> AssetUploadState in
-            var received = try readUpload(path, manifest.sha256)?.received
+            // An upload begun with another manifest of the asset (one of the two is wrong: the
+            // manifest follows from the bytes) is replaced, so that an abandoned upload with a
+            // wrong manifest never blocks the asset.
+            var received = try readUpload(path, manifest.sha256).flatMap { $0.manifest == manifest ? $0.received : nil }
             if received == nil {
                 try checkQuota(zone.owner, adding: Int64(clamping: manifest.byteCount), limit: limit)
                 try DurableFile.makeDirectories(DurableFile.parent(of: path))
@@ -155,7 +158,12 @@ final class EmbeddedAssets: Sendable {
                 // The owner's chunks count as there for the owner (dedup across its assets).
                 return !(ownerWide && FileSystem.exists(chunkPath(zone.owner, manifest.chunks[index])))
             }
-            return AssetUploadState(missing: missing, complete: false)
+            guard missing.isEmpty else { return AssetUploadState(missing: missing, complete: false) }
+            // Nothing to send (an asset of no bytes, or every chunk received before a crash that
+            // came before the completion): completed now, or no chunk could ever complete it.
+            try complete(zone, manifest)
+            try DurableFile.removeTree(path)
+            return AssetUploadState(missing: [], complete: true)
         }
     }
 

@@ -30,7 +30,9 @@ extension EmbeddedZoneStorage {
         }
         let epoch = state.info.epoch
         var inputs = AppendInputs(zone: id, info: state.info, end: end, chain: chain, user: user, replica: replica,
-                                  ledger: state.ledgers[replica] ?? ReplicaLedger(), storedBytes: usage[id.owner] ?? 0,
+                                  ledger: state.ledgers[replica] ?? ReplicaLedger(),
+                                  // The owner's asset chunks count toward the limit too.
+                                  storedBytes: (usage[id.owner] ?? 0) + assets.storedBytes(owner: id.owner),
                                   storedBytesLimit: storedBytesLimit, transactions: transactions)
         inputs.epoch = expected
         inputs.heldThrough = Self.heldThrough(of: transactions, except: replica) { state.ledgers[$0]?.acknowledged }
