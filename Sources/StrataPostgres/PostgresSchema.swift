@@ -83,11 +83,28 @@ import StrataServer
 /// - `strata_deleted_zones.epoch` and `.lineage`: those of the deleted life, for a recreation that
 ///   continues it (rows are now kept for every deleted zone, not only those with rules to keep).
 ///
+/// Version 9 (assets, see `PostgresZoneStorage+Assets.swift` and `AssetStorage`):
+///
+/// - `strata_asset_chunks(owner, sha256, bytes)`: a chunk's bytes, once per zone owner (inserted
+///   with `ON CONFLICT DO NOTHING`: two instances storing one chunk store and count it once).
+///   Stored out of line and uncompressed (`STORAGE EXTERNAL`): assets are mostly compressed
+///   media already, and a 1 MiB chunk read for a download is then sliced, not decompressed.
+///   `strata_owners.stored_bytes` counts these bytes too (added by the insert that stored the
+///   chunk, in its transaction), so that the stored-bytes quota of pushes (the compare and set
+///   of `strata_append_planned` included) and of uploads sees them.
+/// - `strata_asset_manifests(owner, sha256, manifest)`: the manifest (`AssetManifest.encoded`)
+///   of each complete, verified asset of an owner.
+/// - `strata_asset_links(zone_id, sha256)`: the assets each zone holds. Keyed by `zone_id`,
+///   one life of a zone (never reused), and deleted with the zone's row (`ON DELETE CASCADE`, in
+///   the delete's transaction): a zone deleted and created again holds nothing of its earlier life.
+/// - `strata_asset_uploads(zone_id, sha256, manifest, received)`: an upload in progress into a
+///   zone: its manifest and the indexes of the chunks received; deleted with the zone's row.
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 8
+    static let version = 9
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -314,6 +331,43 @@ enum PostgresSchema {
         8: [
             "ALTER TABLE strata_zones ADD COLUMN lineage bigint[] NOT NULL DEFAULT '{}'",
             "ALTER TABLE strata_deleted_zones ADD COLUMN epoch bigint, ADD COLUMN lineage bigint[] NOT NULL DEFAULT '{}'",
+        ],
+        9: [
+            // No foreign key to strata_owners: its check would share-lock the owner's row for the
+            // whole insert of a 1 MiB chunk, holding up the owner's pushes (which lock that row).
+            """
+            CREATE TABLE strata_asset_chunks (
+                owner text NOT NULL,
+                sha256 bytea NOT NULL,
+                bytes bytea NOT NULL,
+                PRIMARY KEY (owner, sha256)
+            )
+            """,
+            "ALTER TABLE strata_asset_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL",
+            """
+            CREATE TABLE strata_asset_manifests (
+                owner text NOT NULL,
+                sha256 bytea NOT NULL,
+                manifest bytea NOT NULL,
+                PRIMARY KEY (owner, sha256)
+            )
+            """,
+            """
+            CREATE TABLE strata_asset_links (
+                zone_id bigint NOT NULL REFERENCES strata_zones (zone_id) ON DELETE CASCADE,
+                sha256 bytea NOT NULL,
+                PRIMARY KEY (zone_id, sha256)
+            )
+            """,
+            """
+            CREATE TABLE strata_asset_uploads (
+                zone_id bigint NOT NULL REFERENCES strata_zones (zone_id) ON DELETE CASCADE,
+                sha256 bytea NOT NULL,
+                manifest bytea NOT NULL,
+                received integer[] NOT NULL DEFAULT '{}',
+                PRIMARY KEY (zone_id, sha256)
+            )
+            """,
         ],
     ]
 
