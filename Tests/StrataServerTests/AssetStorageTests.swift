@@ -384,6 +384,36 @@ struct AssetStorageTests {
         try await second.close()
     }
 
+    @Test("two instances receiving different chunks of one upload at once complete it: the instance that receives the last one sees every other, none is sent twice",
+          arguments: 0..<3)
+    func chunksSplitAcrossInstances(_ round: Int) async throws {
+        let site = try StorageSite(.postgres)
+        let first = try await site.open()
+        let second = try await site.openAnotherInstance()
+        _ = try await first.createZone(name: "shared", owner: "alice", access: .shared, grants: ["bob": .readWrite])
+        let asset = try TestAsset(seed: 16 + UInt64(round), byteCount: 3 * AssetManifest.chunkSize + 1)
+        #expect(try await first.beginAssetUpload(zone: "shared", user: "bob", manifest: asset.manifest, storedBytesLimit: nil).missing == [0, 1, 2, 3])
+        // Each instance its half, the last two chunks at the same moment.
+        let halves: [(any ZoneStorage, [Int])] = [(first, [0, 2]), (second, [1, 3])]
+        let states = try await withThrowingTaskGroup(of: AssetUploadState.self) { group in
+            for (instance, indexes) in halves {
+                group.addTask {
+                    var state = AssetUploadState(missing: [], complete: false)
+                    for index in indexes {
+                        state = try await instance.putAssetChunk(zone: "shared", user: "bob", sha256: asset.sha256, index: index, bytes: asset.chunk(index),
+                                                                 storedBytesLimit: nil)
+                    }
+                    return state
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(states.contains(AssetUploadState(missing: [], complete: true)), "\(states)")
+        #expect(try await second.heldAsset(zone: "shared", sha256: asset.sha256) == asset.manifest)
+        try await first.close()
+        try await second.close()
+    }
+
     @Test("a database of the previous release (schema version 8) is upgraded in place: its zones, logs and stored bytes are kept, and assets are stored from then on")
     func upgradeFromVersion8() async throws {
         let cluster = try PostgresCluster.shared()
