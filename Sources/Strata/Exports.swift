@@ -15,6 +15,9 @@
 @_exported public import struct StrataCore.ObjectID
 @_exported public import struct StrataCore.ReplicaID
 @_exported public import enum StrataCore.Value
+@_exported public import struct StrataCore.Asset
+@_exported public import struct StrataCore.AssetHash
+@_exported public import struct StrataCore.AssetManifest
 @_exported public import struct StrataCore.StoreError
 @_exported public import struct StrataCore.Schema
 @_exported public import enum StrataCore.SchemaBuilder

@@ -1,5 +1,6 @@
 public import Foundation
 import Strata
+import StrataLog
 public import StrataCore
 public import StrataProtocol
 
@@ -199,6 +200,64 @@ public struct HTTPSyncTransport: SyncTransport {
         let body = try await send(request, extra: .seconds(Int64(state.count >> 20))).body
         guard let answer = try? JSONDecoder().decode(StateAnswer.self, from: Data(body)) else {
             throw SyncError(.malformedResponse, "state answer is not {token, upToDate, acknowledged}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+        return answer
+    }
+
+    public func beginAssetUpload(zone: ZoneReference, manifest: AssetManifest) async throws -> AssetUploadAnswer {
+        let body = Array(try JSONEncoder().encode(AssetManifestBody(manifest)))
+        let answer = try await send(HTTPExchangeRequest(method: "PUT", url: url(zone, StrataEndpoint.asset(manifest.sha256.hex)),
+                                                        headers: [("Content-Type", "application/json")], body: body)).body
+        return try Self.uploadAnswer(answer)
+    }
+
+    public func putAssetChunk(zone: ZoneReference, asset: AssetHash, index: Int, bytes: [UInt8]) async throws -> AssetUploadAnswer {
+        // Bytes that compress travel compressed (photos and videos rarely do: they go as they are).
+        var headers = [("Content-Type", StrataMediaType.assetChunk)]
+        var body = bytes
+        if let compressed = ChunkCompression.compress(bytes) {
+            headers.append((StrataHeader.chunkEncoding, "lz4"))
+            headers.append((StrataHeader.chunkLength, String(bytes.count)))
+            body = compressed
+        }
+        let answer = try await send(HTTPExchangeRequest(method: "PUT", url: url(zone, StrataEndpoint.assetChunk(asset.hex, index)), headers: headers, body: body)).body
+        return try Self.uploadAnswer(answer)
+    }
+
+    public func assetManifest(zone: ZoneReference, asset: AssetHash) async throws -> AssetManifest? {
+        let body: [UInt8]
+        do {
+            body = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.asset(asset.hex)))).body
+        } catch let error as SyncError where error.code == .assetNotFound {
+            return nil
+        }
+        guard let decoded = try? JSONDecoder().decode(AssetManifestBody.self, from: Data(body)) else {
+            throw SyncError(.malformedResponse, "asset manifest answer is not {sha256, size, chunkSize, chunks}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+        switch decoded.manifest() {
+        case .success(let manifest):
+            guard manifest.sha256 == asset else {
+                throw SyncError(.malformedResponse, "asked for the manifest of asset \(asset), the server answered asset \(manifest.sha256)'s")
+            }
+            return manifest
+        case .failure(let problem):
+            throw SyncError(.malformedResponse, "asset manifest answer: \(problem.message)")
+        }
+    }
+
+    public func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8] {
+        let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.assetChunk(asset.hex, index))))
+        guard let encoding = response.header(StrataHeader.chunkEncoding) else { return response.body }
+        guard encoding == "lz4", let text = response.header(StrataHeader.chunkLength), let length = Int(text), length > 0, length <= AssetManifest.chunkSize,
+              let bytes = ChunkCompression.decompress(response.body, length: length) else {
+            throw SyncError(.malformedResponse, "chunk \(index) of asset \(asset): a \(StrataHeader.chunkEncoding) of \"\(encoding.prefix(32))\" that does not decode")
+        }
+        return bytes
+    }
+
+    static func uploadAnswer(_ body: [UInt8]) throws -> AssetUploadAnswer {
+        guard let answer = try? JSONDecoder().decode(AssetUploadAnswer.self, from: Data(body)) else {
+            throw SyncError(.malformedResponse, "asset upload answer is not {missing, complete}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         return answer
     }

@@ -66,6 +66,9 @@ extension SyncEngine {
             progress.firstSequences = batch.first?.sequences
             progress.replica = store.replicaID
             progress.acknowledged = cursor.acknowledged
+            // The assets the batch names go first: the server takes no transaction naming bytes
+            // it does not hold.
+            try await uploadAssets(namedBy: encoded)
             switch try await ask(.push(progress), { try await self.transport.push(zone: self.zoneReference, transactions: encoded, epoch: self.cursor.lifeEpoch) }) {
             case .answered(let result):
                 // Only what this batch holds counts as acknowledged: the server's count may

@@ -72,6 +72,9 @@ public actor SyncEngine {
     var dirty = false
     /// Cuts the waiting long poll short (a local commit).
     var pollWaker: AsyncStream<Void>.Continuation?
+    /// Assets the server said the zone holds (uploaded by this engine, or found there): not
+    /// asked about again while the engine lives.
+    var assetsInZone = Set<AssetHash>()
     /// An engine over HTTP.
     ///
     /// - Parameters:
@@ -107,6 +110,8 @@ public actor SyncEngine {
         // From now on compaction keeps what this engine has not pushed.
         try store.pinUnpushed(SyncCursor.fileName(zoneReference), acknowledged: cursor.acknowledged)
         self.status = SyncStatus(phase: .idle, pending: 0, blocked: nil, pushed: 0, pulled: 0, lastError: nil)
+        // The store fetches assets it lacks through the engine's zone (`Store.asset(_:)`).
+        store.attach(assetSource: self)
     }
 
     /// The persisted cursor (token and acknowledged sequence).

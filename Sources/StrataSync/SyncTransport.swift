@@ -105,6 +105,16 @@ public protocol SyncTransport: Sendable {
     /// acknowledged it (the server believes that much), `after` the token the store had pulled
     /// through.
     func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult
+
+    /// Starts or resumes the upload of an asset into the zone: the chunks the server still lacks.
+    func beginAssetUpload(zone: ZoneReference, manifest: AssetManifest) async throws -> AssetUploadAnswer
+    /// Uploads chunk `index` of an asset whose upload was begun.
+    func putAssetChunk(zone: ZoneReference, asset: AssetHash, index: Int, bytes: [UInt8]) async throws -> AssetUploadAnswer
+    /// The manifest of an asset the zone holds; `nil` when it holds none by that hash (or the
+    /// caller may not read it: the same answer).
+    func assetManifest(zone: ZoneReference, asset: AssetHash) async throws -> AssetManifest?
+    /// Chunk `index` of an asset the zone holds (as stored: the caller checks it).
+    func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8]
 }
 
 /// A zone's state as the server serves it to clients whose token has expired.
@@ -125,5 +135,17 @@ extension SyncTransport {
 
     public func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer {
         try await push(zone: zone, transactions: transactions)
+    }
+
+    // A transport of tests or simulations that carries no assets: no zone holds any.
+    public func beginAssetUpload(zone: ZoneReference, manifest: AssetManifest) async throws -> AssetUploadAnswer {
+        throw SyncError(.notFound, "this transport carries no assets")
+    }
+    public func putAssetChunk(zone: ZoneReference, asset: AssetHash, index: Int, bytes: [UInt8]) async throws -> AssetUploadAnswer {
+        throw SyncError(.notFound, "this transport carries no assets")
+    }
+    public func assetManifest(zone: ZoneReference, asset: AssetHash) async throws -> AssetManifest? { nil }
+    public func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8] {
+        throw SyncError(.assetNotFound, "this transport carries no assets")
     }
 }

@@ -107,6 +107,8 @@ extension Store {
         core.autoCompaction = AutoCompactionState(policy: options.autoCompaction, events: report.replayedEvents, bytes: report.replayedBytes)
         let store = Store(directory: directory, log: log, core: core, logger: options.logger, report: report)
         try store.finishInterruptedFork()
+        // Imports a crash interrupted left only temporary files (downloads stay: they resume).
+        try? store.assets.clearTemporary()
         return store
     }
 

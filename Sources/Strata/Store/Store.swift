@@ -37,8 +37,12 @@ public final class Store: Sendable {
     let compactionGate = AsyncGate()
     /// What open did: snapshot used, events replayed, warnings.
     public let openReport: OpenReport
+    /// The asset files (`assets/`) and what fetches them (see Store+Assets).
+    let assets: LocalAssets
+    let assetFetching = Mutex(AssetFetching())
 
     init(directory: String, log: SegmentLog, core: sending StoreCore, logger: Logger, report: OpenReport) {
+        self.assets = LocalAssets(storeDirectory: directory)
         self.directory = directory
         self.log = log
         self.core = Mutex(core)

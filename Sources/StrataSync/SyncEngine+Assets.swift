@@ -1,0 +1,42 @@
+@_spi(StrataInternals) public import Strata
+public import StrataCore
+import StrataProtocol
+
+/// Assets: uploaded before the transactions that name them, fetched through the zone when the
+/// store asks for one it lacks (the engine is the store's `AssetSource`).
+extension SyncEngine: AssetSource {
+    /// Uploads every asset the transactions name that the zone may not hold yet: the manifest,
+    /// then the chunks the server says it lacks — after a kill or a dropped connection, only
+    /// those, so at most the chunk in flight is sent twice. An asset this store does not hold
+    /// (a reference pulled from the zone, or copied from another object) is left to the server,
+    /// which refuses the push with `assetMissing` if the zone does not hold it either.
+    func uploadAssets(namedBy encoded: [[UInt8]]) async throws {
+        var named = Set<AssetHash>()
+        for bytes in encoded {
+            // Bytes the store wrote itself: a summary that does not decode names nothing, and
+            // the server refuses the push for what it is.
+            if let summary = try? TransactionSummary(validating: bytes) { named.formUnion(summary.namedAssets) }
+        }
+        for hash in named.sorted() where !assetsInZone.contains(hash) {
+            guard let manifest = try store.localManifest(for: hash) else { continue }
+            var answer = try await transport.beginAssetUpload(zone: zoneReference, manifest: manifest)
+            for index in answer.missing {
+                try Task.checkCancellation()
+                let bytes = try await store.localChunk(index, of: manifest)
+                answer = try await transport.putAssetChunk(zone: zoneReference, asset: hash, index: index, bytes: bytes)
+            }
+            guard answer.complete else {
+                throw SyncError(.assetMismatch, "asset \(hash): every chunk was sent, and the server still lacks chunks \(answer.missing.prefix(8).map(String.init).joined(separator: ", "))")
+            }
+            assetsInZone.insert(hash)
+        }
+    }
+
+    public nonisolated func assetManifest(for asset: Asset) async throws -> AssetManifest? {
+        try await transport.assetManifest(zone: zoneReference, asset: asset.sha256)
+    }
+
+    public nonisolated func assetChunk(_ index: Int, of asset: Asset) async throws -> [UInt8] {
+        try await transport.assetChunk(zone: zoneReference, asset: asset.sha256, index: index)
+    }
+}
