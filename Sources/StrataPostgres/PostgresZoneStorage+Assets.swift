@@ -252,27 +252,41 @@ extension PostgresZoneStorage {
     /// goes past `limit`.
     private func storeChunk(_ bytes: [UInt8], hash: AssetHash, owner: String, limit: Int64?, zone id: ZoneID,
                             on connection: PostgresConnection) async throws {
-        let key = ByteBuffer(bytes: hash.bytes)
-        let present = try await values(connection.query("SELECT 1 FROM strata_asset_chunks WHERE owner = \(owner) AND sha256 = \(key)", logger: logger),
-                                       as: Int32.self)
-        guard present.isEmpty else { return }
+        if try await hasChunk(hash, owner: owner, on: connection) { return }
         let adding = Int64(bytes.count)
         if let limit {
             // Checked before a mebibyte is written for nothing; checked again under the lock below.
             let used = try await values(connection.query("SELECT stored_bytes FROM strata_owners WHERE owner = \(owner)", logger: logger), as: Int64.self).first ?? 0
             if used + adding > limit { throw Self.chunkQuota(owner: owner, used: used, adding: adding, limit: limit, zone: id) }
         }
-        // A chunk another instance is inserting at this moment is waited for: then this insert
-        // does nothing (it committed) or inserts (it rolled back). Counted by whoever inserted.
+        guard let total = try await insertChunk(bytes, hash: hash, owner: owner, on: connection) else { return }
+        if let limit, total > limit { throw Self.chunkQuota(owner: owner, used: total - adding, adding: adding, limit: limit, zone: id) }
+    }
+
+    /// Inserts a chunk of `owner`'s and counts its bytes in the owner's stored bytes: the owner's
+    /// stored bytes after the count, or `nil` when the owner had the chunk (nothing changed).
+    ///
+    /// A chunk another instance is inserting at this moment is waited for: then this insert does
+    /// nothing (it committed) or inserts (it rolled back). Counted by whoever inserted.
+    func insertChunk(_ bytes: [UInt8], hash: AssetHash, owner: String, on connection: PostgresConnection) async throws -> Int64? {
+        let adding = Int64(bytes.count)
         let inserted = try await values(connection.query("""
-            INSERT INTO strata_asset_chunks (owner, sha256, bytes) VALUES (\(owner), \(key), \(ByteBuffer(bytes: bytes)))
+            INSERT INTO strata_asset_chunks (owner, sha256, bytes) VALUES (\(owner), \(ByteBuffer(bytes: hash.bytes)), \(ByteBuffer(bytes: bytes)))
             ON CONFLICT DO NOTHING RETURNING 1
             """, logger: logger), as: Int32.self)
-        guard !inserted.isEmpty else { return }
-        let total = try await values(connection.query("""
+        guard !inserted.isEmpty else { return nil }
+        // The owner's row exists: chunks are stored only for owners of zones (whose create made it).
+        return try await values(connection.query("""
             UPDATE strata_owners SET stored_bytes = stored_bytes + \(adding) WHERE owner = \(owner) RETURNING stored_bytes
             """, logger: logger), as: Int64.self).first ?? adding
-        if let limit, total > limit { throw Self.chunkQuota(owner: owner, used: total - adding, adding: adding, limit: limit, zone: id) }
+    }
+
+    /// Whether `owner` has the chunk.
+    func hasChunk(_ hash: AssetHash, owner: String, on connection: PostgresConnection) async throws -> Bool {
+        let found = try await values(connection.query("""
+            SELECT 1 FROM strata_asset_chunks WHERE owner = \(owner) AND sha256 = \(ByteBuffer(bytes: hash.bytes))
+            """, logger: logger), as: Int32.self)
+        return !found.isEmpty
     }
 
     private static func chunkQuota(owner: String, used: Int64, adding: Int64, limit: Int64, zone id: ZoneID) -> ZoneStorageError {

@@ -12,6 +12,11 @@ public import StrataServer
 /// is in the database wholly or not at all) and verified afterwards by comparing its
 /// `ZoneDigest` on both sides. A zone already in the database with the same digest is skipped
 /// (a migration run again after an interruption); one that differs is refused.
+///
+/// The assets each zone holds are copied with it (after its log): their manifests, the chunks the
+/// owner lacks in the database (read one at a time, each verified against its hash by the
+/// embedded storage, counted in the owner's stored bytes), and the zone's links. A run again
+/// skips what is there, so an interrupted copy of assets is finished by the next run.
 public enum ZoneMigration {
     public struct Report: Sendable, Hashable {
         /// The zones copied and verified.
@@ -21,6 +26,10 @@ public enum ZoneMigration {
         /// The log entries copied (retained history) and their bytes.
         public var transactions = 0
         public var bytes: Int64 = 0
+        /// The assets the zones hold (each zone's counted), and the bytes of the chunks stored
+        /// for them (each chunk once per owner; none for those in the database already).
+        public var assets = 0
+        public var assetBytes: Int64 = 0
     }
 
     /// Copies every zone of `source` into `target`; `progress` hears about each zone.
@@ -42,6 +51,7 @@ public enum ZoneMigration {
                 }
                 report.alreadyThere.append(id)
                 progress("zone \(id): in the database already, the same (\(expected.end) positions)")
+                try await copyAssets(of: id, from: source, to: target, into: &report, progress: progress)
                 continue
             }
             let (transactions, bytes) = try await target.importZone(try await source.export(zone: id), from: source)
@@ -53,8 +63,18 @@ public enum ZoneMigration {
             report.transactions += transactions
             report.bytes += bytes
             progress("zone \(id): copied and verified, \(transactions) transactions from position \(expected.start), \(expected.replicas.count) replicas, state \(expected.state.prefix(16))")
+            try await copyAssets(of: id, from: source, to: target, into: &report, progress: progress)
         }
         return report
+    }
+
+    private static func copyAssets(of id: ZoneID, from source: EmbeddedZoneStorage, to target: PostgresZoneStorage,
+                                   into report: inout Report, progress: (String) -> Void) async throws {
+        let (assets, bytes) = try await target.importAssets(of: id, from: source)
+        guard assets > 0 else { return }
+        report.assets += assets
+        report.assetBytes += bytes
+        progress("zone \(id): \(assets) asset(s) held, \(bytes) bytes of chunks stored")
     }
 }
 
@@ -149,5 +169,43 @@ extension PostgresZoneStorage {
             try await connection.query("UPDATE strata_owners SET stored_bytes = stored_bytes + \(bytes) WHERE owner = \(id.owner)", logger: self.logger)
             return (copied, bytes)
         }
+    }
+}
+
+extension PostgresZoneStorage {
+    /// Copies the assets zone `id` holds in `source`: for each, the chunks its owner lacks here (a
+    /// chunk at a time, each in its own transaction with its count), then the owner's manifest
+    /// and the zone's link. Returns the assets and the bytes of the chunks stored.
+    func importAssets(of id: ZoneID, from source: EmbeddedZoneStorage) async throws(ZoneStorageError) -> (Int, Int64) {
+        var bytes: Int64 = 0
+        let held = try await source.heldAssets(zone: id)
+        for asset in held {
+            guard let manifest = try await source.heldAsset(zone: id, sha256: asset) else { continue }
+            for (index, chunk) in manifest.chunks.enumerated() {
+                let present = try await withConnection("looking up chunk \(index) of asset \(asset)", zone: id) { connection in
+                    try await self.hasChunk(chunk, owner: id.owner, on: connection)
+                }
+                if present { continue }
+                // Verified against its hash by the embedded storage as it is read.
+                guard let data = try await source.assetChunk(zone: id, sha256: asset, index: index) else {
+                    throw ZoneStorageError(.storageFailure, "zone \(id): chunk \(index) of asset \(asset) could not be read from the data directory", zone: id.description)
+                }
+                let stored = try await transaction("copying chunk \(index) of asset \(asset) into the database", zone: id) { connection in
+                    try await self.insertChunk(data, hash: chunk, owner: id.owner, on: connection) != nil
+                }
+                if stored { bytes += Int64(data.count) }
+            }
+            let encoded = ByteBuffer(bytes: manifest.encoded)
+            let hash = ByteBuffer(bytes: asset.bytes)
+            try await transaction("copying asset \(asset) of zone \(id) into the database", zone: id) { connection in
+                guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+                try await connection.query("""
+                    INSERT INTO strata_asset_manifests (owner, sha256, manifest) VALUES (\(id.owner), \(hash), \(encoded)) ON CONFLICT DO NOTHING
+                    """, logger: self.logger)
+                try await connection.query("INSERT INTO strata_asset_links (zone_id, sha256) VALUES (\(zone.key), \(hash)) ON CONFLICT DO NOTHING",
+                                           logger: self.logger)
+            }
+        }
+        return (held.count, bytes)
     }
 }

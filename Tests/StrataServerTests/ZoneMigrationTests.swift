@@ -76,4 +76,55 @@ struct ZoneMigrationTests {
         try await embedded.close()
         try await postgres.close()
     }
+
+    @Test("the assets each zone holds come along: manifests, chunks once per owner (counted in the owner's stored bytes), links; unfinished uploads do not; a second run stores nothing twice")
+    func copyAssets() async throws {
+        let site = try StorageSite(.embedded)
+        let source = try await site.open() as? EmbeddedZoneStorage
+        let embedded = try #require(source)
+        let photo = try TestAsset(seed: 1, byteCount: 2 * AssetManifest.chunkSize + 10)
+        // Shares photo's first chunk.
+        let edited = try TestAsset(bytes: photo.chunk(0) + TestAsset(seed: 2, byteCount: 700).bytes)
+        let unfinished = try TestAsset(seed: 3, byteCount: 2 * AssetManifest.chunkSize)
+        _ = try await embedded.createZone(name: "photos", owner: "alice", access: .shared, grants: ["bob": .readWrite])
+        _ = try await embedded.createZone(name: "backup", owner: "alice", access: .private, grants: [:])
+        _ = try await embedded.createZone(name: "mine", owner: "bob", access: .private, grants: [:])
+        for (asset, zone, user) in [(photo, ZoneID("photos"), "bob"), (edited, "photos", "alice"), (photo, "bob/mine", "bob")] {
+            var state = try await embedded.beginAssetUpload(zone: zone, user: user, manifest: asset.manifest, storedBytesLimit: nil)
+            for index in state.missing {
+                state = try await embedded.putAssetChunk(zone: zone, user: user, sha256: asset.sha256, index: index, bytes: asset.chunk(index), storedBytesLimit: nil)
+            }
+            #expect(state.complete)
+        }
+        #expect(try await embedded.unheldAssets(zone: "backup", user: "alice", assets: [photo.sha256]) == [])
+        _ = try await embedded.beginAssetUpload(zone: "photos", user: "bob", manifest: unfinished.manifest, storedBytesLimit: nil)
+        _ = try await embedded.putAssetChunk(zone: "photos", user: "bob", sha256: unfinished.sha256, index: 0, bytes: unfinished.chunk(0), storedBytesLimit: nil)
+
+        let url = try PostgresCluster.shared().createDatabase()
+        let postgres = try await PostgresZoneStorage.startedForTest(url: PostgresConnectionURL(parsing: url), logger: Logger(label: "test"))
+        let report = try await ZoneMigration.copy(from: embedded, to: postgres)
+        // Links: photos 2, backup 1, bob's 1. Chunks: alice's three of photo and edited's second; bob's three.
+        #expect(report.assets == 4)
+        #expect(report.assetBytes == Int64(photo.bytes.count + 700 + photo.bytes.count))
+        let held: [(ZoneID, TestAsset)] = [("photos", photo), ("photos", edited), ("backup", photo), ("bob/mine", photo)]
+        for (zone, asset) in held {
+            #expect(try await postgres.heldAsset(zone: zone, sha256: asset.sha256) == asset.manifest, "\(zone)")
+            for index in 0..<asset.chunkCount {
+                #expect(try await postgres.assetChunk(zone: zone, sha256: asset.sha256, index: index) == asset.chunk(index), "\(zone) \(index)")
+            }
+        }
+        #expect(try await postgres.heldAsset(zone: "backup", sha256: edited.sha256) == nil)
+        #expect(try await postgres.heldAsset(zone: "photos", sha256: unfinished.sha256) == nil)
+        // The owner's dedup holds in the database: alice's own upload of photo elsewhere sends nothing.
+        _ = try await postgres.createZone(name: "new", owner: "alice", access: .private, grants: [:])
+        #expect(try await postgres.beginAssetUpload(zone: "new", user: "alice", manifest: photo.manifest, storedBytesLimit: nil)
+            == AssetUploadState(missing: [], complete: true))
+        let counted = [try await postgres.storedBytes(owner: "alice"), try await postgres.storedBytes(owner: "bob")]
+
+        let again = try await ZoneMigration.copy(from: embedded, to: postgres)
+        #expect(again.alreadyThere.count == 3 && again.assets == 4 && again.assetBytes == 0)
+        #expect([try await postgres.storedBytes(owner: "alice"), try await postgres.storedBytes(owner: "bob")] == counted)
+        try await embedded.close()
+        try await postgres.close()
+    }
 }

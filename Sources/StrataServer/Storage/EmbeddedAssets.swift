@@ -98,6 +98,13 @@ final class EmbeddedAssets: Sendable {
         return bytes
     }
 
+    /// The assets `zone` holds, in order (`strata migrate` copies them).
+    func heldAssets(_ zone: ZoneInfo) throws(ZoneStorageError) -> [AssetHash] {
+        let directory = zoneDirectory(zone) + "/held"
+        guard DurableFile.isDirectory(directory) else { return [] }
+        return try DurableFile.list(directory).compactMap { AssetHash(hex: $0) }.sorted()
+    }
+
     // MARK: Links
 
     /// Makes `zone` hold an asset its owner holds (the owner's push naming it).

@@ -51,6 +51,14 @@ extension EmbeddedZoneStorage: AssetStorage {
         return try await blocking { () throws(ZoneStorageError) in try assets.chunk(info, sha256, index: index) }
     }
 
+    /// The assets zone `zone` holds, in order (`strata migrate` copies them with their manifests
+    /// and chunks, read through `heldAsset(zone:sha256:)` and `assetChunk(zone:sha256:index:)`).
+    package func heldAssets(zone: ZoneID) async throws(ZoneStorageError) -> [AssetHash] {
+        let info = try assetZone(zone)
+        let assets = self.assets
+        return try await blocking { () throws(ZoneStorageError) in try assets.heldAssets(info) }
+    }
+
     /// The zone as it is now; with `pushedBy`, checked that the user may still push to it (a
     /// grant revoked while the request was on its way holds).
     private func assetZone(_ id: ZoneID, pushedBy user: String? = nil) throws(ZoneStorageError) -> ZoneInfo {

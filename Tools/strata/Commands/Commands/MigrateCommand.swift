@@ -18,7 +18,8 @@ struct MigrateCommand: AsyncParsableCommand {
         abstract: "Copy a stopped server's data directory into PostgreSQL, verifying every zone.",
         discussion: """
         The zones keep their epochs, merges, positions and digests, so devices go on with the change tokens \
-        they hold. The password may come from STRATA_POSTGRES_PASSWORD.
+        they hold; the assets each zone holds come with it (manifests, chunks once per owner, links). \
+        The password may come from STRATA_POSTGRES_PASSWORD.
         """
     )
 
@@ -35,6 +36,8 @@ struct MigrateCommand: AsyncParsableCommand {
         var alreadyThere: [String]
         var transactions: Int
         var bytes: Int64
+        var assets: Int
+        var assetBytes: Int64
     }
 
     func run() async throws {
@@ -60,9 +63,10 @@ struct MigrateCommand: AsyncParsableCommand {
         try await source.close()
         if json {
             print(try JSONOutput.string(Report(copied: report.copied.map(\.description), alreadyThere: report.alreadyThere.map(\.description),
-                                               transactions: report.transactions, bytes: report.bytes)))
+                                               transactions: report.transactions, bytes: report.bytes,
+                                               assets: report.assets, assetBytes: report.assetBytes)))
         } else {
-            print("migrated \(report.copied.count) zone(s) (\(report.transactions) transactions, \(report.bytes) bytes) into \(url); \(report.alreadyThere.count) already there; every zone verified")
+            print("migrated \(report.copied.count) zone(s) (\(report.transactions) transactions, \(report.bytes) bytes; \(report.assets) asset(s) held, \(report.assetBytes) bytes of chunks) into \(url); \(report.alreadyThere.count) already there; every zone verified")
         }
     }
 }
