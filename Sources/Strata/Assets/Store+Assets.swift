@@ -46,7 +46,7 @@ extension Store {
     /// holds is not written again. The copy is durable before this returns.
     ///
     /// - Throws: `StoreError.Code.invalidArgument` for an unreadable file or an invalid media
-    ///   type or file name (see ``Asset/init(sha256:byteCount:mediaType:fileName:)``).
+    ///   type or file name (see `Asset.init(sha256:byteCount:mediaType:fileName:)` in `StrataCore`).
     public func importAsset(contentsOf url: URL, mediaType: String, fileName: String? = nil) async throws -> Asset {
         if let problem = Asset.problem(byteCount: 0, mediaType: mediaType, fileName: fileName) {
             throw StoreError(.invalidArgument, "cannot import \(url.path): \(problem)")
