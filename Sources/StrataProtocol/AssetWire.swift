@@ -2,7 +2,7 @@ public import StrataCore
 
 /// An asset's manifest on the wire: `{"sha256": "<hex>", "size": n, "chunkSize": 1048576,
 /// "chunks": ["<hex>", …]}` — the body of `PUT /v1/zones/{zone}/assets/{sha256}` and the answer
-/// to its `GET`. `chunkSize` is always 1 MiB (``AssetManifest/chunkSize``); a body naming another
+/// to its `GET`. `chunkSize` is always 1 MiB (`AssetManifest.chunkSize`, in `StrataCore`); a body naming another
 /// is refused, so that a later protocol may change it without being misread.
 public struct AssetManifestBody: Sendable, Hashable, Codable {
     public var sha256: String
