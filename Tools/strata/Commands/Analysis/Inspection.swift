@@ -1,5 +1,5 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataLog
 import StrataCore
 
@@ -74,6 +74,9 @@ struct Inspection: Codable, Sendable {
     /// The states the store adopted from a zone, where (see `strata log --kind adopt`).
     var adoptions: [String] = []
     var tornTail: String?
+    /// Assets held, named but remote-only, partly downloaded and pinned; `nil` when the schema has
+    /// no asset attribute and the store holds none.
+    var assets: AssetSummary? = nil
 
     /// Reads the whole log once, decoding every event without applying it (a summary needs no
     /// projection). A snapshot is read only when the log no longer holds the history it folds in
@@ -150,8 +153,10 @@ struct Inspection: Codable, Sendable {
         var objectCount: Int?
         var objectsByEntity: [String: Int]?
         var digest: String?
+        var loadedForObjects: LoadedStore?
         if wantObjects {
             let loaded = try LoadedStore.load(files, start: .newest, progress: nil)
+            loadedForObjects = loaded
             let ids = loaded.projection.allObjectIDs()
             var byEntity: [String: Int] = [:]
             for id in ids {
@@ -161,12 +166,13 @@ struct Inspection: Codable, Sendable {
             objectsByEntity = byEntity
             digest = loaded.projection.digest()
         }
+        let assets = Self.assets(files, schema: schema, loaded: loadedForObjects, notes: &notes)
         let entitySchemas = schema.entities.map { entity in
             EntitySchema(name: entity.name,
                          attributes: entity.attributes.map { "\($0.name): \($0.type.rawValue)\($0.isOptional ? "?" : "")\($0.isLocalOnly ? " (local only)" : "")" },
                          relationships: entity.relationships.map { "\($0.name) → \($0.isToMany ? "[\($0.destination)]" : $0.destination)\($0.inverse.map { " (inverse \($0))" } ?? "") \($0.deleteRule.rawValue)" })
         }
-        return Inspection(
+        var inspection = Inspection(
             store: files.directory, replica: files.replicaID.description,
             startPosition: report.startPosition ?? identity.startPosition, endPosition: report.endPosition ?? report.startPosition ?? identity.startPosition,
             records: report.records, transactions: tally.transactions, events: tally.events,
@@ -180,6 +186,32 @@ struct Inspection: Codable, Sendable {
             schema: entitySchemas, problems: report.problems.map { "\($0)" } + notes,
             adoptions: adoptionLines,
             tornTail: report.tornTail.map { "\($0.segment) at byte \($0.offset): \($0.reason) (\($0.droppedBytes) bytes; truncated when the store next opens)" })
+        inspection.assets = assets
+        return inspection
+    }
+
+    /// The asset counts, when the schema has an asset attribute or the store holds assets
+    /// (otherwise `nil`, and no replay). What the objects name needs their projection: the one
+    /// `--objects` rebuilt, or one rebuilt here from the newest snapshot.
+    static func assets(_ files: StoreFiles, schema: Schema, loaded: LoadedStore?, notes: inout [String]) -> AssetSummary? {
+        let inventory: AssetInventory
+        do { inventory = try Store.assetInventory(ofStoreAt: files.directory) } catch {
+            notes.append("cannot read the asset folder: \(error)")
+            return nil
+        }
+        let namesAssets = AssetReferences.schemaNamesAssets(schema)
+        guard namesAssets || !inventory.objects.isEmpty || !inventory.partials.isEmpty else { return nil }
+        var references: AssetReferences?
+        if let loaded {
+            references = AssetReferences(loaded.projection)
+        } else {
+            do {
+                references = AssetReferences(try LoadedStore.load(files, start: .newest, progress: nil).projection)
+            } catch {
+                notes.append("the assets the objects name are not counted: the objects cannot be rebuilt (\(error))")
+            }
+        }
+        return AssetSummary(inventory: inventory, references: references)
     }
 
     var text: String {
@@ -190,6 +222,7 @@ struct Inspection: Codable, Sendable {
                      + (adoptions.isEmpty ? "" : ", \(adoptions.count) adopted state(s)"))
         for adoption in adoptions { lines.append("          adopted at \(adoption)") }
         lines.append("size      \(Format.bytes(storedBytes)) on disk for \(Format.bytes(payloadBytes)) of events (compression ratio \(String(format: "%.2f", compressionRatio)))")
+        if let assets { lines.append("assets    \(assets.text)") }
         lines.append("")
         lines.append("segments")
         for s in segments {

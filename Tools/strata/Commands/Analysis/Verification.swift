@@ -1,5 +1,5 @@
 import Dispatch
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataLog
 import StrataCore
 
@@ -44,6 +44,9 @@ struct Verification: Codable, Sendable {
     var snapshots: [SnapshotCheck]
     /// Snapshots whose digest differs from the replay (candidates for `--repair`).
     var wrongSnapshots: [String]
+    /// The asset directory's checks; `nil` when the schema has no asset attribute and the store
+    /// holds no asset file.
+    var assets: AssetCheck? = nil
     var healthy: Bool { findings.isEmpty }
 
     static func run(_ files: StoreFiles, progress: Progress?) throws -> Verification {
@@ -201,10 +204,37 @@ struct Verification: Codable, Sendable {
             notes.append("torn tail in \(tail.segment) at byte \(tail.offset): \(tail.reason); \(tail.droppedBytes) bytes of an interrupted, never acknowledged append, cut when the store next opens")
         }
         for name in report.staleIndexes { notes.append("the index of \(name) is missing or stale (rebuilt when the store next opens)") }
-        return Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: report.records,
-                            events: events, startPosition: report.startPosition ?? identity.startPosition,
-                            endPosition: report.endPosition ?? identity.startPosition, findings: logFindings + findings, notes: notes,
-                            snapshots: checks.sorted { $0.position < $1.position }, wrongSnapshots: wrong)
+        var schema = projection.schema
+        for recorded in decoder.schemas { schema = schema.merged(with: recorded) }
+        let assets = try Self.checkAssets(files, schema: schema, notes: &notes)
+        for finding in assets?.errors ?? [] { findings.append(Finding(message: finding.message, file: finding.file)) }
+        var verification = Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: report.records,
+                                        events: events, startPosition: report.startPosition ?? identity.startPosition,
+                                        endPosition: report.endPosition ?? identity.startPosition, findings: logFindings + findings, notes: notes,
+                                        snapshots: checks.sorted { $0.position < $1.position }, wrongSnapshots: wrong)
+        verification.assets = assets
+        return verification
+    }
+
+    /// The asset checks, when the schema has an asset attribute or the store holds asset files.
+    /// Which assets the objects name needs the newest state (a replay from the newest snapshot);
+    /// when it cannot be rebuilt, the files are still checked.
+    static func checkAssets(_ files: StoreFiles, schema: Schema, notes: inout [String]) throws -> AssetCheck? {
+        let inventory = try? Store.assetInventory(ofStoreAt: files.directory)
+        let holdsFiles = !(inventory.map { $0.objects.isEmpty && $0.manifests.isEmpty && $0.partials.isEmpty && $0.strayFiles.isEmpty } ?? true)
+        guard AssetReferences.schemaNamesAssets(schema) || holdsFiles else { return nil }
+        var references: AssetReferences?
+        do {
+            references = AssetReferences(try LoadedStore.load(files, start: .newest, progress: nil).projection)
+        } catch {
+            notes.append("the assets the objects name were not checked: the objects cannot be rebuilt (\(error))")
+        }
+        let check = try AssetCheck.run(storeDirectory: files.directory, references: references)
+        let remote = check.findings.filter { $0.kind == .remoteOnly }.count
+        notes.append("assets: \(check.objectsChecked) file(s) verified (\(Format.bytes(Int64(clamping: check.bytesChecked)))), "
+                     + (check.referenced.map { "\($0) referenced, \(remote) remote-only (fetched on demand)" } ?? "references not known"))
+        for finding in check.findings where finding.severity == .warning { notes.append("asset \(finding)") }
+        return check
     }
 
     var text: String {

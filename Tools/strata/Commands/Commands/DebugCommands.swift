@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataLog
 import StrataCore
 
@@ -83,8 +83,10 @@ struct VerifyCommand: ParsableCommand {
         }
         first = firstRepairable
         let logProblem = first.file.map { $0.hasPrefix(files.logDirectory) && $0.hasSuffix(".seg") } ?? false
+        let onlyAssets = repairable.allSatisfy { finding in verification.assets?.errors.contains { $0.file == finding.file } ?? false }
         let what = (logProblem ? "truncate the log at \(first.file ?? "?") byte \(first.offset ?? 0), " : "")
-            + "move what is removed into \(store)/\(Quarantine.folderName)/ and reset the sync cursors (the next sync pulls the zone again)"
+            + (onlyAssets ? "set the damaged asset files aside in \(store)/\(Quarantine.folderName)/ (they are fetched again when needed)"
+                          : "move what is removed into \(store)/\(Quarantine.folderName)/ and reset the sync cursors (the next sync pulls the zone again)")
         guard try confirm("Repair \(store): \(what)?") else { throw ExitCode(ExitStatus.finding) }
         let quarantine = try Quarantine(store: store)
         var current = verification
@@ -113,6 +115,8 @@ struct VerifyCommand: ParsableCommand {
         let (moved, refused) = try RepairText.setAsideSnapshots(current, in: files.logDirectory, quarantine: quarantine)
         for name in moved { print("set aside snapshot \(name) (kept in \(quarantine.folder))") }
         repaired = repaired || !moved.isEmpty
+        // Assets are not in the log: setting one aside changes no sync cursor.
+        for line in try AssetRepair.run(current.assets, store: store, quarantine: quarantine) { print(line) }
         if repaired {
             for cursor in try quarantine.moveSyncCursors(of: store) { print("reset the sync cursor \(cursor) (kept in \(quarantine.folder)): the next sync pulls the zone again") }
         }
@@ -137,6 +141,38 @@ struct VerifyCommand: ParsableCommand {
         if yes { return true }
         print(question + " [y/N] ", terminator: "")
         return readLine()?.lowercased().hasPrefix("y") == true
+    }
+}
+
+/// What `strata verify --repair` does to the asset directory: a damaged asset file (and its
+/// manifest) goes to the quarantine — the store then lacks it, so it is fetched again from the
+/// zone when needed; a missing or damaged manifest of a file that verifies is written again from
+/// the file (the old one kept in the quarantine).
+enum AssetRepair {
+    static func run(_ check: AssetCheck?, store: String, quarantine: Quarantine) throws -> [String] {
+        guard let check else { return [] }
+        var lines: [String] = []
+        for finding in check.errors {
+            guard let hex = finding.asset, let hash = AssetHash(hex: hex) else { continue }
+            let objectPath = Store.assetsDirectory(ofStoreAt: store) + "/objects/" + hex
+            let manifestPath = Store.assetsDirectory(ofStoreAt: store) + "/manifests/" + hex
+            switch finding.kind {
+            case .damagedObject:
+                if FileManager.default.fileExists(atPath: objectPath) { try quarantine.move(objectPath, as: "assets/objects/" + hex) }
+                if FileManager.default.fileExists(atPath: manifestPath) { try quarantine.move(manifestPath, as: "assets/manifests/" + hex) }
+                lines.append("set aside the damaged asset \(hex) (kept in \(quarantine.folder)): it is fetched again when needed")
+            case .damagedManifest:
+                guard let manifest = check.rebuiltManifests[hash] else { continue }
+                if FileManager.default.fileExists(atPath: manifestPath) { try quarantine.move(manifestPath, as: "assets/manifests/" + hex) }
+                do { try Store.writeAssetManifest(manifest, ofStoreAt: store) } catch {
+                    throw CLIError("cannot write the manifest of asset \(hex): \(error)")
+                }
+                lines.append("wrote the manifest of asset \(hex) again from its verified file")
+            case .manifestWithoutObject, .remoteOnly, .strayFile, .interruptedImport:
+                continue
+            }
+        }
+        return lines
     }
 }
 
