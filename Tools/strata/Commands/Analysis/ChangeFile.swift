@@ -13,7 +13,9 @@ import StrataCore
 ///
 /// `id` is optional for an insert (a new one is made). Values are JSON typed by the schema:
 /// dates as ISO 8601 strings (microseconds kept), bytes as base64, UUIDs and references as UUID
-/// strings, `null` to clear. Blank lines are skipped. Every error names the line and the field.
+/// strings, assets as their reference `{"sha256", "size", "mediaType", "fileName"}` or as a file to
+/// attach, `{"file": PATH, "mediaType": TYPE}` (see ``importAttachments(into:source:)``), `null` to
+/// clear. Blank lines are skipped. Every error names the line and the field.
 struct ChangeFile {
     enum Operation: String, CaseIterable {
         case insert, update, delete, add, remove
@@ -175,8 +177,93 @@ struct ChangeFile {
         case (.uuid, .string(let s)):
             guard let uuid = UUID(uuidString: s) else { throw fail("not a UUID: \"\(s)\"") }
             return .uuid(uuid)
+        case (.asset, .object(let fields)):
+            do { return .asset(try Asset(json: fields.mapValues(\.foundationValue))) } catch { throw fail(error.message) }
         default:
             throw fail("expected \(attribute.type.rawValue) for \(entity.name).\(key), got \(json.typeName)")
+        }
+    }
+}
+
+extension ChangeFile {
+    /// The keys of an attachment: a value `{"file": PATH, "mediaType": TYPE, "fileName": NAME}`
+    /// for an asset attribute (`mediaType` guessed from the extension when left out, `fileName`
+    /// the path's last component unless given).
+    static let attachmentKeys: Set<String> = ["file", "mediaType", "fileName"]
+
+    /// Copies the file of every attachment into `store` (streamed and hashed: see
+    /// `Store.importAsset(contentsOf:mediaType:fileName:)`) and puts the reference in its place,
+    /// before the transaction, which then sets it like any asset value. Returns the references.
+    ///
+    /// - Throws: ``CLIError`` naming the line and the field: an attachment for an attribute that
+    ///   is not an asset, an unreadable file, an invalid media type or file name.
+    mutating func importAttachments(into store: Store, source: String) async throws -> [Asset] {
+        var imported: [Asset] = []
+        for index in changes.indices {
+            let change = changes[index]
+            for (key, json) in change.values {
+                guard case .object(let fields) = json, fields["file"] != nil else { continue }
+                func fail(_ message: String) -> CLIError { CLIError("\(source):\(change.line), field \"values.\(key)\": \(message)") }
+                let entityName = change.entity ?? change.id.flatMap { store.object($0)?.entity }
+                if let entityName, let type = store.schema.entity(entityName)?.attribute(key)?.type, type != .asset {
+                    throw fail("a file can be attached to an asset attribute only; \(entityName).\(key) is \(type.rawValue)")
+                }
+                if let unknown = fields.keys.sorted().first(where: { !Self.attachmentKeys.contains($0) }) {
+                    throw fail("an attachment has no key \"\(unknown)\" (expected \(Self.attachmentKeys.sorted().joined(separator: ", ")))")
+                }
+                guard case .string(let path) = fields["file"] else { throw fail("\"file\" must be a path (a string)") }
+                var mediaType = MediaType.guess(forPath: path)
+                if let given = fields["mediaType"] {
+                    guard case .string(let type) = given else { throw fail("\"mediaType\" must be a string") }
+                    mediaType = type
+                }
+                var fileName: String? = URL(fileURLWithPath: path).lastPathComponent
+                if let given = fields["fileName"] {
+                    switch given {
+                    case .string(let name): fileName = name
+                    case .null: fileName = nil
+                    default: throw fail("\"fileName\" must be a string")
+                    }
+                }
+                guard FileManager.default.isReadableFile(atPath: path) else { throw fail("cannot read the file \(path)") }
+                let asset: Asset
+                do {
+                    asset = try await store.importAsset(contentsOf: URL(fileURLWithPath: path), mediaType: mediaType, fileName: fileName)
+                } catch let error as StoreError {
+                    throw fail(error.message)
+                }
+                changes[index].values[key] = JSONValue(.asset(asset))
+                imported.append(asset)
+            }
+        }
+        return imported
+    }
+}
+
+/// A media type from a file's extension, for attachments that do not name one.
+enum MediaType {
+    static let byExtension: [String: String] = [
+        "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif", "heic": "image/heic",
+        "webp": "image/webp", "pdf": "application/pdf", "txt": "text/plain", "json": "application/json",
+        "mp4": "video/mp4", "mov": "video/quicktime", "m4a": "audio/mp4", "mp3": "audio/mpeg", "zip": "application/zip",
+    ]
+
+    static func guess(forPath path: String) -> String {
+        byExtension[URL(fileURLWithPath: path).pathExtension.lowercased()] ?? "application/octet-stream"
+    }
+}
+
+extension JSONValue {
+    /// The value as `JSONSerialization` would give it (what `Asset(json:)` reads).
+    var foundationValue: Any {
+        switch self {
+        case .null: NSNull()
+        case .bool(let b): b
+        case .integer(let i): i
+        case .double(let d): d
+        case .string(let s): s
+        case .array(let a): a.map(\.foundationValue)
+        case .object(let o): o.mapValues(\.foundationValue)
         }
     }
 }

@@ -57,8 +57,12 @@ struct ApplyCommand: AsyncParsableCommand {
           {"op": "delete", "id": "<uuid>"}
           {"op": "add", "id": "<uuid>", "relationship": "tags", "target": "<uuid>"}
           {"op": "remove", "id": "<uuid>", "relationship": "tags", "target": "<uuid>"}
-        Dates are ISO 8601 strings, bytes base64, UUIDs and references UUID strings. An error names
-        the line and the field, and nothing is committed.
+        Dates are ISO 8601 strings, bytes base64, UUIDs and references UUID strings, assets their
+        reference {"sha256", "size", "mediaType", "fileName"} or a file to attach:
+          {"op": "update", "id": "<uuid>", "values": {"photo": {"file": "beach.jpg", "mediaType": "image/jpeg"}}}
+        (the file is copied into the store; mediaType is guessed from the extension when left out,
+        fileName is the file's name unless given). An error names the line and the field, and
+        nothing is committed.
         """
     )
 
@@ -80,10 +84,14 @@ struct ApplyCommand: AsyncParsableCommand {
             text = String(decoding: data, as: UTF8.self)
         }
         let source = changes == "-" ? "stdin" : changes
-        let file = try ChangeFile(text: text, source: source)
+        var parsed = try ChangeFile(text: text, source: source)
         let opened = try openStore(store)
         let schema = opened.schema
         do {
+            // Attached files go into the store first; the transaction then names them. (A failed
+            // transaction leaves them unnamed: kept until assets are collected.)
+            let attached = try await parsed.importAttachments(into: opened, source: source)
+            let file = parsed
             let before = opened.segmentLog.endPosition
             let inserted = try await opened.transaction { tx in try file.apply(in: tx, schema: schema, source: source) }
             let position = opened.segmentLog.endPosition
@@ -93,10 +101,12 @@ struct ApplyCommand: AsyncParsableCommand {
             let committed = position > before
             if json {
                 print(try JSONOutput.string(ApplyResult(changes: file.changes.count, inserted: inserted.map(\.description),
-                                                        position: committed ? position - 1 : nil, committed: committed)))
+                                                        position: committed ? position - 1 : nil, committed: committed,
+                                                        attached: attached.isEmpty ? nil : attached.map { JSONValue(.asset($0)) })))
             } else if committed {
                 print("applied \(file.changes.count) change(s) as one transaction at position \(position - 1)")
                 for id in inserted { print("inserted \(id)") }
+                for asset in attached { print("attached \(asset)") }
             } else {
                 print("committed nothing: the \(file.changes.count) change(s) were already in effect")
             }
@@ -114,6 +124,8 @@ struct ApplyCommand: AsyncParsableCommand {
         var position: UInt64?
         /// Whether a transaction was written (false when every change was already in effect).
         var committed: Bool
+        /// The references of the files attached (`{"file": …}` values); absent when none.
+        var attached: [JSONValue]? = nil
     }
 }
 
