@@ -29,6 +29,8 @@ extension SyncEngine: AssetSource {
                 throw SyncError(.assetMismatch, "asset \(hash): every chunk was sent, and the server still lacks chunks \(answer.missing.prefix(8).map(String.init).joined(separator: ", "))")
             }
             assetsInZone.insert(hash)
+            // A server holds it now: the device may let it go under its cache budget.
+            store.markAssetUploaded(hash)
         }
     }
 

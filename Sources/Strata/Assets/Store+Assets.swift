@@ -27,6 +27,10 @@ struct AssetFetching {
     }
     var sources: [ObjectIdentifier: WeakSource] = [:]
     var downloads: [AssetHash: SharedDownload] = [:]
+    /// ``StoreOptions/assetCacheBudget``.
+    var budget: UInt64?
+    /// ``StoreOptions/assetCollectionGrace``.
+    var collectionGrace: Duration = .seconds(24 * 3600)
 }
 
 /// One fetch of an asset, shared by everyone who asks for it while it runs; cancelled when the
@@ -75,6 +79,8 @@ extension Store {
     public func localFile(for asset: Asset) -> URL? {
         if asset.sha256 == Asset.empty.sha256 { try? assets.ensureEmpty() }
         guard assets.has(asset.sha256) else { return nil }
+        // Its use, for the cache's least-recently-used order.
+        assets.touch(asset.sha256)
         return URL(fileURLWithPath: assets.objectPath(asset.sha256))
     }
 
@@ -180,7 +186,15 @@ extension Store {
                 done += UInt64(bytes.count)
                 progress?(AssetProgress(completedBytes: done, totalBytes: manifest.byteCount))
             }
-            if try await BlockingIO.run({ try download.finish() }) { return assets.objectPath(manifest.sha256) }
+            if try await BlockingIO.run({ try download.finish() }) {
+                // Fetched from a server: it may leave this device again under the budget.
+                try? assets.markRemote(manifest.sha256)
+                if let budget = assetFetching.withLock({ $0.budget }) {
+                    let keep = manifest.sha256
+                    _ = try? await BlockingIO.run { try assets.evict(toFit: budget, keeping: keep) }
+                }
+                return assets.objectPath(manifest.sha256)
+            }
             done = download.heldBytes
         }
         throw StoreError(.corruptAsset, "\(asset): chunks fetched twice still do not make the asset")

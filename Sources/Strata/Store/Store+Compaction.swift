@@ -64,6 +64,13 @@ extension Store {
             try log.retireSegments(coveredBy: info, keepingFrom: base?.position ?? keep)
             try pruneSnapshots(keeping: base)
             try pruneAdoptedStates()
+            // Assets that only retired history named go with it (after the grace period).
+            let grace = assetFetching.withLock { $0.collectionGrace }
+            do {
+                try await collectUnreferencedAssets(grace: grace)
+            } catch {
+                logger.warning("asset collection after compaction failed; assets stay until the next one", metadata: ["error": "\(error)"])
+            }
             return info
         } catch let error as LogError {
             throw StoreError(error)

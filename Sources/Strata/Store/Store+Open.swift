@@ -109,6 +109,10 @@ extension Store {
         try store.finishInterruptedFork()
         // Imports a crash interrupted left only temporary files (downloads stay: they resume).
         try? store.assets.clearTemporary()
+        store.assetFetching.withLock {
+            $0.budget = options.assetCacheBudget
+            $0.collectionGrace = options.assetCollectionGrace
+        }
         return store
     }
 

@@ -35,6 +35,15 @@ public struct StoreOptions: Sendable {
     /// 100,000 events or 64 MiB of encoded transactions lie in the log past the newest snapshot.
     /// ``AutoCompaction/disabled`` leaves compaction to explicit ``Store/compact()`` calls.
     public var autoCompaction = AutoCompaction.default
+    /// The most bytes of fetched assets kept on this device (`nil`: no limit). Beyond it the
+    /// least recently used are removed after each fetch — never a pinned asset, and never one
+    /// no server holds yet (imported here, not yet uploaded); a removed asset is fetched again
+    /// when asked for. Change it later with `Store.assetCacheBudget`.
+    public var assetCacheBudget: UInt64? = nil
+    /// How long an asset nothing names stays after its last use before a compaction removes it
+    /// (`Store.collectUnreferencedAssets(grace:)`): an asset imported for a transaction is safe
+    /// until then even before the transaction is committed. 24 hours by default.
+    public var assetCollectionGrace: Duration = .seconds(24 * 3600)
 
     /// One hour, in milliseconds.
     public static let defaultMaxClockLead: UInt64 = HybridClock.defaultMaxLead
