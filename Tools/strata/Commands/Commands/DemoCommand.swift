@@ -8,12 +8,13 @@ import StrataCore
 
 /// `strata demo`: the main job, with embedded defaults and no arguments. A log server starts
 /// in-process on a free port; three devices make offline edits (a conflict, a delete against an
-/// update); `diff` shows how two of them diverged; they sync to convergence; the zone and a device
-/// are compacted; `inspect` shows what a store holds. Everything is cleaned up at the end.
+/// update); `diff` shows how two of them diverged; they sync to convergence; one attaches a
+/// picture that another fetches on demand; the zone and a device are compacted; `inspect` shows
+/// what a store holds. Everything is cleaned up at the end.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Three devices and a log server: offline edits, a conflict, a diff, convergence, compaction, inspection."
+        abstract: "Three devices and a log server: offline edits, a conflict, a diff, convergence, an attached picture, compaction, inspection."
     )
 
     @Option(help: "Keep everything in this directory instead of a temporary one that is removed.")
@@ -39,7 +40,7 @@ struct Demo {
         Entity("Folder", attributes: [Attribute("name", .string, optional: false)],
                relationships: [Relationship("notes", to: "Note", toMany: true, inverse: "folder", deleteRule: .cascade)])
         Entity("Note", attributes: [Attribute("title", .string, default: ""), Attribute("pinned", .bool, default: false),
-                                    Attribute("draft", .string, localOnly: true)],
+                                    Attribute("draft", .string, localOnly: true), Attribute("picture", .asset)],
                relationships: [Relationship("folder", to: "Folder", inverse: "notes"),
                                Relationship("tags", to: "Tag", toMany: true)])
         Entity("Tag", attributes: [Attribute("label", .string, optional: false)])
@@ -127,13 +128,27 @@ struct Demo {
         print("  the delete won over the pin: an update never revives a deleted object")
         print("  the phone's draft stayed on the phone (a local-only attribute): \(phone.store.object(shopping)?["draft"] ?? .null) vs laptop \(laptop.store.object(shopping)?["draft"] ?? .null)")
 
-        section("5. Compaction")
+        section("5. An attached picture, fetched on demand")
+        let png = DemoPicture.png(side: 16)
+        let picture = try await phone.store.importAsset(Data(png), mediaType: "image/png", fileName: "sketch.png")
+        try await phone.store.transaction { tx in try tx.update(shopping, ["picture": .asset(picture)]) }
+        try await phone.engine.sync()
+        print("  phone:  attaches sketch.png (\(png.count) bytes, sha256 \(picture.sha256.hex.prefix(16))…) to \"Shopping\" and syncs: the bytes go up before the edit")
+        try await laptop.engine.sync()
+        guard let named = laptop.store.object(shopping)?["picture"].assetValue else { throw CLIError("the laptop's note names no picture after syncing") }
+        print("  laptop: syncs; the note names \(named); held here: \(laptop.store.localFile(for: named) == nil ? "no (only the reference came)" : "yes")")
+        let fetched = try Data(contentsOf: try await laptop.store.asset(named))
+        let identical = fetched == Data(png)
+        print("  laptop: fetches it on demand: \(fetched.count) bytes, \(identical ? "identical to the phone's" : "DIFFERENT from the phone's")")
+        guard identical else { throw CLIError("the picture the laptop fetched differs from the phone's", exitCode: ExitStatus.finding) }
+
+        section("6. Compaction")
         let zone = try await storage.compact(zone: ZoneID(owner: "alice", name: "notes"), retaining: 0)
         print("  server: zone alice/notes snapshotted at position \(zone.position) (\(zone.payload.count) bytes)")
         let snapshot = try await phone.store.compact()
         print("  phone: snapshot \(snapshot.name) at position \(snapshot.position)")
 
-        section("6. strata inspect phone")
+        section("7. strata inspect phone")
         let inspection = try Inspection.run(try StoreFiles(phone.store.directory), objects: true, progress: nil)
         print(inspection.text.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
 
@@ -143,5 +158,45 @@ struct Demo {
         try await storage.close()
         guard converged else { throw CLIError("the devices did not converge", exitCode: ExitStatus.finding) }
         print("\nDone.")
+    }
+}
+
+/// A small picture made in code (the demo reads no file): a `side`×`side` RGB gradient as a
+/// valid PNG — its image data one stored (uncompressed) deflate block, so no zlib is needed.
+enum DemoPicture {
+    static func png(side: Int) -> [UInt8] {
+        var raw: [UInt8] = []
+        for y in 0..<side {
+            raw.append(0)  // filter: none
+            for x in 0..<side { raw += [UInt8(x * 255 / max(1, side - 1)), UInt8(y * 255 / max(1, side - 1)), 160] }
+        }
+        // zlib: header, one final stored block (length, its complement), the bytes, Adler-32.
+        var zlib: [UInt8] = [0x78, 0x01, 0x01, UInt8(raw.count & 0xFF), UInt8(raw.count >> 8), UInt8(~raw.count & 0xFF), UInt8((~raw.count >> 8) & 0xFF)]
+        zlib += raw
+        var a: UInt32 = 1, b: UInt32 = 0
+        for byte in raw { a = (a + UInt32(byte)) % 65521; b = (b + a) % 65521 }
+        zlib += bigEndian(b << 16 | a)
+        var out: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        out += chunk("IHDR", bigEndian(UInt32(side)) + bigEndian(UInt32(side)) + [8, 2, 0, 0, 0])
+        out += chunk("IDAT", zlib)
+        out += chunk("IEND", [])
+        return out
+    }
+
+    private static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+        let body = Array(type.utf8) + data
+        return bigEndian(UInt32(data.count)) + body + bigEndian(crc32(body))
+    }
+
+    private static func bigEndian(_ value: UInt32) -> [UInt8] { [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) } }
+
+    /// The CRC-32 PNG chunks carry (the zlib polynomial, not the log's CRC-32C).
+    private static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        return ~crc
     }
 }
