@@ -48,6 +48,7 @@ struct OpenAPIDocumentTests {
         // The document's paths all appear (a reading that found nothing would pass vacuously).
         #expect(Set(documented.map { $0.path }) == ["/v1/zones", "/v1/zones/{zone}", "/v1/zones/{zone}/push", "/v1/zones/{zone}/changes",
                                                   "/v1/zones/{zone}/snapshot", "/v1/zones/{zone}/state", "/v1/zones/{zone}/replicas",
+                                                  "/v1/zones/{zone}/assets/{sha256}", "/v1/zones/{zone}/assets/{sha256}/chunks/{index}",
                                                   "/health", "/ready", "/metrics"])
         let server = try TestServer()
         try await server.test { client in
@@ -56,7 +57,7 @@ struct OpenAPIDocumentTests {
             // DELETE last, so that the zone is there for the others.
             let ordered = documented.filter { $0.method != .delete } + documented.filter { $0.method == .delete }
             for (method, path) in ordered {
-                let uri = path.replacingOccurrences(of: "{zone}", with: "notes")
+                let uri = Self.uri(path)
                 let response = try await client.execute(uri: uri, method: method, headers: auth(Token.alice))
                 let body = String(buffer: response.body)
                 // A route that is not served answers `404 notFound` "…: Not Found"; the snapshot of a
@@ -65,7 +66,7 @@ struct OpenAPIDocumentTests {
                 #expect(!unrouted, "\(method) \(path) is documented but not served: \(response.status.code) \(body)")
             }
             for path in Set(documented.map { $0.path }) {
-                let uri = path.replacingOccurrences(of: "{zone}", with: "notes")
+                let uri = Self.uri(path)
                 for method in Self.methods where !documented.contains(where: { $0.method == method && $0.path == path }) {
                     let response = try await client.execute(uri: uri, method: method, headers: auth(Token.alice))
                     #expect(response.status == .notFound && String(buffer: response.body).contains("\"notFound\""),
@@ -73,6 +74,13 @@ struct OpenAPIDocumentTests {
                 }
             }
         }
+    }
+
+    /// A documented path with its parameters filled in: zone `notes`, an asset's hash, chunk 0.
+    static func uri(_ path: String) -> String {
+        path.replacingOccurrences(of: "{zone}", with: "notes")
+            .replacingOccurrences(of: "{sha256}", with: AssetHash.of(Array("a photo".utf8)).hex)
+            .replacingOccurrences(of: "{index}", with: "0")
     }
 
     @Test("the document's error codes, with their statuses, are StrataProtocol's ErrorCode.all, in order; the server answers each with its status")

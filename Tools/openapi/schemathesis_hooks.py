@@ -6,22 +6,48 @@ generate or send push bodies (`application/x-strata-transactions`) or state uplo
 (`application/x-strata-snapshot`). Random bytes alone would only ever reach the first check of each
 endpoint, so the bodies mix
 - real payloads the script captured from the live server (STRATA_SAMPLE_FRAMES: a pull's body,
-  framed transactions; STRATA_SAMPLE_SNAPSHOT: a zone's snapshot) and variations of them
-  (truncated, a byte flipped), which reach the storage and its exactly-once and merge checks;
+  framed transactions; STRATA_SAMPLE_SNAPSHOT: a zone's snapshot; STRATA_SAMPLE_CHUNK: a chunk of
+  an asset whose upload the script began, and STRATA_SAMPLE_CHUNK_LZ4: the LZ4 block of it a server
+  answered) and variations of them (truncated, a byte flipped), which reach the storage and its
+  exactly-once, merge and chunk checks;
 - well-framed random transactions (valid varint lengths, random contents), which pass the framing
   and fail decoding;
 - arbitrary bytes, including broken varints.
 
-Generated zone names, owners and tokens are random too, so that almost every request would end
-in `404 zoneNotFound`; the hooks below send part of them to the zones and tokens the script seeded
-(STRATA_SAMPLE_ZONES, STRATA_SAMPLE_OWNERS, STRATA_SAMPLE_TOKENS: comma-separated), the rest as
+Generated zone names, owners, tokens, asset hashes and chunk indexes are random too, so that
+almost every request would end in `404 zoneNotFound` or `404 assetNotFound`; the hooks below send
+part of them to the zones, tokens and assets the script seeded (STRATA_SAMPLE_ZONES,
+STRATA_SAMPLE_OWNERS, STRATA_SAMPLE_TOKENS, STRATA_SAMPLE_ASSETS: comma-separated), the rest as
 generated.
+
+An upload's manifest is sometimes a seeded asset's real one (STRATA_SAMPLE_MANIFESTS:
+comma-separated files), sent to that asset's path. A chunk body that is the LZ4 sample is sent
+with `Strata-Chunk-Encoding: lz4` and its `Strata-Chunk-Length` (STRATA_SAMPLE_CHUNK_LZ4_LENGTH),
+so that the server decompresses it; any other body keeps the headers schemathesis generated.
 """
 
+import ast
+import json
 import os
+import threading
 
 import schemathesis
 from hypothesis import strategies as st
+
+# Hypothesis describes strategies by parsing the source of their lambdas (`ast.parse`), from
+# both workers' threads at once; CPython before 3.12 keeps the parser's recursion depth in global
+# state, and two parses at once fail now and then with "SystemError: AST constructor recursion
+# depth mismatch" — a runtime error of the run, not a finding. One parse at a time.
+_ast_parse = ast.parse
+_ast_parse_lock = threading.Lock()
+
+
+def _parse_one_at_a_time(*args, **kwargs):
+    with _ast_parse_lock:
+        return _ast_parse(*args, **kwargs)
+
+
+ast.parse = _parse_one_at_a_time
 
 
 def _sample(variable):
@@ -75,6 +101,9 @@ _OWNERS = _list("STRATA_SAMPLE_OWNERS")
 _TOKENS = _list("STRATA_SAMPLE_TOKENS")
 
 
+_ASSETS = _list("STRATA_SAMPLE_ASSETS")
+
+
 @schemathesis.hook
 def flatmap_path_parameters(ctx, path_parameters):
     if not path_parameters or "zone" not in path_parameters or not _ZONES:
@@ -83,7 +112,18 @@ def flatmap_path_parameters(ctx, path_parameters):
     # other operations nothing but 404s.
     if ctx.operation is not None and ctx.operation.method.upper() == "DELETE":
         return st.just(path_parameters)
-    return st.one_of(st.just(path_parameters), st.sampled_from([{**path_parameters, "zone": zone} for zone in _ZONES]))
+    seeded = {"zone": st.sampled_from(_ZONES)}
+    if "sha256" in path_parameters and _ASSETS:
+        seeded["sha256"] = st.sampled_from(_ASSETS)
+    if "index" in path_parameters:
+        seeded["index"] = st.sampled_from([0, 1, 2])
+    # As generated; every seeded value at once (a real asset of a real zone: its manifest and
+    # chunks); or each seeded value taken or not on its own (a seeded zone with a generated hash
+    # reaches the asset checks of a real zone, a seeded hash in a generated zone the zone's).
+    every = {key: seeded.get(key, st.just(value)) for key, value in path_parameters.items()}
+    mixed = {key: st.one_of(st.just(value), seeded[key]) if key in seeded else st.just(value)
+             for key, value in path_parameters.items()}
+    return st.one_of(st.just(path_parameters), st.fixed_dictionaries(every), st.fixed_dictionaries(mixed))
 
 
 @schemathesis.hook
@@ -102,9 +142,52 @@ def flatmap_query(ctx, query):
 
 _FRAMES = _sample("STRATA_SAMPLE_FRAMES")
 _SNAPSHOT = _sample("STRATA_SAMPLE_SNAPSHOT")
+_CHUNK = _sample("STRATA_SAMPLE_CHUNK")
+_CHUNK_LZ4 = _sample("STRATA_SAMPLE_CHUNK_LZ4")
+_CHUNK_LZ4_LENGTH = os.environ.get("STRATA_SAMPLE_CHUNK_LZ4_LENGTH", "")
+
+
+def _chunks():
+    choices = [_bodies(_CHUNK, st.binary(max_size=256))]
+    if _CHUNK_LZ4:
+        choices.append(st.just(_CHUNK_LZ4))
+    return st.one_of(*choices)
+
 
 schemathesis.openapi.media_type("application/x-strata-transactions", _bodies(_FRAMES, _framed()))
 schemathesis.openapi.media_type("application/x-strata-snapshot", _bodies(_SNAPSHOT, st.binary(max_size=256)))
+schemathesis.openapi.media_type("application/octet-stream", _chunks())
+
+
+def _manifests():
+    found = []
+    for path in _list("STRATA_SAMPLE_MANIFESTS"):
+        with open(path, encoding="utf-8") as handle:
+            found.append(json.load(handle))
+    return found
+
+
+_MANIFESTS = _manifests()
+
+
+@schemathesis.hook
+def flatmap_body(ctx, body):
+    # An upload's manifest: as generated (it never names the asset of the path), or a seeded
+    # asset's real one, sent to that asset's path (below).
+    operation = ctx.operation
+    if not _MANIFESTS or operation is None or operation.method.upper() != "PUT" or not operation.path.endswith("/assets/{sha256}"):
+        return st.just(body)
+    return st.one_of(st.just(body), st.sampled_from(_MANIFESTS))
+
+
+@schemathesis.hook
+def before_call(ctx, case, **kwargs):
+    # The LZ4 sample travels as what it is; the server must decompress it and check the chunk.
+    if _CHUNK_LZ4 and _CHUNK_LZ4_LENGTH and isinstance(case.body, (bytes, bytearray)) and bytes(case.body) == _CHUNK_LZ4:
+        case.headers = {**(case.headers or {}), "Strata-Chunk-Encoding": "lz4", "Strata-Chunk-Length": _CHUNK_LZ4_LENGTH}
+    # A real manifest goes to its own asset's path.
+    if isinstance(case.body, dict) and case.body in _MANIFESTS and case.path_parameters and "sha256" in case.path_parameters:
+        case.path_parameters = {**case.path_parameters, "sha256": case.body["sha256"]}
 
 
 # Answers in the binary media types are checked too: a pull's body must split into frames exactly
@@ -143,3 +226,23 @@ def _snapshot_answer(ctx, response):
     if not response.content:
         raise ValueError("an empty snapshot")
     return response.content.hex()
+
+
+# An asset's chunk: 1 to 1048576 bytes as they are, or an LZ4 block (never longer than the chunk
+# it saves an eighth of) with the chunk's length in Strata-Chunk-Length.
+@schemathesis.deserializer("application/octet-stream")
+def _chunk_answer(ctx, response):
+    body = response.content
+    if not body:
+        raise ValueError("an empty chunk")
+    if len(body) > 1048576:
+        raise ValueError(f"a chunk of {len(body)} bytes; a chunk has at most 1048576")
+    encoding = response.headers.get("Strata-Chunk-Encoding")
+    length = response.headers.get("Strata-Chunk-Length")
+    if isinstance(encoding, list):
+        encoding = encoding[0] if encoding else None
+    if isinstance(length, list):
+        length = length[0] if length else None
+    if encoding is not None and (encoding != "lz4" or length is None or not length.isdigit() or len(body) >= int(length)):
+        raise ValueError(f"Strata-Chunk-Encoding {encoding!r} with Strata-Chunk-Length {length!r} for a body of {len(body)} bytes")
+    return body.hex()

@@ -139,7 +139,54 @@ fi
 expect 200 "GET changes" api GET "/v1/zones/notes/changes?after=$SNAPSHOT_TOKEN" "$ALICE_TOKEN" --dump-header "$WORK/changes.headers"
 NEXT_TOKEN=$(sed -n 's/^[Ss]trata-[Nn]ext-[Tt]oken: *\([^[:space:]]*\).*/\1/p' "$WORK/changes.headers")
 cp "$WORK/last.body" "$WORK/sample.frames"
-say "seeded: zones notes (alice) and board (bob), $(wc -c < "$WORK/sample.frames") bytes of frames, $(wc -c < "$WORK/sample.snapshot") bytes of snapshot"
+# Assets (text, so that their chunks travel as LZ4): `notes` holds asset A (1.5 MiB, two chunks),
+# uploaded whole by alice; `board` holds asset B (1 MiB + 200 bytes), uploaded by bob, and alice
+# has begun B's upload into `notes` without sending a chunk — so generated requests meet a held
+# asset, an asset held only elsewhere (the same 404 as an absent one) and an open upload. The
+# samples for chunk bodies: B's last chunk, and the LZ4 block of it `board` answers.
+"$PYTHON" - "$WORK" <<'PY'
+import hashlib, json, sys
+work = sys.argv[1]
+def asset(name, size):
+    line = f"asset {name}: the quick brown fox jumps over the lazy dog\n".encode()
+    data = (line * (size // len(line) + 1))[:size]
+    chunks = [data[i:i + 1048576] for i in range(0, len(data), 1048576)]
+    manifest = {"sha256": hashlib.sha256(data).hexdigest(), "size": size, "chunkSize": 1048576,
+                "chunks": [hashlib.sha256(c).hexdigest() for c in chunks]}
+    with open(f"{work}/{name}.manifest", "w") as f: json.dump(manifest, f)
+    with open(f"{work}/{name}.hash", "w") as f: f.write(manifest["sha256"])
+    for i, c in enumerate(chunks):
+        with open(f"{work}/{name}.{i}", "wb") as f: f.write(c)
+asset("A", 1572864)
+asset("B", 1048576 + 200)
+PY
+ASSET_A=$(cat "$WORK/A.hash")
+ASSET_B=$(cat "$WORK/B.hash")
+upload() { # TOKEN ZONE NAME CHUNKS: PUT the manifest, then each chunk
+    local token=$1 zone=$2 name=$3 chunks=$4 hash
+    hash=$(cat "$WORK/$name.hash")
+    expect 200 "PUT $zone/assets/$name" api PUT "/v1/zones/$zone/assets/$hash" "$token" -H 'Content-Type: application/json' \
+        --data-binary "@$WORK/$name.manifest"
+    for i in $(seq 0 $((chunks - 1))); do
+        expect 200 "PUT $zone/assets/$name/chunks/$i" api PUT "/v1/zones/$zone/assets/$hash/chunks/$i" "$token" \
+            -H 'Content-Type: application/octet-stream' --data-binary "@$WORK/$name.$i"
+    done
+}
+upload "$ALICE_TOKEN" notes A 2
+upload "$BOB_TOKEN" board B 2
+expect 200 "GET notes/assets/A" api GET "/v1/zones/notes/assets/$ASSET_A" "$ALICE_TOKEN"
+expect 404 "GET notes/assets/B (held only by board)" api GET "/v1/zones/notes/assets/$ASSET_B" "$ALICE_TOKEN"
+expect 200 "PUT notes/assets/B (begun only)" api PUT "/v1/zones/notes/assets/$ASSET_B" "$ALICE_TOKEN" -H 'Content-Type: application/json' \
+    --data-binary "@$WORK/B.manifest"
+expect 200 "GET board/assets/B/chunks/1" api GET "/v1/zones/board/assets/$ASSET_B/chunks/1?owner=bob" "$ALICE_TOKEN" --dump-header "$WORK/chunk.headers"
+cp "$WORK/last.body" "$WORK/sample.chunk.lz4"
+CHUNK_LZ4_LENGTH=$(sed -n 's/^[Ss]trata-[Cc]hunk-[Ll]ength: *\([0-9]*\).*/\1/p' "$WORK/chunk.headers")
+if [ -z "$CHUNK_LZ4_LENGTH" ]; then
+    say "seeding failed: chunk 1 of asset B did not come back as LZ4"
+    exit 1
+fi
+cp "$WORK/B.1" "$WORK/sample.chunk"
+say "seeded: zones notes (alice) and board (bob), $(wc -c < "$WORK/sample.frames") bytes of frames, $(wc -c < "$WORK/sample.snapshot") bytes of snapshot, assets $ASSET_A (notes) and $ASSET_B (board; begun in notes)"
 
 # The runs. Checks: every answer is documented (status, media type, headers, body) and none is a
 # 5xx. First as alice, every operation; then with a token the server does not know, the /v1
@@ -156,6 +203,8 @@ run() { # NAME TOKEN [schemathesis arguments…]: the run's exit status
         cd "$WORK"
         STRATA_SAMPLE_FRAMES="$WORK/sample.frames" STRATA_SAMPLE_SNAPSHOT="$WORK/sample.snapshot" \
         STRATA_SAMPLE_ZONES=notes,board STRATA_SAMPLE_OWNERS=alice,bob STRATA_SAMPLE_TOKENS="$SNAPSHOT_TOKEN,$NEXT_TOKEN" \
+        STRATA_SAMPLE_ASSETS="$ASSET_A,$ASSET_B" STRATA_SAMPLE_MANIFESTS="$WORK/A.manifest,$WORK/B.manifest" STRATA_SAMPLE_CHUNK="$WORK/sample.chunk" \
+        STRATA_SAMPLE_CHUNK_LZ4="$WORK/sample.chunk.lz4" STRATA_SAMPLE_CHUNK_LZ4_LENGTH="$CHUNK_LZ4_LENGTH" \
         SCHEMATHESIS_HOOKS="$ROOT/Tools/openapi/schemathesis_hooks.py" \
             "$PYTHON" -m schemathesis.cli run "$ROOT/Tools/openapi/openapi.yaml" \
             --url "$URL" \
