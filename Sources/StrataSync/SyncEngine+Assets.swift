@@ -17,6 +17,17 @@ extension SyncEngine: AssetSource {
             // the server refuses the push for what it is.
             if let summary = try? TransactionSummary(validating: bytes) { named.formUnion(summary.namedAssets) }
         }
+        try await uploadAssets(named)
+    }
+
+    /// The assets a state (a projection snapshot payload) names; none when it does not decode
+    /// (the server refuses it for what it is).
+    static func assetsNamed(byState state: [UInt8]) -> Set<AssetHash> {
+        (try? ProjectionCodec.assetsNamed(inSnapshot: state)) ?? []
+    }
+
+    /// Uploads the assets of `named` the zone may not hold yet (see ``uploadAssets(namedBy:)``).
+    func uploadAssets(_ named: Set<AssetHash>) async throws {
         for hash in named.sorted() where !assetsInZone.contains(hash) {
             guard let manifest = try store.localManifest(for: hash) else { continue }
             var answer = try await transport.beginAssetUpload(zone: zoneReference, manifest: manifest)

@@ -59,6 +59,9 @@ extension SyncEngine {
         }
         // A first sequence of 0 (never written, but read from disk) claims nothing rather than wrap.
         let claim = min(cursor.healClaim, own, firstInLog.map { $0 > 0 ? $0 - 1 : 0 } ?? .max)
+        // The assets the state names go first, as for a push: a zone that lost its history may
+        // have lost its assets' links too (a server restored from a backup).
+        try await uploadAssets(Self.assetsNamed(byState: state))
         var answer: StateUploadResult
         var claimed = true
         while true {

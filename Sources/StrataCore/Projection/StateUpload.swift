@@ -17,6 +17,8 @@ public struct StateUpload: Sendable {
     /// the header's claim): what a server checks against its clock, since a stamp far ahead
     /// would win every later edit.
     public let newestTimestamp: HLC
+    /// The assets its objects' fields name: the zone must hold them before it takes the state.
+    public let namedAssets: Set<AssetHash>
 
     /// Checks `payload`.
     ///
@@ -24,6 +26,7 @@ public struct StateUpload: Sendable {
     public init(payload: [UInt8]) throws {
         self.payload = payload
         var newest: UInt64 = 0
+        var assets = Set<AssetHash>()
         header = try payload.withUnsafeBytes { raw in
             var decoder = SnapshotDecoder(r: ByteReader(raw))
             let header = try decoder.header()
@@ -37,7 +40,10 @@ public struct StateUpload: Sendable {
                 }
                 previous = id
                 newest = max(newest, record.inserted.hlc, record.deleted.hlc)
-                for slot in record.fields { newest = max(newest, slot.ref.hlc) }
+                for slot in record.fields {
+                    newest = max(newest, slot.ref.hlc)
+                    if case .asset(let asset) = slot.value, asset.sha256 != Asset.empty.sha256 { assets.insert(asset.sha256) }
+                }
                 for member in record.sets {
                     for add in member.adds { newest = max(newest, add.hlc) }
                     // A removal's sequence is not a ref's (read unchecked by the layout): bound it
@@ -51,6 +57,7 @@ public struct StateUpload: Sendable {
             return header
         }
         newestTimestamp = HLC(rawValue: newest)
+        namedAssets = assets
     }
 
     /// Objects in the state.

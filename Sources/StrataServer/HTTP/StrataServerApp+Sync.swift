@@ -111,6 +111,17 @@ extension StrataServerApp {
         // Called directly, not through `storageCall`: the decoded state is handed over to the
         // storage, which a closure capturing it could not do.
         try requireStillSignedIn(request, as: user)
+        // As for a push: every asset the state names must be held by the zone first.
+        if !state.namedAssets.isEmpty {
+            let named = state.namedAssets
+            let unheld = try await storageCall { () async throws(ZoneStorageError) in
+                try await storage.unheldAssets(zone: id, user: user, assets: named)
+            }
+            if !unheld.isEmpty {
+                throw ServerError(.assetMissing, "the state names \(unheld.count) asset(s) zone \(id) does not hold (\(unheld.prefix(3).map(\.hex).joined(separator: ", "))\(unheld.count > 3 ? ", …" : "")): upload them to the zone first; nothing was merged",
+                                  assets: unheld.map(\.hex))
+            }
+        }
         let outcome: StateMergeOutcome
         do {
             outcome = try await storage.mergeState(zone: id, epoch: zone.epoch, user: user, replica: replica, claim: claim, state: state, basis: basis)
