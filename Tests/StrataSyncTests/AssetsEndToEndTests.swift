@@ -116,6 +116,13 @@ struct AssetsEndToEndTests {
             let refusal = await #expect(throws: SyncError.self) { try await bobsEngine.sync() }
             #expect(refusal?.code == .assetMissing)
             #expect(refusal?.message.contains(photo.sha256.hex) == true)
+            // A state he uploads naming it (as a device healing the zone would) is refused alike.
+            let bobHTTPState = HTTPSyncTransport(server: url, bearer: "bob-secret")
+            let stateRefusal = await #expect(throws: SyncError.self) {
+                _ = try await bobHTTPState.uploadState(zone: ZoneReference("shared", owner: "alice"), state: try bob.statePayload(), replica: nil, claim: 0, after: nil)
+            }
+            #expect(stateRefusal?.code == .assetMissing)
+            #expect(try await storage.heldAsset(zone: ZoneID(owner: "alice", name: "shared"), sha256: photo.sha256) == nil)
             // Uploading into "shared", bob must send every chunk: what alice holds elsewhere is
             // not his to learn.
             let bobHTTP = HTTPSyncTransport(server: url, bearer: "bob-secret")
