@@ -316,6 +316,8 @@ struct CommandLineTests {
         #expect(result.stdout.contains("converged: every device has the same digest"))
         #expect(result.stdout.contains("first divergent event"))
         #expect(result.stdout.contains("strata inspect phone"))
+        #expect(result.stdout.contains("laptop: fetches it on demand: 852 bytes, identical to the phone's"), "\(result.stdout)")
+        #expect(result.stdout.contains("assets    1 referenced, held 1 (852 B), remote-only 0 (0 B)"), "\(result.stdout)")
         #expect(result.stderr.isEmpty, "\(result.stderr)")
     }
 }
