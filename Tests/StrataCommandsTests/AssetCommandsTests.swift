@@ -114,6 +114,10 @@ struct AssetCommandsTests: NoteStoreCLI {
         try write(data, to: partial + ".data")
         try write([0, 0, 0, 0, 2, 0, 0, 0], to: partial + ".chunks")
 
+        // Pinned for offline use (the marker the store's pin leaves).
+        try FileManager.default.createDirectory(atPath: store + "/assets/pins", withIntermediateDirectories: true)
+        try write([], to: store + "/assets/pins/" + AssetHash.of(held).hex)
+
         let inspected = try await strata(["inspect", store, "--json"])
         #expect(inspected.status == 0, "\(inspected.stderr)")
         let assets = try #require(try json(inspected.stdout)["assets"] as? [String: Any], "\(inspected.stdout)")
@@ -125,10 +129,11 @@ struct AssetCommandsTests: NoteStoreCLI {
         #expect(tally("remoteOnly") == [1, remote.count])
         #expect(tally("referenced") == [2, held.count + remote.count])
         #expect(tally("partial") == [1, AssetManifest.chunkSize + 10])
-        #expect(tally("pinned") == [0, 0])
+        #expect(tally("pinned") == [1, held.count])
+        #expect(tally("notUploaded") == [1, held.count])
 
         let text = try await strata(["inspect", store])
-        #expect(text.stdout.contains("assets    2 referenced, held 1 (2.9 KiB), remote-only 1 (2.0 MiB), partial 1 (1.0 MiB fetched), pinned 0 (0 B)"), "\(text.stdout)")
+        #expect(text.stdout.contains("assets    2 referenced, held 1 (2.9 KiB), remote-only 1 (2.0 MiB), partial 1 (1.0 MiB fetched), pinned 1 (2.9 KiB), not uploaded 1 (2.9 KiB)"), "\(text.stdout)")
     }
 
     @Test("verify hashes every asset file: a corrupted one is an error naming its path (exit 1); --repair sets it aside in quarantine/ and the store verifies")

@@ -41,6 +41,10 @@ public struct AssetInventory: Sendable {
     public var strayFiles: [String] = []
     /// Imports a crash interrupted (`tmp/`), removed when the store next opens.
     public var temporaryFiles: [String] = []
+    /// Assets pinned for offline use (`pins/`), held or not.
+    public var pinned: Set<AssetHash> = []
+    /// Assets a server is known to hold (`remote/`: fetched, or uploaded).
+    public var knownRemote: Set<AssetHash> = []
 
     /// Bytes of the complete assets.
     public var heldBytes: UInt64 { objects.values.reduce(0) { $0 + $1.byteCount } }
@@ -106,6 +110,8 @@ extension Store {
             inventory.partials[hash] = AssetInventory.Partial(sha256: hash, dataPath: dataPath, listPath: listPath, heldChunks: held.count, heldBytes: bytes)
         }
         inventory.temporaryFiles = try names(assets.temporary).map { assets.temporary + "/" + $0 }
+        inventory.pinned = Set(try names(assets.pins).compactMap { AssetHash(hex: $0) })
+        inventory.knownRemote = Set(try names(assets.remote).compactMap { AssetHash(hex: $0) })
         return inventory
     }
 

@@ -50,12 +50,19 @@ struct AssetSummary: Codable, Sendable, Hashable {
     var unreferenced: Tally?
     /// Downloads in progress: `bytes` is what they hold so far.
     var partial = Tally()
-    /// Assets kept on the device whatever the cache's size (none until pins exist).
+    /// Assets pinned for offline use (kept whatever the cache's budget); `bytes` counts their sizes.
     var pinned = Tally()
+    /// Held, and no server is known to hold them yet (never evicted: not uploaded, or the upload
+    /// not yet confirmed).
+    var notUploaded = Tally()
 
     init(inventory: AssetInventory, references: AssetReferences?) {
         for object in inventory.objects.values { held.add(object.byteCount) }
         for download in inventory.partials.values { partial.add(download.heldBytes) }
+        for object in inventory.objects.values where !inventory.knownRemote.contains(object.sha256) { notUploaded.add(object.byteCount) }
+        for hash in inventory.pinned {
+            pinned.add(inventory.objects[hash]?.byteCount ?? references?.byHash[hash]?.asset.byteCount ?? 0)
+        }
         guard let references else { return }
         var referenced = Tally(), remoteOnly = Tally(), unreferenced = Tally()
         for (hash, reference) in references.byHash {
@@ -75,6 +82,7 @@ struct AssetSummary: Codable, Sendable, Hashable {
         if let remoteOnly { parts.append("remote-only \(show(remoteOnly))") }
         parts.append("partial \(partial.count) (\(Format.bytes(Int64(clamping: partial.bytes))) fetched)")
         parts.append("pinned \(show(pinned))")
+        parts.append("not uploaded \(show(notUploaded))")
         if let unreferenced, unreferenced.count > 0 { parts.append("unreferenced \(show(unreferenced))") }
         let named = referenced.map { "\($0.count) referenced, " } ?? ""
         return named + parts.joined(separator: ", ")
