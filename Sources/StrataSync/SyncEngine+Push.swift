@@ -59,6 +59,7 @@ extension SyncEngine {
         let editCount = edits.count
         update { $0.phase = .pushing; $0.pending = editCount }
         var batchLimit = max(1, options.pushBatchSize)
+        var reuploaded = false
         var progress = SyncStateMachine.PushProgress(batchSize: 0, replica: store.replicaID, acknowledged: cursor.acknowledged)
         while !pending.isEmpty {
             let (batch, encoded) = try nextBatch(of: pending, count: batchLimit)
@@ -69,7 +70,17 @@ extension SyncEngine {
             // The assets the batch names go first: the server takes no transaction naming bytes
             // it does not hold.
             try await uploadAssets(namedBy: encoded)
-            switch try await ask(.push(progress), { try await self.transport.push(zone: self.zoneReference, transactions: encoded, epoch: self.cursor.lifeEpoch) }) {
+            let outcome: Reply<PushAnswer>
+            do {
+                outcome = try await ask(.push(progress), { try await self.transport.push(zone: self.zoneReference, transactions: encoded, epoch: self.cursor.lifeEpoch) })
+            } catch let refusal as SyncError where refusal.code == .assetMissing && !assetsInZone.isEmpty && !reuploaded {
+                // The zone lost an asset this engine uploaded (a server restored from a backup,
+                // a link swept): forget what it believed held and upload again, once per push.
+                assetsInZone.removeAll()
+                reuploaded = true
+                continue
+            }
+            switch outcome {
             case .answered(let result):
                 // Only what this batch holds counts as acknowledged: the server's count may
                 // include sequences another copy of this store pushed (with other content), which

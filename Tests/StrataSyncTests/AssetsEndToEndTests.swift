@@ -205,6 +205,25 @@ struct AssetsEndToEndTests {
         }
     }
 
+    @Test("A zone that lost an asset the engine uploaded (a server restored without its asset files) gets it uploaded again on the next push")
+    func reuploadAfterLoss() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), users: Self.users) { url, storage in
+            let phone = try await Store.open(at: dir.sub("phone"), schema: photoSchema)
+            let bytes = assetBytes(AssetManifest.chunkSize + 1, seed: 8)
+            let photo = try await phone.importAsset(Data(bytes), mediaType: "image/jpeg")
+            let engine = try SyncEngine(store: phone, server: url, zone: "notes", credentials: "alice-secret")
+            try await phone.transaction { tx in _ = try tx.insert("Note", ["photo": .asset(photo)]) }
+            try await engine.sync()
+            try FileManager.default.removeItem(atPath: dir.sub("server/assets"))
+            #expect(try await storage.heldAsset(zone: ZoneID(owner: "alice", name: "notes"), sha256: photo.sha256) == nil)
+            try await phone.transaction { tx in _ = try tx.insert("Note", ["title": "again", "photo": .asset(photo)]) }
+            try await engine.sync()
+            #expect(try await storage.heldAsset(zone: ZoneID(owner: "alice", name: "notes"), sha256: photo.sha256) != nil)
+            try await phone.close()
+        }
+    }
+
     @Test("Bad chunks are refused with typed errors and nothing of them is kept: wrong hash, wrong length, oversized, undecodable LZ4, a manifest that lies")
     func badInput() async throws {
         let dir = TemporaryDirectory()
