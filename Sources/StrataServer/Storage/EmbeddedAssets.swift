@@ -13,7 +13,8 @@ import Darwin
 /// ``AssetStorage``'s):
 ///
 /// - `<owner>/chunks/<2 hex>/<chunk sha256>`: a chunk's bytes, stored once per owner (`<owner>` is
-///   the owner's name as hex UTF-8: any user name makes a safe directory name).
+///   the owner's name as hex UTF-8: any user name makes a safe directory name; for a name of more
+///   than 127 bytes, whose hex no file system takes as a name, `~` and the SHA-256 of the name).
 /// - `<owner>/manifests/<asset sha256>`: the manifest of a complete, verified asset of the owner.
 /// - `<owner>/zones/<zone name as hex>-<epoch>/held/<asset sha256>`: an empty file per asset the
 ///   zone holds. A zone's life (its epoch) is in the name, so that a zone deleted and created
@@ -26,7 +27,8 @@ import Darwin
 /// on `BlockingIO`'s threads, never on the storage actor or the cooperative pool.
 final class EmbeddedAssets: Sendable {
     let root: String
-    /// Bytes of chunks per owner (for quotas), measured on open.
+    /// Bytes of chunks per owner (for quotas), measured on open; keyed by the owner's directory
+    /// name (``ownerDirectoryName(_:)``), which a hashed one cannot be read back from.
     private let usage: Mutex<[String: Int64]>
     /// Serializes the changes of one upload (its chunk list), by path.
     private let uploadLocks = Mutex<Set<String>>([])
@@ -36,7 +38,7 @@ final class EmbeddedAssets: Sendable {
         try DurableFile.makeDirectories(root)
         var measured: [String: Int64] = [:]
         for ownerDirectory in try DurableFile.list(root) {
-            guard let owner = Self.unhex(ownerDirectory) else { continue }
+            guard ownerDirectory.hasPrefix("~") || Self.unhex(ownerDirectory) != nil else { continue }
             let chunks = DurableFile.join(DurableFile.join(root, ownerDirectory), "chunks")
             guard DurableFile.isDirectory(chunks) else { continue }
             var bytes: Int64 = 0
@@ -46,17 +48,28 @@ final class EmbeddedAssets: Sendable {
                     bytes += FileSystem.fileSize(DurableFile.join(directory, name)) ?? 0
                 }
             }
-            measured[owner] = bytes
+            measured[ownerDirectory] = bytes
         }
         usage = Mutex(measured)
     }
 
     /// The bytes of `owner`'s chunks.
-    func storedBytes(owner: String) -> Int64 { usage.withLock { $0[owner] ?? 0 } }
+    func storedBytes(owner: String) -> Int64 {
+        let key = Self.ownerDirectoryName(owner)
+        return usage.withLock { $0[key] ?? 0 }
+    }
 
     // MARK: Paths
 
-    func ownerDirectory(_ owner: String) -> String { DurableFile.join(root, Self.hex(owner)) }
+    func ownerDirectory(_ owner: String) -> String { DurableFile.join(root, Self.ownerDirectoryName(owner)) }
+
+    /// The owner's name as hex UTF-8, or `~` and the name's SHA-256 when that hex would be longer
+    /// than a file name may be (255 bytes: names of more than 127 bytes, which a users file
+    /// allows; their uploads failed with `ENAMETOOLONG`). Hex never starts with `~`.
+    static func ownerDirectoryName(_ owner: String) -> String {
+        let hex = Self.hex(owner)
+        return hex.utf8.count <= 254 ? hex : "~" + AssetHash.of(Array(owner.utf8)).hex
+    }
     func chunkPath(_ owner: String, _ chunk: AssetHash) -> String {
         let hex = chunk.hex
         return ownerDirectory(owner) + "/chunks/" + String(hex.prefix(2)) + "/" + hex
@@ -199,7 +212,8 @@ final class EmbeddedAssets: Sendable {
                 if !FileSystem.exists(chunkFile) {
                     try checkQuota(zone.owner, adding: Int64(bytes.count), limit: limit)
                     try writeChunk(bytes, to: chunkFile)
-                    usage.withLock { $0[zone.owner, default: 0] += Int64(bytes.count) }
+                    let key = Self.ownerDirectoryName(zone.owner)
+                    usage.withLock { $0[key, default: 0] += Int64(bytes.count) }
                 }
                 try appendReceived(path, index)
                 received.insert(index)
