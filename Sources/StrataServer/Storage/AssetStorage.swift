@@ -17,6 +17,12 @@ public import StrataCore
 /// - **Verified.** Each chunk is checked against its hash before it is kept; when the last chunk
 ///   arrives the whole asset is checked against its hash before the zone holds it.
 /// - Deleting a zone drops its links and its uploads.
+/// - **Collected.** ``sweepAssets(grace:)`` removes what nothing needs any more: a link that no
+///   transaction of the zone's retained log and no kept snapshot names, and that was not confirmed
+///   (linked, uploaded, or checked by a push, ``unheldAssets(zone:user:assets:)``) within the
+///   grace; then the owner's manifests no zone links, the chunks no remaining manifest and no
+///   upload names, and uploads untouched for longer than the grace. Their bytes leave the owner's
+///   stored bytes.
 ///
 /// Assets count toward the owner's stored bytes (``ZoneStorage/storedBytes(owner:)``).
 public protocol AssetStorage: Sendable {
@@ -46,6 +52,11 @@ public protocol AssetStorage: Sendable {
 
     /// Chunk `index` of an asset zone `zone` holds; `nil` when it does not hold it.
     func assetChunk(zone: ZoneID, sha256: AssetHash, index: Int) async throws(ZoneStorageError) -> [UInt8]?
+
+    /// Removes what no zone needs any more (see the rules above): links neither named by the
+    /// zone's retained history nor confirmed within `grace`, then the manifests, chunks and
+    /// abandoned uploads left unneeded. Safe while pushes and uploads go on.
+    func sweepAssets(grace: Duration) async throws(ZoneStorageError) -> AssetSweepReport
 }
 
 /// Where an upload stands.
@@ -87,4 +98,6 @@ extension ZoneStorage {
     }
 
     public func assetChunk(zone: ZoneID, sha256: AssetHash, index: Int) async throws(ZoneStorageError) -> [UInt8]? { nil }
+
+    public func sweepAssets(grace: Duration) async throws(ZoneStorageError) -> AssetSweepReport { AssetSweepReport() }
 }

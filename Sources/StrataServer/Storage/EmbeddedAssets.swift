@@ -29,7 +29,7 @@ final class EmbeddedAssets: Sendable {
     let root: String
     /// Bytes of chunks per owner (for quotas), measured on open; keyed by the owner's directory
     /// name (``ownerDirectoryName(_:)``), which a hashed one cannot be read back from.
-    private let usage: Mutex<[String: Int64]>
+    let usage: Mutex<[String: Int64]>
     /// Serializes the changes of one upload (its chunk list), by path.
     private let uploadLocks = Mutex<Set<String>>([])
 

@@ -15,17 +15,25 @@ extension EmbeddedZoneStorage: AssetStorage {
         guard !wanted.isEmpty else { return [] }
         let info = try assetZone(zone)
         let assets = self.assets
+        let sweep = assetSweep
         return try await blocking { () throws(ZoneStorageError) -> [AssetHash] in
-            var unheld: [AssetHash] = []
-            for asset in wanted.sorted() where try assets.held(info, asset) == nil {
-                // The owner names what it holds in any of its zones.
-                if user == info.owner, try assets.ownerManifest(info.owner, asset) != nil {
-                    try assets.link(info, asset)
-                } else {
-                    unheld.append(asset)
+            // Apart from a sweep of the owner, and each link held confirmed: the push appends
+            // after this answer, and a sweep in between must not take the link it relies on.
+            try sweep.sharing(assets.ownerDirectory(info.owner)) { () throws(ZoneStorageError) -> [AssetHash] in
+                var unheld: [AssetHash] = []
+                for asset in wanted.sorted() {
+                    if try assets.held(info, asset) == nil {
+                        // The owner names what it holds in any of its zones.
+                        guard user == info.owner, try assets.ownerManifest(info.owner, asset) != nil else {
+                            unheld.append(asset)
+                            continue
+                        }
+                        try assets.link(info, asset)
+                    }
+                    sweep.confirm(assets.heldPath(info, asset))
                 }
+                return unheld
             }
-            return unheld
         }
     }
 
@@ -33,15 +41,51 @@ extension EmbeddedZoneStorage: AssetStorage {
         let info = try assetZone(zone, pushedBy: user)
         let assets = self.assets
         let allowance = assetAllowance(owner: info.owner, limit: storedBytesLimit)
-        return try await blocking { () throws(ZoneStorageError) in try assets.begin(info, user: user, manifest: manifest, limit: allowance) }
+        let sweep = assetSweep
+        return try await blocking { () throws(ZoneStorageError) in
+            try sweep.sharing(assets.ownerDirectory(info.owner)) { () throws(ZoneStorageError) -> AssetUploadState in
+                let state = try assets.begin(info, user: user, manifest: manifest, limit: allowance)
+                Self.confirm(state, info, manifest.sha256, assets, sweep)
+                return state
+            }
+        }
     }
 
     public func putAssetChunk(zone: ZoneID, user: String, sha256: AssetHash, index: Int, bytes: [UInt8], storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
         let info = try assetZone(zone, pushedBy: user)
         let assets = self.assets
         let allowance = assetAllowance(owner: info.owner, limit: storedBytesLimit)
+        let sweep = assetSweep
         return try await blocking { () throws(ZoneStorageError) in
-            try assets.put(info, user: user, asset: sha256, index: index, bytes: bytes, limit: allowance)
+            try sweep.sharing(assets.ownerDirectory(info.owner)) { () throws(ZoneStorageError) -> AssetUploadState in
+                let state = try assets.put(info, user: user, asset: sha256, index: index, bytes: bytes, limit: allowance)
+                Self.confirm(state, info, sha256, assets, sweep)
+                return state
+            }
+        }
+    }
+
+    /// Confirms what an upload's step left: the zone's link once complete (its transaction is
+    /// yet to be pushed), else the upload (touched now, so not abandoned).
+    private nonisolated static func confirm(_ state: AssetUploadState, _ zone: ZoneInfo, _ asset: AssetHash, _ assets: EmbeddedAssets, _ sweep: EmbeddedAssetSweep) {
+        sweep.confirm(state.complete ? assets.heldPath(zone, asset) : assets.uploadPath(zone, asset))
+    }
+
+    public func sweepAssets(grace: Duration) async throws(ZoneStorageError) -> AssetSweepReport {
+        try checkOpen()
+        // The history of every zone first, outside the owners' locks (reading logs takes long).
+        var named: [String: Set<AssetHash>] = [:]
+        for state in zoneStates.values {
+            if let assets = await assetsNamedByHistory(of: state.info) { named[self.assets.zoneDirectory(state.info)] = assets }
+        }
+        let marked = named
+        let assets = self.assets
+        let sweep = assetSweep
+        let milliseconds = AssetTimeline.milliseconds(grace)
+        return try await blocking { () throws(ZoneStorageError) -> AssetSweepReport in
+            try sweep.alone { () throws(ZoneStorageError) -> AssetSweepReport in
+                try assets.sweep(named: marked, state: sweep, grace: milliseconds)
+            }
         }
     }
 

@@ -46,11 +46,16 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         public var log: LogOptions
         /// Chooses the epoch of a new zone. Random by default; tests may make it deterministic.
         public var makeEpoch: @Sendable () -> UInt64
+        /// The wall clock assets' confirmations are stamped with and swept by
+        /// (``AssetStorage/sweepAssets(grace:)``); tests move it.
+        public var clock: ServerClock
 
         public init(log: LogOptions = LogOptions(durability: .groupCommit),
-                    makeEpoch: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 1 ... .max) }) {
+                    makeEpoch: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 1 ... .max) },
+                    clock: ServerClock = .system) {
             self.log = log
             self.makeEpoch = makeEpoch
+            self.clock = clock
         }
     }
 
@@ -74,6 +79,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     var replicaBindings: [ReplicaID: String] = [:]
     /// The assets' bytes, links and uploads (`assets/`, see `EmbeddedAssets`).
     nonisolated let assets: EmbeddedAssets
+    /// The assets' confirmations and the lock a sweep takes per owner (see `EmbeddedAssets+Sweep.swift`).
+    nonisolated let assetSweep: EmbeddedAssetSweep
     var closed = false
 
     /// A zone as the storage holds it open.
@@ -131,6 +138,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         self.directory = directory
         self.options = options
         self.logger = logger
+        self.assetSweep = EmbeddedAssetSweep(timeline: AssetTimeline(options.clock.wallMilliseconds))
         try DurableFile.makeDirectories(DurableFile.join(directory, "zones"))
         let lock = try DirectoryLock.forDataDirectory(directory)
         self.lock = lock
