@@ -3,12 +3,12 @@ public import StrataCore
 
 /// What a store's asset directory holds, read from its files without opening the store: the
 /// tools (`strata inspect`, `verify`, `asset`) read stores another process has open for writing
-/// and copies taken from devices, and must change nothing. See ``LocalAssets`` for the layout.
+/// and copies taken from devices, and must change nothing. See `LocalAssets` for the layout.
 @_spi(StrataInternals)
 public struct AssetInventory: Sendable {
     /// A complete asset file, `objects/<sha256>`.
     public struct Object: Sendable, Hashable {
-        /// The hash its name claims (not checked here: see ``Store/hashAssetFile(at:each:)``).
+        /// The hash its name claims (not checked here: see `Store.hashAssetFile(at:each:)`).
         public let sha256: AssetHash
         public let path: String
         /// The file's size on disk.

@@ -9,7 +9,7 @@ public import ArgumentParser
 
 /// The `strata` command line tool: a store usable from scripts (`init`, `apply`, `get`,
 /// `export`), the debugging tools (`inspect`, `log`, `verify`, `replay`, `diff`, `compact`),
-/// sync (`serve`, `sync`) and the `demo`.
+/// assets (`asset get`, `asset list`), sync (`serve`, `sync`) and the `demo`.
 ///
 /// Exit codes: 0 success, 1 a finding (verify found corruption, diff found divergence), 2 usage
 /// or I/O error.

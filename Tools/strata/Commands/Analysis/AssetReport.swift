@@ -142,6 +142,9 @@ struct AssetCheck: Codable, Sendable, Hashable {
             do {
                 actual = try Store.hashAssetFile(at: object.path)
             } catch {
+                // Gone since the listing: evicted or collected by the process that has the store
+                // open (this one only reads it). Not damage.
+                guard FileManager.default.fileExists(atPath: object.path) else { check.objectsChecked -= 1; continue }
                 check.findings.append(AssetFinding(kind: .damagedObject, severity: .error, asset: object.sha256.hex, file: object.path, message: "cannot read asset \(object.sha256): \(error)"))
                 continue
             }

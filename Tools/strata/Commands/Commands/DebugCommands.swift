@@ -8,7 +8,7 @@ import StrataCore
 struct InspectCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "inspect",
-        abstract: "Segments, positions, sizes, compression, events by kind and entity, replicas, snapshots, sync cursors, schema."
+        abstract: "Segments, positions, sizes, compression, events by kind and entity, replicas, snapshots, sync cursors, schema, assets."
     )
 
     @OptionGroup var storeArgument: StoreArgument
@@ -48,14 +48,18 @@ struct BufferedOutput {
 struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check every record, position, index and snapshot of a store, and that each snapshot matches a replay.",
-        discussion: "Exit 1 with the first problem's file and byte offset when something is wrong."
+        abstract: "Check every record, position, index and snapshot of a store, that each snapshot matches a replay, and every asset file.",
+        discussion: """
+        Exit 1 with the first problem's file and byte offset when something is wrong. Asset files are hashed \
+        (streamed) against their names and manifests, chunk by chunk; an asset the objects name but the store \
+        does not hold is no problem (it is fetched on demand).
+        """
     )
 
     @Argument(help: "The store directory (or a bare log directory).")
     var store: String
 
-    @Flag(help: "Truncate the log at the first bad record and set aside damaged snapshots and those past the repaired log's end, keeping everything removed in STORE/quarantine/; resets the sync cursors so the next sync pulls the zone again. Never removes an intact snapshot within the log that holds what the log does not.")
+    @Flag(help: "Truncate the log at the first bad record and set aside damaged snapshots and those past the repaired log's end, keeping everything removed in STORE/quarantine/; resets the sync cursors so the next sync pulls the zone again. Never removes an intact snapshot within the log that holds what the log does not. A damaged asset file goes to the quarantine too (fetched again when needed); a damaged manifest of a file that verifies is written again.")
     var repair = false
 
     @Flag(help: "Do not ask before repairing.")
