@@ -70,6 +70,10 @@ let package = Package(
         // The kernel's CSPRNG for identifiers, declared through a C header (getrandom on Linux,
         // glibc and musl; arc4random_buf on Apple platforms).
         .target(name: "CSystemRandom"),
+        // SHA-256 blocks with the CPU's SHA extensions where there are some (x86-64); StrataCore
+        // falls back to its portable Swift version elsewhere. Assets are hashed byte by byte on
+        // every device and on the server: this sets how fast a video goes in.
+        .target(name: "CSHA256"),
         // The on-disk format: segments, records, checksums, recovery, index, snapshot files.
         // LZ4 through liblz4 on Linux, through the Compression framework on Apple platforms.
         .target(name: "StrataLog", dependencies: [.target(name: "CLZ4", condition: .when(platforms: [.linux])), "CCRC32C"]),
@@ -77,7 +81,7 @@ let package = Package(
         // logical clock, values, the event codec, the merge rule, the projection and its snapshot
         // codec, the schema. The server depends on it, not on the app library; the app library
         // re-exports the part of it an app names (Sources/Strata/Exports.swift).
-        .target(name: "StrataCore", dependencies: ["StrataLog", "CSystemRandom"]),
+        .target(name: "StrataCore", dependencies: ["StrataLog", "CSystemRandom", "CSHA256"]),
         // The app-facing library: the store, transactions, queries, observation, snapshots,
         // history. No networking.
         .target(
@@ -249,7 +253,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.type != .system && target.name != "CCRC32C" && target.name != "CSystemRandom" {
+for target in package.targets where target.type != .system && target.name != "CCRC32C" && target.name != "CSystemRandom" && target.name != "CSHA256" {
     var settings = target.swiftSettings ?? []
     settings.append(contentsOf: [
         .swiftLanguageMode(.v6),

@@ -53,4 +53,25 @@ struct SHA256Tests {
             }
         }
     }
+
+    @Test("the CPU's SHA instructions, where this machine has them, and the portable Swift rounds give the same digests")
+    func hardwareMatchesPortable() {
+        let seed = UInt64.random(in: 0 ... .max)
+        var random = SeededGenerator(seed: seed)
+        let hardware = SHA256Hasher.usesHardware
+        defer { SHA256Hasher.usesHardware = hardware }
+        #if os(Linux) && arch(x86_64)
+        // Where the CPU says it has the instructions, they are used.
+        let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        #expect(hardware == cpu.split(separator: "\n").contains { $0.hasPrefix("flags") && $0.split(separator: " ").contains("sha_ni") })
+        #endif
+        for length in [0, 1, 55, 56, 63, 64, 65, 127, 128, 1000, 4096 + 13, 1 << 20] {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0 ... 255, using: &random) }
+            SHA256Hasher.usesHardware = false
+            let portable = SHA256Hasher.hash(data: bytes)
+            SHA256Hasher.usesHardware = hardware
+            #expect(SHA256Hasher.hash(data: bytes) == portable, "length \(length), seed \(seed), hardware \(hardware)")
+            #expect(portable == Array(Crypto.SHA256.hash(data: bytes)), "length \(length), seed \(seed)")
+        }
+    }
 }

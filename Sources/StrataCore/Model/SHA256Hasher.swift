@@ -30,8 +30,14 @@ package struct SHA256Hasher: Sendable {
     package mutating func finalize() -> [UInt8] { Array(hasher.finalize()) }
 }
 #else
+import CSHA256
+
 /// An incremental SHA-256: `update` with bytes in any pieces, then `finalize` (once).
 package struct SHA256Hasher: Sendable {
+    /// Whether whole blocks go through the CPU's SHA instructions (x86-64 with the SHA
+    /// extensions); tests turn it off to check the portable path gives the same digests.
+    package nonisolated(unsafe) static var usesHardware = strata_sha256_hardware_available() == 1
+
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19)
     /// Bytes of an unfinished 64-byte block.
@@ -84,12 +90,19 @@ package struct SHA256Hasher: Sendable {
             var block: [UInt8] = []
             swap(&block, &pending)
             block.withUnsafeBufferPointer { whole in
-                if let start = whole.baseAddress { compress(start) }
+                if let start = whole.baseAddress { compressOne(start) }
             }
             block.removeAll(keepingCapacity: true)
             swap(&block, &pending)
         }
         guard let base = input.baseAddress else { return }
+        let whole = (input.count - offset) / 64
+        if whole > 0, Self.usesHardware {
+            var words: [UInt32] = [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7]
+            words.withUnsafeMutableBufferPointer { strata_sha256_hardware_blocks($0.baseAddress!, base + offset, whole) }
+            state = (words[0], words[1], words[2], words[3], words[4], words[5], words[6], words[7])
+            offset += 64 * whole
+        }
         while input.count - offset >= 64 {
             compress(base + offset)
             offset += 64
@@ -107,6 +120,14 @@ package struct SHA256Hasher: Sendable {
         0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
         0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
+
+    /// One block, by the CPU's instructions when it has them.
+    private mutating func compressOne(_ block: UnsafePointer<UInt8>) {
+        guard Self.usesHardware else { return compress(block) }
+        var words: [UInt32] = [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7]
+        words.withUnsafeMutableBufferPointer { strata_sha256_hardware_blocks($0.baseAddress!, block, 1) }
+        state = (words[0], words[1], words[2], words[3], words[4], words[5], words[6], words[7])
+    }
 
     /// One 64-byte block into the state (the standard's compression function).
     private mutating func compress(_ block: UnsafePointer<UInt8>) {
