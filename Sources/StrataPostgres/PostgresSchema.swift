@@ -100,11 +100,22 @@ import StrataServer
 /// - `strata_asset_uploads(zone_id, sha256, manifest, received)`: an upload in progress into a
 ///   zone: its manifest and the indexes of the chunks received; deleted with the zone's row.
 ///
+/// Version 10 (the sweep of unreferenced assets, `AssetStorage.sweepAssets(grace:)`):
+///
+/// - `strata_asset_links.confirmed_at`: when the link was last confirmed (made, or checked by a
+///   push about to append a transaction naming it), in milliseconds since 1970 of the server's
+///   clock. A sweep removes only links the zone's history does not name and not confirmed within
+///   the grace, so that a push between its check and its append keeps its link.
+/// - `strata_asset_uploads.touched_at`: when the upload was last begun or sent a chunk; one
+///   untouched for longer than the grace is abandoned.
+///
+/// Rows of before the upgrade count as confirmed at the upgrade.
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 9
+    static let version = 10
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -368,6 +379,12 @@ enum PostgresSchema {
                 PRIMARY KEY (zone_id, sha256)
             )
             """,
+        ],
+        10: [
+            // now() is the same for every row (no table rewrite); rows written later carry the
+            // server's clock.
+            "ALTER TABLE strata_asset_links ADD COLUMN confirmed_at bigint NOT NULL DEFAULT (extract(epoch FROM now()) * 1000)::bigint",
+            "ALTER TABLE strata_asset_uploads ADD COLUMN touched_at bigint NOT NULL DEFAULT (extract(epoch FROM now()) * 1000)::bigint",
         ],
     ]
 

@@ -23,8 +23,13 @@ public import StrataServer
 /// - Links and uploads are rows of the zone's life (`zone_id`): deleting the zone deletes them in
 ///   its transaction (`ON DELETE CASCADE`), and a zone created again under the name holds nothing.
 ///
-/// Chunks are never deleted (like the embedded storage's): an asset's bytes stay counted for its
-/// owner once stored.
+/// - The sweep (`PostgresZoneStorage+AssetSweep.swift`) removes links, manifests, chunks and
+///   uploads no longer needed. So that it never takes what a concurrent call relies on: a push's
+///   check confirms each link it finds (`confirmed_at`, an update whose row lock a sweep's delete
+///   re-checks); a link to an asset the owner holds elsewhere is made under a share lock of the
+///   owner's manifest, which a sweep deleting the manifest takes for update first; an owner's
+///   upload counts the owner's chunks as there under a key-share lock of the chunks, which a
+///   sweep deleting them takes for update first; and an upload's step touches it (`touched_at`).
 extension PostgresZoneStorage {
     public func heldAsset(zone id: ZoneID, sha256: AssetHash) async throws(ZoneStorageError) -> AssetManifest? {
         try await withConnection("reading asset \(sha256) of zone \(id)", zone: id) { connection in
@@ -34,26 +39,20 @@ extension PostgresZoneStorage {
 
     public func unheldAssets(zone id: ZoneID, user: String, assets wanted: Set<AssetHash>) async throws(ZoneStorageError) -> [AssetHash] {
         guard !wanted.isEmpty else { return [] }
-        return try await withConnection("checking the assets zone \(id) holds", zone: id) { connection -> [AssetHash] in
+        let now = Int64(clamping: assetTimeline.now())
+        return try await transaction("checking the assets zone \(id) holds", zone: id) { connection -> [AssetHash] in
             guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
+            // Confirmed as they are found: the push appends after this answer, and a sweep in
+            // between keeps a link confirmed within its grace.
             let held = try await self.hashes(connection.query("""
-                SELECT sha256 FROM strata_asset_links WHERE zone_id = \(zone.key) AND sha256 = ANY(\(Self.buffers(wanted))::bytea[])
+                UPDATE strata_asset_links SET confirmed_at = GREATEST(confirmed_at, \(now))
+                WHERE zone_id = \(zone.key) AND sha256 = ANY(\(Self.buffers(wanted))::bytea[]) RETURNING sha256
                 """, logger: self.logger))
             var unheld = wanted.subtracting(held)
             // The owner names what it holds through any of its zones: linked here too.
             if user == zone.info.owner, !unheld.isEmpty {
-                let owned = try await self.hashes(connection.query("""
-                    SELECT sha256 FROM strata_asset_manifests WHERE owner = \(zone.info.owner) AND sha256 = ANY(\(Self.buffers(unheld))::bytea[])
-                    """, logger: self.logger))
-                if !owned.isEmpty {
-                    try await self.linking(id) {
-                        try await connection.query("""
-                            INSERT INTO strata_asset_links (zone_id, sha256) SELECT \(zone.key), h FROM unnest(\(Self.buffers(owned))::bytea[]) AS t(h)
-                            ON CONFLICT DO NOTHING
-                            """, logger: self.logger)
-                    }
-                    unheld.subtract(owned)
-                }
+                let owned = try await self.linkOwned(unheld, zone: zone.key, owner: zone.info.owner, now: now, id: id, on: connection)
+                unheld.subtract(owned)
             }
             return unheld.sorted()
         }
@@ -64,7 +63,8 @@ extension PostgresZoneStorage {
         let asset = manifest.sha256
         let encoded = ByteBuffer(bytes: manifest.encoded)
         let limit = storedBytesLimit.flatMap { $0 > 0 ? $0 : nil }
-        let step = try await withConnection("beginning the upload of asset \(asset) into zone \(id)", zone: id) { connection -> UploadStep in
+        let now = Int64(clamping: assetTimeline.now())
+        let step = try await transaction("beginning the upload of asset \(asset) into zone \(id)", zone: id) { connection -> UploadStep in
             guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
             try Self.checkPush(zone.info, user: user)
             let owner = zone.info.owner
@@ -72,19 +72,16 @@ extension PostgresZoneStorage {
             if try await self.isLinked(zone.key, asset, on: connection) { return .held }
             let ownerWide = user == owner
             // The owner's own upload of an asset it holds through another zone: linked, no byte sent.
-            if ownerWide, try await self.ownerManifest(owner, asset, on: connection) != nil {
-                try await self.linking(id) {
-                    try await connection.query("""
-                        INSERT INTO strata_asset_links (zone_id, sha256) VALUES (\(zone.key), \(key)) ON CONFLICT DO NOTHING
-                        """, logger: self.logger)
-                }
+            if ownerWide, try await !self.linkOwned([asset], zone: zone.key, owner: owner, now: now, id: id, on: connection).isEmpty {
                 return .held
             }
             var received: [Int32]
-            let found = try await self.rows(connection.query("""
-                SELECT manifest, received FROM strata_asset_uploads WHERE zone_id = \(zone.key) AND sha256 = \(key)
-                """, logger: self.logger), as: (ByteBuffer, [Int32]).self)
-            if let (stored, chunks) = found.first, stored == encoded {
+            // The same upload begun again: touched, so that it is not abandoned.
+            let found = try await self.values(connection.query("""
+                UPDATE strata_asset_uploads SET touched_at = GREATEST(touched_at, \(now))
+                WHERE zone_id = \(zone.key) AND sha256 = \(key) AND manifest = \(encoded) RETURNING received
+                """, logger: self.logger), as: [Int32].self)
+            if let chunks = found.first {
                 received = chunks
             } else {
                 // A new upload (or one begun with another manifest of the asset, which cannot be
@@ -101,8 +98,8 @@ extension PostgresZoneStorage {
                 }
                 try await self.linking(id) {
                     try await connection.query("""
-                        INSERT INTO strata_asset_uploads (zone_id, sha256, manifest) VALUES (\(zone.key), \(key), \(encoded))
-                        ON CONFLICT (zone_id, sha256) DO UPDATE SET manifest = EXCLUDED.manifest, received = '{}'
+                        INSERT INTO strata_asset_uploads (zone_id, sha256, manifest, touched_at) VALUES (\(zone.key), \(key), \(encoded), \(now))
+                        ON CONFLICT (zone_id, sha256) DO UPDATE SET manifest = EXCLUDED.manifest, received = '{}', touched_at = EXCLUDED.touched_at
                         WHERE strata_asset_uploads.manifest <> EXCLUDED.manifest
                         """, logger: self.logger)
                 }
@@ -122,6 +119,7 @@ extension PostgresZoneStorage {
         // Hashed before a connection is taken: the bytes are checked against the upload's
         // manifest once it is read.
         let chunkHash = AssetHash.of(bytes)
+        let now = Int64(clamping: assetTimeline.now())
         let step = try await transaction("storing chunk \(index) of asset \(asset) in zone \(id)", zone: id) { connection -> UploadStep in
             guard let zone = try await self.zoneRow(id, on: connection) else { throw Self.notFound(id) }
             try Self.checkPush(zone.info, user: user)
@@ -155,9 +153,14 @@ extension PostgresZoneStorage {
             if !received.contains(Int32(index)) {
                 try await self.storeChunk(bytes, hash: chunkHash, owner: owner, limit: limit, zone: id, on: connection)
                 try await connection.query("""
-                    UPDATE strata_asset_uploads SET received = array_append(received, \(Int32(index))) WHERE zone_id = \(zone.key) AND sha256 = \(key)
+                    UPDATE strata_asset_uploads SET received = array_append(received, \(Int32(index))), touched_at = GREATEST(touched_at, \(now))
+                    WHERE zone_id = \(zone.key) AND sha256 = \(key)
                     """, logger: self.logger)
                 received.append(Int32(index))
+            } else {
+                try await connection.query("""
+                    UPDATE strata_asset_uploads SET touched_at = GREATEST(touched_at, \(now)) WHERE zone_id = \(zone.key) AND sha256 = \(key)
+                    """, logger: self.logger)
             }
             let missing = try await self.missing(manifest, received: received, owner: user == owner ? owner : nil, on: connection)
             return .pending(zone: zone.key, owner: owner, manifest: manifest, missing: missing)
@@ -231,11 +234,19 @@ extension PostgresZoneStorage {
                     """, logger: self.logger)
                 return
             }
+            // The manifest share-locked when there: a sweep deleting it (no link left) is waited for,
+            // then it is inserted again; a sweep after this commit sees the link.
+            _ = try await connection.query("""
+                SELECT 1 FROM strata_asset_manifests WHERE owner = \(owner) AND sha256 = \(hash) FOR SHARE
+                """, logger: self.logger)
             try await connection.query("""
                 INSERT INTO strata_asset_manifests (owner, sha256, manifest) VALUES (\(owner), \(hash), \(encoded)) ON CONFLICT DO NOTHING
                 """, logger: self.logger)
-            try await connection.query("INSERT INTO strata_asset_links (zone_id, sha256) VALUES (\(key), \(hash)) ON CONFLICT DO NOTHING",
-                                       logger: self.logger)
+            let now = Int64(clamping: self.assetTimeline.now())
+            try await connection.query("""
+                INSERT INTO strata_asset_links (zone_id, sha256, confirmed_at) VALUES (\(key), \(hash), \(now))
+                ON CONFLICT (zone_id, sha256) DO UPDATE SET confirmed_at = GREATEST(strata_asset_links.confirmed_at, EXCLUDED.confirmed_at)
+                """, logger: self.logger)
             try await connection.query("DELETE FROM strata_asset_uploads WHERE zone_id = \(key) AND sha256 = \(hash)", logger: self.logger)
         }
         guard verified else {
@@ -300,8 +311,11 @@ extension PostgresZoneStorage {
         let got = Set(received.map(Int.init))
         var missing = manifest.chunks.indices.filter { !got.contains($0) }
         guard let owner, !missing.isEmpty else { return missing }
+        // Key-share locked: a sweep deleting one of them is waited for (and then it is missing);
+        // a sweep after this sees the upload naming them.
         let present = try await hashes(connection.query("""
             SELECT sha256 FROM strata_asset_chunks WHERE owner = \(owner) AND sha256 = ANY(\(Self.buffers(missing.map { manifest.chunks[$0] }))::bytea[])
+            ORDER BY sha256 FOR KEY SHARE
             """, logger: logger))
         missing.removeAll { present.contains(manifest.chunks[$0]) }
         return missing
@@ -325,16 +339,23 @@ extension PostgresZoneStorage {
         return (owner, manifest)
     }
 
-    /// The owner's manifest of a complete asset.
-    private func ownerManifest(_ owner: String, _ asset: AssetHash, on connection: PostgresConnection) async throws -> AssetManifest? {
-        let found = try await values(connection.query("""
-            SELECT manifest FROM strata_asset_manifests WHERE owner = \(owner) AND sha256 = \(ByteBuffer(bytes: asset.bytes))
-            """, logger: logger), as: ByteBuffer.self)
-        guard let stored = found.first else { return nil }
-        guard let manifest = AssetManifest.decode(Array(stored.readableBytesView), expecting: asset) else {
-            throw ZoneStorageError(.storageFailure, "the manifest of asset \(asset) of \(owner) does not decode")
+    /// Links zone `key` to those of `assets` its owner holds (has a manifest of), confirmed at
+    /// `now`; returns them. The manifests are share-locked until the caller's transaction ends,
+    /// so a sweep cannot delete one between this and the link becoming visible.
+    private func linkOwned(_ assets: Set<AssetHash>, zone key: Int64, owner: String, now: Int64, id: ZoneID,
+                           on connection: PostgresConnection) async throws -> Set<AssetHash> {
+        let owned = try await hashes(connection.query("""
+            SELECT sha256 FROM strata_asset_manifests WHERE owner = \(owner) AND sha256 = ANY(\(Self.buffers(assets))::bytea[])
+            ORDER BY sha256 FOR SHARE
+            """, logger: logger))
+        guard !owned.isEmpty else { return [] }
+        try await linking(id) {
+            try await connection.query("""
+                INSERT INTO strata_asset_links (zone_id, sha256, confirmed_at) SELECT \(key), h, \(now) FROM unnest(\(Self.buffers(owned))::bytea[]) AS t(h)
+                ON CONFLICT (zone_id, sha256) DO UPDATE SET confirmed_at = GREATEST(strata_asset_links.confirmed_at, EXCLUDED.confirmed_at)
+                """, logger: self.logger)
         }
-        return manifest
+        return owned
     }
 
     private func isLinked(_ zoneKey: Int64, _ asset: AssetHash, on connection: PostgresConnection) async throws -> Bool {
@@ -362,7 +383,7 @@ extension PostgresZoneStorage {
     }
 
     /// The hashes of a query's one `bytea` column.
-    private func hashes(_ rows: PostgresRowSequence) async throws -> Set<AssetHash> {
+    func hashes(_ rows: PostgresRowSequence) async throws -> Set<AssetHash> {
         var found = Set<AssetHash>()
         for buffer in try await values(rows, as: ByteBuffer.self) {
             if let hash = AssetHash(bytes: buffer.readableBytesView) { found.insert(hash) }

@@ -55,12 +55,18 @@ public final class PostgresZoneStorage: ZoneStorage {
         /// same outcome; off is for comparing the two (the benchmark does).
         public var compareAndSetAppends: Bool
 
+        /// The wall clock assets' confirmations are stamped with and swept by
+        /// (`AssetStorage.sweepAssets(grace:)`); tests move it.
+        public var clock: ServerClock
+
         public init(maxConnections: Int = 20, connectionWait: Duration = .seconds(5), compareAndSetAppends: Bool = true,
-                    makeEpoch: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 1 ... .max) }) {
+                    makeEpoch: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 1 ... .max) },
+                    clock: ServerClock = .system) {
             self.maxConnections = max(2, maxConnections)
             self.connectionWait = connectionWait
             self.compareAndSetAppends = compareAndSetAppends
             self.makeEpoch = makeEpoch
+            self.clock = clock
         }
     }
 
@@ -69,6 +75,8 @@ public final class PostgresZoneStorage: ZoneStorage {
     let client: PostgresClient
     let logger: Logger
     let options: Options
+    /// The time asset confirmations are stamped with and swept by (never backwards here).
+    let assetTimeline: AssetTimeline
     /// Tells this instance's own announcements from the others'.
     let instance = UInt64.random(in: 1 ... .max)
     /// Which way each push was appended (see `PostgresZoneStorage+Append.swift`).
@@ -109,6 +117,7 @@ public final class PostgresZoneStorage: ZoneStorage {
                 logger: Logger = Logger(label: "strata.server.postgres")) {
         self.url = url
         self.options = options
+        self.assetTimeline = AssetTimeline(options.clock.wallMilliseconds)
         self.connectTimeout = connectTimeout
         self.logger = logger
         client = PostgresClient(configuration: url.clientConfiguration(maxConnections: options.maxConnections), backgroundLogger: logger)

@@ -113,14 +113,15 @@ extension EmbeddedAssets {
     /// Sweeps every owner's assets (``AssetStorage/sweepAssets(grace:)``). `named` holds, by zone
     /// directory (``zoneDirectory(_:)``), the assets each zone's retained history names; the links
     /// of a zone directory not in it (a zone whose history could not be read, or created since)
-    /// are all kept.
-    func sweep(named: [String: Set<AssetHash>], state: EmbeddedAssetSweep, grace: UInt64) throws(ZoneStorageError) -> AssetSweepReport {
+    /// are all kept. `now` was read before the histories were: a link confirmed since (a push's
+    /// check whose transaction the histories may miss) is younger than the grace.
+    func sweep(named: [String: Set<AssetHash>], state: EmbeddedAssetSweep, now: UInt64, grace: UInt64) throws(ZoneStorageError) -> AssetSweepReport {
         var report = AssetSweepReport()
         for ownerName in try DurableFile.list(root) {
             let owner = DurableFile.join(root, ownerName)
             guard DurableFile.isDirectory(owner) else { continue }
             let swept = try state.exclusive(owner) { () throws(ZoneStorageError) -> AssetSweepReport in
-                try sweepOwner(owner, named: named, state: state, grace: grace)
+                try sweepOwner(owner, named: named, state: state, now: now, grace: grace)
             }
             if swept.bytesFreed != 0 { usage.withLock { $0[ownerName, default: 0] -= swept.bytesFreed } }
             report.add(swept)
@@ -131,9 +132,8 @@ extension EmbeddedAssets {
     /// One owner's sweep, under its exclusive lock: links, then manifests, then chunks, each step
     /// made durable before the next (a crash must never bring back a manifest whose chunks are
     /// gone).
-    private func sweepOwner(_ owner: String, named: [String: Set<AssetHash>], state: EmbeddedAssetSweep, grace: UInt64) throws(ZoneStorageError) -> AssetSweepReport {
+    private func sweepOwner(_ owner: String, named: [String: Set<AssetHash>], state: EmbeddedAssetSweep, now: UInt64, grace: UInt64) throws(ZoneStorageError) -> AssetSweepReport {
         var report = AssetSweepReport()
-        let now = state.timeline.now()
         var linked = Set<AssetHash>()
         var neededChunks = Set<AssetHash>()
         // A manifest or upload that does not decode names chunks nobody can tell: keep them all.

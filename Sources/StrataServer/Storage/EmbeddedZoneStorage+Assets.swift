@@ -73,6 +73,8 @@ extension EmbeddedZoneStorage: AssetStorage {
 
     public func sweepAssets(grace: Duration) async throws(ZoneStorageError) -> AssetSweepReport {
         try checkOpen()
+        // Read before the histories: a confirmation after this is younger than the grace.
+        let now = assetSweep.timeline.now()
         // The history of every zone first, outside the owners' locks (reading logs takes long).
         var named: [String: Set<AssetHash>] = [:]
         for state in zoneStates.values {
@@ -84,7 +86,7 @@ extension EmbeddedZoneStorage: AssetStorage {
         let milliseconds = AssetTimeline.milliseconds(grace)
         return try await blocking { () throws(ZoneStorageError) -> AssetSweepReport in
             try sweep.alone { () throws(ZoneStorageError) -> AssetSweepReport in
-                try assets.sweep(named: marked, state: sweep, grace: milliseconds)
+                try assets.sweep(named: marked, state: sweep, now: now, grace: milliseconds)
             }
         }
     }
