@@ -33,19 +33,32 @@ public func runServer(dataDirectory: String, port: Int, usersFile: String, host:
 /// How much history the server keeps: every `interval`, each zone is snapshotted and the log
 /// segments wholly older than its newest `transactions` transactions are retired. Clients whose
 /// token points into retired history get `410 tokenExpired` and bootstrap from the snapshot.
+///
+/// After a compaction pass, once `assetSweepInterval` has passed since the last sweep, the assets
+/// nothing needs any more are swept (``AssetStorage/sweepAssets(grace:)``) with `assetGrace`.
 public struct Retention: Sendable, Hashable {
     public var transactions: UInt64
     public var interval: Duration
+    /// How long an asset's link, not named by the zone's retained history, is kept after it was
+    /// last confirmed (uploaded, or checked by a push), and an upload after its last chunk.
+    public var assetGrace: Duration
+    /// The least time between two sweeps of assets (`nil`: never swept).
+    public var assetSweepInterval: Duration?
 
-    public init(transactions: UInt64, interval: Duration = .seconds(600)) {
+    public init(transactions: UInt64, interval: Duration = .seconds(600), assetGrace: Duration = .seconds(24 * 3600),
+                assetSweepInterval: Duration? = .seconds(3600)) {
         self.transactions = transactions
         self.interval = interval
+        self.assetGrace = assetGrace
+        self.assetSweepInterval = assetSweepInterval
     }
 }
 
 /// Compacts every zone once per `retention.interval` until cancelled (counting each pass in
 /// `metrics`, when given).
 func compactPeriodically(_ storage: any ZoneStorage, retention: Retention, logger: Logger, metrics: ServerMetrics? = nil) async {
+    let clock = ContinuousClock()
+    var lastSweep = clock.now
     while !Task.isCancelled {
         do {
             try await Task.sleep(for: retention.interval)
@@ -64,5 +77,22 @@ func compactPeriodically(_ storage: any ZoneStorage, retention: Retention, logge
             metrics?.compactionFailures.increment()
             logger.error("compaction failed", metadata: ["error": "\(error)"])
         }
+        if let every = retention.assetSweepInterval, clock.now - lastSweep >= every {
+            lastSweep = clock.now
+            await sweepAssets(storage, grace: retention.assetGrace, logger: logger, metrics: metrics)
+        }
+    }
+}
+
+/// One sweep of unreferenced assets, counted in `metrics` and logged; a failure is logged (the
+/// next sweep tries again).
+func sweepAssets(_ storage: any ZoneStorage, grace: Duration, logger: Logger, metrics: ServerMetrics? = nil) async {
+    do {
+        let report = try await storage.sweepAssets(grace: grace)
+        metrics?.assetBytesSwept.increment(by: report.bytesFreed)
+        logger.info("assets swept", metadata: ["links": "\(report.links)", "manifests": "\(report.manifests)", "chunks": "\(report.chunks)",
+                                               "uploads": "\(report.uploads)", "bytesFreed": "\(report.bytesFreed)"])
+    } catch {
+        logger.error("asset sweep failed", metadata: ["error": "\(error)"])
     }
 }

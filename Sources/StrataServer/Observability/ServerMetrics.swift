@@ -48,6 +48,9 @@ public final class ServerMetrics: Sendable {
     public let compactionRuns: CounterMetric
     /// `strata_compaction_runs_total{outcome="failed"}`: compaction passes that failed.
     public let compactionFailures: CounterMetric
+    /// `strata_asset_bytes_swept_total`: bytes of asset chunks the sweep of unreferenced assets
+    /// removed (``AssetStorage/sweepAssets(grace:)``).
+    public let assetBytesSwept: CounterMetric
     /// `strata_rate_limited_total`: requests answered `429 rateLimited`.
     public let rateLimited: CounterMetric
     /// `strata_quota_refusals_total`: requests answered `403 quotaExceeded`.
@@ -104,6 +107,7 @@ public final class ServerMetrics: Sendable {
         let compactionHelp = "Compaction passes, by outcome."
         compactionRuns = counter("strata_compaction_runs_total", compactionHelp, [("outcome", "ok")])
         compactionFailures = counter("strata_compaction_runs_total", compactionHelp, [("outcome", "failed")])
+        assetBytesSwept = counter("strata_asset_bytes_swept_total", "Bytes of asset chunks removed by the sweep of unreferenced assets.")
         rateLimited = counter("strata_rate_limited_total", "Requests answered 429 rateLimited.")
         quotaRefusals = counter("strata_quota_refusals_total", "Requests answered 403 quotaExceeded.")
         authFailures = counter("strata_auth_failures_total", "Requests refused for a missing or unknown bearer token.")
