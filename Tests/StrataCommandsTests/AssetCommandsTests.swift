@@ -1,6 +1,8 @@
+import ArgumentParser
 import Foundation
 import Logging
 import Strata
+@testable import StrataCommands
 import StrataServer
 import StrataTestSupport
 import Testing
@@ -245,6 +247,41 @@ struct AssetCommandsTests: NoteStoreCLI {
             #expect(Set(rows.compactMap { row in (row["sha256"] as? String).map { "\($0) \(row["state"] as? String ?? "")" } })
                     == ["\(photoHash) local", "\(textHash) remote"])
         }
+    }
+
+    @Test("inspect, verify and asset get read a store another process has open for writing (an app holding it), and change nothing")
+    func readsAStoreOpenElsewhere() async throws {
+        let dir = TemporaryDirectory()
+        let path = try await makeAssetStore(dir, "phone")
+        let app = try Store.open(at: path)
+        let original = bytes(AssetManifest.chunkSize * 2 + 3, seed: 7)
+        let photo = try await app.importAsset(Data(original), mediaType: "image/heic", fileName: "IMG_0001.HEIC")
+        try await app.transaction { tx in _ = try tx.insert("Note", ["title": "open", "photo": .asset(photo)]) }
+        let before = try FileManager.default.subpathsOfDirectory(atPath: path).sorted()
+
+        let inspected = try await strata(["inspect", path, "--json"])
+        #expect(inspected.status == 0, "\(inspected.stderr)")
+        let held = try #require((try json(inspected.stdout)["assets"] as? [String: Any])?["held"] as? [String: Any])
+        #expect((held["count"] as? NSNumber)?.intValue == 1)
+        let verified = try await strata(["verify", path])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        let got = try await strata(["asset", "get", path, photo.sha256.hex, "-o", dir.sub("copy.heic")])
+        #expect(got.status == 0, "\(got.stderr)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir.sub("copy.heic")))) == original)
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: path).sorted() == before)
+        try await app.close()
+    }
+
+    @Test("asset get refuses by usage error (exit 2): a hash that is not 64 hex digits, --server without --zone, --zone without --server")
+    func assetGetUsage() async throws {
+        let hash = String(repeating: "0f", count: 32)
+        #expect(throws: (any Error).self) { try StrataCLI.parseAsRoot(["asset", "get", "s", "0F" + hash.dropFirst(2)]) }
+        #expect(throws: (any Error).self) { try StrataCLI.parseAsRoot(["asset", "get", "s", hash, "--server", "http://localhost:1"]) }
+        #expect(throws: (any Error).self) { try StrataCLI.parseAsRoot(["asset", "get", "s", hash, "--zone", "notes"]) }
+        #expect(try StrataCLI.parseAsRoot(["asset", "get", "s", hash, "--server", "http://localhost:1", "--zone", "notes"]) is AssetGetCommand)
+        let bad = try await strata(["asset", "get", "s", "xyz"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("not an asset hash"), "\(bad.stderr)")
     }
 
     /// Runs `body` with a log server on a free port of 127.0.0.1 (the user alice, token `alice-secret`).
