@@ -6,6 +6,7 @@
 //     swift run -c release --package-path Tools/Benchmarks strata-store-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-sync-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-models-bench
+//     swift run -c release --package-path Tools/Benchmarks strata-asset-bench [--quick] [--big]
 //     bash Tools/scripts/postgres-bench.sh     # strata-postgres-bench on a throwaway PostgreSQL cluster
 //     bash Tools/scripts/bench-compare.sh     # strata-vs-sqlite + catch-up, into Benchmarks.md
 import PackageDescription
@@ -50,6 +51,20 @@ let package = Package(
                 .product(name: "StrataServer", package: "Strata"),
                 .product(name: "StrataProtocol", package: "Strata"),
                 .product(name: "StrataLog", package: "Strata"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Assets over loopback HTTP: upload throughput next to an fsynced file write, memory while
+        // uploading a 5 GiB asset, lazy fetch latency, and opening a store of 10,000 photos. The
+        // server runs in a child process (this executable re-run with --serve).
+        .executableTarget(
+            name: "strata-asset-bench",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
+                .product(name: "StrataSync", package: "Strata"),
+                .product(name: "StrataServer", package: "Strata"),
+                .product(name: "StrataProtocol", package: "Strata"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -1,0 +1,170 @@
+// strata-asset-bench: assets over loopback HTTP against the log server (embedded storage) in a
+// child process — upload throughput next to an fsynced write of the same bytes, memory while
+// importing and uploading one 5 GiB asset, lazy fetch latency of 1 MiB assets, and the cold open
+// of a store with 10,000 photos next to the same notes without — and prints a markdown table.
+//
+//     swift run -c release --package-path Tools/Benchmarks strata-asset-bench [--quick] [--big] [--only LIST] [--dir PATH] [--keep]
+import BenchSupport
+import Foundation
+
+struct Settings {
+    var quick = false
+    var big = false
+    var parent: String?
+    var keep = false
+    static let workloads: Set<String> = ["upload", "big", "fetch", "photos"]
+    var only: Set<String> = ["upload", "fetch", "photos"]
+
+    var uploadBytes: Int { quick ? 128 << 20 : 1 << 30 }
+    var bigBytes: Int { quick ? 512 << 20 : 5 << 30 }
+    var fetches: Int { quick ? 50 : 200 }
+    var photos: Int { quick ? 1000 : 10_000 }
+    let photoSize = 30_000
+    var openRuns: Int { quick ? 1 : 3 }
+    var requiredFreeBytes: Double {
+        // Row 1: the media, its fsynced copy (removed before the import), the store and the
+        // server's copy; row 2: the file, the store's copy and the server's (removed after).
+        Double(3 * uploadBytes + (only.contains("big") ? 3 * bigBytes : 0) + 2 * photos * photoSize + (512 << 20))
+    }
+}
+
+let usage = """
+    usage: strata-asset-bench [--quick] [--big] [--only LIST] [--dir PATH] [--keep]
+           strata-asset-bench --serve DATA PORT USERS
+           strata-asset-bench --open-child STORE
+
+      --quick         128 MiB instead of 1 GiB to upload, 512 MiB instead of 5 GiB for --big,
+                      50 fetches instead of 200, 1,000 photos instead of 10,000, one open each
+                      (numbers are not meaningful)
+      --big           also run row 2: import and upload one 5 GiB asset, memory of both processes
+                      (writes 15 GiB: the file, the store's copy, the server's copy)
+      --only LIST     run only some of upload (row 1), big (row 2), fetch (row 3), photos (row 4),
+                      comma-separated
+      --dir PATH      make the run's fresh data directory inside PATH (a real disk, not tmpfs);
+                      default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
+      --keep          leave the data directory in place
+      --serve DATA PORT USERS
+                      run the log server on 127.0.0.1:PORT (what the benchmark runs as its child)
+      --open-child STORE
+                      open STORE, count its notes, print one line of JSON (open time, VmRSS)
+    """
+
+/// Whether /proc/cpuinfo lists `sha_ni`: StrataCore's hasher uses the SHA instructions when it
+/// does (its `SHA256Hasher.usesHardware` is package-internal, out of this package's reach).
+let cpuHasSHAExtensions: Bool = {
+    guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return false }
+    return text.split(separator: "\n").contains { $0.hasPrefix("flags") && $0.split(separator: " ").contains("sha_ni") }
+}()
+
+@main
+struct StrataAssetBench {
+    static func main() async {
+        var settings = Settings()
+        var arguments = Arguments(usage: usage)
+        while let argument = arguments.next() {
+            switch argument {
+            case "--serve":
+                let data = arguments.value(of: argument, "DATA PORT USERS")
+                let port = arguments.number(of: argument, atLeast: 0)
+                let users = arguments.value(of: argument, "DATA PORT USERS")
+                await ServeChild.run(data: data, port: port, users: users)
+            case "--open-child":
+                await OpenChild.run(arguments.value(of: argument, "a store path"))
+            case "--quick": settings.quick = true
+            case "--big": settings.big = true; settings.only.insert("big")
+            case "--keep": settings.keep = true
+            case "--only": settings.only = arguments.names(of: argument, from: Settings.workloads)
+            case "--dir": settings.parent = arguments.value(of: argument, "a path")
+            case "-h", "--help":
+                print(usage)
+                return
+            default: arguments.wrong("unknown argument \(argument)")
+            }
+        }
+        let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-asset-bench", requiredFreeBytes: settings.requiredFreeBytes)
+        do {
+            try await run(settings, place, freeBytes: free)
+        } catch {
+            if !settings.keep { place.remove() }
+            fail("benchmark failed: \(error)", status: 1)
+        }
+        if settings.keep { note("kept \(place.run)") } else { place.remove() }
+    }
+
+    static func mbps(_ bytes: Int, _ nanos: UInt64) -> Double { nanos == 0 ? 0 : Double(bytes) / 1e6 / seconds(nanos) }
+
+    static func run(_ settings: Settings, _ place: DataPlace, freeBytes: Double?) async throws {
+        let started = Date()
+        var report = Report()
+        // Row 2 first: its client memory is measured in a process that has done nothing else yet.
+        if settings.only.contains("big") {
+            let big = try await bigRun(place, size: settings.bigBytes)
+            let mib = Double(1 << 20)
+            let importGrowth = big.clientImportPeak - big.clientImportBaseline
+            let clientGrowth = big.clientUploadPeak - big.clientUploadBaseline
+            let serverGrowth = big.serverUploadPeak - big.serverBaseline
+            let worst = max(importGrowth, clientGrowth, serverGrowth)
+            note("  import \(fixed(mbps(big.size, big.importNanos), 0)) MB/s, +\(bytes(Double(importGrowth))); upload \(fixed(mbps(big.size, big.uploadNanos), 0)) MB/s, client +\(bytes(Double(clientGrowth))), server +\(bytes(Double(serverGrowth)))")
+            report.add("2. one \(bytes(Double(big.size))) asset: import, then upload by sync() to a fresh server child; peak VmHWM − VmRSS before the phase, per process\(big.peaksReset ? " (VmHWM reset by /proc/PID/clear_refs before each phase)" : " (**VmHWM could not be reset: peaks since process start**)")",
+                       "client import: \(bytes(Double(big.clientImportBaseline))) → peak \(bytes(Double(big.clientImportPeak))) (+\(bytes(Double(importGrowth)))), \(fixed(mbps(big.size, big.importNanos), 0)) MB/s; client upload: \(bytes(Double(big.clientUploadBaseline))) → peak \(bytes(Double(big.clientUploadPeak))) (+\(bytes(Double(clientGrowth)))); server upload: \(bytes(Double(big.serverBaseline))) → peak \(bytes(Double(big.serverUploadPeak))) (+\(bytes(Double(serverGrowth)))), \(fixed(mbps(big.size, big.uploadNanos), 0)) MB/s",
+                       "≤ +64 MiB",
+                       "worst +\(fixed(Double(worst) / mib, 1)) MiB — " + (Double(worst) <= 64 * mib ? "PASS" : "**MISS**"))
+        }
+        var server: ServerProcess?
+        if !settings.only.isDisjoint(with: ["upload", "fetch"]) {
+            server = try ServerProcess.start(data: place.path("server"), directory: place.run)
+            note("server: pid \(server!.pid) on \(server!.url.absoluteString)")
+        }
+        defer { server?.stop() }
+        if let server, settings.only.contains("upload") {
+            let up = try await uploadRun(place, server: server, totalBytes: settings.uploadBytes)
+            let fsyncRate = mbps(up.bytes, up.fsyncNanos)
+            let importRate = mbps(up.bytes, up.importNanos)
+            let uploadRate = mbps(up.bytes, up.uploadNanos)
+            let chunkMean = up.seen.chunks == 0 ? 0 : up.seen.chunkNanos / UInt64(up.seen.chunks)
+            note("  fsync-write \(fixed(fsyncRate, 0)) MB/s, import \(fixed(importRate, 0)) MB/s, upload \(fixed(uploadRate, 0)) MB/s")
+            report.add("1a. baseline: the same \(bytes(Double(up.bytes))) (\(grouped(up.files)) files: \(up.videos) videos of 50 MB, \(grouped(up.files - up.videos)) photos of ~300 KB, seeded random bytes) copied from the page cache in 1 MiB writes, fsync at the end of each file",
+                       "\(fixed(fsyncRate, 0)) MB/s (\(fixed(seconds(up.fsyncNanos), 2)) s)", "baseline", "—")
+            report.add("1b. import: `importAsset(contentsOf:mediaType:fileName:)` of each file into a store",
+                       "\(fixed(importRate, 0)) MB/s (\(fixed(seconds(up.importNanos), 2)) s, client CPU \(fixed(up.importCPU, 2)) s); CPU has SHA extensions (sha_ni): \(cpuHasSHAExtensions ? "yes" : "no")",
+                       "informational", "\(fixed(importRate / fsyncRate, 2))× 1a")
+            report.add("1c. upload: one sync() of the store to a fresh zone; first beginAssetUpload → last chunk answered",
+                       "\(fixed(uploadRate, 0)) MB/s (\(fixed(seconds(up.uploadNanos), 2)) s; \(grouped(up.seen.uploads)) uploads, \(grouped(up.seen.chunks)) chunk PUTs of \(latency(chunkMean)) each on average); the whole sync() \(fixed(seconds(up.syncNanos), 2)) s with \(up.seen.pushes) push\(up.seen.pushes == 1 ? "" : "es") of \(grouped(up.seen.pushedTransactions)) tx; CPU during sync(): client \(fixed(up.clientCPU, 2)) s, server \(fixed(up.serverCPU, 2)) s",
+                       "≥ 0.5× 1a", verdict(uploadRate / fsyncRate, goal: 0.5, unit: "× 1a"))
+        }
+        if let server, settings.only.contains("fetch") {
+            let fetch = try await fetchRun(place, server: server, count: settings.fetches)
+            let sorted = fetch.latencies.sorted()
+            let p99 = percentile(sorted, 99)
+            let manifests = fetch.manifestNanos.sorted()
+            let chunks = fetch.chunkNanos.sorted()
+            note("  p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99))")
+            report.add("3. lazy fetch: a fresh device (synced notes) calls `store.asset(_:)` once for each of \(sorted.count) distinct 1 MiB assets, not held → file installed",
+                       "p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99)), max \(latency(sorted.last ?? 0)), first \(latency(fetch.latencies.first ?? 0)); of which the manifest GET p50 \(latency(percentile(manifests, 50))) / p99 \(latency(percentile(manifests, 99))), the chunk GET p50 \(latency(percentile(chunks, 50))) / p99 \(latency(percentile(chunks, 99)))",
+                       "p99 ≤ 20 ms",
+                       "\(fixed(Double(p99) / 20e6, 2))× the bound — " + (p99 <= 20_000_000 ? "PASS" : "**MISS**"))
+        }
+        if settings.only.contains("photos") {
+            let photos = try await photoStoreRun(place, photos: settings.photos, photoSize: settings.photoSize, runs: settings.openRuns)
+            let openWith = PhotoStoreRun.median(photos.withPhotos) { $0.openSeconds }
+            let openWithout = PhotoStoreRun.median(photos.without) { $0.openSeconds }
+            let rssWith = PhotoStoreRun.median(photos.withPhotos) { Double($0.rssAfterOpen) }
+            let rssWithout = PhotoStoreRun.median(photos.without) { Double($0.rssAfterOpen) }
+            let worst = max(openWith / openWithout, rssWith / rssWithout)
+            note("  open \(fixed(openWith * 1000, 1)) ms vs \(fixed(openWithout * 1000, 1)) ms; RSS \(bytes(rssWith)) vs \(bytes(rssWithout))")
+            let times = { (probes: [OpenProbe]) in probes.map { fixed($0.openSeconds * 1000, 1) }.joined(separator: ", ") + " ms" }
+            report.add("4. cold open (fresh process, median of \(photos.withPhotos.count)) of a store of \(grouped(photos.photos)) notes each with a \(bytes(Double(photos.photoBytes))) photo, next to the same notes without photos",
+                       "open \(fixed(openWith * 1000, 1)) ms vs \(fixed(openWithout * 1000, 1)) ms (runs: \(times(photos.withPhotos)) vs \(times(photos.without))); VmRSS after open \(bytes(rssWith)) vs \(bytes(rssWithout)); on disk \(bytes(Double(photos.diskWith))) vs \(bytes(Double(photos.diskWithout))); built (import + notes) in \(fixed(seconds(photos.buildNanos), 1)) s",
+                       "≤ 1.1× (time and memory)",
+                       "\(fixed(openWith / openWithout, 2))× time, \(fixed(rssWith / rssWithout, 2))× memory — " + (worst <= 1.1 ? "PASS" : "**MISS**"))
+        }
+        report.machine = "**Machine:** \(Machine.cores) cores"
+            + (Machine.cpuModel.map { " (\($0))" } ?? "")
+            + ", " + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
+            + ", data on \(place.fileSystem)" + (freeBytes.map { " (\(bytes($0)) free)" } ?? "")
+            + ", server (embedded storage) in a child process on loopback HTTP, \(timestamp(started))"
+            + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
+        print("`" + (["swift run -c release --package-path Tools/Benchmarks strata-asset-bench"] + CommandLine.arguments.dropFirst()).joined(separator: " ") + "`\n")
+        print(report.render())
+    }
+}
