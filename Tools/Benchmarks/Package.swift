@@ -63,6 +63,7 @@ let package = Package(
                 "BenchSupport",
                 .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
                 .product(name: "StrataSync", package: "Strata"),
+                .product(name: "StrataSyncAsyncHTTPClient", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),
                 .product(name: "StrataProtocol", package: "Strata"),
             ],

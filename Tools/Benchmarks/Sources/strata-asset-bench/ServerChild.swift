@@ -38,8 +38,9 @@ enum ServeChild {
 
 /// The parent's handle on the server child.
 final class ServerProcess {
-    static let user = "bench"
-    static let token = "secret"
+    /// One user per HTTP client, so that each side's uploads start from a server without its
+    /// assets (the server keeps one copy of an asset per owner, whichever zone it is in).
+    static let users = [Exchange.urlSession, Exchange.asyncHTTPClient].map { ($0.user, $0.token) }
 
     let process: Process
     let port: Int
@@ -57,7 +58,8 @@ final class ServerProcess {
     /// it accepts connections.
     static func start(data: String, directory: String) throws -> ServerProcess {
         let usersPath = directory + "/users.json"
-        let users = #"{"users": [{"name": "\#(user)", "tokenSHA256": "\#(UserDirectory.digest(of: token))"}]}"#
+        let entries = users.map { #"{"name": "\#($0.0)", "tokenSHA256": "\#(UserDirectory.digest(of: $0.1))"}"# }
+        let users = #"{"users": ["# + entries.joined(separator: ", ") + "]}"
         try Data(users.utf8).write(to: URL(fileURLWithPath: usersPath))
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         var problems: [String] = []

@@ -14,6 +14,8 @@ struct Settings {
     var keep = false
     static let workloads: Set<String> = ["upload", "big", "fetch", "photos"]
     var only: Set<String> = ["upload", "fetch", "photos"]
+    /// The HTTP clients rows 1 and 3 run with, each in its own rows; row 2 runs with the first.
+    var exchanges = Exchange.allCases
 
     var uploadBytes: Int { quick ? 128 << 20 : 1 << 30 }
     var bigBytes: Int { quick ? 512 << 20 : 5 << 30 }
@@ -24,7 +26,7 @@ struct Settings {
     var requiredFreeBytes: Double {
         // Row 1: the media, its fsynced copy (removed before the import), the store and the
         // server's copy; row 2: the file, the store's copy and the server's (removed after).
-        Double(3 * uploadBytes + (only.contains("big") ? 3 * bigBytes : 0) + 2 * photos * photoSize + (512 << 20))
+        Double((2 + exchanges.count) * uploadBytes + (only.contains("big") ? 3 * bigBytes : 0) + 2 * photos * photoSize + (512 << 20))
     }
 }
 
@@ -38,6 +40,10 @@ let usage = """
                       (numbers are not meaningful)
       --big           also run row 2: import and upload one 5 GiB asset, memory of both processes
                       (writes 15 GiB: the file, the store's copy, the server's copy)
+      --exchanges LIST
+                      the HTTP clients under HTTPSyncTransport: URLSession (the default transport;
+                      FoundationNetworking on Linux) and AsyncHTTPClient, comma-separated (default
+                      both; rows 1 and 3 run once with each, row 2 with the first)
       --only LIST     run only some of upload (row 1), big (row 2), fetch (row 3), photos (row 4),
                       comma-separated
       --dir PATH      make the run's fresh data directory inside PATH (a real disk, not tmpfs);
@@ -74,6 +80,11 @@ struct StrataAssetBench {
             case "--big": settings.big = true; settings.only.insert("big")
             case "--keep": settings.keep = true
             case "--only": settings.only = arguments.names(of: argument, from: Settings.workloads)
+            case "--exchanges":
+                let names = arguments.value(of: argument, "a list").split(separator: ",").map(String.init)
+                let chosen = names.compactMap(Exchange.init(rawValue:))
+                if chosen.isEmpty || chosen.count != names.count { arguments.wrong("--exchanges takes URLSession and AsyncHTTPClient, comma-separated") }
+                settings.exchanges = chosen
             case "--dir": settings.parent = arguments.value(of: argument, "a path")
             case "-h", "--help":
                 print(usage)
@@ -98,14 +109,14 @@ struct StrataAssetBench {
         var report = Report()
         // Row 2 first: its client memory is measured in a process that has done nothing else yet.
         if settings.only.contains("big") {
-            let big = try await bigRun(place, size: settings.bigBytes)
+            let big = try await bigRun(place, size: settings.bigBytes, exchange: settings.exchanges[0])
             let mib = Double(1 << 20)
             let importGrowth = big.clientImportPeak - big.clientImportBaseline
             let clientGrowth = big.clientUploadPeak - big.clientUploadBaseline
             let serverGrowth = big.serverUploadPeak - big.serverBaseline
             let worst = max(importGrowth, clientGrowth, serverGrowth)
             note("  import \(fixed(mbps(big.size, big.importNanos), 0)) MB/s, +\(bytes(Double(importGrowth))); upload \(fixed(mbps(big.size, big.uploadNanos), 0)) MB/s, client +\(bytes(Double(clientGrowth))), server +\(bytes(Double(serverGrowth)))")
-            report.add("2. one \(bytes(Double(big.size))) asset: import, then upload by sync() to a fresh server child; peak VmHWM − VmRSS before the phase, per process\(big.peaksReset ? " (VmHWM reset by /proc/PID/clear_refs before each phase)" : " (**VmHWM could not be reset: peaks since process start**)")",
+            report.add("2. one \(bytes(Double(big.size))) asset: import, then upload by sync() over \(settings.exchanges[0].rawValue) to a fresh server child; peak VmHWM − VmRSS before the phase, per process\(big.peaksReset ? " (VmHWM reset by /proc/PID/clear_refs before each phase)" : " (**VmHWM could not be reset: peaks since process start**)")",
                        "client import: \(bytes(Double(big.clientImportBaseline))) → peak \(bytes(Double(big.clientImportPeak))) (+\(bytes(Double(importGrowth)))), \(fixed(mbps(big.size, big.importNanos), 0)) MB/s; client upload: \(bytes(Double(big.clientUploadBaseline))) → peak \(bytes(Double(big.clientUploadPeak))) (+\(bytes(Double(clientGrowth)))); server upload: \(bytes(Double(big.serverBaseline))) → peak \(bytes(Double(big.serverUploadPeak))) (+\(bytes(Double(serverGrowth)))), \(fixed(mbps(big.size, big.uploadNanos), 0)) MB/s",
                        "≤ +64 MiB",
                        "worst +\(fixed(Double(worst) / mib, 1)) MiB — " + (Double(worst) <= 64 * mib ? "PASS" : "**MISS**"))
@@ -117,32 +128,41 @@ struct StrataAssetBench {
         }
         defer { server?.stop() }
         if let server, settings.only.contains("upload") {
-            let up = try await uploadRun(place, server: server, totalBytes: settings.uploadBytes)
+            let up = try await uploadRun(place, server: server, totalBytes: settings.uploadBytes, exchanges: settings.exchanges)
             let fsyncRate = mbps(up.bytes, up.fsyncNanos)
-            let importRate = mbps(up.bytes, up.importNanos)
-            let uploadRate = mbps(up.bytes, up.uploadNanos)
-            let chunkMean = up.seen.chunks == 0 ? 0 : up.seen.chunkNanos / UInt64(up.seen.chunks)
-            note("  fsync-write \(fixed(fsyncRate, 0)) MB/s, import \(fixed(importRate, 0)) MB/s, upload \(fixed(uploadRate, 0)) MB/s")
+            note("  fsync-write \(fixed(fsyncRate, 0)) MB/s")
             report.add("1a. baseline: the same \(bytes(Double(up.bytes))) (\(grouped(up.files)) files: \(up.videos) videos of 50 MB, \(grouped(up.files - up.videos)) photos of ~300 KB, seeded random bytes) copied from the page cache in 1 MiB writes, fsync at the end of each file",
                        "\(fixed(fsyncRate, 0)) MB/s (\(fixed(seconds(up.fsyncNanos), 2)) s)", "baseline", "—")
-            report.add("1b. import: `importAsset(contentsOf:mediaType:fileName:)` of each file into a store",
-                       "\(fixed(importRate, 0)) MB/s (\(fixed(seconds(up.importNanos), 2)) s, client CPU \(fixed(up.importCPU, 2)) s); CPU has SHA extensions (sha_ni): \(cpuHasSHAExtensions ? "yes" : "no")",
-                       "informational", "\(fixed(importRate / fsyncRate, 2))× 1a")
-            report.add("1c. upload: one sync() of the store to a fresh zone; first beginAssetUpload → last chunk answered",
-                       "\(fixed(uploadRate, 0)) MB/s (\(fixed(seconds(up.uploadNanos), 2)) s; \(grouped(up.seen.uploads)) uploads, \(grouped(up.seen.chunks)) chunk PUTs of \(latency(chunkMean)) each on average); the whole sync() \(fixed(seconds(up.syncNanos), 2)) s with \(up.seen.pushes) push\(up.seen.pushes == 1 ? "" : "es") of \(grouped(up.seen.pushedTransactions)) tx; CPU during sync(): client \(fixed(up.clientCPU, 2)) s, server \(fixed(up.serverCPU, 2)) s",
-                       "≥ 0.5× 1a", verdict(uploadRate / fsyncRate, goal: 0.5, unit: "× 1a"))
+            var letter = UInt8(ascii: "b")
+            func label() -> String {
+                defer { letter += 1 }
+                return "1" + String(Character(Unicode.Scalar(letter)))
+            }
+            for side in up.sides {
+                let importRate = mbps(up.bytes, side.importNanos)
+                report.add("\(label()). import (before the \(side.exchange.rawValue) upload): `importAsset(contentsOf:mediaType:fileName:)` of each file into a fresh store",
+                           "\(fixed(importRate, 0)) MB/s (\(fixed(seconds(side.importNanos), 2)) s, client CPU \(fixed(side.importCPU, 2)) s); CPU has SHA extensions (sha_ni): \(cpuHasSHAExtensions ? "yes" : "no")",
+                           "informational", "\(fixed(importRate / fsyncRate, 2))× 1a")
+                let uploadRate = mbps(up.bytes, side.uploadNanos)
+                let chunkMean = side.seen.chunks == 0 ? 0 : side.seen.chunkNanos / UInt64(side.seen.chunks)
+                report.add("\(label()). upload over \(side.exchange.rawValue)\(side.exchange == .urlSession ? " (the default transport)" : ""): one sync() of that store to a fresh zone; first beginAssetUpload → last chunk answered",
+                           "\(fixed(uploadRate, 0)) MB/s (\(fixed(seconds(side.uploadNanos), 2)) s; \(grouped(side.seen.uploads)) uploads, \(grouped(side.seen.chunks)) chunk PUTs of \(latency(chunkMean)) each on average); the whole sync() \(fixed(seconds(side.syncNanos), 2)) s with \(side.seen.pushes) push\(side.seen.pushes == 1 ? "" : "es") of \(grouped(side.seen.pushedTransactions)) tx; CPU during sync(): client \(fixed(side.clientCPU, 2)) s, server \(fixed(side.serverCPU, 2)) s",
+                           "≥ 0.5× 1a", verdict(uploadRate / fsyncRate, goal: 0.5, unit: "× 1a"))
+            }
         }
         if let server, settings.only.contains("fetch") {
-            let fetch = try await fetchRun(place, server: server, count: settings.fetches)
-            let sorted = fetch.latencies.sorted()
-            let p99 = percentile(sorted, 99)
-            let manifests = fetch.manifestNanos.sorted()
-            let chunks = fetch.chunkNanos.sorted()
-            note("  p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99))")
-            report.add("3. lazy fetch: a fresh device (synced notes) calls `store.asset(_:)` once for each of \(sorted.count) distinct 1 MiB assets, not held → file installed",
-                       "p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99)), max \(latency(sorted.last ?? 0)), first \(latency(fetch.latencies.first ?? 0)); of which the manifest GET p50 \(latency(percentile(manifests, 50))) / p99 \(latency(percentile(manifests, 99))), the chunk GET p50 \(latency(percentile(chunks, 50))) / p99 \(latency(percentile(chunks, 99)))",
-                       "p99 ≤ 20 ms",
-                       "\(fixed(Double(p99) / 20e6, 2))× the bound — " + (p99 <= 20_000_000 ? "PASS" : "**MISS**"))
+            for (i, exchange) in settings.exchanges.enumerated() {
+                let fetch = try await fetchRun(place, server: server, count: settings.fetches, exchange: exchange)
+                let sorted = fetch.latencies.sorted()
+                let p99 = percentile(sorted, 99)
+                let manifests = fetch.manifestNanos.sorted()
+                let chunks = fetch.chunkNanos.sorted()
+                note("  p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99))")
+                report.add("3\(Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8(i)))). lazy fetch over \(exchange.rawValue): a fresh device (synced notes) calls `store.asset(_:)` once for each of \(sorted.count) distinct 1 MiB assets, not held → file installed",
+                           "p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99)), max \(latency(sorted.last ?? 0)), first \(latency(fetch.latencies.first ?? 0)); of which the manifest GET p50 \(latency(percentile(manifests, 50))) / p99 \(latency(percentile(manifests, 99))), the chunk GET p50 \(latency(percentile(chunks, 50))) / p99 \(latency(percentile(chunks, 99)))",
+                           "p99 ≤ 20 ms",
+                           "\(fixed(Double(p99) / 20e6, 2))× the bound — " + (p99 <= 20_000_000 ? "PASS" : "**MISS**"))
+            }
         }
         if settings.only.contains("photos") {
             let photos = try await photoStoreRun(place, photos: settings.photos, photoSize: settings.photoSize, runs: settings.openRuns)

@@ -6,6 +6,7 @@ import Foundation
 import StrataCore
 import StrataProtocol
 import StrataSync
+import StrataSyncAsyncHTTPClient
 import Synchronization
 
 #if canImport(Glibc)
@@ -209,8 +210,25 @@ final class AssetTimingTransport: SyncTransport {
     }
 }
 
-func engine(_ store: Store, _ server: ServerProcess, zone: String) throws -> (SyncEngine, AssetTimingTransport) {
-    let timing = AssetTimingTransport(HTTPSyncTransport(server: server.url, bearer: ServerProcess.token))
+/// The HTTP client under `HTTPSyncTransport`: the default (FoundationNetworking's `URLSession`
+/// on Linux) or AsyncHTTPClient; each talks to the server as its own user.
+enum Exchange: String, CaseIterable {
+    case urlSession = "URLSession"
+    case asyncHTTPClient = "AsyncHTTPClient"
+
+    var user: String { self == .urlSession ? "bench" : "bench-ahc" }
+    var token: String { "secret-" + user }
+
+    func transport(_ server: ServerProcess) -> HTTPSyncTransport {
+        switch self {
+        case .urlSession: HTTPSyncTransport(server: server.url, bearer: token)
+        case .asyncHTTPClient: HTTPSyncTransport(server: server.url, bearer: token, client: HTTPSyncTransport.defaultClient)
+        }
+    }
+}
+
+func engine(_ store: Store, _ server: ServerProcess, zone: String, _ exchange: Exchange) throws -> (SyncEngine, AssetTimingTransport) {
+    let timing = AssetTimingTransport(exchange.transport(server))
     return (try SyncEngine(store: store, transport: timing, zone: zone), timing)
 }
 
@@ -233,21 +251,25 @@ func insertNotes(into store: Store, photos: [Asset?]) async throws {
 // MARK: 1. Upload throughput
 
 struct UploadRun {
+    struct Side {
+        var exchange: Exchange
+        var importNanos: UInt64 = 0
+        var importCPU = 0.0
+        /// First `beginAssetUpload` → last chunk answered.
+        var uploadNanos: UInt64 = 0
+        var syncNanos: UInt64 = 0
+        var seen = AssetTimingTransport.Seen()
+        var clientCPU = 0.0
+        var serverCPU = 0.0
+    }
     var files = 0
     var videos = 0
     var bytes = 0
     var fsyncNanos: UInt64 = 0
-    var importNanos: UInt64 = 0
-    /// First `beginAssetUpload` → last chunk answered.
-    var uploadNanos: UInt64 = 0
-    var syncNanos: UInt64 = 0
-    var seen = AssetTimingTransport.Seen()
-    var clientCPU = 0.0
-    var serverCPU = 0.0
-    var importCPU = 0.0
+    var sides: [Side] = []
 }
 
-func uploadRun(_ place: DataPlace, server: ServerProcess, totalBytes: Int) async throws -> UploadRun {
+func uploadRun(_ place: DataPlace, server: ServerProcess, totalBytes: Int, exchanges: [Exchange]) async throws -> UploadRun {
     var run = UploadRun()
     note("upload: writing \(bytes(Double(totalBytes))) of media (photos ~300 KB, videos 50 MB)…")
     let files = try makeMedia(in: place.path("media"), totalBytes: totalBytes)
@@ -259,33 +281,40 @@ func uploadRun(_ place: DataPlace, server: ServerProcess, totalBytes: Int) async
     run.fsyncNanos = try fsyncWrite(files, into: place.path("fsync-copy"))
     try? FileManager.default.removeItem(atPath: place.path("fsync-copy"))
 
-    let store = try await openStore(place.path("uploader"))
-    note("  import: \(grouped(files.count)) files into a store…")
-    var assets: [Asset?] = []
-    let importCPU = processCPUSeconds()
-    var start = monotonicNanos()
-    for file in files {
-        let name = String(file.path.split(separator: "/").last ?? "media")
-        assets.append(try await store.importAsset(contentsOf: URL(fileURLWithPath: file.path), mediaType: file.mediaType, fileName: name))
-    }
-    run.importNanos = monotonicNanos() - start
-    run.importCPU = processCPUSeconds() - importCPU
-    try await insertNotes(into: store, photos: assets)
+    for exchange in exchanges {
+        var side = UploadRun.Side(exchange: exchange)
+        let path = place.path("uploader-\(exchange.user)")
+        let store = try await openStore(path)
+        note("  import: \(grouped(files.count)) files into a store…")
+        var assets: [Asset?] = []
+        let importCPU = processCPUSeconds()
+        var start = monotonicNanos()
+        for file in files {
+            let name = String(file.path.split(separator: "/").last ?? "media")
+            assets.append(try await store.importAsset(contentsOf: URL(fileURLWithPath: file.path), mediaType: file.mediaType, fileName: name))
+        }
+        side.importNanos = monotonicNanos() - start
+        side.importCPU = processCPUSeconds() - importCPU
+        try await insertNotes(into: store, photos: assets)
 
-    note("  sync: uploading to the server…")
-    let (engine, timing) = try engine(store, server, zone: "upload")
-    let clientBefore = processCPUSeconds()
-    let serverBefore = server.cpuSeconds()
-    start = monotonicNanos()
-    let report = try await engine.sync()
-    run.syncNanos = monotonicNanos() - start
-    run.clientCPU = processCPUSeconds() - clientBefore
-    run.serverCPU = server.cpuSeconds() - serverBefore
-    run.seen = timing.seen
-    run.uploadNanos = run.seen.lastUploadEnd - run.seen.firstUploadStart
-    try await store.close()
-    guard run.seen.uploads == files.count, run.seen.chunkBytes == run.bytes, report.pushedTransactions > 0 else {
-        throw BenchError("the sync uploaded \(run.seen.uploads) assets (\(run.seen.chunkBytes) bytes) and pushed \(report.pushedTransactions) tx; expected \(files.count) assets of \(run.bytes) bytes")
+        note("  sync over \(exchange.rawValue): uploading to the server…")
+        let (engine, timing) = try engine(store, server, zone: "upload", exchange)
+        let clientBefore = processCPUSeconds()
+        let serverBefore = server.cpuSeconds()
+        start = monotonicNanos()
+        let report = try await engine.sync()
+        side.syncNanos = monotonicNanos() - start
+        side.clientCPU = processCPUSeconds() - clientBefore
+        side.serverCPU = server.cpuSeconds() - serverBefore
+        side.seen = timing.seen
+        side.uploadNanos = side.seen.lastUploadEnd - side.seen.firstUploadStart
+        try await store.close()
+        try? FileManager.default.removeItem(atPath: path)
+        guard side.seen.uploads == files.count, side.seen.chunkBytes == run.bytes, report.pushedTransactions > 0 else {
+            throw BenchError("the sync over \(exchange.rawValue) uploaded \(side.seen.uploads) assets (\(side.seen.chunkBytes) bytes) and pushed \(report.pushedTransactions) tx; expected \(files.count) assets of \(run.bytes) bytes")
+        }
+        note("    import \(fixed(Double(run.bytes) / 1e6 / seconds(side.importNanos), 0)) MB/s, upload \(fixed(Double(run.bytes) / 1e6 / seconds(side.uploadNanos), 0)) MB/s")
+        run.sides.append(side)
     }
     try? FileManager.default.removeItem(atPath: place.path("media"))
     return run
@@ -308,7 +337,7 @@ struct BigRun {
 
 /// One asset of `size` bytes: imported, then uploaded to a fresh server child. Memory is this
 /// process's and the server's VmRSS before each phase and VmHWM after it (reset in between).
-func bigRun(_ place: DataPlace, size: Int) async throws -> BigRun {
+func bigRun(_ place: DataPlace, size: Int, exchange: Exchange) async throws -> BigRun {
     var run = BigRun(size: size)
     let media = place.path("big-media")
     try FileManager.default.createDirectory(atPath: media, withIntermediateDirectories: true)
@@ -329,7 +358,7 @@ func bigRun(_ place: DataPlace, size: Int) async throws -> BigRun {
     try FileManager.default.removeItem(atPath: media)
     try await insertNotes(into: store, photos: [asset])
 
-    let (engine, timing) = try engine(store, server, zone: "big")
+    let (engine, timing) = try engine(store, server, zone: "big", exchange)
     run.serverBaseline = residentMemory(pid: server.pid).rss
     run.clientUploadBaseline = residentMemory().rss
     run.peaksReset = run.peaksReset && resetPeakMemory() && resetPeakMemory(pid: server.pid)
@@ -402,21 +431,21 @@ final class FetchTimingTransport: SyncTransport {
 
 /// A device uploads `count` distinct 1 MiB assets on notes; a fresh device syncs the notes and
 /// fetches each asset once with `store.asset(_:)`, timed from the call until the file is there.
-func fetchRun(_ place: DataPlace, server: ServerProcess, count: Int) async throws -> FetchRun {
-    note("fetch: uploading \(count) assets of 1 MiB…")
-    let source = try await openStore(place.path("fetch-source"))
+func fetchRun(_ place: DataPlace, server: ServerProcess, count: Int, exchange: Exchange) async throws -> FetchRun {
+    note("fetch over \(exchange.rawValue): uploading \(count) assets of 1 MiB…")
+    let source = try await openStore(place.path("fetch-source-\(exchange.user)"))
     var assets: [Asset] = []
     for i in 0..<count {
         assets.append(try await source.importAsset(Data(randomBytes(mebibyte, seed: 0xF37C_0000 + UInt64(i))), mediaType: "image/jpeg", fileName: "photo-\(i).jpg"))
     }
     try await insertNotes(into: source, photos: assets)
-    let (sourceEngine, _) = try engine(source, server, zone: "fetch")
+    let (sourceEngine, _) = try engine(source, server, zone: "fetch", exchange)
     _ = try await sourceEngine.sync()
     try await source.close()
 
     note("  a fresh device syncs the notes and fetches each asset once…")
-    let device = try await openStore(place.path("fetch-device"))
-    let timing = FetchTimingTransport(HTTPSyncTransport(server: server.url, bearer: ServerProcess.token))
+    let device = try await openStore(place.path("fetch-device-\(exchange.user)"))
+    let timing = FetchTimingTransport(exchange.transport(server))
     let deviceEngine = try SyncEngine(store: device, transport: timing, zone: "fetch")
     let report = try await deviceEngine.sync()
     guard device.count("Note") == count else {
