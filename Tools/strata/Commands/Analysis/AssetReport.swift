@@ -131,16 +131,23 @@ struct AssetCheck: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey { case objectsChecked, bytesChecked, referenced, findings }
 
-    static func run(storeDirectory: String, references: AssetReferences?) throws -> AssetCheck {
+    /// - Parameter progress: `true` to show the bytes hashed on a terminal.
+    static func run(storeDirectory: String, references: AssetReferences?, progress showProgress: Bool = false) throws -> AssetCheck {
         let inventory: AssetInventory
         do { inventory = try Store.assetInventory(ofStoreAt: storeDirectory) } catch { throw CLIError("\(error)") }
+        let progress = showProgress ? Progress("verify assets", total: Int64(clamping: inventory.heldBytes)) : nil
+        defer { progress?.finish() }
+        var hashed: Int64 = 0
         var check = AssetCheck()
         check.referenced = references?.byHash.count
         for object in inventory.objects.values.sorted(by: { $0.sha256 < $1.sha256 }) {
             check.objectsChecked += 1
             let actual: AssetManifest
             do {
-                actual = try Store.hashAssetFile(at: object.path)
+                actual = try Store.hashAssetFile(at: object.path) { piece in
+                    hashed += Int64(piece.count)
+                    progress?.update(hashed)
+                }
             } catch {
                 // Gone since the listing: evicted or collected by the process that has the store
                 // open (this one only reads it). Not damage.

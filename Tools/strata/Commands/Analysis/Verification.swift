@@ -206,7 +206,7 @@ struct Verification: Codable, Sendable {
         for name in report.staleIndexes { notes.append("the index of \(name) is missing or stale (rebuilt when the store next opens)") }
         var schema = projection.schema
         for recorded in decoder.schemas { schema = schema.merged(with: recorded) }
-        let assets = try Self.checkAssets(files, schema: schema, notes: &notes)
+        let assets = try Self.checkAssets(files, schema: schema, progress: progress != nil, notes: &notes)
         for finding in assets?.errors ?? [] { findings.append(Finding(message: finding.message, file: finding.file)) }
         var verification = Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: report.records,
                                         events: events, startPosition: report.startPosition ?? identity.startPosition,
@@ -219,7 +219,7 @@ struct Verification: Codable, Sendable {
     /// The asset checks, when the schema has an asset attribute or the store holds asset files.
     /// Which assets the objects name needs the newest state (a replay from the newest snapshot);
     /// when it cannot be rebuilt, the files are still checked.
-    static func checkAssets(_ files: StoreFiles, schema: Schema, notes: inout [String]) throws -> AssetCheck? {
+    static func checkAssets(_ files: StoreFiles, schema: Schema, progress: Bool, notes: inout [String]) throws -> AssetCheck? {
         let inventory = try? Store.assetInventory(ofStoreAt: files.directory)
         let holdsFiles = !(inventory.map { $0.objects.isEmpty && $0.manifests.isEmpty && $0.partials.isEmpty && $0.strayFiles.isEmpty } ?? true)
         guard AssetReferences.schemaNamesAssets(schema) || holdsFiles else { return nil }
@@ -229,7 +229,7 @@ struct Verification: Codable, Sendable {
         } catch {
             notes.append("the assets the objects name were not checked: the objects cannot be rebuilt (\(error))")
         }
-        let check = try AssetCheck.run(storeDirectory: files.directory, references: references)
+        let check = try AssetCheck.run(storeDirectory: files.directory, references: references, progress: progress)
         let remote = check.findings.filter { $0.kind == .remoteOnly }.count
         notes.append("assets: \(check.objectsChecked) file(s) verified (\(Format.bytes(Int64(clamping: check.bytesChecked)))), "
                      + (check.referenced.map { "\($0) referenced, \(remote) remote-only (fetched on demand)" } ?? "references not known"))

@@ -84,7 +84,9 @@ struct AssetGetCommand: AsyncParsableCommand {
             // The engine attaches itself as the store's asset source; it must live until the fetch ends.
             let engine = try SyncEngine(store: opened, server: url, zone: zone, owner: owner, credentials: credentials)
             defer { withExtendedLifetime(engine) {} }
-            path = try await opened.asset(reference.asset).path
+            let progress = Progress("fetch", total: Int64(clamping: reference.asset.byteCount))
+            defer { progress.finish() }
+            path = try await opened.asset(reference.asset) { done in progress.update(Int64(clamping: done.completedBytes)) }.path
         } catch {
             try? await opened.close()
             if let error = error as? StoreError, error.code == .assetUnavailable {
