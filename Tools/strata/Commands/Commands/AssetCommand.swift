@@ -122,8 +122,12 @@ struct AssetGetCommand: AsyncParsableCommand {
                 throw CLIError("corruptAsset: the store's copy of asset \(hash) is damaged (its bytes hash to \(manifest.sha256)); \(output) was not written — run `strata verify \(store) --repair`",
                                exitCode: ExitStatus.finding)
             }
-            if FileManager.default.fileExists(atPath: output) { _ = try FileManager.default.replaceItemAt(URL(fileURLWithPath: output), withItemAt: URL(fileURLWithPath: temporary)) }
-            else { try FileManager.default.moveItem(atPath: temporary, toPath: output) }
+            // rename(2) replaces an existing output in one step. FileManager.replaceItemAt on Linux
+            // removed the old file, then failed ("The file doesn't exist"): a second get to the
+            // same --output exited 2 and left no file at all.
+            guard rename(temporary, output) == 0 else {
+                throw CLIError("cannot write \(output): \(String(cString: strerror(errno)))")
+            }
         } catch {
             try? handle.close()
             try? FileManager.default.removeItem(atPath: temporary)
