@@ -94,6 +94,58 @@ struct RevocationWindowTests {
         func snapshotPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64? { try await base.snapshotPosition(zone: zone) }
         func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot? { try await base.snapshot(zone: zone) }
         func close() async throws(ZoneStorageError) { try await base.close() }
+
+        /// Revokes every grant as an asset's manifest or chunk is read, when armed.
+        let armedOnAssetRead = Mutex(false)
+        private func revokeOnAssetRead(_ zone: ZoneID) async throws(ZoneStorageError) {
+            guard armedOnAssetRead.withLock({ armed in defer { armed = false }; return armed }) else { return }
+            _ = try await base.updateZone(zone, access: .shared, grants: [:])
+            revocations.withLock { $0 += 1 }
+        }
+        func heldAsset(zone: ZoneID, sha256: AssetHash) async throws(ZoneStorageError) -> AssetManifest? {
+            try await revokeOnAssetRead(zone)
+            return try await base.heldAsset(zone: zone, sha256: sha256)
+        }
+        func assetChunk(zone: ZoneID, sha256: AssetHash, index: Int) async throws(ZoneStorageError) -> [UInt8]? {
+            try await revokeOnAssetRead(zone)
+            return try await base.assetChunk(zone: zone, sha256: sha256, index: index)
+        }
+        func unheldAssets(zone: ZoneID, user: String, assets: Set<AssetHash>) async throws(ZoneStorageError) -> [AssetHash] {
+            try await base.unheldAssets(zone: zone, user: user, assets: assets)
+        }
+        func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+            try await base.beginAssetUpload(zone: zone, user: user, manifest: manifest, storedBytesLimit: storedBytesLimit)
+        }
+        func putAssetChunk(zone: ZoneID, user: String, sha256: AssetHash, index: Int, bytes: [UInt8], storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+            try await base.putAssetChunk(zone: zone, user: user, sha256: sha256, index: index, bytes: bytes, storedBytesLimit: storedBytesLimit)
+        }
+    }
+
+    @Test("Bob's read of an asset's manifest or chunk, allowed when the server looked the zone up and revoked while the storage read it, is refused with 403 forbidden and reveals none of its bytes",
+          arguments: StorageBackend.allCases)
+    func revokedWhileReadingAnAsset(_ backend: StorageBackend) async throws {
+        try await withStorage(backend) { base in
+            let storage = RevokingStorage(base: base)
+            let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
+            let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
+            let secret = Array("the secret photo's bytes, 1234567890".utf8)
+            let hash = AssetHash.of(secret)
+            try await app.buildApplication().test(.live) { client in
+                try await client.createZone("board", #"{"access": "shared", "grants": {"bob": "read"}}"#)
+                let manifest = try AssetManifest(sha256: hash, byteCount: UInt64(secret.count), chunks: [hash])
+                _ = try await base.beginAssetUpload(zone: "board", user: "alice", manifest: manifest, storedBytesLimit: nil)
+                #expect(try await base.putAssetChunk(zone: "board", user: "alice", sha256: hash, index: 0, bytes: secret, storedBytesLimit: nil).complete)
+                let allowed = try await client.execute(uri: zoneURI("alice/board", "/assets/\(hash.hex)/chunks/0"), method: .get, headers: auth(Token.bob))
+                #expect(allowed.status == .ok && Array(buffer: allowed.body) == secret)
+                for suffix in ["/assets/\(hash.hex)", "/assets/\(hash.hex)/chunks/0"] {
+                    _ = try await base.updateZone("board", access: .shared, grants: ["bob": .read])
+                    storage.armedOnAssetRead.withLock { $0 = true }
+                    let refused = try await client.execute(uri: zoneURI("alice/board", suffix), method: .get, headers: auth(Token.bob))
+                    #expect(refused.status == .forbidden, "\(suffix): \(String(buffer: refused.body))")
+                    #expect(!String(buffer: refused.body).contains("secret"), "the refusal revealed the asset")
+                }
+            }
+        }
     }
 
     @Test("Bob's push, allowed when the server looked the zone up and revoked before it is appended, is refused with 403 forbidden and appends nothing; his earlier push landed, and the owner's still does",

@@ -84,6 +84,44 @@ struct AssetsEndToEndTests {
         }
     }
 
+    @Test("A device with a cache budget keeps its pinned photo and the newest fetched, lets older fetched ones go, and fetches one again from the server when asked", arguments: ServerBackend.allCases)
+    func cacheBudgetEndToEnd(_ backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let phone = try await Store.open(at: dir.sub("phone"), schema: photoSchema)
+            var photos: [Asset] = []
+            var contents: [[UInt8]] = []
+            for seed in [20, 22, 24, 26] {  // distinct odd states (SeededGenerator sets the low bit)
+                let bytes = assetBytes(300_000, seed: UInt64(seed))
+                contents.append(bytes)
+                photos.append(try await phone.importAsset(Data(bytes), mediaType: "image/jpeg"))
+            }
+            try await phone.transaction { tx in for photo in photos { _ = try tx.insert("Note", ["photo": .asset(photo)]) } }
+            try await SyncEngine(store: phone, server: url, zone: "notes", credentials: "alice-secret").sync()
+            // Uploaded: the phone may let them go now too.
+            #expect(try phone.assetCacheUsage().notUploaded == 0)
+
+            var options = StoreOptions()
+            options.assetCacheBudget = 700_000
+            let tablet = try await Store.open(at: dir.sub("tablet"), schema: photoSchema, options: options)
+            let engine = try SyncEngine(store: tablet, server: url, zone: "notes", credentials: "alice-secret")
+            try await engine.sync()
+            try await tablet.pin(photos[0])
+            for photo in photos.dropFirst() {
+                _ = try await tablet.asset(photo)
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            // 4 × 300 KB under a 700 KB budget: the pinned one and the newest stay.
+            #expect(tablet.localFile(for: photos[0]) != nil && tablet.localFile(for: photos[3]) != nil)
+            #expect(tablet.localFile(for: photos[1]) == nil)
+            #expect(try tablet.assetCacheUsage().bytes <= 700_000 + 300_000)  // the pinned one may exceed it
+            let again = try await tablet.asset(photos[1])
+            #expect(try Array(Data(contentsOf: again)) == contents[1])
+            try await tablet.close()
+            try await phone.close()
+        }
+    }
+
     @Test("An asset is stored once per owner: the owner's second zone and second object send no byte, a grantee must send the bytes to name it", arguments: ServerBackend.allCases)
     func dedupAndPossession(_ backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()

@@ -32,7 +32,8 @@ public struct AssetManifest: Hashable, Sendable {
 
     /// How many chunks `byteCount` bytes make.
     public static func chunkCount(_ byteCount: UInt64) -> Int {
-        Int((byteCount + UInt64(chunkSize) - 1) / UInt64(chunkSize))
+        // Without the `+ chunkSize - 1` that would overflow near UInt64.max.
+        Int(byteCount / UInt64(chunkSize) + (byteCount % UInt64(chunkSize) == 0 ? 0 : 1))
     }
 
     /// The length of chunk `index`.

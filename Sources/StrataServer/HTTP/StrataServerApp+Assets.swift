@@ -62,23 +62,29 @@ extension StrataServerApp {
 
     /// `GET /v1/zones/{zone}/assets/{sha256}`: the manifest of an asset the zone holds.
     func assetManifest(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try context.readableZone()
+        let (user, zone) = try context.readableZone()
         let hash = try assetHash(context)
         guard let manifest = try await storageCall({ () async throws(ZoneStorageError) in try await storage.heldAsset(zone: zone.id, sha256: hash) }) else {
             throw Self.noSuchAsset(hash, zone.id)
         }
+        // Read access checked again before anything is answered: a grant revoked (a user removed)
+        // while the storage was read gets nothing of it.
+        try requireStillSignedIn(request, as: user)
+        try await requireStillReadable(zone.id, by: user, epoch: zone.epoch)
         return try json(AssetManifestBody(manifest))
     }
 
     /// `GET /v1/zones/{zone}/assets/{sha256}/chunks/{index}`: a chunk of an asset the zone holds,
     /// as an LZ4 block when that is at least an eighth smaller (`Strata-Chunk-Encoding: lz4`).
     func assetChunk(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
-        let (_, zone) = try context.readableZone()
+        let (user, zone) = try context.readableZone()
         let hash = try assetHash(context)
         let index = try chunkIndex(context)
         guard let bytes = try await storageCall({ () async throws(ZoneStorageError) in try await storage.assetChunk(zone: zone.id, sha256: hash, index: index) }) else {
             throw Self.noSuchAsset(hash, zone.id)
         }
+        try requireStillSignedIn(request, as: user)
+        try await requireStillReadable(zone.id, by: user, epoch: zone.epoch)
         var headers = HTTPFields()
         headers[.contentType] = StrataMediaType.assetChunk
         var body = bytes

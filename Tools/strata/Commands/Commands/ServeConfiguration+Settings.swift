@@ -100,6 +100,9 @@ extension ServeConfiguration {
         ServeSetting(key: "limits.maxStoredBytesPerUser", flag: "--limit maxStoredBytesPerUser=", secret: false,
                      apply: { c, v throws(ValueError) in c.limits.maxStoredBytesPerUser = Int64(try integer(v, 0...Int.max)) },
                      current: { "\($0.limits.maxStoredBytesPerUser)" }),
+        ServeSetting(key: "limits.maxAssetBytes", flag: "--limit maxAssetBytes=", secret: false,
+                     apply: { c, v throws(ValueError) in c.limits.maxAssetBytes = UInt64(try integer(v, 0...Int.max)) },
+                     current: { "\($0.limits.maxAssetBytes)" }),
     ]
 
     /// The names `--limit NAME=VALUE` takes.
