@@ -51,10 +51,11 @@ public struct AssetInventory: Sendable {
 }
 
 extension Store {
-    /// The store's asset directory (`STORE/assets`).
+    /// The paths of an asset's object file and manifest in the store at `directory` (present or not).
     @_spi(StrataInternals)
-    public static func assetsDirectory(ofStoreAt directory: String) -> String {
-        LocalAssets(storeDirectory: directory).root
+    public static func assetPaths(of hash: AssetHash, ofStoreAt directory: String) -> (object: String, manifest: String) {
+        let assets = LocalAssets(storeDirectory: directory)
+        return (assets.objectPath(hash), assets.manifestPath(hash))
     }
 
     /// Lists the asset directory of the store at `directory` (empty when it has none), reading

@@ -158,8 +158,7 @@ enum AssetRepair {
         var lines: [String] = []
         for finding in check.errors {
             guard let hex = finding.asset, let hash = AssetHash(hex: hex) else { continue }
-            let objectPath = Store.assetsDirectory(ofStoreAt: store) + "/objects/" + hex
-            let manifestPath = Store.assetsDirectory(ofStoreAt: store) + "/manifests/" + hex
+            let (objectPath, manifestPath) = Store.assetPaths(of: hash, ofStoreAt: store)
             switch finding.kind {
             case .damagedObject:
                 if FileManager.default.fileExists(atPath: objectPath) { try quarantine.move(objectPath, as: "assets/objects/" + hex) }
