@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import StrataLog
 import StrataPostgres
 import StrataProtocol
@@ -191,6 +192,26 @@ struct AssetSweepTests {
         #expect(try await storage.heldAsset(zone: "photos", sha256: late.sha256) == late.manifest)
         clock.advance(.seconds(1801))
         #expect(try await storage.sweepAssets(grace: Self.grace).links == 2)
+        try await storage.close()
+    }
+
+    @Test("the background compactor sweeps assets every sweep interval and counts the freed bytes in strata_asset_bytes_swept_total")
+    func compactorSweeps() async throws {
+        let storage = try await Self.open(StorageSite(.embedded), clock: MovableWallClock())
+        _ = try await storage.createZone(name: "photos", owner: "alice", access: .private, grants: [:])
+        let asset = try TestAsset(seed: 130, byteCount: 3000)
+        try await Self.upload(asset, to: "photos", in: storage)
+        let metrics = ServerMetrics()
+        let retention = Retention(transactions: 5, interval: .milliseconds(20), assetGrace: .zero, assetSweepInterval: .zero)
+        let task = Task { await compactPeriodically(storage, retention: retention, logger: .init(label: "test"), metrics: metrics) }
+        for _ in 0..<200 where try await storage.heldAsset(zone: "photos", sha256: asset.sha256) != nil {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        task.cancel()
+        await task.value
+        #expect(try await storage.heldAsset(zone: "photos", sha256: asset.sha256) == nil)
+        let exposition = String(decoding: metrics.exposition(), as: UTF8.self)
+        #expect(exposition.contains("strata_asset_bytes_swept_total 3000"), "\(exposition)")
         try await storage.close()
     }
 
