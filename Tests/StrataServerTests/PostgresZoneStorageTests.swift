@@ -146,7 +146,7 @@ struct PostgresZoneStorageTests {
         let again = try await site.open()
         try await again.close()
         #expect(try cluster.psql("SELECT count(*) FROM strata_schema_migrations", database: database)
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "9")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "10")
         // A database a version-1 server wrote (a zone with a push in it) is brought to version 6
         // (version 2's append function created, then replaced by version 4's, which also checks
         // who may push; version 5's shared limit buckets; version 6's function that only compares
