@@ -17,9 +17,10 @@ public import StrataCore
 /// - **Verified.** Each chunk is checked against its hash before it is kept; when the last chunk
 ///   arrives the whole asset is checked against its hash before the zone holds it.
 /// - Deleting a zone drops its links and its uploads.
-/// - **Collected.** ``sweepAssets(grace:)`` removes what nothing needs any more: a link that no
-///   transaction of the zone's retained log and no kept snapshot names, and that was not confirmed
-///   (linked, uploaded, or checked by a push, ``unheldAssets(zone:user:assets:)``) within the
+/// - **Collected.** ``AssetStorage/sweepAssets(grace:)`` removes what nothing needs any more: a
+///   link that no transaction of the zone's retained log and no kept snapshot names, and that was
+///   not confirmed (linked, uploaded, or checked by a push,
+///   ``AssetStorage/unheldAssets(zone:user:assets:)``) within the
 ///   grace; then the owner's manifests no zone links, the chunks no remaining manifest and no
 ///   upload names, and uploads untouched for longer than the grace. Their bytes leave the owner's
 ///   stored bytes.
