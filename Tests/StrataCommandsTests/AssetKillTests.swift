@@ -25,8 +25,12 @@ import Testing
 /// and from the server's request log (every answered chunk PUT or GET, across server lives) when
 /// the server was killed.
 ///
-/// Kill points: `STRATA_ASSET_KILL_SCALE` multiplies each test's (default 1: 210 in all, about two
-/// minutes in a debug build on two cores); seed: `STRATA_ASSET_KILL_SEED` (printed on failure).
+/// The kills are aimed at the transfers (``KillAim``); each test prints where they landed, and
+/// fails when fewer than a quarter landed mid-transfer.
+///
+/// Kill points: `STRATA_ASSET_KILL_SCALE` multiplies each test's (default 1: 210 in all, about
+/// 110 s in a debug build on two cores); seed: `STRATA_ASSET_KILL_SEED` (printed with every
+/// failure and in each test's summary line).
 @Suite("Assets under SIGKILL: client and server killed mid-upload and mid-download leave no corrupt asset, no note before its asset, and at most a chunk re-sent per kill", .serialized)
 struct AssetKillTests {
     static let token = "alice-secret"
@@ -52,7 +56,7 @@ struct AssetKillTests {
         }
         // One server life saw every chunk: what it received beyond each chunk once was re-sent.
         let received = try await run.metric("strata_asset_bytes_received_total", server)
-        let uploaded = run.assets.reduce(0) { $0 + UInt64($1.bytes.count) }
+        let uploaded = run.assets.reduce(0) { $0 + UInt64($1.count) }
         #expect(received >= uploaded, "seed \(run.seed): the server received \(received) chunk bytes of \(uploaded) uploaded")
         #expect(received - min(received, uploaded) <= UInt64(kills) * UInt64(AssetManifest.chunkSize),
                 "seed \(run.seed): \(received - min(received, uploaded)) bytes re-sent after \(kills) kills (at most a chunk each)")
@@ -69,18 +73,20 @@ struct AssetKillTests {
         let asset = try run.makeAsset(number: 1)
         _ = try await run.attach(asset, on: phone, killImport: false)
         _ = try await run.syncKillingClient(phone, asset: asset, server: server, kills: false)
+        // A device that pulled the note (its reference, not its bytes), copied for each download.
+        let template = try await run.newDevice("laptop")
+        try await run.strata(["sync", template.path] + run.serverArguments(server), "pulling the note into the laptop")
         var kills = 0
         var downloads = 0
         while kills < run.killPoints {
             downloads += 1
-            let device = try await run.newDevice("laptop\(downloads)")
-            try await run.strata(["sync", device.path] + run.serverArguments(server), "pulling the note into \(device.name)")
+            let device = try run.copyDevice(template, as: "laptop\(downloads)")
             kills += try await run.fetchKillingClient(device, asset: asset, server: server)
             try #require(run.problems.isEmpty, "\(run.label) (seed \(run.seed)): \(run.problems.joined(separator: "; "))")
         }
         let sent = try await run.metric("strata_asset_bytes_sent_total", server)
-        let fetched = UInt64(downloads) * UInt64(asset.bytes.count)
-        #expect(sent >= fetched, "seed \(run.seed): the server sent \(sent) chunk bytes for \(downloads) downloads of \(asset.bytes.count)")
+        let fetched = UInt64(downloads) * UInt64(asset.count)
+        #expect(sent >= fetched, "seed \(run.seed): the server sent \(sent) chunk bytes for \(downloads) downloads of \(asset.count)")
         #expect(sent - min(sent, fetched) <= UInt64(kills) * UInt64(AssetManifest.chunkSize),
                 "seed \(run.seed): \(sent - min(sent, fetched)) bytes sent again after \(kills) kills (at most a chunk each)")
         try run.expectRequestLogResends(method: "GET", kills: kills, server: server, expectedEach: downloads)
@@ -116,12 +122,14 @@ struct AssetKillTests {
         let asset = try run.makeAsset(number: 1)
         _ = try await run.attach(asset, on: phone, killImport: false)
         _ = try await run.syncKillingClient(phone, asset: asset, server: server, kills: false)
+        // A device that pulled the note (its reference, not its bytes), copied for each download.
+        let template = try await run.newDevice("laptop")
+        try await run.strata(["sync", template.path] + run.serverArguments(server), "pulling the note into the laptop")
         var kills = 0
         var downloads = 0
         while kills < run.killPoints {
             downloads += 1
-            let device = try await run.newDevice("laptop\(downloads)")
-            try await run.strata(["sync", device.path] + run.serverArguments(server), "pulling the note into \(device.name)")
+            let device = try run.copyDevice(template, as: "laptop\(downloads)")
             kills += try await run.fetchKillingServer(device, asset: asset, server: server)
             try #require(run.problems.isEmpty, "\(run.label) (seed \(run.seed)): \(run.problems.joined(separator: "; "))")
         }
@@ -174,6 +182,11 @@ struct KillRun {
     var landed: [String: Int] = [:]
     /// Seconds spent per step (imports, transfers, checks), for the summary.
     var spent: [String: Double] = [:]
+    /// Where the kills are aimed (ms after a child's start): an upload of 8–12 chunks takes
+    /// ~0.25 s after a startup of ~0.1 s; a download as long, then ~0.25 s of verifying.
+    var uploadAim = KillAim(start: 100, spread: 250)
+    var downloadAim = KillAim(start: 100, spread: 450)
+    var checkedGetAgain = false
     let started = Date()
 
     init(_ label: String, killPoints: Int, storage: [String]? = nil) throws {
@@ -205,7 +218,7 @@ struct KillRun {
     mutating func startServer() async throws -> KilledServer {
         let server = KilledServer(strata: strataBinary, storage: storage, users: directory.sub("users.json"), scratch: directory.path)
         try await server.start()
-        observer = ZoneObserver(server: server.url)
+        observer = ZoneObserver(server: server)
         return server
     }
 
@@ -216,28 +229,23 @@ struct KillRun {
         return device
     }
 
-    /// A file of 6 to 8 MiB of seeded bytes (a last chunk of any length), its SHA-256 by
+    /// A copy of a closed device store (a fresh device for each download, without the cost of
+    /// pulling).
+    func copyDevice(_ device: KillDevice, as name: String) throws -> KillDevice {
+        let copy = KillDevice(name: name, path: directory.sub(name))
+        try FileManager.default.copyItem(atPath: device.path, toPath: copy.path)
+        return copy
+    }
+
+    /// A file of 8 to 12 MiB of seeded bytes (a last chunk of any length), its SHA-256 by
     /// `sha256sum` (independent of Strata's own).
     mutating func makeAsset(number: Int) throws -> KillAsset {
-        let count = 6 * AssetManifest.chunkSize + Int.random(in: 1...(2 * AssetManifest.chunkSize), using: &random)
-        var bytes = [UInt8](repeating: 0, count: count)
-        // Random bytes: no chunk compresses, so chunk bodies are chunk bytes in the metrics.
-        bytes.withUnsafeMutableBytes { raw in
-            var offset = 0
-            while offset + 8 <= count {
-                raw.storeBytes(of: random.next(), toByteOffset: offset, as: UInt64.self)
-                offset += 8
-            }
-            let tail = random.next()
-            while offset < count {
-                raw[offset] = UInt8(truncatingIfNeeded: tail >> UInt64(8 * (offset % 8)))
-                offset += 1
-            }
-        }
+        let count = 8 * AssetManifest.chunkSize + Int.random(in: 1...(4 * AssetManifest.chunkSize), using: &random)
+        let assetSeed = random.next()
         let path = directory.sub("asset-\(number).bin")
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        try Data(KillAsset.bytes(count: count, seed: assetSeed)).write(to: URL(fileURLWithPath: path))
         let hex = try #require(try IntegrityScanner.sha256([path])[path])
-        let asset = KillAsset(number: number, path: path, bytes: bytes, sha256: try #require(AssetHash(hex: hex)))
+        let asset = KillAsset(number: number, seed: assetSeed, count: count, path: path, sha256: try #require(AssetHash(hex: hex)))
         assets.append(asset)
         return asset
     }
@@ -254,7 +262,7 @@ struct KillRun {
         var kills = 0
         if killImport {
             let child = try KilledChild(strataBinary, ["apply", device.path, changes], output: directory.sub("apply-\(asset.number)-killed"))
-            switch await child.wait(for: .milliseconds(milliseconds(100...2500))) {
+            switch await child.wait(for: .milliseconds(milliseconds(60...400))) {
             case nil:
                 child.kill9()
                 kills += 1
@@ -262,6 +270,7 @@ struct KillRun {
                 checkDevice(device, after: "a kill of the import of asset \(asset.number)")
             case 0?:
                 checkDevice(device, after: "the import of asset \(asset.number)")
+                try? FileManager.default.removeItem(atPath: asset.path)
                 return 0
             case let status?:
                 problems.append("strata apply of asset \(asset.number) failed (\(status)): \(child.stderr)")
@@ -274,6 +283,8 @@ struct KillRun {
             problems.append("strata apply of asset \(asset.number) failed (\(result.status)): \(result.stderr)")
         }
         checkDevice(device, after: "the import of asset \(asset.number)")
+        // The store holds the bytes now; the source is made again from its seed when compared.
+        try? FileManager.default.removeItem(atPath: asset.path)
         return kills
     }
 
@@ -286,19 +297,23 @@ struct KillRun {
         let deadline = Date().addingTimeInterval(120)
         while Date() < deadline {
             let child = try KilledChild(strataBinary, ["sync", device.path] + serverArguments(server), output: directory.sub("\(device.name)-sync-\(asset.number)-\(kills)"))
-            // Startup (about 0.1 s) and then at most ~2 chunk PUTs: most kills land mid-transfer.
-            let delay = killing ? milliseconds(40...600) : 600_000
+            let delay = killing ? uploadAim.delay(&random) : 600_000
             let lifeStart = Date()
             let exited = await child.wait(for: .milliseconds(delay))
             spent[exited == nil ? "client lives killed" : "client lives finished", default: 0] += Date().timeIntervalSince(lifeStart)
             if let status = exited {
-                if status == 0 { return kills }
+                if status == 0 {
+                    if killing { uploadAim.landed("finished") }
+                    return kills
+                }
                 problems.append("strata sync of \(device.name) failed with the server up (\(status)): \(child.stderr)")
                 return kills
             }
             child.kill9()
             kills += 1
-            landed[uploadPhase(asset, server), default: 0] += 1
+            let phase = uploadPhase(asset, server)
+            landed[phase, default: 0] += 1
+            uploadAim.landed(phase)
             let context = "client kill \(kills) of the upload of asset \(asset.number) (seed \(seed))"
             checkDevice(device, after: context)
             checkServerFiles(after: context)
@@ -322,10 +337,13 @@ struct KillRun {
                 child = try KilledChild(strataBinary, ["sync", device.path] + serverArguments(server), output: directory.sub("\(device.name)-sync-\(asset.number)-run\(runs)"))
             }
             guard let running = child else { continue }
-            let delay = milliseconds(60...900)
+            let delay = uploadAim.delay(&random)
             if let status = await running.wait(for: .milliseconds(delay)) {
                 child = nil
-                if status == 0 { return kills }
+                if status == 0 {
+                    uploadAim.landed("finished")
+                    return kills
+                }
                 // The server died under it (it retries only the pull and the push): run it again.
                 continue
             }
@@ -333,6 +351,7 @@ struct KillRun {
             server.kill9()
             kills += 1
             landed[phase, default: 0] += 1
+            uploadAim.landed(phase)
             let context = "server kill \(kills) during the upload of asset \(asset.number) (seed \(seed))"
             checkServerFiles(after: context)
             try await server.start()
@@ -351,7 +370,7 @@ struct KillRun {
     /// was taken, mid-transfer (some chunks taken), or after every chunk (completion, push).
     func uploadPhase(_ asset: KillAsset, _ server: KilledServer) -> String {
         let taken = Set(server.answeredChunks(method: "PUT").keys.filter { $0.asset == asset.sha256 }.map(\.index)).count
-        let chunks = AssetManifest.chunkCount(UInt64(asset.bytes.count))
+        let chunks = asset.chunks
         return taken == 0 ? "upload: before the first chunk" : taken < chunks ? "upload: mid-transfer" : "upload: after the last chunk"
     }
 
@@ -366,9 +385,8 @@ struct KillRun {
         while Date() < deadline {
             let child = try KilledChild(strataBinary, ["asset", "get", device.path, asset.sha256.hex, "--output", output] + serverArguments(server),
                                         output: directory.sub("\(device.name)-get-\(kills)"))
-            // A debug build fetches a chunk in ~0.4 s and verifies 7 MiB in ~2 s: kills land in
-            // both.
-            if let status = await child.wait(for: .milliseconds(milliseconds(40...1200))) {
+            if let status = await child.wait(for: .milliseconds(downloadAim.delay(&random))) {
+                downloadAim.landed("finished")
                 guard status == 0 else {
                     problems.append("strata asset get into \(device.name) failed with the server up (\(status)): \(child.stderr)")
                     return kills
@@ -378,7 +396,9 @@ struct KillRun {
             }
             child.kill9()
             kills += 1
-            landed[downloadPhase(device, asset), default: 0] += 1
+            let phase = downloadPhase(device, asset)
+            landed[phase, default: 0] += 1
+            downloadAim.landed(phase)
             checkDevice(device, after: "client kill \(kills) of the download of asset \(asset.number) into \(device.name) (seed \(seed))")
             if !problems.isEmpty { return kills }
         }
@@ -401,15 +421,18 @@ struct KillRun {
                                         output: directory.sub("\(device.name)-get-run\(runs)"))
             }
             guard let running = child else { continue }
-            if let status = await running.wait(for: .milliseconds(milliseconds(60...1500))) {
+            if let status = await running.wait(for: .milliseconds(downloadAim.delay(&random))) {
                 child = nil
                 if status == 0 {
+                    downloadAim.landed("finished")
                     checkFetched(device, asset: asset, output: output)
                     return kills
                 }
                 continue
             }
-            landed[downloadPhase(device, asset), default: 0] += 1
+            let phase = downloadPhase(device, asset)
+            landed[phase, default: 0] += 1
+            downloadAim.landed(phase)
             server.kill9()
             kills += 1
             let context = "server kill \(kills) during the download of asset \(asset.number) into \(device.name) (seed \(seed))"
@@ -431,9 +454,10 @@ struct KillRun {
     func downloadPhase(_ device: KillDevice, _ asset: KillAsset) -> String {
         let list = device.path + "/assets/partial/" + asset.sha256.hex + ".chunks"
         let held = ((try? FileManager.default.attributesOfItem(atPath: list)[.size] as? Int) ?? nil).map { $0 / 4 } ?? 0
-        let chunks = AssetManifest.chunkCount(UInt64(asset.bytes.count))
+        let chunks = asset.chunks
         if FileManager.default.fileExists(atPath: device.path + "/assets/objects/" + asset.sha256.hex) { return "download: installed" }
-        return held == 0 ? "download: before the first chunk" : held < chunks ? "download: mid-transfer" : "download: verifying"
+        // Verifying (and installing) counts as the transfer's end: a kill there is aimed well.
+        return held == 0 ? "download: before the first chunk" : held < chunks ? "download: mid-transfer" : "download: verifying (mid-transfer)"
     }
 
     // MARK: Checks
@@ -504,12 +528,22 @@ struct KillRun {
         #expect(problems.isEmpty, "\(label) (seed \(seed)): \(problems.joined(separator: "; "))")
     }
 
-    /// A finished download: the output file and the store's object are the asset's bytes.
+    /// A finished download: the output file and the store's object are the asset's bytes; after
+    /// the first, getting it again over the same output works (what a get killed after writing
+    /// its output does when run again: on Linux that deleted the output and failed).
     mutating func checkFetched(_ device: KillDevice, asset: KillAsset, output: String) {
         checkDevice(device, after: "the download into \(device.name)")
+        if !checkedGetAgain {
+            checkedGetAgain = true
+            let again = try? ChildProcess.run(strataBinary, ["asset", "get", device.path, asset.sha256.hex, "--output", output])
+            if again?.status != 0 {
+                problems.append("strata asset get over the existing \(output) failed (\(again?.status ?? -1)): \(again?.stderr ?? "")")
+            }
+        }
         let object = device.path + "/assets/objects/" + asset.sha256.hex
+        let expected = asset.bytes
         for path in [output, object] {
-            if FileManager.default.contents(atPath: path).map({ [UInt8]($0) == asset.bytes }) != true {
+            if FileManager.default.contents(atPath: path).map({ [UInt8]($0) == expected }) != true {
                 problems.append("\(path) is not asset \(asset.number)'s bytes after the download into \(device.name) (seed \(seed))")
             }
         }
@@ -526,7 +560,7 @@ struct KillRun {
         var chunksAgain = 0
         for (key, count) in server.answeredChunks(method: method) where count > expectedEach {
             guard let asset = assets.first(where: { $0.sha256 == key.asset }) else { continue }
-            let manifestLength = min(AssetManifest.chunkSize, asset.bytes.count - key.index * AssetManifest.chunkSize)
+            let manifestLength = min(AssetManifest.chunkSize, asset.count - key.index * AssetManifest.chunkSize)
             again += (count - expectedEach) * manifestLength
             chunksAgain += count - expectedEach
         }
@@ -546,6 +580,10 @@ struct KillRun {
         let phases = landed.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
         let times = spent.sorted { $0.key < $1.key }.map { "\($0.key) \(Int($0.value)) s" }.joined(separator: ", ")
         print("\(label) (seed \(seed)): \(kills) kill points in \(Int(Date().timeIntervalSince(started))) s (\(times)), \(assets.count) assets — \(phases); \(extra)")
+        // The aim keeps most kills inside transfers; a run whose kills all missed them (a much
+        // slower machine, a startup that changed) would test far less than it says.
+        let mid = landed.filter { $0.key.hasSuffix("mid-transfer") || $0.key.hasSuffix("mid-transfer)") }.reduce(0) { $0 + $1.value }
+        #expect(mid * 4 >= kills, "\(label) (seed \(seed)): only \(mid) of \(kills) kills landed mid-transfer (\(phases))")
     }
 
     /// Runs the CLI to completion; a failure is recorded with `what`.
@@ -555,11 +593,53 @@ struct KillRun {
     }
 }
 
+/// An attached file: its bytes are made again from its seed when compared (a test attaches dozens
+/// of 8–12 MiB files; holding them all would take hundreds of MiB).
 struct KillAsset {
     let number: Int
+    let seed: UInt64
+    let count: Int
     let path: String
-    let bytes: [UInt8]
     let sha256: AssetHash
+
+    var chunks: Int { AssetManifest.chunkCount(UInt64(count)) }
+
+    var bytes: [UInt8] { Self.bytes(count: count, seed: seed) }
+
+    /// Random bytes (no chunk compresses, so chunk bodies are chunk bytes in the metrics).
+    static func bytes(count: Int, seed: UInt64) -> [UInt8] {
+        var random = SeededGenerator(seed: seed)
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset + 8 <= count {
+                raw.storeBytes(of: random.next(), toByteOffset: offset, as: UInt64.self)
+                offset += 8
+            }
+            let tail = random.next()
+            while offset < count {
+                raw[offset] = UInt8(truncatingIfNeeded: tail >> UInt64(8 * (offset % 8)))
+                offset += 1
+            }
+        }
+        return bytes
+    }
+}
+
+/// Aims the kills at the transfers: a random delay from `start` to `start + spread` ms after a
+/// child starts. A kill that landed before the first chunk moves the next ones later, and one that
+/// came after the last chunk (or a child that finished first) moves them earlier — the startup of a
+/// debug build's process varies with the machine's load, the transfer much less.
+struct KillAim {
+    var start: Int
+    var spread: Int
+
+    mutating func delay(_ random: inout SeededGenerator) -> Int { start + Int.random(in: 0...spread, using: &random) }
+
+    mutating func landed(_ phase: String) {
+        if phase.hasSuffix("before the first chunk") { start = min(start + 20, 2_000) }
+        else if !phase.hasSuffix("mid-transfer") { start = max(start - 20, 20) }
+    }
 }
 
 struct KillDevice {
@@ -632,10 +712,13 @@ final class KilledServer {
 
     func start() async throws {
         var lastError = ""
-        // The port is the first life's; a restart binding it may briefly find it taken.
-        for _ in 0..<20 {
+        // The port is the first life's (a client still running keeps its URL). A restart may
+        // briefly find it taken; if it stays taken (another process got it), a new one: the
+        // clients started from then on are given it.
+        for attempt in 0..<20 {
             let output = scratch + "/serve-life\(logs.count)-\(UUID().uuidString.prefix(8))"
-            let child = try KilledChild(strata, ["serve"] + storage + ["--port", String(port), "--users", users, "--log-level", "debug", "--log-format", "json"], output: output)
+            let listen = attempt < 10 ? port : 0
+            let child = try KilledChild(strata, ["serve"] + storage + ["--port", String(listen), "--users", users, "--log-level", "debug", "--log-format", "json"], output: output)
             let deadline = Date().addingTimeInterval(60)
             while Date() < deadline && child.process.isRunning {
                 let text = String(decoding: FileManager.default.contents(atPath: output + ".out") ?? Data(), as: UTF8.self)
@@ -744,15 +827,17 @@ final class IntegrityScanner {
 /// A client of its own pulling the zone from its start: every asset a transaction names must be
 /// served in full, and be the bytes attached.
 final class ZoneObserver {
-    let transport: HTTPSyncTransport
+    let server: KilledServer
     var token: String?
     private(set) var verified: Set<AssetHash> = []
 
-    init(server: URL) {
-        transport = HTTPSyncTransport(server: server, bearer: AssetKillTests.token)
+    init(server: KilledServer) {
+        self.server = server
     }
 
     func check(_ assets: [KillAsset], context: String) async -> [String] {
+        // The server's URL of its current life.
+        let transport = HTTPSyncTransport(server: server.url, bearer: AssetKillTests.token)
         var named = Set<AssetHash>()
         var pulled = false
         // A server just restarted may take a moment to answer.
@@ -790,7 +875,7 @@ final class ZoneObserver {
                     continue
                 }
                 var bytes: [UInt8] = []
-                bytes.reserveCapacity(asset.bytes.count)
+                bytes.reserveCapacity(asset.count)
                 for index in manifest.chunks.indices {
                     bytes += try await transport.assetChunk(zone: ZoneReference(AssetKillTests.zone), asset: hash, index: index)
                 }
