@@ -6,6 +6,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <cpuid.h>
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -61,9 +62,16 @@ void strata_sha256_hardware_blocks(uint32_t state[8], const void *data, size_t b
     _mm_storeu_si128((__m128i *)&state[4], state1);
 }
 
+// Asked of the CPU itself (CPUID), not of the compiler runtime's feature table, whose layout
+// differs between libgcc versions: SHA is leaf 7 EBX bit 29; SSSE3 and SSE4.1 are leaf 1 ECX
+// bits 9 and 19.
 int strata_sha256_hardware_available(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3") ? 1 : 0;
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    if (!(ecx & (1u << 9)) || !(ecx & (1u << 19))) return 0;
+    if (__get_cpuid_max(0, 0) < 7) return 0;
+    __cpuid_count(7, 0, eax, ebx, ecx, edx);
+    return (ebx & (1u << 29)) ? 1 : 0;
 }
 #else
 void strata_sha256_hardware_blocks(uint32_t state[8], const void *data, size_t blocks) {

@@ -46,3 +46,24 @@ extension FileSystem {
         return try? file.size()
     }
 }
+
+extension FileSystem {
+    /// ``writeAtomically(_:to:durable:mode:)`` through a temporary name of its own (`path`,
+    /// a random suffix, `.tmp`), for files several writers may write at once with the same
+    /// contents (an asset's manifest, a link): with one shared temporary name, one writer could
+    /// rename the other's half-written file into place.
+    package static func writeAtomicallyUnique(_ bytes: [UInt8], to path: String) throws {
+        var random = SystemRandomNumberGenerator()
+        let temporary = path + "." + String(random.next(), radix: 16) + ".tmp"
+        do {
+            let file = try FileHandle.open(temporary, write: true, create: true, exclusive: true)
+            try file.write(bytes, at: 0)
+            try file.sync()
+            try rename(temporary, path)
+            try syncDirectory(parentPath(path))
+        } catch {
+            try? remove(temporary)
+            throw error
+        }
+    }
+}

@@ -30,7 +30,20 @@ extension SyncEngine: AssetSource {
     func uploadAssets(_ named: Set<AssetHash>) async throws {
         for hash in named.sorted() where !assetsInZone.contains(hash) {
             guard let manifest = try store.localManifest(for: hash) else { continue }
-            var answer = try await transport.beginAssetUpload(zone: zoneReference, manifest: manifest)
+            var answer: AssetUploadAnswer
+            do {
+                answer = try await transport.beginAssetUpload(zone: zoneReference, manifest: manifest)
+            } catch let refusal as SyncError where refusal.code == .tooLarge || refusal.code == .quotaExceeded {
+                // An asset the server will not take: its transaction stays pending (the push is
+                // refused with `assetMissing`, which the sync defers), the other assets and the
+                // pull go on, and the sync reports this refusal, which says why.
+                assetUploadRefusal = refusal
+                continue
+            }
+            // The server's list is checked before any index is used: in range, each once.
+            guard answer.missing.allSatisfy({ $0 >= 0 && $0 < manifest.chunks.count }), Set(answer.missing).count == answer.missing.count else {
+                throw SyncError(.malformedResponse, "the server asked for chunks \(answer.missing.prefix(8).map(String.init).joined(separator: ", ")) of asset \(hash), which has \(manifest.chunks.count) chunks")
+            }
             for index in answer.missing {
                 try Task.checkCancellation()
                 let bytes = try await store.localChunk(index, of: manifest)

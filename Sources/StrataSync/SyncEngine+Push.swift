@@ -10,13 +10,16 @@ extension SyncEngine {
     /// Pushes (see ``pushOrHold(_:)``) and returns a refusal the machine defers — the device's
     /// clock, when a sync was asked for once — instead of throwing it.
     func pushOrDefer(_ report: inout SyncReport, continuous: Bool) async throws -> SyncError? {
+        assetUploadRefusal = nil
         do {
             try await pushOrHold(&report)
             return nil
         } catch let error as SyncError {
+            defer { assetUploadRefusal = nil }
+            let reported = error.code == .assetMissing ? assetUploadRefusal ?? error : error
             switch machine.next(after: .push(continuous: continuous), failed: error) {
-            case .deferError: return error
-            case .fail: throw error
+            case .deferError: return reported
+            case .fail: throw reported
             }
         }
     }

@@ -75,6 +75,9 @@ public actor SyncEngine {
     /// Assets the server said the zone holds (uploaded by this engine, or found there): not
     /// asked about again while the engine lives.
     var assetsInZone = Set<AssetHash>()
+    /// Why the last push could not upload an asset (too large, over quota): what the sync
+    /// reports rather than the push's `assetMissing` that follows from it.
+    var assetUploadRefusal: SyncError?
     /// An engine over HTTP.
     ///
     /// - Parameters:

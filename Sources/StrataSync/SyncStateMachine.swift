@@ -391,7 +391,11 @@ struct SyncStateMachine: Sendable {
     func next(after stage: Stage, failed error: SyncError) -> StageAction {
         // A remove of an add the zone does not hold yet (`unheldAdd`) waits as an edit stamped
         // ahead does: the zone may get the add (its replica pushing it again after a restore).
-        guard error.code == .clockSkew || error.code == .unheldAdd else { return .fail }
+        // An asset the push cannot carry (one the store does not hold and the zone lacks, one
+        // over the server's size or the owner's quota, one whose bytes were damaged) keeps its
+        // transaction pending the same way: the device still receives everyone else's edits.
+        let assetRefusal = error.code == .assetMissing || error.code == .assetMismatch
+        guard error.code == .clockSkew || error.code == .unheldAdd || assetRefusal else { return .fail }
         switch stage {
         case .heal: return .deferError
         case .push(let continuous): return continuous ? .fail : .deferError

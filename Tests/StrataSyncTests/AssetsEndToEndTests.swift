@@ -262,6 +262,29 @@ struct AssetsEndToEndTests {
         }
     }
 
+    @Test("A transaction naming an asset nobody can upload stays pending and the sync says assetMissing, yet the device still receives the others' edits")
+    func unuploadableAssetDoesNotBlockPulls() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), users: Self.users) { url, _ in
+            let laptop = try await Store.open(at: dir.sub("laptop"), schema: photoSchema)
+            let laptopEngine = try SyncEngine(store: laptop, server: url, zone: "notes", credentials: "alice-secret")
+            try await laptop.transaction { tx in _ = try tx.insert("Note", ["title": "from the laptop"]) }
+            try await laptopEngine.sync()
+
+            let phone = try await Store.open(at: dir.sub("phone"), schema: photoSchema)
+            let engine = try SyncEngine(store: phone, server: url, zone: "notes", credentials: "alice-secret")
+            // A reference to bytes this store never had (made by hand, or copied from elsewhere).
+            let stray = try Asset(sha256: AssetHash.of(Array("never imported".utf8)), byteCount: 14, mediaType: "image/png")
+            try await phone.transaction { tx in _ = try tx.insert("Note", ["title": "with a stray photo", "photo": .asset(stray)]) }
+            let refusal = await #expect(throws: SyncError.self) { try await engine.sync() }
+            #expect(refusal?.code == .assetMissing)
+            #expect(phone.fetch("Note").contains { $0["title"] == "from the laptop" }, "the pull did not run")
+            #expect(await engine.currentStatus.pending == 1)
+            try await phone.close()
+            try await laptop.close()
+        }
+    }
+
     @Test("Bad chunks are refused with typed errors and nothing of them is kept: wrong hash, wrong length, oversized, undecodable LZ4, a manifest that lies")
     func badInput() async throws {
         let dir = TemporaryDirectory()

@@ -234,11 +234,12 @@ struct SyncStateMachineTests {
         #expect(error.code == .tokenExpired && error.status == 410 && error.message.contains("serves no snapshot"), "\(error)")
     }
 
-    @Test("a refusal for the device's clock (or a remove of an add the zone does not hold yet) waits while the pull goes on — always for a heal, for a push only in a sync asked for once; anything else fails the sync")
+    @Test("a refusal for the device's clock (or a remove of an add the zone does not hold yet, or an asset the zone lacks) waits while the pull goes on — always for a heal, for a push only in a sync asked for once; anything else fails the sync")
     func deferrals() {
         for code in ErrorCode.all {
             let refusal = Self.refusal(code)
-            let deferred: SyncStateMachine.StageAction = code == .clockSkew || code == .unheldAdd ? .deferError : .fail
+            let waits = code == .clockSkew || code == .unheldAdd || code == .assetMissing || code == .assetMismatch
+            let deferred: SyncStateMachine.StageAction = waits ? .deferError : .fail
             #expect(machine.next(after: .heal, failed: refusal) == deferred, "heal, \(code)")
             #expect(machine.next(after: .push(continuous: false), failed: refusal) == deferred, "push, \(code)")
             #expect(machine.next(after: .push(continuous: true), failed: refusal) == .fail, "continuous push, \(code)")

@@ -107,6 +107,17 @@ struct AssetCacheTests {
         #expect(store.localFile(for: first) == nil)
         #expect(store.localFile(for: second) != nil && store.localFile(for: pinned) != nil)
 
+        // Deleting the note that names `second` frees it once the delete is older than the grace
+        // (and the history naming it is retired).
+        try await store.transaction { tx in try tx.delete(id) }
+        try await Task.sleep(for: .milliseconds(20))
+        for round in 0..<3 {
+            for i in 0..<20 { try await store.transaction { tx in _ = try tx.insert("Note", ["title": .string("after the delete \(round) \(i) " + String(repeating: "y", count: 200))]) } }
+            try await store.compact()
+        }
+        #expect(store.localFile(for: second) == nil, "the deleted note's photo was kept")
+        #expect(store.localFile(for: pinned) != nil)
+
         // With a grace period, a recent import stays even though nothing names it yet.
         let fresh = try await store.importAsset(Data(Self.bytes(1_000, 5)), mediaType: "image/png")
         collected = try await store.collectUnreferencedAssets(grace: .seconds(3600))

@@ -33,7 +33,7 @@ extension LocalAssets {
         let path = directory + "/" + hash.hex
         guard !FileSystem.exists(path) else { return }
         try FileSystem.makeDirectory(directory)
-        try FileSystem.writeAtomically([], to: path)
+        try FileSystem.writeAtomicallyUnique([], to: path)
     }
 
     /// Every complete asset here: its hash, size and last use.
@@ -73,6 +73,22 @@ extension LocalAssets {
         try FileSystem.syncDirectory(objects)
         try FileSystem.remove(manifestPath(hash))
     }
+
+    /// Removes downloads in progress untouched for longer than `grace` (a fetch cancelled and
+    /// never asked for again): the bytes they held.
+    func removeStalePartials(olderThan cutoff: Date, except running: Set<String>) throws -> UInt64 {
+        guard FileSystem.isDirectory(partial) else { return 0 }
+        var freed: UInt64 = 0
+        for name in try FileSystem.list(partial) where name.hasSuffix(".data") && !running.contains(String(name.dropLast(5))) {
+            let path = partial + "/" + name
+            let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+            guard let date = attributes?[.modificationDate] as? Date, date < cutoff else { continue }
+            freed += (attributes?[.size] as? NSNumber)?.uint64Value ?? 0
+            try FileSystem.remove(path)
+            try FileSystem.remove(partial + "/" + String(name.dropLast(5)) + ".chunks")
+        }
+        return freed
+    }
 }
 
 /// What the store's assets take on this device.
@@ -103,11 +119,18 @@ extension Store {
     /// the cache budget, until ``unpin(_:)``. Returns its file.
     @discardableResult
     public func pin(_ asset: Asset, progress: (@Sendable (AssetProgress) -> Void)? = nil) async throws -> URL {
-        // Pinned first, so that a budget eviction right after the fetch cannot take it.
+        // Pinned first, so that no eviction between the fetch and the pin takes it; unpinned
+        // again when the fetch fails, so that a pin never claims a copy the device lacks.
         let assets = self.assets
         let hash = asset.sha256
+        let wasPinned = assets.isPinned(hash)
         try await BlockingIO.run { try assets.pin(hash) }
-        return try await self.asset(asset, progress: progress)
+        do {
+            return try await self.asset(asset, progress: progress)
+        } catch {
+            if !wasPinned { try? assets.unpin(hash) }
+            throw error
+        }
     }
 
     /// Lets a pinned asset leave the device again under the cache budget.
@@ -173,7 +196,7 @@ public struct AssetCollection: Sendable, Hashable {
 
 extension Store {
     /// Removes the assets nothing names any more: no object of the projection (deleted ones
-    /// included), no transaction of the retained log (pending pushes among them), no kept
+    /// until their delete is older than `grace`), no transaction of the retained log (pending pushes among them), no kept
     /// snapshot or adopted state, no pin — and whose files were not used (imported, fetched,
     /// read) within `grace`, so that an asset imported for a transaction not yet committed stays.
     /// Compaction runs it with ``StoreOptions/assetCollectionGrace``.
@@ -182,18 +205,32 @@ extension Store {
         let assets = self.assets
         let held = try await BlockingIO.run { try assets.inventory() }
         let cutoff = Date().addingTimeInterval(-Double(grace.components.seconds) - Double(grace.components.attoseconds) / 1e18)
+        let running = Set(assetFetching.withLock { $0.downloads.keys.map(\.hex) })
+        _ = try await BlockingIO.run { try assets.removeStalePartials(olderThan: cutoff, except: running) }
         let candidates = held.filter { $0.lastUse < cutoff && !assets.isPinned($0.hash) && $0.hash != Asset.empty.sha256 }
         guard !candidates.isEmpty else { return AssetCollection(removed: 0, bytes: 0) }
-        let named = try await BlockingIO.run { try self.assetsNamedByRetainedHistory() }
+        // A deleted object's assets are forgotten once the delete is older than the grace.
+        let deletedBefore = UInt64(max(0, cutoff.timeIntervalSince1970 * 1000))
+        let scannedThrough = log.nextPosition
+        let named = try await BlockingIO.run { try self.assetsNamedByRetainedHistory(forgettingDeletedBefore: deletedBefore) }
         let unnamed = candidates.filter { !named.contains($0.hash) }
         guard !unnamed.isEmpty else { return AssetCollection(removed: 0, bytes: 0) }
         // Checked again against the projection, and removed, under the store's lock: a commit
         // naming one of them meanwhile keeps it, and none can name it while it goes (an unlink
         // is quick; the directory's fsync comes after).
         let removed = try core.withLock { core -> [(hash: AssetHash, bytes: UInt64, lastUse: Date)] in
-            let nowNamed = core.projection.assetsNamed()
+            var nowNamed = core.projection.assetsNamed(forgettingDeletedBefore: deletedBefore)
+            // What was committed while the history was read (and maybe overwritten since).
+            if log.nextPosition > scannedThrough {
+                for entry in try log.entries(from: scannedThrough) where !AdoptionRecord.isAdoption(entry.payload) {
+                    nowNamed.formUnion(try TransactionSummary(validating: entry.payload, position: entry.position).namedAssets)
+                }
+            }
             var removed: [(hash: AssetHash, bytes: UInt64, lastUse: Date)] = []
             for candidate in unnamed where !nowNamed.contains(candidate.hash) {
+                // Imported (or read) again meanwhile: its grace starts over.
+                let attributes = try? FileManager.default.attributesOfItem(atPath: assets.objectPath(candidate.hash))
+                if let used = attributes?[.modificationDate] as? Date, used >= cutoff { continue }
                 try FileSystem.remove(assets.objectPath(candidate.hash))
                 removed.append(candidate)
             }
@@ -201,14 +238,18 @@ extension Store {
         }
         try await BlockingIO.run {
             if FileSystem.isDirectory(assets.objects) { try FileSystem.syncDirectory(assets.objects) }
-            for asset in removed { try FileSystem.remove(assets.manifestPath(asset.hash)) }
+            for asset in removed {
+                try FileSystem.remove(assets.manifestPath(asset.hash))
+                // A later import of the same bytes is not yet uploaded anywhere.
+                try FileSystem.remove(assets.remote + "/" + asset.hash.hex)
+            }
         }
         return AssetCollection(removed: removed.count, bytes: removed.reduce(0) { $0 + $1.bytes })
     }
 
     /// The assets the projection, the retained log, the kept snapshots and adopted states name.
-    private func assetsNamedByRetainedHistory() throws -> Set<AssetHash> {
-        var named = core.withLock { $0.projection.assetsNamed() }
+    private func assetsNamedByRetainedHistory(forgettingDeletedBefore deletedBefore: UInt64) throws -> Set<AssetHash> {
+        var named = core.withLock { $0.projection.assetsNamed(forgettingDeletedBefore: deletedBefore) }
         do {
             var cursor = try log.records(from: log.startPosition)
             while let record = try cursor.next() {
@@ -218,7 +259,7 @@ extension Store {
                 }
             }
             for info in try log.snapshots() {
-                named.formUnion(try ProjectionCodec.assetsNamed(inSnapshot: try log.readSnapshot(info).payload))
+                named.formUnion(try ProjectionCodec.assetsNamed(inSnapshot: try log.readSnapshot(info).payload, forgettingDeletedBefore: deletedBefore))
             }
         } catch let error as LogError {
             throw StoreError(error)
@@ -226,7 +267,7 @@ extension Store {
         let adopted = AdoptedStates(storeDirectory: directory)
         for hash in adopted.kept() {
             guard let bytes = try FileSystem.read(adopted.path(of: hash)) else { continue }
-            named.formUnion(try ProjectionCodec.assetsNamed(inSnapshot: bytes))
+            named.formUnion(try ProjectionCodec.assetsNamed(inSnapshot: bytes, forgettingDeletedBefore: deletedBefore))
         }
         return named
     }

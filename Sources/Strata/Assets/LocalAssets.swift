@@ -35,8 +35,17 @@ final class LocalAssets: Sendable {
 
     /// Removes imports a crash interrupted (downloads stay: they resume).
     func clearTemporary() throws {
-        guard FileSystem.isDirectory(temporary) else { return }
-        for name in try FileSystem.list(temporary) { try FileSystem.remove(temporary + "/" + name) }
+        if FileSystem.isDirectory(temporary) {
+            for name in try FileSystem.list(temporary) { try FileSystem.remove(temporary + "/" + name) }
+        }
+        // A download killed between installing its object and removing its chunk list leaves
+        // the list alone: nothing to resume.
+        if FileSystem.isDirectory(partial) {
+            let names = Set(try FileSystem.list(partial))
+            for name in names where name.hasSuffix(".chunks") && !names.contains(String(name.dropLast(7)) + ".data") {
+                try FileSystem.remove(partial + "/" + name)
+            }
+        }
     }
 
     /// Whether the complete asset is here.
@@ -99,6 +108,8 @@ final class LocalAssets: Sendable {
             }
             if has(manifest.sha256) {
                 try FileSystem.remove(tmpPath)
+                // Imported again: a use, so that collection's grace starts over for it.
+                touch(manifest.sha256)
                 return manifest
             }
             try tmp.sync()
@@ -115,7 +126,7 @@ final class LocalAssets: Sendable {
     func install(manifest: AssetManifest, from path: String) throws {
         try FileSystem.makeDirectory(manifests)
         try FileSystem.makeDirectory(objects)
-        try FileSystem.writeAtomically(manifest.encoded, to: manifestPath(manifest.sha256))
+        try FileSystem.writeAtomicallyUnique(manifest.encoded, to: manifestPath(manifest.sha256))
         try FileSystem.move(path, to: objectPath(manifest.sha256))
         try FileSystem.syncDirectory(objects)
     }

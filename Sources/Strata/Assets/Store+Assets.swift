@@ -33,12 +33,65 @@ struct AssetFetching {
     var collectionGrace: Duration = .seconds(24 * 3600)
 }
 
-/// One fetch of an asset, shared by everyone who asks for it while it runs; cancelled when the
-/// last of them is.
+/// One fetch of an asset, shared by everyone who asks for it while it runs. Each asker waits on
+/// its own continuation, so that one who is cancelled returns at once while the others wait on;
+/// the fetch itself is cancelled when the last asker is. Every asker's progress handler hears it.
 final class SharedDownload: Sendable {
-    let task: Task<String, any Error>
-    let waiters = Mutex(0)
-    init(_ task: Task<String, any Error>) { self.task = task }
+    private struct State {
+        var waiters: [UInt64: CheckedContinuation<String, any Error>] = [:]
+        var progress: [UInt64: @Sendable (AssetProgress) -> Void] = [:]
+        var result: Result<String, any Error>?
+        var nextID: UInt64 = 0
+        var task: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    /// Starts `body` (the fetch); its result goes to every waiter.
+    func start(_ body: @escaping @Sendable (_ progress: @escaping @Sendable (AssetProgress) -> Void) async throws -> String) {
+        let task = Task {
+            let result: Result<String, any Error>
+            do { result = .success(try await body { report in self.report(report) }) } catch { result = .failure(error) }
+            let waiters = self.state.withLock { state -> [CheckedContinuation<String, any Error>] in
+                state.result = result
+                defer { state.waiters = [:] }
+                return Array(state.waiters.values)
+            }
+            for waiter in waiters { waiter.resume(with: result) }
+        }
+        state.withLock { $0.task = task }
+    }
+
+    private func report(_ progress: AssetProgress) {
+        for handler in state.withLock({ Array($0.progress.values) }) { handler(progress) }
+    }
+
+    /// Waits for the fetch's file; throws `CancellationError` as soon as the caller is cancelled.
+    func wait(progress: (@Sendable (AssetProgress) -> Void)?) async throws -> String {
+        let id = state.withLock { state -> UInt64 in
+            defer { state.nextID += 1 }
+            if let progress { state.progress[state.nextID] = progress }
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
+                let done = state.withLock { state -> Result<String, any Error>? in
+                    if let result = state.result { return result }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.waiters[id] = continuation
+                    return nil
+                }
+                if let done { continuation.resume(with: done) }
+            }
+        } onCancel: {
+            let (waiter, last, task) = state.withLock { state -> (CheckedContinuation<String, any Error>?, Bool, Task<Void, Never>?) in
+                state.progress[id] = nil
+                let waiter = state.waiters.removeValue(forKey: id)
+                return (waiter, state.waiters.isEmpty && state.result == nil, state.task)
+            }
+            waiter?.resume(throwing: CancellationError())
+            if last { task?.cancel() }
+        }
+    }
 }
 
 extension Store {
@@ -97,19 +150,12 @@ extension Store {
         if let file = localFile(for: asset) { return file }
         let shared = assetFetching.withLock { state -> SharedDownload in
             if let running = state.downloads[asset.sha256] { return running }
-            let task = Task { [self] in try await self.download(asset, progress: progress) }
-            let shared = SharedDownload(task)
+            let shared = SharedDownload()
+            shared.start { [self] report in try await self.download(asset, progress: report) }
             state.downloads[asset.sha256] = shared
             return shared
         }
-        shared.waiters.withLock { $0 += 1 }
-        let path = try await withTaskCancellationHandler {
-            defer { shared.waiters.withLock { $0 -= 1 } }
-            return try await shared.task.value
-        } onCancel: {
-            if shared.waiters.withLock({ $0 <= 1 }) { shared.task.cancel() }
-        }
-        return URL(fileURLWithPath: path)
+        return URL(fileURLWithPath: try await shared.wait(progress: progress))
     }
 
     /// Attaches a source assets are fetched from (a sync engine attaches itself). The store

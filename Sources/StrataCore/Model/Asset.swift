@@ -38,6 +38,9 @@ public struct Asset: Hashable, Sendable, Codable, CustomStringConvertible {
         if let problem = Asset.problem(byteCount: byteCount, mediaType: mediaType, fileName: fileName) {
             throw StoreError(.invalidArgument, "asset \(sha256): \(problem)")
         }
+        if sha256 == Asset.emptyHash, byteCount != 0 {
+            throw StoreError(.invalidArgument, "asset \(sha256) is the hash of no bytes, not of \(byteCount)")
+        }
         self.sha256 = sha256
         self.byteCount = byteCount
         self.mediaType = mediaType
@@ -64,7 +67,8 @@ public struct Asset: Hashable, Sendable, Codable, CustomStringConvertible {
 
     /// The asset of no bytes (`application/octet-stream`): what a required asset attribute an
     /// older schema lacked reads as. Every store holds it without a file.
-    public static let empty = Asset(unchecked: AssetHash.of([UInt8]()), 0, "application/octet-stream", nil)
+    public static let empty = Asset(unchecked: emptyHash, 0, "application/octet-stream", nil)
+    static let emptyHash = AssetHash.of([UInt8]())
 
     public var description: String {
         "asset \(sha256) (\(byteCount) bytes, \(mediaType)\(fileName.map { ", \"\($0)\"" } ?? ""))"
@@ -83,6 +87,9 @@ public struct Asset: Hashable, Sendable, Codable, CustomStringConvertible {
         let name = try c.decodeIfPresent(String.self, forKey: .fileName)
         if let problem = Asset.problem(byteCount: size, mediaType: type, fileName: name) {
             throw DecodingError.dataCorruptedError(forKey: .mediaType, in: c, debugDescription: problem)
+        }
+        if hash == Asset.emptyHash, size != 0 {
+            throw DecodingError.dataCorruptedError(forKey: .byteCount, in: c, debugDescription: "the hash of no bytes with a size of \(size)")
         }
         self.sha256 = hash
         self.byteCount = size
@@ -198,6 +205,7 @@ extension Asset {
         let mediaType = String(decoding: type, as: UTF8.self)
         let fileName = name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
         if let problem = Asset.problem(byteCount: size, mediaType: mediaType, fileName: fileName) { return .failure(.init(problem)) }
+        if hash == Asset.emptyHash, size != 0 { return .failure(.init("the hash of no bytes with a size of \(size)")) }
         return .success(Asset(unchecked: hash, size, mediaType, fileName))
     }
 

@@ -38,6 +38,8 @@ public struct AssetManifest: Hashable, Sendable {
 
     /// The length of chunk `index`.
     public func chunkLength(_ index: Int) -> Int {
+        // 0 outside the asset, never a trap: an index may come from the network.
+        guard index >= 0, index < chunks.count else { return 0 }
         let start = UInt64(index) * UInt64(AssetManifest.chunkSize)
         return Int(min(UInt64(AssetManifest.chunkSize), byteCount - start))
     }

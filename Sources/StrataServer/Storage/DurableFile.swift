@@ -19,6 +19,12 @@ enum DurableFile {
         try typed { try FileSystem.writeAtomically(bytes, to: path, mode: mode) }
     }
 
+    /// ``writeAtomically(_:to:mode:)`` through a temporary name of its own, for files several
+    /// requests may write at once (an asset's manifest, a zone's link to it).
+    static func writeAtomicallyUnique(_ bytes: [UInt8], to path: String) throws(ZoneStorageError) {
+        try typed { try FileSystem.writeAtomicallyUnique(bytes, to: path) }
+    }
+
     /// Reads a whole file; `nil` when it does not exist.
     static func read(_ path: String) throws(ZoneStorageError) -> [UInt8]? {
         try typed { try FileSystem.read(path) }

@@ -44,7 +44,13 @@ final class EmbeddedAssets: Sendable {
             var bytes: Int64 = 0
             for fan in try DurableFile.list(chunks) {
                 let directory = DurableFile.join(chunks, fan)
-                for name in try DurableFile.list(directory) where !name.hasSuffix(".tmp") {
+                for name in try DurableFile.list(directory) {
+                    // A chunk a crash left half written under its temporary name: never renamed
+                    // into place, never acknowledged.
+                    if name.hasSuffix(".tmp") {
+                        try? FileSystem.remove(DurableFile.join(directory, name))
+                        continue
+                    }
                     bytes += FileSystem.fileSize(DurableFile.join(directory, name)) ?? 0
                 }
             }
@@ -125,7 +131,7 @@ final class EmbeddedAssets: Sendable {
         let path = heldPath(zone, asset)
         guard !FileSystem.exists(path) else { return }
         try DurableFile.makeDirectories(DurableFile.parent(of: path))
-        try DurableFile.writeAtomically([], to: path)
+        try DurableFile.writeAtomicallyUnique([], to: path)
     }
 
     /// Removes the links and uploads of zone lives other than `alive` (deleted zones, or a
@@ -247,7 +253,7 @@ final class EmbeddedAssets: Sendable {
         let manifestFile = manifestPath(zone.owner, manifest.sha256)
         if !FileSystem.exists(manifestFile) {
             try DurableFile.makeDirectories(DurableFile.parent(of: manifestFile))
-            try DurableFile.writeAtomically(manifest.encoded, to: manifestFile)
+            try DurableFile.writeAtomicallyUnique(manifest.encoded, to: manifestFile)
         }
         try link(zone, manifest.sha256)
     }
