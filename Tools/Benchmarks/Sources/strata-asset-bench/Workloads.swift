@@ -110,6 +110,16 @@ func makeMedia(in directory: String, totalBytes: Int) throws -> [MediaFile] {
     return mixed
 }
 
+/// Writes back every dirty page on the machine (`sync(2)`), so that a timed phase does not share
+/// the disk with the write-back of what was written before it (the media just made, the big
+/// row's 15 GiB, the previous side's store). Without it, one run measured the same import at
+/// 45 MB/s right after the big row and at 163 MB/s a minute later.
+func settle() {
+    #if canImport(Glibc)
+    Glibc.sync()
+    #endif
+}
+
 /// The baseline: copies every file into `directory` in 1 MiB reads and writes, fsync at the end
 /// of each file (the disk's rate for durably storing the same bytes). Returns the wall time.
 func fsyncWrite(_ files: [MediaFile], into directory: String) throws -> UInt64 {
@@ -276,6 +286,7 @@ func uploadRun(_ place: DataPlace, server: ServerProcess, totalBytes: Int, excha
     run.files = files.count
     run.videos = files.filter { $0.mediaType == "video/mp4" }.count
     run.bytes = files.reduce(0) { $0 + $1.size }
+    settle()
 
     note("  baseline: copying them with 1 MiB writes, fsync per file…")
     run.fsyncNanos = try fsyncWrite(files, into: place.path("fsync-copy"))
@@ -285,6 +296,7 @@ func uploadRun(_ place: DataPlace, server: ServerProcess, totalBytes: Int, excha
         var side = UploadRun.Side(exchange: exchange)
         let path = place.path("uploader-\(exchange.user)")
         let store = try await openStore(path)
+        settle()
         note("  import: \(grouped(files.count)) files into a store…")
         var assets: [Asset?] = []
         let importCPU = processCPUSeconds()
@@ -343,6 +355,7 @@ func bigRun(_ place: DataPlace, size: Int, exchange: Exchange) async throws -> B
     try FileManager.default.createDirectory(atPath: media, withIntermediateDirectories: true)
     note("big asset: writing \(bytes(Double(size))) of media…")
     try writeRandomFile(media + "/big.mp4", size: size, seed: 0xB16)
+    settle()
     let server = try ServerProcess.start(data: place.path("big-server"), directory: place.run)
     defer { server.stop() }
     note("  server: pid \(server.pid) on \(server.url.absoluteString)")
