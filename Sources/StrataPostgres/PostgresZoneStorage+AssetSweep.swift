@@ -33,7 +33,7 @@ extension PostgresZoneStorage {
         guard now >= graceMilliseconds else { return report }
         let cutoff = Int64(clamping: now - graceMilliseconds)
         for zone in try await zones() {
-            guard let named = await assetsNamedByHistory(of: zone) else { continue }
+            guard let named = await assetsNamedByHistory(of: zone, forgettingDeletedBefore: UInt64(cutoff)) else { continue }
             let epoch = Int64(bitPattern: zone.epoch)
             report.links += try await transaction("sweeping the asset links of zone \(zone.id)", zone: zone.id) { connection -> Int in
                 try await self.values(connection.query("""

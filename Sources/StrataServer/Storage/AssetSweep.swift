@@ -78,7 +78,10 @@ extension ZoneStorage {
     /// already read into a snapshot read afterwards, so nothing falls between the two. A push
     /// appended after the read confirmed its assets (``AssetStorage/unheldAssets(zone:user:assets:)``)
     /// moments before, so the grace keeps them.
-    package func assetsNamedByHistory(of zone: ZoneInfo) async -> Set<AssetHash>? {
+    ///
+    /// A deleted object's assets count until its delete is older than `deletedBefore`
+    /// (milliseconds since 1970; the sweep's now minus its grace): deleting a note frees its photo.
+    package func assetsNamedByHistory(of zone: ZoneInfo, forgettingDeletedBefore deletedBefore: UInt64? = nil) async -> Set<AssetHash>? {
         var named = Set<AssetHash>()
         do {
             var position = try await startPosition(zone: zone.id)
@@ -93,7 +96,7 @@ extension ZoneStorage {
             }
             if let snapshot = try await snapshot(zone: zone.id) {
                 guard snapshot.epoch == zone.epoch else { return nil }
-                named.formUnion(try ProjectionCodec.assetsNamed(inSnapshot: snapshot.payload))
+                named.formUnion(try ProjectionCodec.assetsNamed(inSnapshot: snapshot.payload, forgettingDeletedBefore: deletedBefore))
             }
         } catch {
             return nil

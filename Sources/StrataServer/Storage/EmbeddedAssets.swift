@@ -184,6 +184,12 @@ final class EmbeddedAssets: Sendable {
                 // The owner's chunks count as there for the owner (dedup across its assets).
                 return !(ownerWide && FileSystem.exists(chunkPath(zone.owner, manifest.chunks[index])))
             }
+            // Those the owner had are recorded as received, once: the chunk requests then look
+            // at the upload's own list only (a check of every chunk file per request made an
+            // upload of n chunks cost n² file lookups).
+            let lacking = Set(missing)
+            let alreadyThere = (0..<manifest.chunks.count).filter { !got.contains($0) && !lacking.contains($0) }
+            if !alreadyThere.isEmpty { try appendReceived(path, alreadyThere) }
             guard missing.isEmpty else { return AssetUploadState(missing: missing, complete: false) }
             // Nothing to send (an asset of no bytes, or every chunk received before a crash that
             // came before the completion): completed now, or no chunk could ever complete it.
@@ -221,13 +227,10 @@ final class EmbeddedAssets: Sendable {
                     let key = Self.ownerDirectoryName(zone.owner)
                     usage.withLock { $0[key, default: 0] += Int64(bytes.count) }
                 }
-                try appendReceived(path, index)
+                try appendReceived(path, [index])
                 received.insert(index)
             }
-            let ownerWide = user == zone.owner
-            let missing = (0..<manifest.chunks.count).filter { i in
-                !received.contains(i) && !(ownerWide && FileSystem.exists(chunkPath(zone.owner, manifest.chunks[i])))
-            }
+            let missing = (0..<manifest.chunks.count).filter { !received.contains($0) }
             guard missing.isEmpty else { return AssetUploadState(missing: missing, complete: false) }
             try complete(zone, manifest)
             try DurableFile.removeTree(path)
@@ -294,16 +297,16 @@ final class EmbeddedAssets: Sendable {
 
     /// Appends a received chunk's index to the upload's file (fsynced: the answer says the chunk
     /// is held). A torn append — a crash mid-write — leaves a short tail that reading ignores.
-    private func appendReceived(_ path: String, _ index: Int) throws(ZoneStorageError) {
+    private func appendReceived(_ path: String, _ indexes: [Int]) throws(ZoneStorageError) {
         var entry: [UInt8] = []
-        withUnsafeBytes(of: UInt32(index).littleEndian) { entry.append(contentsOf: $0) }
+        for index in indexes { withUnsafeBytes(of: UInt32(index).littleEndian) { entry.append(contentsOf: $0) } }
         do {
             let file = try PositionalFile.open(path, write: true)
             let size = try file.size()
             try file.write(entry, at: size - size % 4)  // over a torn entry, if any
             try file.sync()
         } catch {
-            throw ZoneStorageError(.storageFailure, "could not record chunk \(index) in \(path): \(error)")
+            throw ZoneStorageError(.storageFailure, "could not record chunks \(indexes.prefix(4)) in \(path): \(error)")
         }
     }
 

@@ -78,7 +78,10 @@ extension EmbeddedZoneStorage: AssetStorage {
         // The history of every zone first, outside the owners' locks (reading logs takes long).
         var named: [String: Set<AssetHash>] = [:]
         for state in zoneStates.values {
-            if let assets = await assetsNamedByHistory(of: state.info) { named[self.assets.zoneDirectory(state.info)] = assets }
+            let deletedBefore = now >= AssetTimeline.milliseconds(grace) ? now - AssetTimeline.milliseconds(grace) : 0
+            if let assets = await assetsNamedByHistory(of: state.info, forgettingDeletedBefore: deletedBefore) {
+                named[self.assets.zoneDirectory(state.info)] = assets
+            }
         }
         let marked = named
         let assets = self.assets
