@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 package import StrataLog
 
 /// A file attached to an object — a photo, a video, a document — by reference.

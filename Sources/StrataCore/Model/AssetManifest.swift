@@ -1,4 +1,4 @@
-package import StrataLog
+import StrataLog
 
 /// How an asset's bytes are cut into chunks: fixed 1 MiB pieces (the last one shorter), each
 /// named by its own SHA-256. Chunks are what travels — an upload or download resumes at the
