@@ -70,7 +70,9 @@ extension PostgresZoneStorage {
     /// that ends when the test closes the storage, and returns once it is open — or throws why
     /// it could not open. New tests that need no handle past their body use
     /// `withRunning { }` instead.
-    static func startedForTest(url: PostgresConnectionURL, options: Options = Options(), connectTimeout: Duration = .seconds(10),
+    // 60 s, not the server's 10: the tests' cluster serves every test at once on two cores, and
+    // a start that only waited its turn must not fail (one that cannot start still fails, loudly).
+    static func startedForTest(url: PostgresConnectionURL, options: Options = Options(), connectTimeout: Duration = .seconds(60),
                                logger: Logger = Logger(label: "test.postgres")) async throws -> PostgresZoneStorage {
         let storage = PostgresZoneStorage(url: url, options: options, connectTimeout: connectTimeout, logger: logger)
         // Ends when the test closes the storage (close() ends run()).

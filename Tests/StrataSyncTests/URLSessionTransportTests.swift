@@ -137,7 +137,8 @@ struct URLSessionExchangeBoundsTests {
             let started = ContinuousClock.now
             request.cancel()
             await #expect(throws: CancellationError.self) { _ = try await request.value }
-            #expect(ContinuousClock.now - started < .seconds(5))
+            // Far below the 60 s the trickling answer would take (a loaded machine needs seconds).
+            #expect(ContinuousClock.now - started < .seconds(20))
         }
     }
 }
