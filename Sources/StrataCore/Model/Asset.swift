@@ -122,16 +122,9 @@ public struct AssetHash: Hashable, Sendable, Comparable, CustomStringConvertible
 
     /// The digest from 64 lower-case hex digits; `nil` for anything else.
     public init?(hex: String) {
-        let digits = Array(hex.utf8)
-        guard digits.count == 64 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
-        var i = 0
-        while i < 64 {
-            guard let hi = AssetHash.nibble(digits[i]), let lo = AssetHash.nibble(digits[i + 1]) else { return nil }
-            bytes.append(hi << 4 | lo)
-            i += 2
-        }
+        // Lower case only: a hash has one spelling, as a file or path name.
+        guard hex.utf8.count == 64, !hex.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }),
+              let bytes = Hex.decode(hex) else { return nil }
         self.init(bytes: bytes)
     }
 
@@ -160,28 +153,11 @@ public struct AssetHash: Hashable, Sendable, Comparable, CustomStringConvertible
     }
 
     /// 64 lower-case hex digits.
-    public var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    public var hex: String { Hex.encode(bytes) }
 
     public var description: String { hex }
 
     public static func < (l: AssetHash, r: AssetHash) -> Bool { (l.a, l.b, l.c, l.d) < (r.a, r.b, r.c, r.d) }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        default: nil
-        }
-    }
 }
 
 extension Asset {

@@ -344,26 +344,7 @@ final class EmbeddedAssets: Sendable {
         _ = nanosleep(&pause, nil)
     }
 
-    static func hex(_ text: String) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in text.utf8 {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ text: String) -> String { Hex.encode(text.utf8) }
 
-    static func unhex(_ text: String) -> String? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        var i = 0
-        while i < digits.count {
-            guard let hi = Int(String(UnicodeScalar(digits[i])), radix: 16), let lo = Int(String(UnicodeScalar(digits[i + 1])), radix: 16) else { return nil }
-            bytes.append(UInt8(hi << 4 | lo))
-            i += 2
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
+    static func unhex(_ text: String) -> String? { Hex.decode(text).flatMap { String(validating: $0, as: UTF8.self) } }
 }
