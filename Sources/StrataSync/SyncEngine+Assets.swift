@@ -7,7 +7,7 @@ import StrataProtocol
 extension SyncEngine: AssetSource {
     /// Uploads every asset the transactions name that the zone may not hold yet: the manifest,
     /// then the chunks the server says it lacks — after a kill or a dropped connection, only
-    /// those, so at most the chunk in flight is sent twice. An asset this store does not hold
+    /// those, so at most the chunks in flight (``assetUploadWindow``) are sent twice. An asset this store does not hold
     /// (a reference pulled from the zone, or copied from another object) is left to the server,
     /// which refuses the push with `assetMissing` if the zone does not hold it either.
     func uploadAssets(namedBy encoded: [[UInt8]]) async throws {
@@ -26,36 +26,101 @@ extension SyncEngine: AssetSource {
         (try? ProjectionCodec.assetsNamed(inSnapshot: state)) ?? []
     }
 
-    /// Uploads the assets of `named` the zone may not hold yet (see ``uploadAssets(namedBy:)``).
+    /// Requests an upload keeps in flight at once (begins and chunk PUTs, across assets): enough
+    /// to overlap the server's durable writes and the round trips, few enough to bound memory
+    /// (each chunk request holds at most a 1 MiB chunk and its compressed form) and what a kill
+    /// makes the engine send again (the requests in flight; every chunk the server answered is
+    /// recorded there and not asked for again).
+    static let assetUploadWindow = 8
+
+    /// Uploads the assets of `named` the zone may not hold yet (see ``uploadAssets(namedBy:)``):
+    /// several requests in flight at once (``assetUploadWindow``), chunks of begun assets before
+    /// new begins, so that assets complete one after another rather than all at the end.
     func uploadAssets(_ named: Set<AssetHash>) async throws {
+        var toBegin: [(hash: AssetHash, manifest: AssetManifest)] = []
         for hash in named.sorted() where !assetsInZone.contains(hash) {
             guard let manifest = try store.localManifest(for: hash) else { continue }
-            var answer: AssetUploadAnswer
-            do {
-                answer = try await transport.beginAssetUpload(zone: zoneReference, manifest: manifest)
-            } catch let refusal as SyncError where refusal.code == .tooLarge || refusal.code == .quotaExceeded {
-                // An asset the server will not take: its transaction stays pending (the push is
-                // refused with `assetMissing`, which the sync defers), the other assets and the
-                // pull go on, and the sync reports this refusal, which says why.
-                assetUploadRefusal = refusal
-                continue
-            }
-            // The server's list is checked before any index is used: in range, each once.
-            guard answer.missing.allSatisfy({ $0 >= 0 && $0 < manifest.chunks.count }), Set(answer.missing).count == answer.missing.count else {
-                throw SyncError(.malformedResponse, "the server asked for chunks \(answer.missing.prefix(8).map(String.init).joined(separator: ", ")) of asset \(hash), which has \(manifest.chunks.count) chunks")
-            }
-            for index in answer.missing {
-                try Task.checkCancellation()
-                let bytes = try await store.localChunk(index, of: manifest)
-                answer = try await transport.putAssetChunk(zone: zoneReference, asset: hash, index: index, bytes: bytes)
-            }
-            guard answer.complete else {
-                throw SyncError(.assetMismatch, "asset \(hash): every chunk was sent, and the server still lacks chunks \(answer.missing.prefix(8).map(String.init).joined(separator: ", "))")
-            }
-            assetsInZone.insert(hash)
-            // A server holds it now: the device may let it go under its cache budget.
-            store.markAssetUploaded(hash)
+            toBegin.append((hash, manifest))
         }
+        guard !toBegin.isEmpty else { return }
+        let transport = self.transport
+        let store = self.store
+        let zone = self.zoneReference
+        // Chunks of begun assets waiting for a slot, and per begun asset: the chunks not yet
+        // answered, and whether an answer said the upload completed.
+        var ready: [(manifest: AssetManifest, index: Int)] = []
+        var unanswered: [AssetHash: Int] = [:]
+        var completed: Set<AssetHash> = []
+        var nextBegin = 0
+        try await withThrowingTaskGroup(of: AssetUploadStep.self) { group in
+            var inFlight = 0
+            func startNext() -> Bool {
+                if !ready.isEmpty {
+                    let (manifest, index) = ready.removeFirst()
+                    group.addTask {
+                        try Task.checkCancellation()
+                        let bytes = try await store.localChunk(index, of: manifest)
+                        let answer = try await transport.putAssetChunk(zone: zone, asset: manifest.sha256, index: index, bytes: bytes)
+                        return .chunk(manifest.sha256, answer)
+                    }
+                    return true
+                }
+                guard nextBegin < toBegin.count else { return false }
+                let (hash, manifest) = toBegin[nextBegin]
+                nextBegin += 1
+                group.addTask {
+                    try Task.checkCancellation()
+                    do {
+                        return .begun(manifest, try await transport.beginAssetUpload(zone: zone, manifest: manifest))
+                    } catch let refusal as SyncError where refusal.code == .tooLarge || refusal.code == .quotaExceeded {
+                        return .refused(hash, refusal)
+                    }
+                }
+                return true
+            }
+            while inFlight < Self.assetUploadWindow, startNext() { inFlight += 1 }
+            while let step = try await group.next() {
+                inFlight -= 1
+                switch step {
+                case .refused(_, let refusal):
+                    // An asset the server will not take: its transaction stays pending (the push
+                    // is refused with `assetMissing`, which the sync defers), the other assets
+                    // and the pull go on, and the sync reports this refusal, which says why.
+                    assetUploadRefusal = refusal
+                case .begun(let manifest, let answer):
+                    // The server's list is checked before any index is used: in range, each once.
+                    guard answer.missing.allSatisfy({ $0 >= 0 && $0 < manifest.chunks.count }), Set(answer.missing).count == answer.missing.count else {
+                        throw SyncError(.malformedResponse, "the server asked for chunks \(answer.missing.prefix(8).map(String.init).joined(separator: ", ")) of asset \(manifest.sha256), which has \(manifest.chunks.count) chunks")
+                    }
+                    if answer.missing.isEmpty {
+                        try uploaded(manifest.sha256, complete: answer.complete, missing: answer.missing)
+                    } else {
+                        unanswered[manifest.sha256] = answer.missing.count
+                        ready.append(contentsOf: answer.missing.map { (manifest, $0) })
+                    }
+                case .chunk(let hash, let answer):
+                    if answer.complete { completed.insert(hash) }
+                    let left = (unanswered[hash] ?? 1) - 1
+                    unanswered[hash] = left
+                    if left == 0 {
+                        unanswered[hash] = nil
+                        try uploaded(hash, complete: completed.remove(hash) != nil, missing: answer.missing)
+                    }
+                }
+                while inFlight < Self.assetUploadWindow, startNext() { inFlight += 1 }
+            }
+        }
+    }
+
+    /// Records an asset whose every chunk was answered: the zone holds it when an answer said
+    /// the upload completed (with several chunks in flight, the last one the server recorded).
+    private func uploaded(_ hash: AssetHash, complete: Bool, missing: [Int]) throws {
+        guard complete else {
+            throw SyncError(.assetMismatch, "asset \(hash): every chunk was sent, and the server still lacks chunks \(missing.prefix(8).map(String.init).joined(separator: ", "))")
+        }
+        assetsInZone.insert(hash)
+        // A server holds it now: the device may let it go under its cache budget.
+        store.markAssetUploaded(hash)
     }
 
     public nonisolated func assetManifest(for asset: Asset) async throws -> AssetManifest? {
@@ -65,4 +130,11 @@ extension SyncEngine: AssetSource {
     public nonisolated func assetChunk(_ index: Int, of asset: Asset) async throws -> [UInt8] {
         try await transport.assetChunk(zone: zoneReference, asset: asset.sha256, index: index)
     }
+}
+
+/// What one request of an upload answered (``SyncEngine/uploadAssets(_:)``).
+enum AssetUploadStep: Sendable {
+    case begun(AssetManifest, AssetUploadAnswer)
+    case refused(AssetHash, SyncError)
+    case chunk(AssetHash, AssetUploadAnswer)
 }
