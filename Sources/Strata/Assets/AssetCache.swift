@@ -19,7 +19,7 @@ extension LocalAssets {
         try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: objectPath(hash))
     }
 
-    func markRemote(_ hash: AssetHash) throws { try mark(remote, hash) }
+    func markRemote(_ hash: AssetHash) throws { try markLightly(remote, hash) }
     func isRemote(_ hash: AssetHash) -> Bool { FileSystem.exists(remote + "/" + hash.hex) }
 
     func pin(_ hash: AssetHash) throws { try mark(pins, hash) }

@@ -9,7 +9,8 @@ import StrataCore
 /// cancelled fetch — reads that list and asks only for the chunks it lacks. Neither file is
 /// fsynced per chunk: a kill of the process loses nothing the kernel was given, and what a
 /// power cut loses is caught at the end, when the whole file is hashed before it becomes the
-/// asset (chunks that then fail their own hash are fetched again).
+/// asset (chunks that then fail their own hash are fetched again). When one download wrote
+/// every chunk in order, that hash was computed from the chunks as they arrived.
 final class AssetDownload: @unchecked Sendable {  // used by one fetch at a time
     let manifest: AssetManifest
     private let assets: LocalAssets
@@ -18,6 +19,10 @@ final class AssetDownload: @unchecked Sendable {  // used by one fetch at a time
     private var listLength: Int64
     /// Chunks written (by this download or one before it).
     private(set) var held: Set<Int>
+    /// The whole asset's hash over chunks `0..<next`, when this download wrote each of them in
+    /// order (from the bytes it was given, before writing them): then ``finish()`` need not read
+    /// the file back to hash it. `nil` once a chunk came out of order or a check failed.
+    private var inOrder: (hasher: SHA256Hasher, next: Int)? = (SHA256Hasher(), 0)
 
     var dataPath: String { assets.partial + "/" + manifest.sha256.hex + ".data" }
     var listPath: String { assets.partial + "/" + manifest.sha256.hex + ".chunks" }
@@ -70,6 +75,15 @@ final class AssetDownload: @unchecked Sendable {  // used by one fetch at a time
         if manifest.chunks.count > 1, AssetHash.of(bytes) != manifest.chunks[index] {
             throw StoreError(.corruptAsset, "asset \(manifest.sha256): chunk \(index) does not match its hash \(manifest.chunks[index])")
         }
+        if var state = inOrder {
+            if index == state.next {
+                state.hasher.update(data: bytes)
+                state.next += 1
+                inOrder = state
+            } else {
+                inOrder = nil
+            }
+        }
         try data.write(bytes, at: manifest.chunkOffset(index))
         var entry: [UInt8] = []
         withUnsafeBytes(of: UInt32(index).littleEndian) { entry.append(contentsOf: $0) }
@@ -84,6 +98,19 @@ final class AssetDownload: @unchecked Sendable {  // used by one fetch at a time
     func finish() throws -> Bool {
         guard missing.isEmpty else { return false }
         try data.truncate(to: Int64(manifest.byteCount))
+        // Every chunk was written by this download, in order: the file holds exactly the bytes
+        // hashed on the way in (the sync below makes them durable), so nothing is read back.
+        if var state = inOrder, state.next == manifest.chunks.count {
+            if AssetHash(digest: state.hasher.finalize()) == manifest.sha256 {
+                try data.sync()
+                try assets.install(manifest: manifest, from: dataPath)
+                try FileSystem.remove(listPath)
+                return true
+            }
+        }
+        // Otherwise (chunks from a download before this one, which a power cut may have lost,
+        // or a mismatch): the file is read back and hashed, chunk by chunk.
+        inOrder = nil
         var whole = SHA256Hasher()
         var chunkHashes: [AssetHash] = []
         let verifyChunks = manifest.chunks.count > 1

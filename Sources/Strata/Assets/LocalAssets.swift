@@ -131,6 +131,17 @@ final class LocalAssets: Sendable {
         try FileSystem.syncDirectory(objects)
     }
 
+    /// Leaves the empty file `directory/<hash>`, not durably: for a marker whose loss in a
+    /// power cut errs on the safe side (the `remote/` marker: without it the device only keeps
+    /// its copy longer). No temporary file and no fsync, which cost each upload and each fetch
+    /// two `fsync`s: an empty file is whole the moment it exists.
+    func markLightly(_ directory: String, _ hash: AssetHash) throws {
+        let path = directory + "/" + hash.hex
+        guard !FileSystem.exists(path) else { return }
+        try FileSystem.makeDirectory(directory)
+        _ = try PositionalFile.open(path, write: true, create: true)
+    }
+
     /// The empty asset's object, made on first use (every store holds it).
     func ensureEmpty() throws {
         let empty = Asset.empty.sha256
