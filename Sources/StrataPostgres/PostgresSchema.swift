@@ -111,11 +111,19 @@ import StrataServer
 ///
 /// Rows of before the upgrade count as confirmed at the upgrade.
 ///
+/// Version 11 (uploads per uploader):
+///
+/// - `strata_asset_uploads.uploader`: the user whose upload it is, in the key
+///   (`zone_id, sha256, uploader`): a manifest is its uploader's claim until the whole asset
+///   verifies, so that nothing one user begins can reset or block another's upload of the same
+///   asset. Uploads of before the upgrade become the zone owner's. Indexed by uploader, for the
+///   cap on a user's unfinished uploads.
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 10
+    static let version = 11
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -385,6 +393,13 @@ enum PostgresSchema {
             // server's clock.
             "ALTER TABLE strata_asset_links ADD COLUMN confirmed_at bigint NOT NULL DEFAULT (extract(epoch FROM now()) * 1000)::bigint",
             "ALTER TABLE strata_asset_uploads ADD COLUMN touched_at bigint NOT NULL DEFAULT (extract(epoch FROM now()) * 1000)::bigint",
+        ],
+        11: [
+            "ALTER TABLE strata_asset_uploads ADD COLUMN uploader text NOT NULL DEFAULT ''",
+            "UPDATE strata_asset_uploads u SET uploader = z.owner FROM strata_zones z WHERE z.zone_id = u.zone_id",
+            "ALTER TABLE strata_asset_uploads ALTER COLUMN uploader DROP DEFAULT",
+            "ALTER TABLE strata_asset_uploads DROP CONSTRAINT strata_asset_uploads_pkey, ADD PRIMARY KEY (zone_id, sha256, uploader)",
+            "CREATE INDEX strata_asset_uploads_uploader ON strata_asset_uploads (uploader)",
         ],
     ]
 

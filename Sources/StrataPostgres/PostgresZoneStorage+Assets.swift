@@ -12,6 +12,8 @@ public import StrataServer
 ///   by the transaction that inserted it (two instances storing one chunk store and count it
 ///   once), under the owner's row lock taken by that count; the quota is checked on the count
 ///   the lock gives, so two instances cannot both fill the last bytes of a quota.
+/// - An upload is its uploader's (`uploader` in its key): a manifest is the uploader's claim until
+///   the whole asset verifies, so nothing one user begins resets or blocks another's upload.
 /// - The chunks an upload received are changed under the upload's row lock (`FOR UPDATE`): two
 ///   instances receiving the last two chunks of an asset at once both see both, and the one that
 ///   sees nothing missing completes it.
@@ -79,14 +81,15 @@ extension PostgresZoneStorage {
             // The same upload begun again: touched, so that it is not abandoned.
             let found = try await self.values(connection.query("""
                 UPDATE strata_asset_uploads SET touched_at = GREATEST(touched_at, \(now))
-                WHERE zone_id = \(zone.key) AND sha256 = \(key) AND manifest = \(encoded) RETURNING received
+                WHERE zone_id = \(zone.key) AND sha256 = \(key) AND uploader = \(user) AND manifest = \(encoded) RETURNING received
                 """, logger: self.logger), as: [Int32].self)
             if let chunks = found.first {
                 received = chunks
             } else {
-                // A new upload (or one begun with another manifest of the asset, which cannot be
-                // right too: the manifest follows from the bytes. The latest begun is kept, so
-                // that an abandoned upload with a wrong manifest never blocks the asset).
+                // A new upload (or the user's own begun with another manifest of the asset, which
+                // cannot be right too: the manifest follows from the bytes. The latest begun is
+                // kept, so that an abandoned upload with a wrong manifest never blocks the asset.
+                // Another user's upload is another row: never touched).
                 if let limit {
                     let used = try await self.values(connection.query("SELECT stored_bytes FROM strata_owners WHERE owner = \(owner)", logger: self.logger),
                                                      as: Int64.self).first ?? 0
@@ -98,13 +101,13 @@ extension PostgresZoneStorage {
                 }
                 try await self.linking(id) {
                     try await connection.query("""
-                        INSERT INTO strata_asset_uploads (zone_id, sha256, manifest, touched_at) VALUES (\(zone.key), \(key), \(encoded), \(now))
-                        ON CONFLICT (zone_id, sha256) DO UPDATE SET manifest = EXCLUDED.manifest, received = '{}', touched_at = EXCLUDED.touched_at
+                        INSERT INTO strata_asset_uploads (zone_id, sha256, uploader, manifest, touched_at) VALUES (\(zone.key), \(key), \(user), \(encoded), \(now))
+                        ON CONFLICT (zone_id, sha256, uploader) DO UPDATE SET manifest = EXCLUDED.manifest, received = '{}', touched_at = EXCLUDED.touched_at
                         WHERE strata_asset_uploads.manifest <> EXCLUDED.manifest
                         """, logger: self.logger)
                 }
                 received = try await self.rows(connection.query("""
-                    SELECT received FROM strata_asset_uploads WHERE zone_id = \(zone.key) AND sha256 = \(key)
+                    SELECT received FROM strata_asset_uploads WHERE zone_id = \(zone.key) AND sha256 = \(key) AND uploader = \(user)
                     """, logger: self.logger), as: [Int32].self).first ?? []
             }
             let missing = try await self.missing(manifest, received: received, owner: ownerWide ? owner : nil, on: connection)
@@ -128,12 +131,12 @@ extension PostgresZoneStorage {
             if try await self.isLinked(zone.key, asset, on: connection) { return .held }
             // The upload's row lock: one chunk list change at a time, across instances.
             let found = try await self.rows(connection.query("""
-                SELECT manifest, received FROM strata_asset_uploads WHERE zone_id = \(zone.key) AND sha256 = \(key) FOR UPDATE
+                SELECT manifest, received FROM strata_asset_uploads WHERE zone_id = \(zone.key) AND sha256 = \(key) AND uploader = \(user) FOR UPDATE
                 """, logger: self.logger), as: (ByteBuffer, [Int32]).self)
             guard let (stored, chunks) = found.first else {
                 // Completed by another request meanwhile, or never begun.
                 if try await self.isLinked(zone.key, asset, on: connection) { return .held }
-                throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(id) was begun (send its manifest first)", zone: id.description)
+                throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(id) by \(user) was begun (send its manifest first)", zone: id.description)
             }
             guard let manifest = AssetManifest.decode(Array(stored.readableBytesView), expecting: asset) else {
                 throw ZoneStorageError(.storageFailure, "the upload of asset \(asset) into zone \(id): its manifest does not decode", zone: id.description)
@@ -154,12 +157,12 @@ extension PostgresZoneStorage {
                 try await self.storeChunk(bytes, hash: chunkHash, owner: owner, limit: limit, zone: id, on: connection)
                 try await connection.query("""
                     UPDATE strata_asset_uploads SET received = array_append(received, \(Int32(index))), touched_at = GREATEST(touched_at, \(now))
-                    WHERE zone_id = \(zone.key) AND sha256 = \(key)
+                    WHERE zone_id = \(zone.key) AND sha256 = \(key) AND uploader = \(user)
                     """, logger: self.logger)
                 received.append(Int32(index))
             } else {
                 try await connection.query("""
-                    UPDATE strata_asset_uploads SET touched_at = GREATEST(touched_at, \(now)) WHERE zone_id = \(zone.key) AND sha256 = \(key)
+                    UPDATE strata_asset_uploads SET touched_at = GREATEST(touched_at, \(now)) WHERE zone_id = \(zone.key) AND sha256 = \(key) AND uploader = \(user)
                     """, logger: self.logger)
             }
             let missing = try await self.missing(manifest, received: received, owner: user == owner ? owner : nil, on: connection)
@@ -247,6 +250,7 @@ extension PostgresZoneStorage {
                 INSERT INTO strata_asset_links (zone_id, sha256, confirmed_at) VALUES (\(key), \(hash), \(now))
                 ON CONFLICT (zone_id, sha256) DO UPDATE SET confirmed_at = GREATEST(strata_asset_links.confirmed_at, EXCLUDED.confirmed_at)
                 """, logger: self.logger)
+            // Every uploader's upload of it: the zone holds the asset, nothing is left to send.
             try await connection.query("DELETE FROM strata_asset_uploads WHERE zone_id = \(key) AND sha256 = \(hash)", logger: self.logger)
         }
         guard verified else {

@@ -232,15 +232,23 @@ struct AssetSweepTests {
         try await storage.close()
     }
 
-    @Test("the background compactor sweeps assets every sweep interval and counts the freed bytes in strata_asset_bytes_swept_total")
-    func compactorSweeps() async throws {
+    @Test("the background compactor, and without compaction the asset sweeper, sweep assets every sweep interval and count the freed bytes in strata_asset_bytes_swept_total",
+          arguments: [true, false])
+    func backgroundSweeps(withCompaction: Bool) async throws {
         let storage = try await Self.open(StorageSite(.embedded), clock: MovableWallClock())
         _ = try await storage.createZone(name: "photos", owner: "alice", access: .private, grants: [:])
         let asset = try TestAsset(seed: 130, byteCount: 3000)
         try await Self.upload(asset, to: "photos", in: storage)
         let metrics = ServerMetrics()
-        let retention = Retention(transactions: 5, interval: .milliseconds(20), assetGrace: .zero, assetSweepInterval: .zero)
-        let task = Task { await compactPeriodically(storage, retention: retention, logger: .init(label: "test"), metrics: metrics) }
+        let schedule = AssetSweepSchedule(grace: .zero, interval: withCompaction ? .zero : .milliseconds(20))
+        let task = Task {
+            if withCompaction {
+                await compactPeriodically(storage, retention: Retention(transactions: 5, interval: .milliseconds(20)), assetSweep: schedule,
+                                          logger: .init(label: "test"), metrics: metrics)
+            } else {
+                await sweepAssetsPeriodically(storage, schedule: schedule, logger: .init(label: "test"), metrics: metrics)
+            }
+        }
         for _ in 0..<200 where try await storage.heldAsset(zone: "photos", sha256: asset.sha256) != nil {
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -323,7 +331,7 @@ struct AssetSweepTests {
         _ = try await storage.beginAssetUpload(zone: "photos", user: "alice", manifest: started.manifest, storedBytesLimit: nil)
         try await storage.close()
         // What version 9 left: no confirmation times.
-        _ = try cluster.psql("ALTER TABLE strata_asset_links DROP COLUMN confirmed_at; ALTER TABLE strata_asset_uploads DROP COLUMN touched_at; DELETE FROM strata_schema_migrations WHERE version = 10",
+        _ = try cluster.psql("ALTER TABLE strata_asset_links DROP COLUMN confirmed_at; ALTER TABLE strata_asset_uploads DROP COLUMN touched_at; ALTER TABLE strata_asset_uploads DROP COLUMN uploader, ADD PRIMARY KEY (zone_id, sha256); DELETE FROM strata_schema_migrations WHERE version >= 10",
                              database: database)
         #expect(try versions() == "1,2,3,4,5,6,7,8,9")
 
@@ -331,7 +339,7 @@ struct AssetSweepTests {
         // have taken minutes to get here).
         clock.advance(.milliseconds(Int64(ServerClock.systemWallMilliseconds()) - Int64(clock.milliseconds)))
         storage = try await Self.open(site, clock: clock)
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11")
         #expect(try await storage.heldAsset(zone: "photos", sha256: asset.sha256) == asset.manifest)
         #expect(try await storage.sweepAssets(grace: Self.grace) == AssetSweepReport())
         clock.advance(Self.grace + .seconds(60))

@@ -158,23 +158,34 @@ extension EmbeddedAssets {
                 }
             }
             if changed { try DurableFile.syncDirectory(held) }
+            // `uploads/<uploader>/<asset>`; an upload file right in `uploads/` is of the layout
+            // before uploads were per uploader: nobody resumes it, the grace takes it.
             let uploads = DurableFile.join(zone, "uploads")
-            changed = false
-            for name in try Self.listIfPresent(uploads) {
-                guard let asset = AssetHash(hex: name) else { continue }
-                let path = DurableFile.join(uploads, name)
-                if state.expired(path, now: now, grace: grace) {
-                    try DurableFile.removeTree(path)
-                    state.forget(path)
-                    report.uploads += 1
-                    changed = true
-                } else if let manifest = Self.uploadManifest(path, asset) {
-                    neededChunks.formUnion(manifest.chunks)
-                } else {
-                    keepAllChunks = true
-                }
+            // (An uploader's directory is told from such a file by its kind, not its name: the
+            // hex of a 32-byte user name reads as a hash.)
+            var directories = [uploads]
+            for name in try Self.listIfPresent(uploads) where DurableFile.isDirectory(DurableFile.join(uploads, name)) {
+                directories.append(DurableFile.join(uploads, name))
             }
-            if changed { try DurableFile.syncDirectory(uploads) }
+            for directory in directories {
+                changed = false
+                for name in try Self.listIfPresent(directory) {
+                    guard let asset = AssetHash(hex: name) else { continue }
+                    let path = DurableFile.join(directory, name)
+                    if directory == uploads, DurableFile.isDirectory(path) { continue }
+                    if state.expired(path, now: now, grace: grace) {
+                        try DurableFile.removeTree(path)
+                        state.forget(path)
+                        report.uploads += 1
+                        changed = true
+                    } else if let manifest = Self.uploadManifest(path, asset) {
+                        neededChunks.formUnion(manifest.chunks)
+                    } else {
+                        keepAllChunks = true
+                    }
+                }
+                if changed { try DurableFile.syncDirectory(directory) }
+            }
         }
         let manifests = DurableFile.join(owner, "manifests")
         var changed = false

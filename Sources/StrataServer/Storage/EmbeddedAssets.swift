@@ -19,8 +19,10 @@ import Darwin
 /// - `<owner>/zones/<zone name as hex>-<epoch>/held/<asset sha256>`: an empty file per asset the
 ///   zone holds. A zone's life (its epoch) is in the name, so that a zone deleted and created
 ///   again never inherits its previous life's links, even when a crash kept them.
-/// - `<owner>/zones/<…>/uploads/<asset sha256>`: an upload in progress: its manifest, then the
-///   index (`u32`) of each chunk received.
+/// - `<owner>/zones/<…>/uploads/<uploader>/<asset sha256>`: an upload in progress by one user
+///   (`<uploader>` named as `<owner>` is): its manifest, then the index (`u32`) of each chunk
+///   received. Per uploader, so that nothing one user begins can reset or block another's upload
+///   of the same asset (a manifest is the uploader's claim until the whole asset verifies).
 ///
 /// Every file that acknowledges something is written durably (temporary file, fsync, rename,
 /// fsync of the directory) before the request that made it is answered. Blocking file work runs
@@ -85,7 +87,9 @@ final class EmbeddedAssets: Sendable {
         ownerDirectory(zone.owner) + "/zones/" + Self.hex(zone.name) + "-" + String(zone.epoch, radix: 16)
     }
     func heldPath(_ zone: ZoneInfo, _ asset: AssetHash) -> String { zoneDirectory(zone) + "/held/" + asset.hex }
-    func uploadPath(_ zone: ZoneInfo, _ asset: AssetHash) -> String { zoneDirectory(zone) + "/uploads/" + asset.hex }
+    func uploadPath(_ zone: ZoneInfo, _ asset: AssetHash, uploader: String) -> String {
+        zoneDirectory(zone) + "/uploads/" + Self.ownerDirectoryName(uploader) + "/" + asset.hex
+    }
 
     // MARK: Reads
 
@@ -163,11 +167,12 @@ final class EmbeddedAssets: Sendable {
             try link(zone, manifest.sha256)
             return AssetUploadState(missing: [], complete: true)
         }
-        let path = uploadPath(zone, manifest.sha256)
+        let path = uploadPath(zone, manifest.sha256, uploader: user)
         return try withUploadLock(path) { () throws(ZoneStorageError) -> AssetUploadState in
-            // An upload begun with another manifest of the asset (one of the two is wrong: the
-            // manifest follows from the bytes) is replaced, so that an abandoned upload with a
-            // wrong manifest never blocks the asset.
+            // The user's own upload begun with another manifest of the asset (one of the two is
+            // wrong: the manifest follows from the bytes) is replaced, so that an abandoned
+            // upload with a wrong manifest never blocks the asset. Another user's upload is
+            // another file: never touched.
             var received = try readUpload(path, manifest.sha256).flatMap { $0.manifest == manifest ? $0.received : nil }
             if received == nil {
                 try checkQuota(zone.owner, adding: Int64(clamping: manifest.byteCount), limit: limit)
@@ -193,7 +198,7 @@ final class EmbeddedAssets: Sendable {
             guard missing.isEmpty else { return AssetUploadState(missing: missing, complete: false) }
             // Nothing to send (an asset of no bytes, or every chunk received before a crash that
             // came before the completion): completed now, or no chunk could ever complete it.
-            try complete(zone, manifest)
+            try complete(zone, manifest, upload: path)
             try DurableFile.removeTree(path)
             return AssetUploadState(missing: [], complete: true)
         }
@@ -202,10 +207,10 @@ final class EmbeddedAssets: Sendable {
     /// Keeps one chunk of an upload; completes the upload with the last one.
     func put(_ zone: ZoneInfo, user: String, asset: AssetHash, index: Int, bytes: [UInt8], limit: Int64?) throws(ZoneStorageError) -> AssetUploadState {
         if try held(zone, asset) != nil { return AssetUploadState(missing: [], complete: true) }
-        let path = uploadPath(zone, asset)
+        let path = uploadPath(zone, asset, uploader: user)
         return try withUploadLock(path) { () throws(ZoneStorageError) -> AssetUploadState in
             guard let upload = try readUpload(path, asset) else {
-                throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(zone.id) was begun (send its manifest first)", zone: zone.id.description)
+                throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(zone.id) by \(user) was begun (send its manifest first)", zone: zone.id.description)
             }
             let manifest = upload.manifest
             guard index >= 0, index < manifest.chunks.count else {
@@ -232,7 +237,7 @@ final class EmbeddedAssets: Sendable {
             }
             let missing = (0..<manifest.chunks.count).filter { !received.contains($0) }
             guard missing.isEmpty else { return AssetUploadState(missing: missing, complete: false) }
-            try complete(zone, manifest)
+            try complete(zone, manifest, upload: path)
             try DurableFile.removeTree(path)
             return AssetUploadState(missing: [], complete: true)
         }
@@ -240,7 +245,7 @@ final class EmbeddedAssets: Sendable {
 
     /// Verifies the whole asset from its chunks, then records the owner's manifest and the
     /// zone's link (in that order: a link never names an asset without a manifest).
-    private func complete(_ zone: ZoneInfo, _ manifest: AssetManifest) throws(ZoneStorageError) {
+    private func complete(_ zone: ZoneInfo, _ manifest: AssetManifest, upload: String) throws(ZoneStorageError) {
         var hasher = SHA256Hasher()
         for (index, chunk) in manifest.chunks.enumerated() {
             guard let bytes = try DurableFile.read(chunkPath(zone.owner, chunk)), bytes.count == manifest.chunkLength(index) else {
@@ -250,7 +255,7 @@ final class EmbeddedAssets: Sendable {
         }
         guard AssetHash(digest: hasher.finalize()) == manifest.sha256 else {
             // Every chunk matched the manifest, so the manifest lied about the asset: start over.
-            try DurableFile.removeTree(uploadPath(zone, manifest.sha256))
+            try DurableFile.removeTree(upload)
             throw ZoneStorageError(.assetMismatch, "the chunks of asset \(manifest.sha256) match their hashes but not the asset's: its manifest is wrong; nothing was kept", zone: zone.id.description)
         }
         let manifestFile = manifestPath(zone.owner, manifest.sha256)

@@ -45,7 +45,7 @@ extension EmbeddedZoneStorage: AssetStorage {
         return try await blocking { () throws(ZoneStorageError) in
             try sweep.sharing(assets.ownerDirectory(info.owner)) { () throws(ZoneStorageError) -> AssetUploadState in
                 let state = try assets.begin(info, user: user, manifest: manifest, limit: allowance)
-                Self.confirm(state, info, manifest.sha256, assets, sweep)
+                Self.confirm(state, info, manifest.sha256, user, assets, sweep)
                 return state
             }
         }
@@ -59,7 +59,7 @@ extension EmbeddedZoneStorage: AssetStorage {
         return try await blocking { () throws(ZoneStorageError) in
             try sweep.sharing(assets.ownerDirectory(info.owner)) { () throws(ZoneStorageError) -> AssetUploadState in
                 let state = try assets.put(info, user: user, asset: sha256, index: index, bytes: bytes, limit: allowance)
-                Self.confirm(state, info, sha256, assets, sweep)
+                Self.confirm(state, info, sha256, user, assets, sweep)
                 return state
             }
         }
@@ -67,8 +67,9 @@ extension EmbeddedZoneStorage: AssetStorage {
 
     /// Confirms what an upload's step left: the zone's link once complete (its transaction is
     /// yet to be pushed), else the upload (touched now, so not abandoned).
-    private nonisolated static func confirm(_ state: AssetUploadState, _ zone: ZoneInfo, _ asset: AssetHash, _ assets: EmbeddedAssets, _ sweep: EmbeddedAssetSweep) {
-        sweep.confirm(state.complete ? assets.heldPath(zone, asset) : assets.uploadPath(zone, asset))
+    private nonisolated static func confirm(_ state: AssetUploadState, _ zone: ZoneInfo, _ asset: AssetHash, _ user: String, _ assets: EmbeddedAssets,
+                                            _ sweep: EmbeddedAssetSweep) {
+        sweep.confirm(state.complete ? assets.heldPath(zone, asset) : assets.uploadPath(zone, asset, uploader: user))
     }
 
     public func sweepAssets(grace: Duration) async throws(ZoneStorageError) -> AssetSweepReport {
