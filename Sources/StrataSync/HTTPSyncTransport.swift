@@ -100,9 +100,12 @@ public struct HTTPSyncTransport: SyncTransport {
         guard let envelope = try? JSONDecoder().decode(ErrorEnvelope.self, from: Data(body)) else {
             return SyncError(.transport, "unexpected answer \(status): \(String(decoding: body.prefix(200), as: UTF8.self))", status: status, retryAfter: retryAfter)
         }
-        return SyncError(SyncError.Code(envelope.error.code), envelope.error.message, status: status,
-                         expectedSequence: envelope.error.expected, retryAfter: retryAfter, sequence: envelope.error.sequence,
-                         serverTime: envelope.error.serverTime, maxOffset: envelope.error.maxOffset)
+        var error = SyncError(SyncError.Code(envelope.error.code), envelope.error.message, status: status,
+                              expectedSequence: envelope.error.expected, retryAfter: retryAfter, sequence: envelope.error.sequence,
+                              serverTime: envelope.error.serverTime, maxOffset: envelope.error.maxOffset)
+        // Bounded: a list longer than any push could name is not believed past its start.
+        error.assets = envelope.error.assets.map { $0.prefix(4096).compactMap(AssetHash.init(hex:)) }
+        return error
     }
 
     public func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {

@@ -76,10 +76,10 @@ extension SyncEngine {
             let outcome: Reply<PushAnswer>
             do {
                 outcome = try await ask(.push(progress), { try await self.transport.push(zone: self.zoneReference, transactions: encoded, epoch: self.cursor.lifeEpoch) })
-            } catch let refusal as SyncError where refusal.code == .assetMissing && !assetsInZone.isEmpty && !reuploaded {
+            } catch let refusal as SyncError where refusal.code == .assetMissing && !reuploaded {
                 // The zone lost an asset this engine uploaded (a server restored from a backup,
-                // a link swept): forget what it believed held and upload again, once per push.
-                assetsInZone.removeAll()
+                // a link swept): `ask` forgot what the refusal names as held (see
+                // `zoneLacksAssets`); upload again, once per push.
                 reuploaded = true
                 continue
             }

@@ -1,4 +1,4 @@
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataCore
 import Logging
 import StrataProtocol
@@ -44,6 +44,7 @@ extension SyncEngine {
             do {
                 return .answered(try await body())
             } catch let error as SyncError {
+                if error.code == .assetMissing { zoneLacksAssets(error) }
                 answer = .refused(error)
                 thrown = error
             } catch {
@@ -67,6 +68,21 @@ extension SyncEngine {
                 guard let refusal = thrown as? SyncError else { throw thrown }
                 return .redirected(action, refusal: refusal)
             }
+        }
+    }
+
+    /// The server says the zone lacks assets (`assetMissing`): whatever this engine believed
+    /// uploaded among them is forgotten, so the next push or state upload sends them again, and
+    /// the device's copies stop counting as held by a server — eviction under the cache budget
+    /// must not drop what may now be the last copy. A refusal that names none forgets all.
+    func zoneLacksAssets(_ refusal: SyncError) {
+        guard let listed = refusal.assets else {
+            assetsInZone.removeAll()
+            return
+        }
+        for hash in listed {
+            assetsInZone.remove(hash)
+            store.markAssetNotUploaded(hash)
         }
     }
 }

@@ -1,5 +1,5 @@
 import Strata
-import StrataCore
+public import StrataCore
 public import StrataProtocol
 
 /// An error of the sync engine: the server's code when the server answered (a
@@ -76,6 +76,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     /// accepts (milliseconds).
     public var serverTime: UInt64?
     public var maxOffset: UInt64?
+    /// For `assetMissing`: the assets the zone does not hold (the server names them; what a
+    /// newer or broken server sends that is not a SHA-256 in lower-case hex is left out).
+    public var assets: [AssetHash]?
 
     /// An error with one of the client's own codes, or a code by name.
     public init(_ code: Code, _ message: String, status: Int? = nil, expectedSequence: UInt64? = nil, retryAfter: Double? = nil,

@@ -21,6 +21,12 @@ extension LocalAssets {
 
     func markRemote(_ hash: AssetHash) throws { try markLightly(remote, hash) }
     func isRemote(_ hash: AssetHash) -> Bool { FileSystem.exists(remote + "/" + hash.hex) }
+    func unmarkRemote(_ hash: AssetHash) throws {
+        let path = remote + "/" + hash.hex
+        guard FileSystem.exists(path) else { return }
+        try FileSystem.remove(path)
+        try FileSystem.syncDirectory(remote)
+    }
 
     func pin(_ hash: AssetHash) throws { try mark(pins, hash) }
     func unpin(_ hash: AssetHash) throws {
@@ -185,6 +191,14 @@ extension Store {
     @_spi(StrataInternals)
     public func markAssetUploaded(_ hash: AssetHash) {
         try? assets.markRemote(hash)
+    }
+
+    /// Records that the server no longer holds the asset (it answered `assetMissing` naming it:
+    /// restored from a backup, or its link swept): the device keeps its copy under any budget
+    /// until an upload completes again — it may be the last one.
+    @_spi(StrataInternals)
+    public func markAssetNotUploaded(_ hash: AssetHash) {
+        try? assets.unmarkRemote(hash)
     }
 }
 

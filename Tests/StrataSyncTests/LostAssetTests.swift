@@ -1,0 +1,96 @@
+import Foundation
+@_spi(StrataInternals) import Strata
+import StrataCore
+import StrataProtocol
+import StrataServer
+import StrataSync
+import StrataTestSupport
+import Synchronization
+import Testing
+
+/// Forwards to a real HTTP transport, and refuses to begin asset uploads while `refusing` (a
+/// server that will not take the asset again: over quota, say).
+final class UploadRefusingTransport: SyncTransport, Sendable {
+    let base: HTTPSyncTransport
+    let refusing = Mutex(false)
+    init(_ base: HTTPSyncTransport) { self.base = base }
+
+    func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo { try await base.ensureZone(zone, create: create) }
+    func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo {
+        try await base.ensureZone(zone, create: create, continuing: continuing)
+    }
+    func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer { try await base.push(zone: zone, transactions: transactions) }
+    func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer {
+        try await base.push(zone: zone, transactions: transactions, epoch: epoch)
+    }
+    func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        try await base.pull(zone: zone, after: token, limit: limit, wait: wait)
+    }
+    func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { try await base.snapshot(zone: zone) }
+    func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { try await base.replicas(zone: zone) }
+    func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
+        try await base.uploadState(zone: zone, state: state, replica: replica, claim: claim, after: token)
+    }
+    func beginAssetUpload(zone: ZoneReference, manifest: AssetManifest) async throws -> AssetUploadAnswer {
+        if refusing.withLock({ $0 }) { throw SyncError(.quotaExceeded, "the owner's storage is full (test)", status: 413) }
+        return try await base.beginAssetUpload(zone: zone, manifest: manifest)
+    }
+    func putAssetChunk(zone: ZoneReference, asset: AssetHash, index: Int, bytes: [UInt8]) async throws -> AssetUploadAnswer {
+        try await base.putAssetChunk(zone: zone, asset: asset, index: index, bytes: bytes)
+    }
+    func assetManifest(zone: ZoneReference, asset: AssetHash) async throws -> AssetManifest? { try await base.assetManifest(zone: zone, asset: asset) }
+    func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8] {
+        try await base.assetChunk(zone: zone, asset: asset, index: index)
+    }
+}
+
+@Suite("An asset the server lost: the device keeps its copy until a server holds the asset again")
+struct LostAssetTests {
+    @Test("After the server answers assetMissing for an asset this device had uploaded (it lost it) and taking it again fails, the device's copy no longer counts as held by a server: a cache budget of zero keeps it, and the next sync uploads it")
+    func lostAssetStaysOnTheDevice() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), users: ["alice": "alice-secret"]) { url, storage in
+            let phone = try await Store.open(at: dir.sub("phone"), schema: photoSchema)
+            let photo = try await phone.importAsset(Data(assetBytes(5000, seed: 21)), mediaType: "image/jpeg")
+            let transport = UploadRefusingTransport(HTTPSyncTransport(server: url, bearer: "alice-secret"))
+            let engine = try SyncEngine(store: phone, transport: transport, zone: "notes")
+            try await phone.transaction { tx in _ = try tx.insert("Note", ["photo": .asset(photo)]) }
+            try await engine.sync()
+            #expect(try phone.assetCacheUsage().notUploaded == 0, "the upload completed: a server holds the photo")
+
+            // The server loses its asset files (restored from a backup without them).
+            try FileManager.default.removeItem(atPath: dir.sub("server/assets"))
+            transport.refusing.withLock { $0 = true }
+            try await phone.transaction { tx in _ = try tx.insert("Note", ["title": "again", "photo": .asset(photo)]) }
+            let refusal = await #expect(throws: SyncError.self) { try await engine.sync() }
+            #expect(refusal?.code == .quotaExceeded, "the sync reports why the asset could not be uploaded")
+            #expect(try phone.assetCacheUsage().notUploaded == 1, "the server said it lacks the photo: this copy may be the last")
+            phone.assetCacheBudget = 0
+            _ = try await phone.trimAssetCache()
+            #expect(phone.localFile(for: photo) != nil, "the last copy was evicted")
+
+            transport.refusing.withLock { $0 = false }
+            try await engine.sync()
+            #expect(try await storage.heldAsset(zone: ZoneID(owner: "alice", name: "notes"), sha256: photo.sha256) != nil)
+            #expect(try phone.assetCacheUsage().notUploaded == 0)
+            try await phone.close()
+        }
+    }
+
+    @Test("assetMissing names the assets the zone lacks, and the client reads the list")
+    func assetMissingNamesTheAssets() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), users: ["alice": "alice-secret"]) { url, _ in
+            let http = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            _ = try await http.ensureZone(ZoneReference("notes"), create: true)
+            let phone = try await Store.open(at: dir.sub("phone"), schema: photoSchema)
+            let stray = try Asset(sha256: AssetHash.of(Array("never imported".utf8)), byteCount: 14, mediaType: "image/png")
+            try await phone.transaction { tx in _ = try tx.insert("Note", ["photo": .asset(stray)]) }
+            let engine = try SyncEngine(store: phone, server: url, zone: "notes", credentials: "alice-secret")
+            let refusal = await #expect(throws: SyncError.self) { try await engine.sync() }
+            #expect(refusal?.code == .assetMissing)
+            #expect(refusal?.assets == [stray.sha256])
+            try await phone.close()
+        }
+    }
+}
