@@ -33,30 +33,38 @@ public func runServer(dataDirectory: String, port: Int, usersFile: String, host:
 /// How much history the server keeps: every `interval`, each zone is snapshotted and the log
 /// segments wholly older than its newest `transactions` transactions are retired. Clients whose
 /// token points into retired history get `410 tokenExpired` and bootstrap from the snapshot.
-///
-/// After a compaction pass, once `assetSweepInterval` has passed since the last sweep, the assets
-/// nothing needs any more are swept (``AssetStorage/sweepAssets(grace:)``) with `assetGrace`.
 public struct Retention: Sendable, Hashable {
     public var transactions: UInt64
     public var interval: Duration
-    /// How long an asset's link, not named by the zone's retained history, is kept after it was
-    /// last confirmed (uploaded, or checked by a push), and an upload after its last chunk.
-    public var assetGrace: Duration
-    /// The least time between two sweeps of assets (`nil`: never swept).
-    public var assetSweepInterval: Duration?
 
-    public init(transactions: UInt64, interval: Duration = .seconds(600), assetGrace: Duration = .seconds(24 * 3600),
-                assetSweepInterval: Duration? = .seconds(3600)) {
+    public init(transactions: UInt64, interval: Duration = .seconds(600)) {
         self.transactions = transactions
         self.interval = interval
-        self.assetGrace = assetGrace
-        self.assetSweepInterval = assetSweepInterval
+    }
+}
+
+/// When the server sweeps the assets nothing needs any more (``AssetStorage/sweepAssets(grace:)``):
+/// at most once per `interval`, with `grace`. It runs whether or not history is compacted — a
+/// deleted zone's assets and abandoned uploads need it as much as compacted history does — and
+/// never beside a compaction (the compactor runs it after a pass when there is one).
+public struct AssetSweepSchedule: Sendable, Hashable {
+    /// How long an asset's link, not named by the zone's retained history, is kept after it was
+    /// last confirmed (uploaded, or checked by a push), and an upload after its last chunk.
+    public var grace: Duration
+    /// The least time between two sweeps.
+    public var interval: Duration
+
+    public init(grace: Duration = .seconds(24 * 3600), interval: Duration = .seconds(3600)) {
+        self.grace = grace
+        self.interval = interval
     }
 }
 
 /// Compacts every zone once per `retention.interval` until cancelled (counting each pass in
-/// `metrics`, when given).
-func compactPeriodically(_ storage: any ZoneStorage, retention: Retention, logger: Logger, metrics: ServerMetrics? = nil) async {
+/// `metrics`, when given), and after a pass sweeps assets when `assetSweep`'s interval has passed
+/// since the last sweep.
+func compactPeriodically(_ storage: any ZoneStorage, retention: Retention, assetSweep: AssetSweepSchedule?,
+                         logger: Logger, metrics: ServerMetrics? = nil) async {
     let clock = ContinuousClock()
     var lastSweep = clock.now
     while !Task.isCancelled {
@@ -77,10 +85,23 @@ func compactPeriodically(_ storage: any ZoneStorage, retention: Retention, logge
             metrics?.compactionFailures.increment()
             logger.error("compaction failed", metadata: ["error": "\(error)"])
         }
-        if let every = retention.assetSweepInterval, clock.now - lastSweep >= every {
+        if let assetSweep, clock.now - lastSweep >= assetSweep.interval {
             lastSweep = clock.now
-            await sweepAssets(storage, grace: retention.assetGrace, logger: logger, metrics: metrics)
+            await sweepAssets(storage, grace: assetSweep.grace, logger: logger, metrics: metrics)
         }
+    }
+}
+
+/// Sweeps assets once per `schedule.interval` until cancelled: the server's asset collection
+/// when no compactor runs.
+func sweepAssetsPeriodically(_ storage: any ZoneStorage, schedule: AssetSweepSchedule, logger: Logger, metrics: ServerMetrics? = nil) async {
+    while !Task.isCancelled {
+        do {
+            try await Task.sleep(for: schedule.interval)
+        } catch {
+            return
+        }
+        await sweepAssets(storage, grace: schedule.grace, logger: logger, metrics: metrics)
     }
 }
 

@@ -79,6 +79,21 @@ struct ServeConfigTests {
         }
     }
 
+    @Test("Assets are swept hourly with a day's grace by default, with or without --retain; --asset-sweep-every 0 never sweeps; a grace past a year is refused")
+    func assetSweepSchedule() throws {
+        let defaults = try ServeConfiguration.resolve(flags: ["data": "d"], environment: [:], configFile: nil).serveOptions
+        #expect(defaults.retention == nil)
+        #expect(defaults.assetSweep == AssetSweepSchedule(grace: .seconds(86_400), interval: .seconds(3_600)))
+        let chosen = try ServeConfiguration.resolve(flags: ["data": "d", "assetGrace": "600", "retain": "100"], environment: ["STRATA_ASSET_SWEEP_EVERY": "60"],
+                                                    configFile: nil).serveOptions
+        #expect(chosen.assetSweep == AssetSweepSchedule(grace: .seconds(600), interval: .seconds(60)) && chosen.retention != nil)
+        let never = try ServeConfiguration.resolve(flags: ["data": "d", "assetSweepEvery": "0"], environment: [:], configFile: nil).serveOptions
+        #expect(never.assetSweep == nil)
+        #expect(throws: ServeConfiguration.Problem.self) {
+            try ServeConfiguration.resolve(flags: ["data": "d", "assetGrace": "31536001"], environment: [:], configFile: nil)
+        }
+    }
+
     @Test("The environment variable of a key is STRATA_ and the key in upper snake case")
     func environmentNames() {
         let names = Dictionary(uniqueKeysWithValues: ServeConfiguration.settings.map { ($0.key, $0.environmentName) })

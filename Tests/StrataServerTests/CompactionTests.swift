@@ -76,7 +76,7 @@ struct CompactionTests {
         _ = try await storage.createZone(name: "z", owner: "alice", access: .private, grants: [:])
         try await fill(storage, replica: ReplicaID(rawValue: 9), count: 60)
         let task = Task {
-            await compactPeriodically(storage, retention: Retention(transactions: 5, interval: .milliseconds(20)), logger: .init(label: "test"))
+            await compactPeriodically(storage, retention: Retention(transactions: 5, interval: .milliseconds(20)), assetSweep: nil, logger: .init(label: "test"))
         }
         var start: UInt64 = 0
         for _ in 0..<200 where start == 0 {

@@ -22,12 +22,16 @@ public struct ServeOptions: Sendable {
     public var configuration: ServerConfiguration
     /// How much history to keep (`nil`: everything, no compactor).
     public var retention: Retention?
+    /// When unneeded assets are swept (`nil`: never; by default hourly, with a day's grace).
+    public var assetSweep: AssetSweepSchedule?
     /// HTTPS with these files (`nil`: plain HTTP).
     public var tls: TLSFiles?
 
     public init(dataDirectory: String, usersFile: String, configuration: ServerConfiguration = ServerConfiguration(),
-                retention: Retention? = nil, tls: TLSFiles? = nil, storage: (any ZoneStorage)? = nil) {
+                retention: Retention? = nil, assetSweep: AssetSweepSchedule? = AssetSweepSchedule(), tls: TLSFiles? = nil,
+                storage: (any ZoneStorage)? = nil) {
         self.dataDirectory = dataDirectory
+        self.assetSweep = assetSweep
         self.storage = storage
         self.usersFile = usersFile
         self.configuration = configuration
@@ -112,8 +116,12 @@ extension StrataServerApp {
         // The storage is the first service: it runs (a database's connection pool and schema)
         // before the others need it and closes after them.
         var services: [(name: String, service: any Service)] = [("storage", storage)]
+        // Compaction and the asset sweep never run at once: with a compactor, it sweeps after a pass.
         if let retention = options.retention {
-            services.append(("compactor", CompactorService(storage: storage, retention: retention, logger: logger, metrics: metrics)))
+            services.append(("compactor", CompactorService(storage: storage, retention: retention, assetSweep: options.assetSweep,
+                                                           logger: logger, metrics: metrics)))
+        } else if let assetSweep = options.assetSweep {
+            services.append(("asset sweeper", AssetSweeperService(storage: storage, schedule: assetSweep, logger: logger, metrics: metrics)))
         }
         services.append(("changes by others", ChangeFeedService(server: server)))
         services.append(("http", application))

@@ -55,6 +55,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds between compactions (with --retain; default 600).")
     var compactEvery: Int?
 
+    @Option(help: "Seconds an asset nothing names any more is kept before the sweep removes it (default 86400).")
+    var assetGrace: Int?
+
+    @Option(help: "Seconds between sweeps of unneeded assets; 0 never sweeps (default 3600).")
+    var assetSweepEvery: Int?
+
     @Option(help: "Log format: text or json (one JSON object per line on standard error).")
     var logFormat: String?
 
@@ -86,6 +92,8 @@ struct ServeCommand: AsyncParsableCommand {
         values["users"] = users
         values["retain"] = retain.map { "\($0)" }
         values["compactEvery"] = compactEvery.map { "\($0)" }
+        values["assetGrace"] = assetGrace.map { "\($0)" }
+        values["assetSweepEvery"] = assetSweepEvery.map { "\($0)" }
         values["logFormat"] = logFormat
         values["logLevel"] = logLevel
         values["tls.cert"] = tlsCert

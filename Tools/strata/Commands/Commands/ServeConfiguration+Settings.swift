@@ -57,6 +57,14 @@ extension ServeConfiguration {
         ServeSetting(key: "compactEvery", flag: "--compact-every", secret: false,
                      apply: { c, v throws(ValueError) in c.compactEvery = try integer(v, 1...Int(Int32.max)) },
                      current: { "\($0.compactEvery)" }),
+        // A year at most: a longer grace or interval is a typo (and would overflow nothing, but
+        // keep assets no one can reach for good).
+        ServeSetting(key: "assetGrace", flag: "--asset-grace", secret: false,
+                     apply: { c, v throws(ValueError) in c.assetGrace = try integer(v, 0...31_536_000) },
+                     current: { "\($0.assetGrace)" }),
+        ServeSetting(key: "assetSweepEvery", flag: "--asset-sweep-every", secret: false,
+                     apply: { c, v throws(ValueError) in c.assetSweepEvery = try integer(v, 0...31_536_000) },
+                     current: { $0.assetSweepEvery == 0 ? "never" : "\($0.assetSweepEvery)" }),
         ServeSetting(key: "logFormat", flag: "--log-format", secret: false, apply: { c, v throws(ValueError) in
             guard let format = LogFormat(rawValue: v) else { throw ValueError("is not a log format (text, json)") }
             c.logFormat = format

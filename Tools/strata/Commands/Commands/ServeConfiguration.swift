@@ -21,6 +21,10 @@ struct ServeConfiguration: Sendable {
     var port = 8080
     var retain: UInt64?
     var compactEvery = 600
+    /// Seconds an unneeded asset is kept before the sweep removes it.
+    var assetGrace = 86_400
+    /// Seconds between asset sweeps (0: never).
+    var assetSweepEvery = 3_600
     var logFormat = LogFormat.text
     var logLevel = Logger.Level.info
     var tlsCert: String?
@@ -109,6 +113,7 @@ struct ServeConfiguration: Sendable {
         ServeOptions(dataDirectory: data ?? "", usersFile: users,
                      configuration: ServerConfiguration(host: host, port: port, limits: limits),
                      retention: retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) },
+                     assetSweep: assetSweepEvery == 0 ? nil : AssetSweepSchedule(grace: .seconds(assetGrace), interval: .seconds(assetSweepEvery)),
                      tls: tlsCert.flatMap { cert in tlsKey.map { TLSFiles(certificateChain: cert, privateKey: $0) } })
     }
 
