@@ -225,13 +225,7 @@ final class EmbeddedAssets: Sendable {
             }
             var received = upload.received
             if !received.contains(index) {
-                let chunkFile = chunkPath(zone.owner, chunkHash)
-                if !FileSystem.exists(chunkFile) {
-                    try checkQuota(zone.owner, adding: Int64(bytes.count), limit: limit)
-                    try writeChunk(bytes, to: chunkFile)
-                    let key = Self.ownerDirectoryName(zone.owner)
-                    usage.withLock { $0[key, default: 0] += Int64(bytes.count) }
-                }
+                try storeChunk(bytes, chunkPath(zone.owner, chunkHash), owner: zone.owner, limit: limit)
                 try appendReceived(path, [index])
                 received.insert(index)
             }
@@ -264,6 +258,32 @@ final class EmbeddedAssets: Sendable {
             try DurableFile.writeAtomicallyUnique(manifest.encoded, to: manifestFile)
         }
         try link(zone, manifest.sha256)
+    }
+
+    /// Stores a verified chunk of `owner`'s unless the owner has it, and counts its bytes exactly
+    /// once: uploads of other zones or users (other upload locks) may store the same chunk at
+    /// the same moment, so the check, the write and the count are made under the chunk's own lock
+    /// (both used to find no file, both wrote it, both counted it). The quota is taken from the
+    /// count before the write, in one step, so that two chunks cannot both fill the last bytes.
+    private func storeChunk(_ bytes: [UInt8], _ chunkFile: String, owner: String, limit: Int64?) throws(ZoneStorageError) {
+        try withUploadLock(chunkFile) { () throws(ZoneStorageError) in
+            guard !FileSystem.exists(chunkFile) else { return }
+            let key = Self.ownerDirectoryName(owner)
+            let adding = Int64(bytes.count)
+            try usage.withLock { (usage) throws(ZoneStorageError) in
+                let used = usage[key] ?? 0
+                if let limit, limit > 0, used + adding > limit {
+                    throw ZoneStorageError(.quotaExceeded, "storing \(adding) more bytes of assets would take \(owner) to \(used + adding) bytes of assets; the limit left is \(limit) bytes")
+                }
+                usage[key] = used + adding
+            }
+            do throws(ZoneStorageError) {
+                try writeChunk(bytes, to: chunkFile)
+            } catch {
+                usage.withLock { $0[key, default: 0] -= adding }
+                throw error
+            }
+        }
     }
 
     private func checkQuota(_ owner: String, adding bytes: Int64, limit: Int64?) throws(ZoneStorageError) {
@@ -337,8 +357,8 @@ final class EmbeddedAssets: Sendable {
     }
 
     private func withUploadLock<T>(_ path: String, _ body: () throws(ZoneStorageError) -> T) throws(ZoneStorageError) -> T {
-        // Uploads of different assets (or zones) proceed in parallel; one upload's chunk list is
-        // changed by one request at a time.
+        // Uploads of different assets (or zones, or users) proceed in parallel; one upload's chunk
+        // list, or one chunk file of an owner's, is changed by one request at a time.
         while !uploadLocks.withLock({ $0.insert(path).inserted }) { usleepBriefly() }
         defer { _ = uploadLocks.withLock { $0.remove(path) } }
         return try body()
