@@ -126,7 +126,7 @@ public struct HTTPSyncTransport: SyncTransport {
                                   maxStateBytes: described.limits?.maxStateBytes, lineage: described.continues ?? [],
                                   // A server that does not say what the zone continues (older
                                   // than zone lives) cannot tell a new zone from a continued one.
-                                  epoch: described.continues == nil ? nil : described.epoch)
+                                  epoch: described.continues == nil ? nil : described.epoch, maxAssetBytes: described.limits?.maxAssetBytes)
         } catch let error as SyncError where error.code == .zoneNotFound && zone.owner == nil && create {
             // No rules named: a new zone is private, and a deleted one the engine recreates
             // (`SyncEngine.recreateZone()`) gets back the access and grants it had, so that its

@@ -123,6 +123,11 @@ public actor SyncEngine {
     /// The engine's status now (``statusUpdates()`` follows it).
     public var currentStatus: SyncStatus { status }
 
+    /// The largest asset the server takes, as it said when this engine last reached it (`nil`
+    /// before that, or from a server that does not say): an app can refuse a larger file when the
+    /// user picks it, rather than learn at upload time (`tooLarge`, the transaction kept pending).
+    public var serverMaxAssetBytes: UInt64? { limits?.maxAssetBytes }
+
     /// Status updates, starting with the current one.
     public func statusUpdates() -> AsyncStream<SyncStatus> {
         let (stream, continuation) = AsyncStream<SyncStatus>.makeStream(bufferingPolicy: .bufferingNewest(16))

@@ -47,6 +47,9 @@ public struct ZoneAccessInfo: Sendable, Hashable {
     public var maxPushBytes: Int?
     /// The largest state upload the server accepts; `nil` when it does not say.
     public var maxStateBytes: Int?
+    /// The largest asset the server takes (an upload of a larger one is refused `tooLarge`);
+    /// `nil` when it does not say.
+    public var maxAssetBytes: UInt64?
     /// The epochs of the zone's earlier lives it continues (`ZoneDescription.continues` of
     /// `StrataProtocol`): a device of one of them goes on into this life; of another, it stops
     /// with `zoneDeleted`.
@@ -56,8 +59,10 @@ public struct ZoneAccessInfo: Sendable, Hashable {
     /// from the one it synced with, and goes on into it.
     public var epoch: UInt64?
 
-    public init(canPush: Bool, maxPushBytes: Int? = nil, maxStateBytes: Int? = nil, lineage: [UInt64] = [], epoch: UInt64? = nil) {
+    public init(canPush: Bool, maxPushBytes: Int? = nil, maxStateBytes: Int? = nil, lineage: [UInt64] = [], epoch: UInt64? = nil,
+                maxAssetBytes: UInt64? = nil) {
         self.epoch = epoch
+        self.maxAssetBytes = maxAssetBytes
         self.canPush = canPush
         self.maxPushBytes = maxPushBytes
         self.maxStateBytes = maxStateBytes

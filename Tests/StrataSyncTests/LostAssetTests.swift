@@ -77,7 +77,7 @@ struct LostAssetTests {
         }
     }
 
-    @Test("assetMissing names the assets the zone lacks, and the client reads the list")
+    @Test("assetMissing names the assets the zone lacks, and the client reads the list; the engine says how large an asset the server takes")
     func assetMissingNamesTheAssets() async throws {
         let dir = TemporaryDirectory()
         try await withServer(dir.sub("server"), users: ["alice": "alice-secret"]) { url, _ in
@@ -90,6 +90,7 @@ struct LostAssetTests {
             let refusal = await #expect(throws: SyncError.self) { try await engine.sync() }
             #expect(refusal?.code == .assetMissing)
             #expect(refusal?.assets == [stray.sha256])
+            #expect(await engine.serverMaxAssetBytes == ServerConfiguration.Limits().maxAssetBytes, "the engine passes on the server's asset size limit")
             try await phone.close()
         }
     }
