@@ -92,6 +92,8 @@ extension LocalAssets {
             freed += (attributes?[.size] as? NSNumber)?.uint64Value ?? 0
             try FileSystem.remove(path)
             try FileSystem.remove(partial + "/" + String(name.dropLast(5)) + ".chunks")
+            // The manifest a download stores when it starts goes with it, unless the asset is here.
+            if let hash = AssetHash(hex: String(name.dropLast(5))), !has(hash) { try FileSystem.remove(manifestPath(hash)) }
         }
         return freed
     }

@@ -124,11 +124,22 @@ final class LocalAssets: Sendable {
     /// Makes the fsynced, verified file at `path` the object of `manifest`'s asset: its manifest
     /// first (an object is never without one), then the rename, then the directory's fsync.
     func install(manifest: AssetManifest, from path: String) throws {
-        try FileSystem.makeDirectory(manifests)
+        try storeManifest(manifest)
         try FileSystem.makeDirectory(objects)
-        try FileSystem.writeAtomicallyUnique(manifest.encoded, to: manifestPath(manifest.sha256))
         try FileSystem.move(path, to: objectPath(manifest.sha256))
         try FileSystem.syncDirectory(objects)
+    }
+
+    /// Writes the asset's manifest durably, unless the same one is there: a download stores it
+    /// while its chunks travel, so that only the object's rename and one directory `fsync`
+    /// remain once the last chunk is in. Until the object is installed, the manifest alone is
+    /// ignored (``manifest(_:)`` needs the object; verify calls it an install in progress).
+    func storeManifest(_ manifest: AssetManifest) throws {
+        let path = manifestPath(manifest.sha256)
+        let encoded = manifest.encoded
+        if let stored = try? FileSystem.read(path), stored == encoded { return }
+        try FileSystem.makeDirectory(manifests)
+        try FileSystem.writeAtomicallyUnique(encoded, to: path)
     }
 
     /// Leaves the empty file `directory/<hash>`, not durably: for a marker whose loss in a

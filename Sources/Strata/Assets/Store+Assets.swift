@@ -221,6 +221,10 @@ extension Store {
                        progress: (@Sendable (AssetProgress) -> Void)?) async throws -> String {
         let assets = self.assets
         let download = try await BlockingIO.run { try AssetDownload(manifest, in: assets) }
+        // The manifest is made durable while the first chunk travels (two of the fetch's four
+        // fsyncs off its critical path): the object's install then renames and syncs one
+        // directory. A manifest without its object is ignored until the object arrives.
+        async let manifestStored: Void = BlockingIO.run { try assets.storeManifest(manifest) }
         var done = download.heldBytes
         progress?(AssetProgress(completedBytes: done, totalBytes: manifest.byteCount))
         // A second round fetches the chunks the final check found damaged (a power cut lost them).
@@ -232,6 +236,7 @@ extension Store {
                 done += UInt64(bytes.count)
                 progress?(AssetProgress(completedBytes: done, totalBytes: manifest.byteCount))
             }
+            try await manifestStored
             if try await BlockingIO.run({ try download.finish() }) {
                 // Fetched from a server: it may leave this device again under the budget.
                 try? assets.markRemote(manifest.sha256)
