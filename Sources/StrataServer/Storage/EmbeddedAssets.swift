@@ -135,7 +135,16 @@ final class EmbeddedAssets: Sendable {
         let path = heldPath(zone, asset)
         guard !FileSystem.exists(path) else { return }
         try DurableFile.makeDirectories(DurableFile.parent(of: path))
-        try DurableFile.writeAtomicallyUnique([], to: path)
+        // An empty file is whole the moment it exists: made in place, then its directory synced
+        // (one fsync rather than the file's, a rename and the directory's).
+        do {
+            _ = try PositionalFile.open(path, write: true, create: true)
+        } catch let error as LogError {
+            throw ZoneStorageError(DurableFile.isDiskFull(error.errno) ? .storageFull : .storageFailure, error.description)
+        } catch {
+            throw ZoneStorageError(.storageFailure, "\(error)")
+        }
+        try DurableFile.syncDirectory(DurableFile.parent(of: path))
     }
 
     /// Removes the links and uploads of zone lives other than `alive` (deleted zones, or a
@@ -208,25 +217,39 @@ final class EmbeddedAssets: Sendable {
     func put(_ zone: ZoneInfo, user: String, asset: AssetHash, index: Int, bytes: [UInt8], limit: Int64?) throws(ZoneStorageError) -> AssetUploadState {
         if try held(zone, asset) != nil { return AssetUploadState(missing: [], complete: true) }
         let path = uploadPath(zone, asset, uploader: user)
+        // The chunk is checked and stored outside the upload's lock (a chunk file has a lock of
+        // its own): a client keeps several chunks of one upload in flight, and their hashing and
+        // fsyncs overlap; the lock covers the chunk list and the completion only.
+        guard let begun = try readUpload(path, asset) else {
+            throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(zone.id) by \(user) was begun (send its manifest first)", zone: zone.id.description)
+        }
+        let manifest = begun.manifest
+        guard index >= 0, index < manifest.chunks.count else {
+            throw ZoneStorageError(.invalidArgument, "asset \(asset) has \(manifest.chunks.count) chunks; there is no chunk \(index)", zone: zone.id.description)
+        }
+        guard bytes.count == manifest.chunkLength(index) else {
+            throw ZoneStorageError(.assetMismatch, "chunk \(index) of asset \(asset) is \(bytes.count) bytes; the manifest says \(manifest.chunkLength(index))", zone: zone.id.description)
+        }
+        let chunkHash = AssetHash.of(bytes)
+        guard chunkHash == manifest.chunks[index] else {
+            throw ZoneStorageError(.assetMismatch, "chunk \(index) of asset \(asset) does not match its hash \(manifest.chunks[index]) (got \(chunkHash)); nothing was kept", zone: zone.id.description)
+        }
+        if !begun.received.contains(index) {
+            try storeChunk(bytes, chunkPath(zone.owner, chunkHash), owner: zone.owner, limit: limit)
+        }
         return try withUploadLock(path) { () throws(ZoneStorageError) -> AssetUploadState in
-            guard let upload = try readUpload(path, asset) else {
-                throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(zone.id) by \(user) was begun (send its manifest first)", zone: zone.id.description)
-            }
-            let manifest = upload.manifest
-            guard index >= 0, index < manifest.chunks.count else {
-                throw ZoneStorageError(.invalidArgument, "asset \(asset) has \(manifest.chunks.count) chunks; there is no chunk \(index)", zone: zone.id.description)
-            }
-            guard bytes.count == manifest.chunkLength(index) else {
-                throw ZoneStorageError(.assetMismatch, "chunk \(index) of asset \(asset) is \(bytes.count) bytes; the manifest says \(manifest.chunkLength(index))", zone: zone.id.description)
-            }
-            let chunkHash = AssetHash.of(bytes)
-            guard chunkHash == manifest.chunks[index] else {
-                throw ZoneStorageError(.assetMismatch, "chunk \(index) of asset \(asset) does not match its hash \(manifest.chunks[index]) (got \(chunkHash)); nothing was kept", zone: zone.id.description)
+            // Read again under the lock: another chunk's request may have completed the upload
+            // (its file is gone, the zone holds the asset), or the user begun it again.
+            guard let upload = try readUpload(path, asset), upload.manifest == manifest else {
+                if try held(zone, asset) != nil { return AssetUploadState(missing: [], complete: true) }
+                throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(zone.id) by \(user) with this chunk list is under way (it was begun again; send its manifest first)", zone: zone.id.description)
             }
             var received = upload.received
             if !received.contains(index) {
-                try storeChunk(bytes, chunkPath(zone.owner, chunkHash), owner: zone.owner, limit: limit)
-                try appendReceived(path, [index])
+                // The owner's chunk files say what the owner's upload holds (a begin after a
+                // crash counts them), so the owner's list need not be fsynced; another user's
+                // list is what proves they sent the chunk.
+                try appendReceived(path, [index], durable: user != zone.owner)
                 received.insert(index)
             }
             let missing = (0..<manifest.chunks.count).filter { !received.contains($0) }
@@ -240,14 +263,19 @@ final class EmbeddedAssets: Sendable {
     /// Verifies the whole asset from its chunks, then records the owner's manifest and the
     /// zone's link (in that order: a link never names an asset without a manifest).
     private func complete(_ zone: ZoneInfo, _ manifest: AssetManifest, upload: String) throws(ZoneStorageError) {
+        // A one-chunk asset is its chunk (one hash names both), and a chunk file under its hash
+        // name was checked before it was written (temporary file, fsync, rename): its name and
+        // size are the check, and its bytes are not read and hashed again.
+        let oneChunk = manifest.chunks.count == 1 && manifest.chunks[0] == manifest.sha256
+            && FileSystem.fileSize(chunkPath(zone.owner, manifest.chunks[0])) == Int64(manifest.byteCount)
         var hasher = SHA256Hasher()
-        for (index, chunk) in manifest.chunks.enumerated() {
+        for (index, chunk) in manifest.chunks.enumerated() where !oneChunk {
             guard let bytes = try DurableFile.read(chunkPath(zone.owner, chunk)), bytes.count == manifest.chunkLength(index) else {
                 throw ZoneStorageError(.storageFailure, "chunk \(index) of asset \(manifest.sha256) vanished before the upload completed")
             }
             hasher.update(data: bytes)
         }
-        guard AssetHash(digest: hasher.finalize()) == manifest.sha256 else {
+        guard oneChunk || AssetHash(digest: hasher.finalize()) == manifest.sha256 else {
             // Every chunk matched the manifest, so the manifest lied about the asset: start over.
             try DurableFile.removeTree(upload)
             throw ZoneStorageError(.assetMismatch, "the chunks of asset \(manifest.sha256) match their hashes but not the asset's: its manifest is wrong; nothing was kept", zone: zone.id.description)
@@ -322,14 +350,14 @@ final class EmbeddedAssets: Sendable {
 
     /// Appends a received chunk's index to the upload's file (fsynced: the answer says the chunk
     /// is held). A torn append — a crash mid-write — leaves a short tail that reading ignores.
-    private func appendReceived(_ path: String, _ indexes: [Int]) throws(ZoneStorageError) {
+    private func appendReceived(_ path: String, _ indexes: [Int], durable: Bool = true) throws(ZoneStorageError) {
         var entry: [UInt8] = []
         for index in indexes { withUnsafeBytes(of: UInt32(index).littleEndian) { entry.append(contentsOf: $0) } }
         do {
             let file = try PositionalFile.open(path, write: true)
             let size = try file.size()
             try file.write(entry, at: size - size % 4)  // over a torn entry, if any
-            try file.sync()
+            if durable { try file.sync() }
         } catch {
             throw ZoneStorageError(.storageFailure, "could not record chunks \(indexes.prefix(4)) in \(path): \(error)")
         }
