@@ -61,7 +61,7 @@ extension PostgresZoneStorage {
     }
 
     public func beginAssetUpload(zone id: ZoneID, user: String, manifest: AssetManifest,
-                                 storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+                                 storedBytesLimit: Int64?, unfinishedLimits: UnfinishedUploadLimits) async throws(ZoneStorageError) -> AssetUploadState {
         let asset = manifest.sha256
         let encoded = ByteBuffer(bytes: manifest.encoded)
         let limit = storedBytesLimit.flatMap { $0 > 0 ? $0 : nil }
@@ -99,6 +99,7 @@ extension PostgresZoneStorage {
                                                zone: id.description)
                     }
                 }
+                try await self.checkUnfinished(unfinishedLimits, zone: zone.key, asset: asset, user: user, id: id, on: connection)
                 try await self.linking(id) {
                     try await connection.query("""
                         INSERT INTO strata_asset_uploads (zone_id, sha256, uploader, manifest, touched_at) VALUES (\(zone.key), \(key), \(user), \(encoded), \(now))

@@ -111,6 +111,15 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// The largest asset accepted (an upload's manifest naming more is refused with
         /// `413 tooLarge`). Assets count toward ``maxStoredBytesPerUser``. 8 GiB by default.
         public var maxAssetBytes: UInt64 = 8 << 30
+        /// The most asset uploads one user may have begun and not finished (neither complete nor
+        /// dropped as abandoned by the sweep), across every zone: beginning one more is refused
+        /// with `403 quotaExceeded` (resuming one already begun is not). The received chunks of
+        /// unfinished uploads count toward the zone owner's ``maxStoredBytesPerUser`` as they
+        /// arrive. A device's sync engine has a few uploads under way at once. 64 by default.
+        public var maxUnfinishedUploadsPerUser: Int = 64
+        /// The most asset uploads begun and not finished into one zone, by all its uploaders
+        /// (so that a zone's grantees together cannot hold more). 256 by default.
+        public var maxUnfinishedUploadsPerZone: Int = 256
 
         public init() {}
     }

@@ -36,7 +36,9 @@ extension StrataServerApp {
         }
         try requireStillSignedIn(request, as: user)
         let state = try await storageCall { () async throws(ZoneStorageError) in
-            try await storage.beginAssetUpload(zone: zone.id, user: user, manifest: manifest, storedBytesLimit: configuration.limits.maxStoredBytesPerUser)
+            try await storage.beginAssetUpload(zone: zone.id, user: user, manifest: manifest, storedBytesLimit: configuration.limits.maxStoredBytesPerUser,
+                                               unfinishedLimits: UnfinishedUploadLimits(perUser: configuration.limits.maxUnfinishedUploadsPerUser,
+                                                                                        perZone: configuration.limits.maxUnfinishedUploadsPerZone))
         }
         return try json(AssetUploadAnswer(missing: state.missing, complete: state.complete))
     }

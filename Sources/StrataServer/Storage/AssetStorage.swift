@@ -11,9 +11,13 @@ public import StrataCore
 ///   another zone. Only a held asset may be read through the zone, and only a held asset may be
 ///   named by a transaction pushed to it: knowing a hash never reads the bytes, and a grantee
 ///   cannot make another zone of the owner's (or another user's) asset readable by naming it.
-/// - **Uploads by zone.** An upload into a zone says which chunks it still lacks: for the zone's
-///   owner, the chunks the owner holds anywhere count as there; for anyone else only those sent
-///   to this zone do (so that no grantee learns what else the owner stores).
+/// - **Uploads by zone and uploader.** An upload into a zone is its uploader's (nothing one user
+///   begins or sends resets or blocks another user's upload of the same asset) and says which
+///   chunks it still lacks: for the zone's owner, the chunks the owner holds anywhere count as
+///   there; for anyone else only those the user sent to this zone's upload do (so that no
+///   grantee learns what else the owner stores).
+/// - **Unfinished uploads are capped** per uploader and per zone (``UnfinishedUploadLimits``);
+///   the chunks they received count toward the owner's stored bytes like any other.
 /// - **Verified.** Each chunk is checked against its hash before it is kept; when the last chunk
 ///   arrives the whole asset is checked against its hash before the zone holds it.
 /// - Deleting a zone drops its links and its uploads.
@@ -40,10 +44,12 @@ public protocol AssetStorage: Sendable {
     /// to it): the chunks still to send, in order. Empty when the zone already holds the asset.
     ///
     /// - Throws: ``ZoneStorageError/Code/quotaExceeded`` when the asset cannot fit the owner's
-    ///   stored-bytes limit `storedBytesLimit` (`nil` or `0`: no limit).
-    func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState
+    ///   stored-bytes limit `storedBytesLimit` (`nil` or `0`: no limit), or when a new upload
+    ///   would pass `unfinishedLimits` (resuming an upload already begun never does).
+    func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?,
+                          unfinishedLimits: UnfinishedUploadLimits) async throws(ZoneStorageError) -> AssetUploadState
 
-    /// Keeps chunk `index` of an upload begun with ``beginAssetUpload(zone:user:manifest:storedBytesLimit:)``,
+    /// Keeps chunk `index` of an upload begun with ``beginAssetUpload(zone:user:manifest:storedBytesLimit:unfinishedLimits:)``,
     /// after checking its length and hash; the last chunk completes the upload (the whole asset
     /// is verified, then the zone holds it).
     ///
@@ -58,6 +64,41 @@ public protocol AssetStorage: Sendable {
     /// zone's retained history nor confirmed within `grace`, then the manifests, chunks and
     /// abandoned uploads left unneeded. Safe while pushes and uploads go on.
     func sweepAssets(grace: Duration) async throws(ZoneStorageError) -> AssetSweepReport
+}
+
+/// The most uploads begun and not finished (neither complete nor swept as abandoned) that one
+/// user, and one zone, may have at once. Past one, beginning another upload is refused with
+/// ``ZoneStorageError/Code/quotaExceeded``; resuming one already begun is not. `0` means no cap.
+public struct UnfinishedUploadLimits: Sendable, Hashable {
+    /// The most unfinished uploads of one user, across every zone.
+    public var perUser: Int
+    /// The most unfinished uploads into one zone, by all its uploaders.
+    public var perZone: Int
+
+    public init(perUser: Int, perZone: Int) {
+        self.perUser = perUser
+        self.perZone = perZone
+    }
+
+    /// No cap.
+    public static let none = UnfinishedUploadLimits(perUser: 0, perZone: 0)
+
+    /// The refusal of a new upload past `limit` (`what`: `unfinishedUploadsPerUser` or
+    /// `unfinishedUploadsPerZone`).
+    package static func refusal(_ what: String, limit: Int, count: Int, asset: AssetHash, zone: ZoneID, user: String) -> ZoneStorageError {
+        let whose = what == "unfinishedUploadsPerUser" ? "user \(user) has" : "zone \(zone) has"
+        return ZoneStorageError(.quotaExceeded,
+                                "quota \(what) exceeded: \(whose) \(count) uploads begun and not finished, the most allowed is \(limit); finish one (or let the server drop the abandoned ones) before beginning another. The upload of asset \(asset) was not begun",
+                                zone: zone.description)
+    }
+}
+
+extension AssetStorage {
+    /// Starts (or looks up) an upload with no cap on unfinished uploads (see
+    /// ``beginAssetUpload(zone:user:manifest:storedBytesLimit:unfinishedLimits:)``).
+    public func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+        try await beginAssetUpload(zone: zone, user: user, manifest: manifest, storedBytesLimit: storedBytesLimit, unfinishedLimits: .none)
+    }
 }
 
 /// Where an upload stands.
@@ -90,7 +131,8 @@ extension ZoneStorage {
         assets.sorted()
     }
 
-    public func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+    public func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?,
+                                 unfinishedLimits: UnfinishedUploadLimits) async throws(ZoneStorageError) -> AssetUploadState {
         throw ZoneStorageError(.storageFailure, "this storage keeps no assets", zone: zone.description)
     }
 

@@ -176,6 +176,7 @@ extension EmbeddedAssets {
                     if state.expired(path, now: now, grace: grace) {
                         try DurableFile.removeTree(path)
                         state.forget(path)
+                        unfinished.forget(path)
                         report.uploads += 1
                         changed = true
                     } else if let manifest = Self.uploadManifest(path, asset) {

@@ -34,6 +34,8 @@ final class EmbeddedAssets: Sendable {
     let usage: Mutex<[String: Int64]>
     /// Serializes the changes of one upload (its chunk list), by path.
     private let uploadLocks = Mutex<Set<String>>([])
+    /// The unfinished uploads, counted for ``UnfinishedUploadLimits``.
+    let unfinished: EmbeddedUnfinishedUploads
 
     init(dataDirectory: String) throws(ZoneStorageError) {
         root = DurableFile.join(dataDirectory, "assets")
@@ -59,6 +61,7 @@ final class EmbeddedAssets: Sendable {
             measured[ownerDirectory] = bytes
         }
         usage = Mutex(measured)
+        unfinished = try EmbeddedUnfinishedUploads(root: root)
     }
 
     /// The bytes of `owner`'s chunks.
@@ -158,18 +161,24 @@ final class EmbeddedAssets: Sendable {
                 try DurableFile.removeTree(DurableFile.join(zones, name))
             }
         }
+        unfinished.forgetZones(except: keep)
     }
 
     /// Drops a deleted zone's links and uploads.
     func removeZone(_ zone: ZoneInfo) throws(ZoneStorageError) {
         try DurableFile.removeTree(zoneDirectory(zone))
+        unfinished.forgetZone(zoneDirectory(zone))
     }
 
     // MARK: Uploads
 
-    /// Starts or looks up an upload; see ``AssetStorage/beginAssetUpload(zone:user:manifest:storedBytesLimit:)``.
-    func begin(_ zone: ZoneInfo, user: String, manifest: AssetManifest, limit: Int64?) throws(ZoneStorageError) -> AssetUploadState {
-        if try held(zone, manifest.sha256) != nil { return AssetUploadState(missing: [], complete: true) }
+    /// Starts or looks up an upload; see ``AssetStorage/beginAssetUpload(zone:user:manifest:storedBytesLimit:unfinishedLimits:)``.
+    func begin(_ zone: ZoneInfo, user: String, manifest: AssetManifest, limit: Int64?,
+               unfinishedLimits: UnfinishedUploadLimits = .none) throws(ZoneStorageError) -> AssetUploadState {
+        if try held(zone, manifest.sha256) != nil {
+            try dropFinished(uploadPath(zone, manifest.sha256, uploader: user))
+            return AssetUploadState(missing: [], complete: true)
+        }
         let ownerWide = user == zone.owner
         // The owner's own upload of an asset it holds elsewhere: linked without a byte sent.
         if ownerWide, try ownerManifest(zone.owner, manifest.sha256) != nil {
@@ -185,11 +194,18 @@ final class EmbeddedAssets: Sendable {
             var received = try readUpload(path, manifest.sha256).flatMap { $0.manifest == manifest ? $0.received : nil }
             if received == nil {
                 try checkQuota(zone.owner, adding: Int64(clamping: manifest.byteCount), limit: limit)
-                try DurableFile.makeDirectories(DurableFile.parent(of: path))
-                let encoded = manifest.encoded
-                var bytes: [UInt8] = []
-                withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { bytes.append(contentsOf: $0) }
-                try DurableFile.writeAtomically(bytes + encoded, to: path)
+                let counted = unfinished.contains(path)
+                try unfinished.reserve(path, zone: zone, zoneDirectory: zoneDirectory(zone), uploader: user, asset: manifest.sha256, limits: unfinishedLimits)
+                do throws(ZoneStorageError) {
+                    try DurableFile.makeDirectories(DurableFile.parent(of: path))
+                    let encoded = manifest.encoded
+                    var bytes: [UInt8] = []
+                    withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { bytes.append(contentsOf: $0) }
+                    try DurableFile.writeAtomically(bytes + encoded, to: path)
+                } catch {
+                    if !counted { unfinished.forget(path) }
+                    throw error
+                }
                 received = []
             }
             let got = received ?? []
@@ -209,13 +225,17 @@ final class EmbeddedAssets: Sendable {
             // came before the completion): completed now, or no chunk could ever complete it.
             try complete(zone, manifest, upload: path)
             try DurableFile.removeTree(path)
+            unfinished.forget(path)
             return AssetUploadState(missing: [], complete: true)
         }
     }
 
     /// Keeps one chunk of an upload; completes the upload with the last one.
     func put(_ zone: ZoneInfo, user: String, asset: AssetHash, index: Int, bytes: [UInt8], limit: Int64?) throws(ZoneStorageError) -> AssetUploadState {
-        if try held(zone, asset) != nil { return AssetUploadState(missing: [], complete: true) }
+        if try held(zone, asset) != nil {
+            try dropFinished(uploadPath(zone, asset, uploader: user))
+            return AssetUploadState(missing: [], complete: true)
+        }
         let path = uploadPath(zone, asset, uploader: user)
         // The chunk is checked and stored outside the upload's lock (a chunk file has a lock of
         // its own): a client keeps several chunks of one upload in flight, and their hashing and
@@ -256,7 +276,18 @@ final class EmbeddedAssets: Sendable {
             guard missing.isEmpty else { return AssetUploadState(missing: missing, complete: false) }
             try complete(zone, manifest, upload: path)
             try DurableFile.removeTree(path)
+            unfinished.forget(path)
             return AssetUploadState(missing: [], complete: true)
+        }
+    }
+
+    /// Removes this user's upload of an asset the zone holds now (another user's upload completed
+    /// it), so that it no longer counts as unfinished.
+    private func dropFinished(_ path: String) throws(ZoneStorageError) {
+        guard unfinished.contains(path) else { return }
+        try withUploadLock(path) { () throws(ZoneStorageError) in
+            try DurableFile.removeTree(path)
+            unfinished.forget(path)
         }
     }
 
@@ -278,6 +309,7 @@ final class EmbeddedAssets: Sendable {
         guard oneChunk || AssetHash(digest: hasher.finalize()) == manifest.sha256 else {
             // Every chunk matched the manifest, so the manifest lied about the asset: start over.
             try DurableFile.removeTree(upload)
+            unfinished.forget(upload)
             throw ZoneStorageError(.assetMismatch, "the chunks of asset \(manifest.sha256) match their hashes but not the asset's: its manifest is wrong; nothing was kept", zone: zone.id.description)
         }
         let manifestFile = manifestPath(zone.owner, manifest.sha256)

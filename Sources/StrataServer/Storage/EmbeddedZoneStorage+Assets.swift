@@ -37,14 +37,15 @@ extension EmbeddedZoneStorage: AssetStorage {
         }
     }
 
-    public func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?) async throws(ZoneStorageError) -> AssetUploadState {
+    public func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest, storedBytesLimit: Int64?,
+                                 unfinishedLimits: UnfinishedUploadLimits) async throws(ZoneStorageError) -> AssetUploadState {
         let info = try assetZone(zone, pushedBy: user)
         let assets = self.assets
         let allowance = assetAllowance(owner: info.owner, limit: storedBytesLimit)
         let sweep = assetSweep
         return try await blocking { () throws(ZoneStorageError) in
             try sweep.sharing(assets.ownerDirectory(info.owner)) { () throws(ZoneStorageError) -> AssetUploadState in
-                let state = try assets.begin(info, user: user, manifest: manifest, limit: allowance)
+                let state = try assets.begin(info, user: user, manifest: manifest, limit: allowance, unfinishedLimits: unfinishedLimits)
                 Self.confirm(state, info, manifest.sha256, user, assets, sweep)
                 return state
             }

@@ -111,6 +111,8 @@ extension ServeConfiguration {
         ServeSetting(key: "limits.maxAssetBytes", flag: "--limit maxAssetBytes=", secret: false,
                      apply: { c, v throws(ValueError) in c.limits.maxAssetBytes = UInt64(try integer(v, 0...Int.max)) },
                      current: { "\($0.limits.maxAssetBytes)" }),
+        limitCount("maxUnfinishedUploadsPerUser", \.maxUnfinishedUploadsPerUser, minimum: 0),
+        limitCount("maxUnfinishedUploadsPerZone", \.maxUnfinishedUploadsPerZone, minimum: 0),
     ]
 
     /// The names `--limit NAME=VALUE` takes.
