@@ -65,6 +65,7 @@ let package = Package(
                 .product(name: "StrataSync", package: "Strata"),
                 .product(name: "StrataSyncAsyncHTTPClient", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
                 .product(name: "StrataProtocol", package: "Strata"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]

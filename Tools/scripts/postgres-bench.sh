@@ -7,6 +7,8 @@
 #   bash Tools/scripts/postgres-bench.sh            # full run (about 2–4 minutes after the build)
 #   bash Tools/scripts/postgres-bench.sh --quick    # smoke run
 #
+# BENCH_PRODUCT names another benchmark that takes --postgres URL (strata-asset-bench:
+#   BENCH_PRODUCT=strata-asset-bench bash Tools/scripts/postgres-bench.sh --only upload,fetch).
 # BENCH_SCRATCH sets the build's scratch path (default .build-bench); STRATA_PG_BIN the
 # directory of initdb and pg_ctl (default: PATH, then /usr/lib/postgresql/*/bin).
 set -euo pipefail
@@ -35,5 +37,6 @@ trap cleanup EXIT
 "$BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U strata -d postgres -c "CREATE DATABASE bench" >/dev/null
 
 SCRATCH="${BENCH_SCRATCH:-.build-bench}"
-swift build -c release --package-path Tools/Benchmarks --scratch-path "$SCRATCH" --product strata-postgres-bench
-${BENCH_WRAP:-} "$SCRATCH/release/strata-postgres-bench" --postgres "postgres://strata@127.0.0.1:$PORT/bench?sslmode=disable" "$@"
+PRODUCT="${BENCH_PRODUCT:-strata-postgres-bench}"
+swift build -c release --package-path Tools/Benchmarks --scratch-path "$SCRATCH" --product "$PRODUCT"
+${BENCH_WRAP:-} "$SCRATCH/release/$PRODUCT" --postgres "postgres://strata@127.0.0.1:$PORT/bench?sslmode=disable" "$@"

@@ -1,11 +1,13 @@
 // The log server in a child process, as in strata-sync-bench: the parent re-runs this executable
-// as `strata-asset-bench --serve DATA PORT USERS`, and the child serves until SIGTERM or the end
+// as `strata-asset-bench --serve DATA PORT USERS [POSTGRES_URL]` (embedded storage in DATA, or the
+// PostgreSQL database at POSTGRES_URL), and the child serves until SIGTERM or the end
 // of its stdin (a pipe from the parent, which also ends when the parent dies). A separate process
 // makes the HTTP hop a real loopback one and keeps the server's memory and CPU apart from the
 // client's (/proc/<pid>/status, /proc/<pid>/stat).
 import BenchSupport
 import Foundation
 import Logging
+import StrataPostgres
 import StrataServer
 
 #if canImport(Glibc)
@@ -14,7 +16,7 @@ import Glibc
 
 enum ServeChild {
     /// The child's `main`: never returns.
-    static func run(data: String, port: Int, users: String) async -> Never {
+    static func run(data: String, port: Int, users: String, postgres: String?) async -> Never {
         let watcher = Thread {
             _ = FileHandle.standardInput.readDataToEndOfFile()
             kill(getpid(), SIGTERM)
@@ -28,7 +30,11 @@ enum ServeChild {
         limits.rateLimit = .unlimited
         limits.maxStoredBytesPerUser = 0
         do {
-            try await runServer(dataDirectory: data, port: port, usersFile: users, limits: limits, logger: logger)
+            var options = ServeOptions(dataDirectory: data, usersFile: users, configuration: ServerConfiguration(host: "127.0.0.1", port: port, limits: limits))
+            if let postgres {
+                options.storage = PostgresZoneStorage(url: try PostgresConnectionURL(parsing: postgres), logger: logger)
+            }
+            try await StrataServerApp.serve(options, logger: logger)
             exit(0)
         } catch {
             fail("serve \(data) on port \(port): \(error)", status: 1)
@@ -56,7 +62,7 @@ final class ServerProcess {
 
     /// Writes the users file into `directory`, starts the child on a free port and returns once
     /// it accepts connections.
-    static func start(data: String, directory: String) throws -> ServerProcess {
+    static func start(data: String, directory: String, postgres: String? = nil) throws -> ServerProcess {
         let usersPath = directory + "/users.json"
         let entries = users.map { #"{"name": "\#($0.0)", "tokenSHA256": "\#(UserDirectory.digest(of: $0.1))"}"# }
         let users = #"{"users": ["# + entries.joined(separator: ", ") + "]}"
@@ -67,7 +73,7 @@ final class ServerProcess {
             let port = try freePort()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Machine.executablePath)
-            process.arguments = ["--serve", data, String(port), usersPath]
+            process.arguments = ["--serve", data, String(port), usersPath] + (postgres.map { [$0] } ?? [])
             let stdin = Pipe()
             process.standardInput = stdin
             process.standardOutput = FileHandle.standardError
@@ -76,6 +82,8 @@ final class ServerProcess {
             let server = ServerProcess(process: process, port: port, stdin: stdin)
             let deadline = monotonicNanos() + 30_000_000_000
             while monotonicNanos() < deadline && process.isRunning {
+                // The storage is the service group's first service: the port answers once the
+                // database is open and migrated.
                 if canConnect(port) { return server }
                 usleep(10_000)
             }

@@ -1,9 +1,10 @@
-// strata-asset-bench: assets over loopback HTTP against the log server (embedded storage) in a
-// child process — upload throughput next to an fsynced write of the same bytes, memory while
+// strata-asset-bench: assets over loopback HTTP against the log server (embedded storage, and
+// PostgreSQL with --postgres) in a child process — upload throughput next to an fsynced write of the same bytes, memory while
 // importing and uploading one 5 GiB asset, lazy fetch latency of 1 MiB assets, and the cold open
 // of a store with 10,000 photos next to the same notes without — and prints a markdown table.
 //
-//     swift run -c release --package-path Tools/Benchmarks strata-asset-bench [--quick] [--big] [--only LIST] [--dir PATH] [--keep]
+//     swift run -c release --package-path Tools/Benchmarks strata-asset-bench [--quick] [--big] [--only LIST] [--dir PATH] [--keep] [--postgres URL]
+//     BENCH_PRODUCT=strata-asset-bench bash Tools/scripts/postgres-bench.sh [FLAGS]   # with a throwaway cluster
 import BenchSupport
 import Foundation
 
@@ -12,6 +13,8 @@ struct Settings {
     var big = false
     var parent: String?
     var keep = false
+    /// A PostgreSQL database rows 1 and 3 also run against (a server child serving it).
+    var postgres: String?
     static let workloads: Set<String> = ["upload", "big", "fetch", "photos"]
     var only: Set<String> = ["upload", "fetch", "photos"]
     /// The HTTP clients rows 1 and 3 run with, each in its own rows; row 2 runs with the first.
@@ -22,7 +25,9 @@ struct Settings {
     var fetches: Int { quick ? 50 : 200 }
     var photos: Int { quick ? 1000 : 10_000 }
     let photoSize = 30_000
-    var openRuns: Int { quick ? 1 : 3 }
+    /// Cold opens of each store, alternating: single opens on a shared 2-core machine vary by
+    /// 2× (22–66 ms measured), so three runs do not settle a 10% goal.
+    var openRuns: Int { quick ? 1 : 11 }
     var requiredFreeBytes: Double {
         // Row 1: the media, its fsynced copy (removed before the import), the store and the
         // server's copy; row 2: the file, the store's copy and the server's (removed after).
@@ -31,13 +36,13 @@ struct Settings {
 }
 
 let usage = """
-    usage: strata-asset-bench [--quick] [--big] [--only LIST] [--dir PATH] [--keep]
-           strata-asset-bench --serve DATA PORT USERS
+    usage: strata-asset-bench [--quick] [--big] [--only LIST] [--dir PATH] [--keep] [--postgres URL]
+           strata-asset-bench --serve DATA PORT USERS [POSTGRES_URL]
            strata-asset-bench --open-child STORE
 
       --quick         128 MiB instead of 1 GiB to upload, 512 MiB instead of 5 GiB for --big,
                       50 fetches instead of 200, 1,000 photos instead of 10,000, one open each
-                      (numbers are not meaningful)
+                      instead of 11 (numbers are not meaningful)
       --big           also run row 2: import and upload one 5 GiB asset, memory of both processes
                       (writes 15 GiB: the file, the store's copy, the server's copy)
       --exchanges LIST
@@ -49,8 +54,12 @@ let usage = """
       --dir PATH      make the run's fresh data directory inside PATH (a real disk, not tmpfs);
                       default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
       --keep          leave the data directory in place
-      --serve DATA PORT USERS
-                      run the log server on 127.0.0.1:PORT (what the benchmark runs as its child)
+      --postgres URL  also run rows 1 and 3 against a server child on the PostgreSQL storage in
+                      this database (BENCH_PRODUCT=strata-asset-bench Tools/scripts/postgres-bench.sh
+                      starts a throwaway cluster and passes one)
+      --serve DATA PORT USERS [POSTGRES_URL]
+                      run the log server on 127.0.0.1:PORT (what the benchmark runs as its child),
+                      on the embedded storage in DATA or on the PostgreSQL database
       --open-child STORE
                       open STORE, count its notes, print one line of JSON (open time, VmRSS)
     """
@@ -73,12 +82,13 @@ struct StrataAssetBench {
                 let data = arguments.value(of: argument, "DATA PORT USERS")
                 let port = arguments.number(of: argument, atLeast: 0)
                 let users = arguments.value(of: argument, "DATA PORT USERS")
-                await ServeChild.run(data: data, port: port, users: users)
+                await ServeChild.run(data: data, port: port, users: users, postgres: arguments.next())
             case "--open-child":
                 await OpenChild.run(arguments.value(of: argument, "a store path"))
             case "--quick": settings.quick = true
             case "--big": settings.big = true; settings.only.insert("big")
             case "--keep": settings.keep = true
+            case "--postgres": settings.postgres = arguments.value(of: argument, "URL")
             case "--only": settings.only = arguments.names(of: argument, from: Settings.workloads)
             case "--exchanges":
                 let names = arguments.value(of: argument, "a list").split(separator: ",").map(String.init)
@@ -121,47 +131,48 @@ struct StrataAssetBench {
                        "≤ +64 MiB",
                        "worst +\(fixed(Double(worst) / mib, 1)) MiB — " + (Double(worst) <= 64 * mib ? "PASS" : "**MISS**"))
         }
-        var server: ServerProcess?
-        if !settings.only.isDisjoint(with: ["upload", "fetch"]) {
-            server = try ServerProcess.start(data: place.path("server"), directory: place.run)
-            note("server: pid \(server!.pid) on \(server!.url.absoluteString)")
-        }
-        defer { server?.stop() }
-        if let server, settings.only.contains("upload") {
-            let up = try await uploadRun(place, server: server, totalBytes: settings.uploadBytes, exchanges: settings.exchanges)
-            let fsyncRate = mbps(up.bytes, up.fsyncNanos)
-            note("  fsync-write \(fixed(fsyncRate, 0)) MB/s")
-            report.add("1a. baseline: the same \(bytes(Double(up.bytes))) (\(grouped(up.files)) files: \(up.videos) videos of 50 MB, \(grouped(up.files - up.videos)) photos of ~300 KB, seeded random bytes) copied from the page cache in 1 MiB writes, fsync at the end of each file",
-                       "\(fixed(fsyncRate, 0)) MB/s (\(fixed(seconds(up.fsyncNanos), 2)) s)", "baseline", "—")
-            var letter = UInt8(ascii: "b")
-            func label() -> String {
-                defer { letter += 1 }
-                return "1" + String(Character(Unicode.Scalar(letter)))
+        let backends: [(name: String, postgres: String?)] = [("embedded", nil)] + (settings.postgres.map { [("PostgreSQL", $0)] } ?? [])
+        for backend in backends where !settings.only.isDisjoint(with: ["upload", "fetch"]) {
+            let server = try ServerProcess.start(data: place.path("server-\(backend.name)"), directory: place.run, postgres: backend.postgres)
+            defer { server.stop() }
+            note("server (\(backend.name)): pid \(server.pid) on \(server.url.absoluteString)")
+            let on = backends.count > 1 ? ", \(backend.name)" : ""
+            if settings.only.contains("upload") {
+                let up = try await uploadRun(place, server: server, totalBytes: settings.uploadBytes, exchanges: settings.exchanges)
+                let fsyncRate = mbps(up.bytes, up.fsyncNanos)
+                note("  fsync-write \(fixed(fsyncRate, 0)) MB/s")
+                report.add("1a\(on). baseline: the same \(bytes(Double(up.bytes))) (\(grouped(up.files)) files: \(up.videos) videos of 50 MB, \(grouped(up.files - up.videos)) photos of ~300 KB, seeded random bytes) copied from the page cache in 1 MiB writes, fsync at the end of each file",
+                           "\(fixed(fsyncRate, 0)) MB/s (\(fixed(seconds(up.fsyncNanos), 2)) s)", "baseline", "—")
+                var letter = UInt8(ascii: "b")
+                func label() -> String {
+                    defer { letter += 1 }
+                    return "1" + String(Character(Unicode.Scalar(letter))) + on
+                }
+                for side in up.sides {
+                    let importRate = mbps(up.bytes, side.importNanos)
+                    report.add("\(label()). import (before the \(side.exchange.rawValue) upload): `importAsset(contentsOf:mediaType:fileName:)` of each file into a fresh store",
+                               "\(fixed(importRate, 0)) MB/s (\(fixed(seconds(side.importNanos), 2)) s, client CPU \(fixed(side.importCPU, 2)) s); CPU has SHA extensions (sha_ni): \(cpuHasSHAExtensions ? "yes" : "no")",
+                               "informational", "\(fixed(importRate / fsyncRate, 2))× 1a")
+                    let uploadRate = mbps(up.bytes, side.uploadNanos)
+                    let chunkMean = side.seen.chunks == 0 ? 0 : side.seen.chunkNanos / UInt64(side.seen.chunks)
+                    report.add("\(label()). upload over \(side.exchange.rawValue)\(side.exchange == .urlSession ? " (the default transport)" : ""): one sync() of that store to a fresh zone; first beginAssetUpload → last chunk answered",
+                               "\(fixed(uploadRate, 0)) MB/s (\(fixed(seconds(side.uploadNanos), 2)) s; \(grouped(side.seen.uploads)) uploads, \(grouped(side.seen.chunks)) chunk PUTs of \(latency(chunkMean)) each on average, several in flight); the whole sync() \(fixed(seconds(side.syncNanos), 2)) s with \(side.seen.pushes) push\(side.seen.pushes == 1 ? "" : "es") of \(grouped(side.seen.pushedTransactions)) tx; CPU during sync(): client \(fixed(side.clientCPU, 2)) s, server \(fixed(side.serverCPU, 2)) s\(backend.postgres == nil ? "" : " (PostgreSQL's own processes not counted)")",
+                               "≥ 0.5× 1a", verdict(uploadRate / fsyncRate, goal: 0.5, unit: "× 1a"))
+                }
             }
-            for side in up.sides {
-                let importRate = mbps(up.bytes, side.importNanos)
-                report.add("\(label()). import (before the \(side.exchange.rawValue) upload): `importAsset(contentsOf:mediaType:fileName:)` of each file into a fresh store",
-                           "\(fixed(importRate, 0)) MB/s (\(fixed(seconds(side.importNanos), 2)) s, client CPU \(fixed(side.importCPU, 2)) s); CPU has SHA extensions (sha_ni): \(cpuHasSHAExtensions ? "yes" : "no")",
-                           "informational", "\(fixed(importRate / fsyncRate, 2))× 1a")
-                let uploadRate = mbps(up.bytes, side.uploadNanos)
-                let chunkMean = side.seen.chunks == 0 ? 0 : side.seen.chunkNanos / UInt64(side.seen.chunks)
-                report.add("\(label()). upload over \(side.exchange.rawValue)\(side.exchange == .urlSession ? " (the default transport)" : ""): one sync() of that store to a fresh zone; first beginAssetUpload → last chunk answered",
-                           "\(fixed(uploadRate, 0)) MB/s (\(fixed(seconds(side.uploadNanos), 2)) s; \(grouped(side.seen.uploads)) uploads, \(grouped(side.seen.chunks)) chunk PUTs of \(latency(chunkMean)) each on average); the whole sync() \(fixed(seconds(side.syncNanos), 2)) s with \(side.seen.pushes) push\(side.seen.pushes == 1 ? "" : "es") of \(grouped(side.seen.pushedTransactions)) tx; CPU during sync(): client \(fixed(side.clientCPU, 2)) s, server \(fixed(side.serverCPU, 2)) s",
-                           "≥ 0.5× 1a", verdict(uploadRate / fsyncRate, goal: 0.5, unit: "× 1a"))
-            }
-        }
-        if let server, settings.only.contains("fetch") {
-            for (i, exchange) in settings.exchanges.enumerated() {
-                let fetch = try await fetchRun(place, server: server, count: settings.fetches, exchange: exchange)
-                let sorted = fetch.latencies.sorted()
-                let p99 = percentile(sorted, 99)
-                let manifests = fetch.manifestNanos.sorted()
-                let chunks = fetch.chunkNanos.sorted()
-                note("  p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99))")
-                report.add("3\(Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8(i)))). lazy fetch over \(exchange.rawValue): a fresh device (synced notes) calls `store.asset(_:)` once for each of \(sorted.count) distinct 1 MiB assets, not held → file installed",
-                           "p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99)), max \(latency(sorted.last ?? 0)), first \(latency(fetch.latencies.first ?? 0)); of which the manifest GET p50 \(latency(percentile(manifests, 50))) / p99 \(latency(percentile(manifests, 99))), the chunk GET p50 \(latency(percentile(chunks, 50))) / p99 \(latency(percentile(chunks, 99)))",
-                           "p99 ≤ 20 ms",
-                           "\(fixed(Double(p99) / 20e6, 2))× the bound — " + (p99 <= 20_000_000 ? "PASS" : "**MISS**"))
+            if settings.only.contains("fetch") {
+                for (i, exchange) in settings.exchanges.enumerated() {
+                    let fetch = try await fetchRun(place, server: server, count: settings.fetches, exchange: exchange, backend: backend.name)
+                    let sorted = fetch.latencies.sorted()
+                    let p99 = percentile(sorted, 99)
+                    let manifests = fetch.manifestNanos.sorted()
+                    let chunks = fetch.chunkNanos.sorted()
+                    note("  p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99))")
+                    report.add("3\(Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8(i))))\(on). lazy fetch over \(exchange.rawValue): a fresh device (synced notes) calls `store.asset(_:)` once for each of \(sorted.count) distinct 1 MiB assets, not held → file installed",
+                               "p50 \(latency(percentile(sorted, 50))), p99 \(latency(p99)), max \(latency(sorted.last ?? 0)), first \(latency(fetch.latencies.first ?? 0)); of which the manifest GET p50 \(latency(percentile(manifests, 50))) / p99 \(latency(percentile(manifests, 99))), the chunk GET p50 \(latency(percentile(chunks, 50))) / p99 \(latency(percentile(chunks, 99)))",
+                               "p99 ≤ 20 ms",
+                               "\(fixed(Double(p99) / 20e6, 2))× the bound — " + (p99 <= 20_000_000 ? "PASS" : "**MISS**"))
+                }
             }
         }
         if settings.only.contains("photos") {
@@ -182,7 +193,7 @@ struct StrataAssetBench {
             + (Machine.cpuModel.map { " (\($0))" } ?? "")
             + ", " + (Machine.memoryBytes.map { bytes($0) + " RAM" } ?? "RAM unknown")
             + ", data on \(place.fileSystem)" + (freeBytes.map { " (\(bytes($0)) free)" } ?? "")
-            + ", server (embedded storage) in a child process on loopback HTTP, \(timestamp(started))"
+            + ", server (embedded storage\(settings.postgres == nil ? "" : ", then PostgreSQL") in a child process on loopback HTTP, \(timestamp(started))"
             + (settings.quick ? " — **--quick run: numbers are not meaningful**" : "")
         print("`" + (["swift run -c release --package-path Tools/Benchmarks strata-asset-bench"] + CommandLine.arguments.dropFirst()).joined(separator: " ") + "`\n")
         print(report.render())

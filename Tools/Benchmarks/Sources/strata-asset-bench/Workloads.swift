@@ -444,9 +444,9 @@ final class FetchTimingTransport: SyncTransport {
 
 /// A device uploads `count` distinct 1 MiB assets on notes; a fresh device syncs the notes and
 /// fetches each asset once with `store.asset(_:)`, timed from the call until the file is there.
-func fetchRun(_ place: DataPlace, server: ServerProcess, count: Int, exchange: Exchange) async throws -> FetchRun {
+func fetchRun(_ place: DataPlace, server: ServerProcess, count: Int, exchange: Exchange, backend: String) async throws -> FetchRun {
     note("fetch over \(exchange.rawValue): uploading \(count) assets of 1 MiB…")
-    let source = try await openStore(place.path("fetch-source-\(exchange.user)"))
+    let source = try await openStore(place.path("fetch-source-\(exchange.user)-\(backend)"))
     var assets: [Asset] = []
     for i in 0..<count {
         assets.append(try await source.importAsset(Data(randomBytes(mebibyte, seed: 0xF37C_0000 + UInt64(i))), mediaType: "image/jpeg", fileName: "photo-\(i).jpg"))
@@ -457,7 +457,7 @@ func fetchRun(_ place: DataPlace, server: ServerProcess, count: Int, exchange: E
     try await source.close()
 
     note("  a fresh device syncs the notes and fetches each asset once…")
-    let device = try await openStore(place.path("fetch-device-\(exchange.user)"))
+    let device = try await openStore(place.path("fetch-device-\(exchange.user)-\(backend)"))
     let timing = FetchTimingTransport(exchange.transport(server))
     let deviceEngine = try SyncEngine(store: device, transport: timing, zone: "fetch")
     let report = try await deviceEngine.sync()
