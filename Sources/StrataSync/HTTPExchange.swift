@@ -9,13 +9,24 @@ public struct HTTPExchangeRequest: Sendable {
     public var body: [UInt8]?
     /// The longest the request may take, answer included.
     public var timeout: Duration
+    /// The largest answer body this request reads, when it is less than the exchange's own limit
+    /// (256 MiB): an asset chunk's answer is at most a chunk as an LZ4 block, so a server that
+    /// sends more is refused as the body arrives, not buffered. `nil`: the exchange's limit.
+    public var answerLimit: Int?
 
-    public init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Duration = .seconds(30)) {
+    public init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Duration = .seconds(30),
+                answerLimit: Int? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.answerLimit = answerLimit
+    }
+
+    /// The most answer bytes to read: ``answerLimit`` within `exchangeLimit`.
+    package func answerLimit(within exchangeLimit: Int) -> Int {
+        min(max(0, answerLimit ?? exchangeLimit), exchangeLimit)
     }
 }
 
@@ -38,6 +49,10 @@ public struct HTTPExchangeResponse: Sendable {
 
 /// An HTTP stack the sync protocol's requests go through: ``URLSessionExchange`` (the
 /// default), `AsyncHTTPClientExchange` (the `StrataSyncAsyncHTTPClient` library) or your own.
+///
+/// An exchange refuses, as it arrives, an answer body larger than the request's
+/// ``HTTPExchangeRequest/answerLimit`` (or its own limit), with ``SyncError/Code/transport``
+/// (``HTTPSyncTransport`` checks again after an exchange that does not).
 ///
 /// Whatever the stack, its failures come out as ``SyncError``: a network failure as
 /// ``SyncError/Code/transport`` (retried with backoff), a TLS certificate the client does not

@@ -249,14 +249,30 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8] {
-        let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.assetChunk(asset.hex, index))))
-        guard let encoding = response.header(StrataHeader.chunkEncoding) else { return response.body }
+        // Read no more than a chunk can be (as an LZ4 block, a little more): a hostile or broken
+        // server cannot make a device buffer the general answer limit (256 MiB) per chunk.
+        let request = HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.assetChunk(asset.hex, index)), answerLimit: Self.chunkAnswerLimit)
+        let response = try await send(request)
+        // Again, for an exchange of the app's own that does not keep to the request's limit.
+        guard response.body.count <= Self.chunkAnswerLimit else {
+            throw SyncError(.malformedResponse, "chunk \(index) of asset \(asset): an answer of \(response.body.count) bytes, more than a chunk can be (\(Self.chunkAnswerLimit))")
+        }
+        guard let encoding = response.header(StrataHeader.chunkEncoding) else {
+            guard response.body.count <= AssetManifest.chunkSize else {
+                throw SyncError(.malformedResponse, "chunk \(index) of asset \(asset): \(response.body.count) bytes, more than a chunk (\(AssetManifest.chunkSize))")
+            }
+            return response.body
+        }
         guard encoding == "lz4", let text = response.header(StrataHeader.chunkLength), let length = Int(text), length > 0, length <= AssetManifest.chunkSize,
               let bytes = ChunkCompression.decompress(response.body, length: length) else {
             throw SyncError(.malformedResponse, "chunk \(index) of asset \(asset): a \(StrataHeader.chunkEncoding) of \"\(encoding.prefix(32))\" that does not decode")
         }
         return bytes
     }
+
+    /// The largest asset chunk answer read: a chunk as an LZ4 block at worst (a block of `n`
+    /// bytes is at most `n + n/255 + 16`), as the server bounds a chunk `PUT`'s body.
+    static let chunkAnswerLimit = AssetManifest.chunkSize + AssetManifest.chunkSize / 200 + 64
 
     static func uploadAnswer(_ body: [UInt8]) throws -> AssetUploadAnswer {
         guard let answer = try? JSONDecoder().decode(AssetUploadAnswer.self, from: Data(body)) else {

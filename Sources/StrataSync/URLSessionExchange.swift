@@ -68,7 +68,7 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
         defer { timer.cancel() }
         let answer: Result<(HTTPURLResponse, [UInt8]), any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                driver.start(id, continuation: continuation)
+                driver.start(id, continuation: continuation, limit: request.answerLimit(within: driver.limit))
                 // Cancelled before the task was registered: the handler found nothing to end.
                 if Task.isCancelled {
                     if driver.fail(id, with: CancellationError()) { task.cancel() }
@@ -91,7 +91,7 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
         case .failure(Failure.deadline):
             throw SyncError(.transport, "\(request.method) \(request.url): no whole answer within \(request.timeout)")
         case .failure(Failure.tooLarge(let bytes)):
-            throw SyncError(.transport, "\(request.method) \(request.url): an answer of \(bytes) bytes or more, more than the \(driver.limit) read")
+            throw SyncError(.transport, "\(request.method) \(request.url): an answer of \(bytes) bytes or more, more than the \(request.answerLimit(within: driver.limit)) read")
         case .failure(Failure.notHTTP):
             throw SyncError(.transport, "\(request.method) \(request.url): not an HTTP answer")
         case .failure(let error as URLError) where Self.untrusted.contains(error.code):
@@ -124,16 +124,18 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
             var continuation: CheckedContinuation<Answer, Never>
             var response: HTTPURLResponse?
             var body: [UInt8] = []
+            /// The largest body read for this request.
+            var limit: Int
         }
 
         private let pending = Mutex<[Int: Pending]>([:])
-        /// The largest answer body read.
+        /// The largest answer body read (a request may ask for less).
         let limit: Int
 
         init(limit: Int) { self.limit = limit }
 
-        func start(_ id: Int, continuation: CheckedContinuation<Answer, Never>) {
-            pending.withLock { $0[id] = Pending(continuation: continuation) }
+        func start(_ id: Int, continuation: CheckedContinuation<Answer, Never>, limit: Int) {
+            pending.withLock { $0[id] = Pending(continuation: continuation, limit: limit) }
         }
 
         /// Ends task `id` with `error` unless it has ended; whether it was still running (the
@@ -153,6 +155,7 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
                 completionHandler(.cancel)
                 return
             }
+            let limit = pending.withLock { $0[id]?.limit } ?? limit
             if http.expectedContentLength > Int64(limit) {
                 if fail(id, with: Failure.tooLarge(Int(http.expectedContentLength))) { dataTask.cancel() }
                 completionHandler(.cancel)
@@ -166,9 +169,11 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
             let id = dataTask.taskIdentifier
             let over: Int? = pending.withLock { tasks in
                 guard tasks[id] != nil else { return nil }
+                let count = (tasks[id]?.body.count ?? 0) + data.count
+                // Refused before the bytes past the limit are kept.
+                guard count <= tasks[id]?.limit ?? limit else { return count }
                 tasks[id]?.body.append(contentsOf: data)
-                let count = tasks[id]?.body.count ?? 0
-                return count > limit ? count : nil
+                return nil
             }
             if let over, fail(id, with: Failure.tooLarge(over)) { dataTask.cancel() }
         }

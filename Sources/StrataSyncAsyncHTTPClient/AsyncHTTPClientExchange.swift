@@ -23,11 +23,20 @@ public struct AsyncHTTPClientExchange: HTTPExchange {
         do {
             let seconds = max(1, request.timeout.components.seconds)
             let response = try await client.execute(outgoing, timeout: .seconds(seconds))
-            let body = try await response.body.collect(upTo: maxAnswerBytes)
+            let limit = request.answerLimit(within: maxAnswerBytes)
+            let body: ByteBuffer
+            do {
+                // Refused as the body arrives (its Content-Length, or the bytes past the limit).
+                body = try await response.body.collect(upTo: limit)
+            } catch is NIOTooManyBytesError {
+                throw SyncError(.transport, "\(request.method) \(request.url): an answer of more than the \(limit) bytes read")
+            }
             let bytes = body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? []
             var headers: [String: String] = [:]
             for header in response.headers where headers[header.name.lowercased()] == nil { headers[header.name.lowercased()] = header.value }
             return HTTPExchangeResponse(status: Int(response.status.code), headers: headers, body: bytes)
+        } catch let error as SyncError {
+            throw error
         } catch where Self.isTLSFailure(error) {
             throw SyncError(.untrustedServer, "\(request.method) \(request.url): the TLS handshake failed (\(error)); is the server's certificate trusted by this client, current, and for this host?")
         } catch {
