@@ -1,4 +1,4 @@
-public import StrataCore
+package import StrataCore
 import Synchronization
 
 /// What one ``AssetStorage/sweepAssets(grace:)`` removed.
