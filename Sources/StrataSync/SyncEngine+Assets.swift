@@ -32,10 +32,16 @@ extension SyncEngine: AssetSource {
     /// makes the engine send again (the requests in flight; every chunk the server answered is
     /// recorded there and not asked for again).
     static let assetUploadWindow = 8
+    /// Chunk PUTs of one asset in flight at once: a large asset alone (a video) keeps its
+    /// memory to about half the window's (the 5 GiB upload's client grew by +53 MiB with 8 of
+    /// its chunks in flight, against a goal of +64 MiB), and the rest of the window goes to the
+    /// other assets.
+    static let assetChunkWindow = 4
 
     /// Uploads the assets of `named` the zone may not hold yet (see ``uploadAssets(namedBy:)``):
-    /// several requests in flight at once (``assetUploadWindow``), chunks of begun assets before
-    /// new begins, so that assets complete one after another rather than all at the end.
+    /// several requests in flight at once (``assetUploadWindow``, at most ``assetChunkWindow``
+    /// chunks of one asset), chunks of begun assets before new begins, so that assets complete
+    /// one after another rather than all at the end.
     func uploadAssets(_ named: Set<AssetHash>) async throws {
         var toBegin: [(hash: AssetHash, manifest: AssetManifest)] = []
         for hash in named.sorted() where !assetsInZone.contains(hash) {
@@ -46,17 +52,23 @@ extension SyncEngine: AssetSource {
         let transport = self.transport
         let store = self.store
         let zone = self.zoneReference
-        // Chunks of begun assets waiting for a slot, and per begun asset: the chunks not yet
-        // answered, and whether an answer said the upload completed.
-        var ready: [(manifest: AssetManifest, index: Int)] = []
+        // Begun assets with chunks waiting for a slot (in begin order, each with the next of its
+        // chunks to send), the chunk PUTs in flight per asset, and per begun asset: the chunks
+        // not yet answered, and whether an answer said the upload completed.
+        var ready: [(manifest: AssetManifest, chunks: [Int], next: Int)] = []
+        var sending: [AssetHash: Int] = [:]
         var unanswered: [AssetHash: Int] = [:]
         var completed: Set<AssetHash> = []
         var nextBegin = 0
         try await withThrowingTaskGroup(of: AssetUploadStep.self) { group in
             var inFlight = 0
             func startNext() -> Bool {
-                if !ready.isEmpty {
-                    let (manifest, index) = ready.removeFirst()
+                if let slot = ready.firstIndex(where: { sending[$0.manifest.sha256, default: 0] < Self.assetChunkWindow }) {
+                    let manifest = ready[slot].manifest
+                    let index = ready[slot].chunks[ready[slot].next]
+                    ready[slot].next += 1
+                    if ready[slot].next == ready[slot].chunks.count { ready.remove(at: slot) }
+                    sending[manifest.sha256, default: 0] += 1
                     group.addTask {
                         try Task.checkCancellation()
                         let bytes = try await store.localChunk(index, of: manifest)
@@ -96,9 +108,10 @@ extension SyncEngine: AssetSource {
                         try uploaded(manifest.sha256, complete: answer.complete, missing: answer.missing)
                     } else {
                         unanswered[manifest.sha256] = answer.missing.count
-                        ready.append(contentsOf: answer.missing.map { (manifest, $0) })
+                        ready.append((manifest, answer.missing, 0))
                     }
                 case .chunk(let hash, let answer):
+                    sending[hash, default: 1] -= 1
                     if answer.complete { completed.insert(hash) }
                     let left = (unanswered[hash] ?? 1) - 1
                     unanswered[hash] = left
