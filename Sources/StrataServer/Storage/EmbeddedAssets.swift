@@ -391,7 +391,9 @@ final class EmbeddedAssets: Sendable {
             try file.write(entry, at: size - size % 4)  // over a torn entry, if any
             if durable { try file.sync() }
         } catch {
-            throw ZoneStorageError(.storageFailure, "could not record chunks \(indexes.prefix(4)) in \(path): \(error)")
+            // A full disk is `storageFull` (507: try again later), as for the chunk's own write.
+            let full = DurableFile.isDiskFull((error as? LogError)?.errno)
+            throw ZoneStorageError(full ? .storageFull : .storageFailure, "could not record chunks \(indexes.prefix(4)) in \(path): \(error)")
         }
     }
 
