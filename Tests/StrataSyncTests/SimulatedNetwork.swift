@@ -14,7 +14,9 @@ import StrataCore
 /// late (out of order), and the server restarts between requests. Calls run one at a time, so a
 /// seed replays the same run. Each client reaches it through ``client(_:)`` as a user of its
 /// own; the pushes go through the server's own checks (``PushValidation``, the storage's
-/// ownership and fork rules).
+/// ownership and fork rules). Assets go through the storage's ``AssetStorage`` calls with the
+/// asset routes' checks, and a push or state naming an asset the zone does not hold is refused
+/// with `assetMissing`, as the routes refuse it; the asset calls fail the same ways as the others.
 final class SimulatedNetwork: Sendable {
     struct State {
         var storage: (any ZoneStorage)?
@@ -22,6 +24,10 @@ final class SimulatedNetwork: Sendable {
         var late: [(zone: ZoneID, user: String, replica: ReplicaID, transactions: [PushedTransaction])] = []
         var faults = true
         var restarts = 0
+        /// Pushes and state uploads refused with `assetMissing`.
+        var assetMissing = 0
+        /// Assets whose upload reached the storage.
+        var uploaded: Set<AssetHash> = []
     }
 
     /// Where the server keeps its zones (a data directory, or a PostgreSQL database) and its
@@ -173,6 +179,10 @@ final class SimulatedNetwork: Sendable {
         let storage = try storage()
         guard let info = try await storage.zone(zone) else { throw SyncError(.zoneNotFound, "no zone \(zone)", status: 404) }
         guard info.canPush(user) else { throw SyncError(.forbidden, "\(user) may not push to \(zone)", status: 403) }
+        // As the server's push route: every asset the transactions name must be held by the zone
+        // first. Checked at each delivery (a copy held back and delivered late, after a restore
+        // lost the asset, is refused as the route would refuse it).
+        try await requireHeld(PushedTransaction.assetsNamed(by: pushed), zone: zone, user: user, by: "push", nothingDone: "appended")
         do {
             return try await storage.append(zone: zone, user: user, replica: replica, transactions: pushed)
         } catch {
@@ -229,6 +239,7 @@ final class SimulatedNetwork: Sendable {
             guard info.canPush(user) else { throw SyncError(.forbidden, "\(user) may not write to \(zone)", status: 403) }
             let basis = try? await PullStart.position(after: token, zone: info, storage: storage)
             let decoded = try StateValidation.validate(state, now: Self.serverTime, maxClockOffset: Self.maxClockOffset)
+            try await requireHeld(decoded.namedAssets, zone: zone, user: user, by: "state", nothingDone: "merged")
             let outcome = try await storage.mergeState(zone: zone, user: user, replica: replica, claim: claim, state: decoded, basis: token == nil ? nil : basis)
             if roll(10) { throw SyncError(.transport, "answer dropped") }
             var merged = info
@@ -240,6 +251,117 @@ final class SimulatedNetwork: Sendable {
         } catch let error as ZoneStorageError {
             throw Self.syncError(ServerError(error))
         }
+    }
+
+    /// The server routes' check before a push or a state is taken: `assetMissing` (409, naming the
+    /// assets, as the HTTP transport reads it) when the zone does not hold every one of `named`.
+    private func requireHeld(_ named: Set<AssetHash>, zone: ZoneID, user: String, by what: String, nothingDone: String) async throws {
+        guard !named.isEmpty else { return }
+        let unheld: [AssetHash]
+        do {
+            unheld = try await storage().unheldAssets(zone: zone, user: user, assets: named)
+        } catch let error as ZoneStorageError {
+            throw Self.answered(ServerError(error))
+        }
+        guard !unheld.isEmpty else { return }
+        state.withLock { $0.assetMissing += 1 }
+        throw Self.answered(ServerError(.assetMissing, "the \(what) names \(unheld.count) asset(s) zone \(zone) does not hold (\(unheld.prefix(3).map(\.hex).joined(separator: ", "))\(unheld.count > 3 ? ", …" : "")): upload them to the zone first; nothing was \(nothingDone)",
+                                        assets: unheld.map(\.hex)))
+    }
+
+    /// `error` as the HTTP transport reads the server's answer: its status, and the assets an
+    /// `assetMissing` names. (The older calls above answer without a status, as they always have:
+    /// their seeds replay the same runs.)
+    static func answered(_ error: ServerError) -> SyncError {
+        var answer = SyncError(SyncError.Code(error.code.name), error.message, status: error.code.status, expectedSequence: error.expected,
+                               sequence: error.sequence, serverTime: error.serverTime, maxOffset: error.maxOffset)
+        answer.assets = error.assets.map { $0.compactMap(AssetHash.init(hex:)) }
+        return answer
+    }
+
+    // MARK: Assets, as the server's asset routes take them
+
+    /// How many pushes and state uploads were refused with `assetMissing` so far.
+    var assetMissingAnswers: Int { state.withLock { $0.assetMissing } }
+    /// The assets whose upload reached the storage so far.
+    var uploadedAssets: Set<AssetHash> { state.withLock { $0.uploaded } }
+
+    /// The HTTP server's default limits, which the asset calls keep.
+    static let limits = ServerConfiguration.Limits()
+    /// The largest asset the simulated server takes.
+    static let maxAssetBytes = limits.maxAssetBytes
+
+    /// Runs an asset route's storage call, its errors answered as the route answers them.
+    private func assetCall<T>(_ body: (any ZoneStorage) async throws(ZoneStorageError) -> T) async throws -> T {
+        do {
+            return try await body(storage())
+        } catch let error as ZoneStorageError {
+            throw Self.answered(ServerError(error))
+        }
+    }
+
+    /// The zone for `user` as the routes resolve it: `zoneNotFound` when it does not exist or
+    /// `user` may not read it; with `write`, `forbidden` when `user` may only read it.
+    private func resolve(_ zone: ZoneID, user: String, write: Bool) async throws -> ZoneInfo {
+        guard let info = try await assetCall({ storage async throws(ZoneStorageError) in try await storage.zone(zone) }), info.canRead(user) else {
+            throw Self.answered(ServerError(.zoneNotFound, "no zone \(zone)"))
+        }
+        if write, !info.canPush(user) { throw Self.answered(ServerError(.forbidden, "user \(user) may not push to zone \(zone)")) }
+        return info
+    }
+
+    func beginAssetUpload(zone: ZoneID, user: String, manifest: AssetManifest) async throws -> AssetUploadAnswer {
+        if roll(10) { throw SyncError(.transport, "request dropped") }
+        _ = try await resolve(zone, user: user, write: true)
+        guard manifest.byteCount <= Self.maxAssetBytes else {
+            throw Self.answered(ServerError(.tooLarge, "asset \(manifest.sha256) has \(manifest.byteCount) bytes; this server accepts assets of at most \(Self.maxAssetBytes)"))
+        }
+        self.state.withLock { _ = $0.uploaded.insert(manifest.sha256) }
+        let state = try await assetCall { storage async throws(ZoneStorageError) in
+            try await storage.beginAssetUpload(zone: zone, user: user, manifest: manifest, storedBytesLimit: nil,
+                                               unfinishedLimits: UnfinishedUploadLimits(perUser: Self.limits.maxUnfinishedUploadsPerUser,
+                                                                                        perZone: Self.limits.maxUnfinishedUploadsPerZone))
+        }
+        if roll(10) { throw SyncError(.transport, "answer dropped") }
+        return AssetUploadAnswer(missing: state.missing, complete: state.complete)
+    }
+
+    func putAssetChunk(zone: ZoneID, user: String, asset: AssetHash, index: Int, bytes: [UInt8]) async throws -> AssetUploadAnswer {
+        if roll(10) { throw SyncError(.transport, "request dropped") }
+        _ = try await resolve(zone, user: user, write: true)
+        guard bytes.count <= AssetManifest.chunkSize else {
+            throw Self.answered(ServerError(.tooLarge, "chunk \(index) of asset \(asset) has \(bytes.count) bytes; a chunk has at most \(AssetManifest.chunkSize)"))
+        }
+        let state = try await assetCall { storage async throws(ZoneStorageError) in
+            try await storage.putAssetChunk(zone: zone, user: user, sha256: asset, index: index, bytes: bytes, storedBytesLimit: nil)
+        }
+        if roll(10) { throw SyncError(.transport, "answer dropped") }
+        return AssetUploadAnswer(missing: state.missing, complete: state.complete)
+    }
+
+    func assetManifest(zone: ZoneID, user: String, asset: AssetHash) async throws -> AssetManifest? {
+        if roll(10) { throw SyncError(.transport, "request dropped") }
+        _ = try await resolve(zone, user: user, write: false)
+        let manifest = try await assetCall { storage async throws(ZoneStorageError) in try await storage.heldAsset(zone: zone, sha256: asset) }
+        if roll(10) { throw SyncError(.transport, "answer dropped") }
+        // The HTTP transport reads the route's `assetNotFound` as no manifest.
+        return manifest
+    }
+
+    func assetChunk(zone: ZoneID, user: String, asset: AssetHash, index: Int) async throws -> [UInt8] {
+        if roll(10) { throw SyncError(.transport, "request dropped") }
+        _ = try await resolve(zone, user: user, write: false)
+        guard let bytes = try await assetCall({ storage async throws(ZoneStorageError) in try await storage.assetChunk(zone: zone, sha256: asset, index: index) }) else {
+            throw Self.answered(ServerError(.assetNotFound, "zone \(zone) holds no asset \(asset)"))
+        }
+        if roll(10) { throw SyncError(.transport, "answer dropped") }
+        return bytes
+    }
+
+    /// Sweeps the server's unreferenced assets (``AssetStorage/sweepAssets(grace:)``), as its
+    /// background compactor does.
+    func sweepAssets(grace: Duration) async throws -> AssetSweepReport {
+        try await storage().sweepAssets(grace: grace)
     }
 
     static func syncError(_ error: ServerError) -> SyncError {
@@ -282,5 +404,17 @@ struct SimulatedClient: SyncTransport {
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { try await network.replicas(zone: id(zone)) }
     func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
         try await network.uploadState(zone: id(zone), user: user, state: state, replica: replica, claim: claim, after: token)
+    }
+    func beginAssetUpload(zone: ZoneReference, manifest: AssetManifest) async throws -> AssetUploadAnswer {
+        try await network.beginAssetUpload(zone: id(zone), user: user, manifest: manifest)
+    }
+    func putAssetChunk(zone: ZoneReference, asset: AssetHash, index: Int, bytes: [UInt8]) async throws -> AssetUploadAnswer {
+        try await network.putAssetChunk(zone: id(zone), user: user, asset: asset, index: index, bytes: bytes)
+    }
+    func assetManifest(zone: ZoneReference, asset: AssetHash) async throws -> AssetManifest? {
+        try await network.assetManifest(zone: id(zone), user: user, asset: asset)
+    }
+    func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8] {
+        try await network.assetChunk(zone: id(zone), user: user, asset: asset, index: index)
     }
 }

@@ -26,6 +26,9 @@ final class SimulatedServerSite: Sendable {
     /// Deterministic epochs, new for each zone created (a recreated zone has another epoch), the
     /// same across restarts.
     private let epochs = Atomic<UInt64>(41)
+    /// The wall clock the storage stamps asset confirmations with and sweeps by: the system's,
+    /// or one the asset simulation moves past the sweep's grace.
+    private let clock: ServerClock
 
     /// Thousands of restarts and compactions: only warnings are worth printing.
     static let quiet: Logger = {
@@ -34,9 +37,10 @@ final class SimulatedServerSite: Sendable {
         return logger
     }()
 
-    init(_ backend: Backend, directory: String) throws {
+    init(_ backend: Backend, directory: String, clock: ServerClock = .system) throws {
         self.backend = backend
         self.directory = directory
+        self.clock = clock
         switch backend {
         case .embedded:
             database = nil
@@ -56,12 +60,12 @@ final class SimulatedServerSite: Sendable {
             // Small segments, so that compaction really retires history.
             var log = LogOptions(durability: .buffered)
             log.segmentSize = 4096
-            return try EmbeddedZoneStorage(directory: directory, options: EmbeddedZoneStorage.Options(log: log, makeEpoch: makeEpoch),
+            return try EmbeddedZoneStorage(directory: directory, options: EmbeddedZoneStorage.Options(log: log, makeEpoch: makeEpoch, clock: clock),
                                            logger: Self.quiet)
         case .postgres:
             guard let cluster, let database else { throw PostgresClusterError("no database") }
             let storage = PostgresZoneStorage(url: try PostgresConnectionURL(parsing: cluster.url(database: database)),
-                                              options: PostgresZoneStorage.Options(maxConnections: 4, makeEpoch: makeEpoch), logger: Self.quiet)
+                                              options: PostgresZoneStorage.Options(maxConnections: 4, makeEpoch: makeEpoch, clock: clock), logger: Self.quiet)
             // The simulation closes the storages it opens (a crash, a restore): closing ends the run.
             let running = Task { try await storage.run() }
             do {
