@@ -71,10 +71,17 @@ extension PostgresZoneStorage {
             try Self.checkPush(zone.info, user: user)
             let owner = zone.info.owner
             let key = ByteBuffer(bytes: asset.bytes)
-            if try await self.isLinked(zone.key, asset, on: connection) { return .held }
             let ownerWide = user == owner
-            // The owner's own upload of an asset it holds through another zone: linked, no byte sent.
-            if ownerWide, try await !self.linkOwned([asset], zone: zone.key, owner: owner, now: now, id: id, on: connection).isEmpty {
+            // Held (the owner's push linked it, or it is the owner's own upload of an asset it
+            // holds through another zone: linked, no byte sent): an upload of the user's left
+            // from before is finished, and no longer counts against the caps.
+            var held = try await self.isLinked(zone.key, asset, on: connection)
+            if !held, ownerWide {
+                held = try await !self.linkOwned([asset], zone: zone.key, owner: owner, now: now, id: id, on: connection).isEmpty
+            }
+            if held {
+                try await connection.query("DELETE FROM strata_asset_uploads WHERE zone_id = \(zone.key) AND sha256 = \(key) AND uploader = \(user)",
+                                           logger: self.logger)
                 return .held
             }
             var received: [Int32]

@@ -68,6 +68,28 @@ struct UnfinishedUploadLimitTests {
         try await storage.close()
     }
 
+    @Test("the owner's upload into one zone of an asset it then completed in another is finished when begun again there (the zone holds it at once) and no longer counts against the owner's cap",
+          arguments: [StorageBackend.embedded, .postgres])
+    func ownersUploadLinkedElsewhereMakesRoom(_ backend: StorageBackend) async throws {
+        let storage = try await StorageSite(backend).open()
+        _ = try await storage.createZone(name: "one", owner: "alice", access: .private, grants: [:])
+        _ = try await storage.createZone(name: "two", owner: "alice", access: .private, grants: [:])
+        let limits = UnfinishedUploadLimits(perUser: 2, perZone: 0)
+        let assets = try (0..<3).map { try TestAsset(seed: 530 + UInt64($0), byteCount: 3000) }
+        func begin(_ zone: ZoneID, _ asset: TestAsset) async throws -> AssetUploadState {
+            try await storage.beginAssetUpload(zone: zone, user: "alice", manifest: asset.manifest, storedBytesLimit: nil, unfinishedLimits: limits)
+        }
+        #expect(try await begin("one", assets[0]).missing == [0])
+        #expect(try await begin("two", assets[0]).missing == [0])
+        #expect(try await storage.putAssetChunk(zone: "two", user: "alice", sha256: assets[0].sha256, index: 0, bytes: assets[0].chunk(0), storedBytesLimit: nil).complete)
+        // Held through zone two: zone one holds it without a byte sent, and the upload begun
+        // there is over.
+        #expect(try await begin("one", assets[0]) == AssetUploadState(missing: [], complete: true))
+        #expect(try await begin("one", assets[1]).missing == [0])
+        #expect(try await begin("one", assets[2]).missing == [0])
+        try await storage.close()
+    }
+
     @Test("an upload completed by another user leaves the first user's own upload of the asset finished: it no longer counts against the user's cap",
           arguments: [StorageBackend.embedded, .postgres])
     func anotherUsersCompletionMakesRoom(_ backend: StorageBackend) async throws {

@@ -183,6 +183,7 @@ final class EmbeddedAssets: Sendable {
         // The owner's own upload of an asset it holds elsewhere: linked without a byte sent.
         if ownerWide, try ownerManifest(zone.owner, manifest.sha256) != nil {
             try link(zone, manifest.sha256)
+            try dropFinished(uploadPath(zone, manifest.sha256, uploader: user))
             return AssetUploadState(missing: [], complete: true)
         }
         let path = uploadPath(zone, manifest.sha256, uploader: user)
