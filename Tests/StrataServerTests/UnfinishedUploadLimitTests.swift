@@ -1,4 +1,7 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
 @testable import StrataServer
 import StrataProtocol
 import StrataTestSupport
@@ -66,6 +69,31 @@ struct UnfinishedUploadLimitTests {
         }
         #expect(try await begin("one", "dave", assets[5]).missing == [0, 1])
         try await storage.close()
+    }
+
+    @Test("over HTTP, --limit maxUnfinishedUploadsPerUser: a manifest PUT past it is 403 quotaExceeded naming unfinishedUploadsPerUser and counted as a quota refusal; the one begun resumes; defaults 64 per user and 256 per zone")
+    func overHTTP() async throws {
+        #expect(ServerConfiguration.Limits().maxUnfinishedUploadsPerUser == 64)
+        #expect(ServerConfiguration.Limits().maxUnfinishedUploadsPerZone == 256)
+        var limits = ServerConfiguration.Limits()
+        limits.maxUnfinishedUploadsPerUser = 1
+        let server = try TestServer(limits: limits)
+        let first = try TestAsset(seed: 540, byteCount: 3000)
+        let second = try TestAsset(seed: 541, byteCount: 3000)
+        try await server.test { client in
+            try await client.createZone("photos")
+            func begin(_ asset: TestAsset) async throws -> TestResponse {
+                try await client.execute(uri: "/v1/zones/photos/assets/\(asset.sha256.hex)", method: .put, headers: auth(Token.alice),
+                                         body: ByteBuffer(bytes: try JSONEncoder().encode(AssetManifestBody(asset.manifest))))
+            }
+            #expect(try await begin(first).status == .ok)
+            let refused = try await begin(second)
+            #expect(refused.status == .forbidden)
+            let error = try errorBody(refused)
+            #expect(error.code == "quotaExceeded" && error.message.contains("unfinishedUploadsPerUser"), "\(error.message)")
+            #expect(String(decoding: server.app.metrics.exposition(), as: UTF8.self).contains("strata_quota_refusals_total 1"))
+            #expect(try await begin(first).status == .ok)
+        }
     }
 
     @Test("the owner's upload into one zone of an asset it then completed in another is finished when begun again there (the zone holds it at once) and no longer counts against the owner's cap",
