@@ -99,6 +99,49 @@ struct AssetCollectionSimulationTests {
         }
     }
 
+    /// Found by the simulation above: a state upload had to name only assets the zone holds,
+    /// deleted objects' included, while a device collects a deleted note's photo once the delete
+    /// is older than its grace. A server restored from a backup older than the note then refused
+    /// every heal (`assetMissing` for a photo nobody kept), and the device could not sync again.
+    @Test("A device heals a zone restored from a backup older than everything it synced, though it deleted a note and collected its photo: the state upload is taken, the sync succeeds and pushes what its log still holds")
+    func healAfterCollectingDeletedPhoto() async throws {
+        let dir = TemporaryDirectory()
+        let network = try await SimulatedNetwork(site: SimulatedServerSite(.embedded, directory: dir.sub("server")), seed: 1)
+        network.heal()
+        try await network.createZone(Self.zone, grants: [:])
+        try await network.takeBackup()
+        var options = StoreOptions(durability: .buffered)
+        options.segmentSize = 4096
+        options.assetCollectionGrace = .zero
+        let store = try await Store.open(at: dir.sub("device"), schema: photoSchema, options: options)
+        let engine = try SyncEngine(store: store, transport: network.client(Self.zone.owner), zone: Self.zone.name)
+        let photo = try await store.importAsset(Data(assetBytes(1000, seed: 3)), mediaType: "image/jpeg")
+        let note = try await store.transaction { tx in try tx.insert("Note", ["photo": .asset(photo)]) }
+        try await engine.sync()
+        try await store.transaction { tx in try tx.delete(note) }
+        try await engine.sync()
+        // Enough history after the delete that compactions retire what named the photo.
+        for round in 0..<3 {
+            for i in 0..<20 {
+                try await store.transaction { tx in _ = try tx.insert("Note", ["title": .string("filler \(round) \(i) " + String(repeating: "x", count: 300))]) }
+            }
+            try await engine.sync()
+            try await store.compact()
+        }
+        #expect(store.localFile(for: photo) == nil, "the deleted note's photo was not collected: this test no longer tests anything")
+
+        #expect(try await network.rollBack())
+        let report = try await engine.sync()
+        #expect(report.stateUploads == 1)
+        #expect(network.assetMissingAnswers == 0)
+        let storage = try network.storage()
+        let replicas = try await storage.replicas(zone: Self.zone)
+        let own = store.appliedSequences().first { $0.replica == store.replicaID }?.highest
+        #expect(own != nil && replicas.first { $0.replica == store.replicaID }?.acknowledged == own, "the zone does not hold all of the device's edits again")
+        try await store.close()
+        try await network.close()
+    }
+
     /// An honest device: its store, its engine and the user it syncs as.
     struct Device {
         var store: Store

@@ -17,7 +17,8 @@ public struct StateUpload: Sendable {
     /// the header's claim): what a server checks against its clock, since a stamp far ahead
     /// would win every later edit.
     public let newestTimestamp: HLC
-    /// The assets its objects' fields name: the zone must hold them before it takes the state.
+    /// The assets its objects' fields name (deleted objects' left out): the zone must hold them
+    /// before it takes the state.
     public let namedAssets: Set<AssetHash>
 
     /// Checks `payload`.
@@ -40,9 +41,15 @@ public struct StateUpload: Sendable {
                 }
                 previous = id
                 newest = max(newest, record.inserted.hlc, record.deleted.hlc)
+                // A deleted object's fields are never read again (only a newer insert brings the
+                // object back, with fields of its own), and its assets are collected on devices
+                // once the delete is older than their grace: the zone need not hold them, else a
+                // device healing a restored zone is refused for a photo nobody keeps any more.
+                // (Without the replica table's order, a tie of stamps counts as not deleted.)
+                let deleted = !record.inserted.isNone && !record.deleted.isNone && record.deleted.hlc > record.inserted.hlc
                 for slot in record.fields {
                     newest = max(newest, slot.ref.hlc)
-                    if case .asset(let asset) = slot.value, asset.sha256 != Asset.empty.sha256 { assets.insert(asset.sha256) }
+                    if !deleted, case .asset(let asset) = slot.value, asset.sha256 != Asset.empty.sha256 { assets.insert(asset.sha256) }
                 }
                 for member in record.sets {
                     for add in member.adds { newest = max(newest, add.hlc) }
