@@ -35,6 +35,12 @@ extension SyncEngine {
                 return
             case .held:
                 canPush = false
+            case .awaitingHeal:
+                let waiting = try await unpushedEdits().count
+                report.unpushable = waiting
+                let reason = "zone \(zoneReference) must be healed from this device's state before its \(waiting) local transaction(s) can follow (the server lost history this store no longer holds as events)"
+                update { $0.pending = waiting; $0.blocked = waiting > 0 ? reason : nil }
+                return
             }
         }
         cursor.bind(to: store.replicaID)
@@ -52,6 +58,9 @@ extension SyncEngine {
         case pushed
         /// The server refused it as forbidden: the edits wait for write access.
         case held
+        /// The server expects sequences only the pending heal's state carries: the edits wait
+        /// for the heal.
+        case awaitingHeal
     }
 
     func pushAll(_ report: inout SyncReport) async throws -> PushEnd {
@@ -110,6 +119,10 @@ extension SyncEngine {
                 // The log must still hold the sequence the server expects, else pushing again
                 // would meet the same gap forever: say what is missing instead.
                 if let first = pending.first?.sequences.lowerBound, first != expected {
+                    // A heal still pending (refused this sync for what it can wait out: a state
+                    // stamped ahead, an asset) is what closes this gap — its state claims what
+                    // the log compacted away. The edits wait for it instead of failing every sync.
+                    if cursor.healPending { return .awaitingHeal }
                     throw SyncError(.store, "the server expects sequence \(expected) of replica \(store.replicaID), which this store's log no longer holds (compacted away before it was pushed); it starts again at \(first)")
                 }
             case .redirected(.splitBatch(let count), _):
