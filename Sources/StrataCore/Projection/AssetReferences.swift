@@ -3,10 +3,11 @@ import StrataLog
 /// Which assets a state names: what must not be collected while the state is kept, and what a
 /// server must hold before it takes a state someone uploads.
 ///
-/// A deleted object's fields still name their assets for a while: an edit made elsewhere before
-/// the delete was seen can bring the object back (the merge rule lets the newer of a delete and
-/// an edit win), with its photo. Once the delete is older than the caller's cutoff (a collection's
-/// grace period), its assets are no longer counted: deleting a note frees its photo.
+/// A deleted object's fields still name their assets for a while: updates never revive a deleted
+/// object, but an insert of the same object newer than the delete does (one made elsewhere
+/// before the delete was seen, an app's undo), and the fields it does not write keep their
+/// values — its photo among them. Once the delete is older than the caller's cutoff (a
+/// collection's grace period), its assets are no longer counted: deleting a note frees its photo.
 extension Projection {
     /// Every asset a field of any object names — deleted objects' fields too, unless deleted
     /// before `deletedBefore` (milliseconds since 1970) — the empty asset left out.
