@@ -103,14 +103,22 @@ extension Store {
     /// holds is not written again. The copy is durable before this returns.
     ///
     /// - Throws: `StoreError.Code.invalidArgument` for an unreadable file or an invalid media
-    ///   type or file name (see `Asset.init(sha256:byteCount:mediaType:fileName:)` in `StrataCore`).
+    ///   type or file name (see `Asset.init(sha256:byteCount:mediaType:fileName:)` in `StrataCore`);
+    ///   `StoreError.Code.log` when the store's disk fails (``StoreError/logError`` says how: a
+    ///   full disk is errno `ENOSPC`) — nothing of the import is left, and trying again once
+    ///   there is room succeeds.
     public func importAsset(contentsOf url: URL, mediaType: String, fileName: String? = nil) async throws -> Asset {
         if let problem = Asset.problem(byteCount: 0, mediaType: mediaType, fileName: fileName) {
             throw StoreError(.invalidArgument, "cannot import \(url.path): \(problem)")
         }
         let assets = self.assets
         let path = url.path
-        let manifest = try await BlockingIO.run { try assets.importFile(at: path) }
+        let manifest: AssetManifest
+        do {
+            manifest = try await BlockingIO.run { try assets.importFile(at: path) }
+        } catch let error as LogError {
+            throw StoreError(.log, "cannot import \(path): \(error)", logError: error)
+        }
         return try Asset(sha256: manifest.sha256, byteCount: manifest.byteCount, mediaType: mediaType, fileName: fileName)
     }
 
@@ -121,7 +129,12 @@ extension Store {
         }
         let assets = self.assets
         let bytes = [UInt8](data)
-        let manifest = try await BlockingIO.run { try assets.importBytes(bytes) }
+        let manifest: AssetManifest
+        do {
+            manifest = try await BlockingIO.run { try assets.importBytes(bytes) }
+        } catch let error as LogError {
+            throw StoreError(.log, "cannot import \(bytes.count) bytes: \(error)", logError: error)
+        }
         return try Asset(sha256: manifest.sha256, byteCount: manifest.byteCount, mediaType: mediaType, fileName: fileName)
     }
 
@@ -144,8 +157,10 @@ extension Store {
     /// stays, and the next call resumes from there).
     ///
     /// - Throws: `StoreError.Code.assetUnavailable` when no attached source has the asset,
-    ///   `StoreError.Code.corruptAsset` when a source's bytes do not match it, or the source's
-    ///   error (a `SyncError` of the transport) when fetching failed.
+    ///   `StoreError.Code.corruptAsset` when a source's bytes do not match it,
+    ///   `StoreError.Code.log` when the store's disk fails (a full disk: errno `ENOSPC` in
+    ///   ``StoreError/logError``; what was fetched stays, and the next call resumes), or the
+    ///   source's error (a `SyncError` of the transport) when fetching failed.
     public func asset(_ asset: Asset, progress: (@Sendable (AssetProgress) -> Void)? = nil) async throws -> URL {
         if let file = localFile(for: asset) { return file }
         let shared = assetFetching.withLock { state -> SharedDownload in
@@ -224,6 +239,15 @@ extension Store {
 
     private func fetch(_ manifest: AssetManifest, from source: any AssetSource, asset: Asset, first: [UInt8]?,
                        progress: (@Sendable (AssetProgress) -> Void)?) async throws -> String {
+        do {
+            return try await fetchChunks(manifest, from: source, asset: asset, first: first, progress: progress)
+        } catch let error as LogError {
+            throw StoreError(.log, "cannot store \(asset) as it arrives: \(error)", logError: error)
+        }
+    }
+
+    private func fetchChunks(_ manifest: AssetManifest, from source: any AssetSource, asset: Asset, first: [UInt8]?,
+                             progress: (@Sendable (AssetProgress) -> Void)?) async throws -> String {
         let assets = self.assets
         let download = try await BlockingIO.run { try AssetDownload(manifest, in: assets) }
         // The manifest is made durable while the first chunk travels (two of the fetch's four
