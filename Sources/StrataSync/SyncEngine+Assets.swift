@@ -49,6 +49,9 @@ extension SyncEngine: AssetSource {
             toBegin.append((hash, manifest))
         }
         guard !toBegin.isEmpty else { return }
+        // Smallest first: a thumbnail is on the server (and its note can follow) before the
+        // original it stands for, and many photos before one video takes the window.
+        toBegin.sort { ($0.manifest.byteCount, $0.hash) < ($1.manifest.byteCount, $1.hash) }
         let transport = self.transport
         let store = self.store
         let zone = self.zoneReference
