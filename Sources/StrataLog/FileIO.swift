@@ -313,11 +313,18 @@ package enum FileSystem {
     package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true, mode: Int = 0o644) throws {
         let temporary = path + ".tmp"
         try remove(temporary)
-        let file = try FileHandle.open(temporary, write: true, create: true, exclusive: true, mode: mode_t(mode))
-        try file.write(bytes, at: 0)
-        guard fchmod(file.fd, mode_t(mode)) == 0 else { throw FileHandle.ioError("fchmod", temporary) }
-        if durable { try file.sync() }
-        try rename(temporary, path)
+        do {
+            let file = try FileHandle.open(temporary, write: true, create: true, exclusive: true, mode: mode_t(mode))
+            try file.write(bytes, at: 0)
+            guard fchmod(file.fd, mode_t(mode)) == 0 else { throw FileHandle.ioError("fchmod", temporary) }
+            if durable { try file.sync() }
+            try rename(temporary, path)
+        } catch {
+            // A write that failed (a full disk) leaves no temporary behind: nothing else may
+            // ever write this path again to clear it.
+            try? remove(temporary)
+            throw error
+        }
         if durable { try syncDirectory(parentPath(path)) }
     }
 
