@@ -43,6 +43,30 @@ extension SyncEngine: AssetSource {
     /// chunks of one asset), chunks of begun assets before new begins, so that assets complete
     /// one after another rather than all at the end.
     func uploadAssets(_ named: Set<AssetHash>) async throws {
+        do {
+            try await uploadAssetsInWindow(named)
+        } catch let error as SyncError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            // The store's own failure (an asset file damaged or unreadable, the disk): typed, so
+            // that the sync's status says it rather than keep the phase it had.
+            throw SyncError(.store, "cannot read an asset of this store to upload it: \(error)")
+        }
+    }
+
+    /// Records that the server will not take `hash` (too large, over a quota): its transaction
+    /// stays pending (the push is refused with `assetMissing`, which the sync defers), the other
+    /// assets and the pull go on, and the sync reports this refusal — naming every asset refused.
+    private func noteRefusal(_ refusal: SyncError, of hash: AssetHash) {
+        var noted = refusal
+        let earlier = assetUploadRefusal?.assets ?? []
+        noted.assets = earlier.contains(hash) ? earlier : earlier + [hash]
+        assetUploadRefusal = noted
+    }
+
+    private func uploadAssetsInWindow(_ named: Set<AssetHash>) async throws {
         var toBegin: [(hash: AssetHash, manifest: AssetManifest)] = []
         for hash in named.sorted() where !assetsInZone.contains(hash) {
             guard let manifest = try store.localManifest(for: hash) else { continue }
@@ -62,6 +86,7 @@ extension SyncEngine: AssetSource {
         var sending: [AssetHash: Int] = [:]
         var unanswered: [AssetHash: Int] = [:]
         var completed: Set<AssetHash> = []
+        var refused: Set<AssetHash> = []
         var nextBegin = 0
         try await withThrowingTaskGroup(of: AssetUploadStep.self) { group in
             var inFlight = 0
@@ -75,8 +100,13 @@ extension SyncEngine: AssetSource {
                     group.addTask {
                         try Task.checkCancellation()
                         let bytes = try await store.localChunk(index, of: manifest)
-                        let answer = try await transport.putAssetChunk(zone: zone, asset: manifest.sha256, index: index, bytes: bytes)
-                        return .chunk(manifest.sha256, answer)
+                        do {
+                            let answer = try await transport.putAssetChunk(zone: zone, asset: manifest.sha256, index: index, bytes: bytes)
+                            return .chunk(manifest.sha256, answer)
+                        } catch let refusal as SyncError where refusal.code == .tooLarge || refusal.code == .quotaExceeded {
+                            // The owner's quota filled while this asset was on its way.
+                            return .refused(manifest.sha256, refusal)
+                        }
                     }
                     return true
                 }
@@ -97,11 +127,14 @@ extension SyncEngine: AssetSource {
             while let step = try await group.next() {
                 inFlight -= 1
                 switch step {
-                case .refused(_, let refusal):
-                    // An asset the server will not take: its transaction stays pending (the push
-                    // is refused with `assetMissing`, which the sync defers), the other assets
-                    // and the pull go on, and the sync reports this refusal, which says why.
-                    assetUploadRefusal = refusal
+                case .refused(let hash, let refusal):
+                    if sending[hash] != nil { sending[hash, default: 1] -= 1 }
+                    // (`break` leaves the switch only: the window is refilled below either way.)
+                    guard refused.insert(hash).inserted else { break }
+                    // No more of its chunks go out; answers to those in flight are let go.
+                    ready.removeAll { $0.manifest.sha256 == hash }
+                    unanswered[hash] = nil
+                    noteRefusal(refusal, of: hash)
                 case .begun(let manifest, let answer):
                     // The server's list is checked before any index is used: in range, each once.
                     guard answer.missing.allSatisfy({ $0 >= 0 && $0 < manifest.chunks.count }), Set(answer.missing).count == answer.missing.count else {
@@ -115,6 +148,7 @@ extension SyncEngine: AssetSource {
                     }
                 case .chunk(let hash, let answer):
                     sending[hash, default: 1] -= 1
+                    if refused.contains(hash) { break }
                     if answer.complete { completed.insert(hash) }
                     let left = (unanswered[hash] ?? 1) - 1
                     unanswered[hash] = left

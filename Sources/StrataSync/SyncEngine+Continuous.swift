@@ -148,10 +148,16 @@ extension SyncEngine {
         }
         try await verifyUnconfirmedPush(&report)
         try await healOrDefer(&report)
-        if let refused = try await pushOrDefer(&report, continuous: true) { throw refused }
+        // Only an asset the server will not take is deferred here (see the machine): the edits
+        // wait, the status says why, and the long poll still brings everyone else's.
+        let refused = try await pushOrDefer(&report, continuous: true)
         // The server answered this round: whatever failed before (a refused token, a server that
         // was down) is over, also while the long poll below waits.
-        update { $0.phase = .waiting; $0.lastError = nil }
+        update {
+            $0.phase = .waiting
+            $0.lastError = refused
+            if let refused { $0.blocked = "local transaction(s) wait for an asset the server did not take: \(refused)" }
+        }
         try await longPoll()
     }
 

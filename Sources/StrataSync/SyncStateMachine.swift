@@ -387,7 +387,8 @@ struct SyncStateMachine: Sendable {
     /// What a sync does when a stage fails with `error`: a refusal for the device's clock leaves
     /// the edits pending while the pull still runs — always for a heal (tried again after the
     /// pull; a state stamped ahead waits for the push's re-stamp), and for a push when the sync
-    /// was asked for once (``SyncEngine/sync()``; continuous mode backs off instead).
+    /// was asked for once (``SyncEngine/sync()``; continuous mode backs off instead). An asset
+    /// refusal leaves them pending in continuous mode too.
     func next(after stage: Stage, failed error: SyncError) -> StageAction {
         // A remove of an add the zone does not hold yet (`unheldAdd`) waits as an edit stamped
         // ahead does: the zone may get the add (its replica pushing it again after a restore).
@@ -398,7 +399,10 @@ struct SyncStateMachine: Sendable {
         guard error.code == .clockSkew || error.code == .unheldAdd || assetRefusal else { return .fail }
         switch stage {
         case .heal: return .deferError
-        case .push(let continuous): return continuous ? .fail : .deferError
+        // Continuous mode backs off from a clock refusal (the clock may be set right soon), but
+        // an asset the server will not take may never go: its round goes on to the long poll,
+        // so the device keeps receiving everyone's edits while its own wait.
+        case .push(let continuous): return continuous && !assetRefusal ? .fail : .deferError
         }
     }
 

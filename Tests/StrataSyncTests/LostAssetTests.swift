@@ -94,4 +94,42 @@ struct LostAssetTests {
             try await phone.close()
         }
     }
+
+    @Test("In continuous sync, a photo the server will not take (over its size limit) leaves its note pending with the reason in the status, naming the photo, while the device keeps receiving the others' edits")
+    func refusedAssetDoesNotStopContinuousSync() async throws {
+        let dir = TemporaryDirectory()
+        var limits = ServerConfiguration.Limits()
+        limits.maxAssetBytes = 4000
+        try await withServer(dir.sub("server"), users: ["alice": "alice-secret"], limits: limits) { url, _ in
+            let laptop = try await Store.open(at: dir.sub("laptop"), schema: photoSchema)
+            let laptopEngine = try SyncEngine(store: laptop, server: url, zone: "notes", credentials: "alice-secret")
+            try await laptopEngine.sync()
+            let phone = try await Store.open(at: dir.sub("phone"), schema: photoSchema)
+            let video = try await phone.importAsset(Data(assetBytes(9000, seed: 23)), mediaType: "video/mp4")
+            let small = try await phone.importAsset(Data(assetBytes(1000, seed: 24)), mediaType: "image/jpeg")
+            try await phone.transaction { tx in
+                _ = try tx.insert("Note", ["title": "with a video", "photo": .asset(video), "thumbnail": .asset(small)])
+            }
+            var polling = SyncOptions()
+            polling.longPoll = .seconds(2)
+            let engine = try SyncEngine(store: phone, server: url, zone: "notes", credentials: "alice-secret", options: polling)
+            await engine.start()
+            // The laptop's edit reaches the phone although the phone's own push is refused.
+            try await laptop.transaction { tx in _ = try tx.insert("Note", ["title": "from the laptop"]) }
+            try await laptopEngine.sync()
+            var arrived = false
+            for _ in 0..<200 where !arrived {
+                try await Task.sleep(for: .milliseconds(50))
+                arrived = phone.fetch("Note").contains { $0["title"] == "from the laptop" }
+            }
+            #expect(arrived, "the device stopped receiving edits")
+            let status = await engine.currentStatus
+            #expect(status.lastError?.code == .tooLarge, "\(String(describing: status.lastError))")
+            #expect(status.lastError?.assets == [video.sha256], "the refusal names the video (and not the thumbnail it took)")
+            #expect(status.pending == 1 && status.blocked != nil)
+            await engine.stop()
+            try await phone.close()
+            try await laptop.close()
+        }
+    }
 }

@@ -234,7 +234,7 @@ struct SyncStateMachineTests {
         #expect(error.code == .tokenExpired && error.status == 410 && error.message.contains("serves no snapshot"), "\(error)")
     }
 
-    @Test("a refusal for the device's clock (or a remove of an add the zone does not hold yet, or an asset the zone lacks) waits while the pull goes on — always for a heal, for a push only in a sync asked for once; anything else fails the sync")
+    @Test("a refusal for the device's clock (or a remove of an add the zone does not hold yet, or an asset the zone lacks) waits while the pull goes on — always for a heal, for a push in a sync asked for once, and for an asset refusal in continuous mode too; anything else fails the sync")
     func deferrals() {
         for code in ErrorCode.all {
             let refusal = Self.refusal(code)
@@ -242,7 +242,8 @@ struct SyncStateMachineTests {
             let deferred: SyncStateMachine.StageAction = waits ? .deferError : .fail
             #expect(machine.next(after: .heal, failed: refusal) == deferred, "heal, \(code)")
             #expect(machine.next(after: .push(continuous: false), failed: refusal) == deferred, "push, \(code)")
-            #expect(machine.next(after: .push(continuous: true), failed: refusal) == .fail, "continuous push, \(code)")
+            let assetRefusal = code == .assetMissing || code == .assetMismatch
+            #expect(machine.next(after: .push(continuous: true), failed: refusal) == (assetRefusal ? .deferError : .fail), "continuous push, \(code)")
         }
         #expect(machine.next(after: .heal, failed: SyncError(.transport, "down")) == .fail)
         #expect(machine.status(afterSyncFailing: nil) == (.idle, nil))
