@@ -139,9 +139,11 @@ extension Projection {
             if !inserted.isNone { self.mergeInsert(&mine, object: id, entity: entity, ref: inserted) }
             let deleted = plan.map(record.deleted)
             if !deleted.isNone { self.mergeDelete(&mine, ref: deleted) }
+            let dropsAssets = plan.droppingAssetsOfDeleted && StateUpload.bringsNoAssets(record)
             for slot in record.fields {
                 let ref = plan.map(slot.ref)
                 if ref.isNone { continue }
+                if dropsAssets, case .asset = slot.value { continue }
                 self.mergeField(&mine, object: id, key: names[Int(slot.key)], value: slot.value, ref: ref)
             }
             for member in record.sets {
@@ -321,6 +323,9 @@ package struct MergePlan {
     var withheld: (UInt32, UInt64)?
     var detectingChange: Bool
     var credit: Credit?
+    /// Whether a deleted object's asset fields are left out (an uploaded state, merged by the
+    /// server: ``StateUpload/bringsNoAssets(_:)``).
+    var droppingAssetsOfDeleted = false
     /// Whether anything of the projection changed (so far).
     package var changed = false
     /// The source's objects the projection had no record of (counted while crediting).

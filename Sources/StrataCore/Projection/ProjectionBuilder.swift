@@ -115,6 +115,9 @@ public final class ProjectionBuilder {
         // The credit pass also counts the upload's new objects, which the header states first.
         var plan = try projection.prepareMerge(from: upload, believingApplied: believingApplied, withholding: withholding,
                                                crediting: crediting, detectingChange: true)
+        // The zone checked the upload's named assets, which leave out deleted objects': so their
+        // asset fields stay out of the zone too.
+        plan.droppingAssetsOfDeleted = true
         let mine = projection.records.keys.sorted()
         var w = ByteWriter(capacity: upload.payload.count + mine.count * 96 + 4096)
         ProjectionCodec.writeHeader(projection, recordCount: mine.count + plan.newRecords, &w)

@@ -21,6 +21,14 @@ public struct StateUpload: Sendable {
     /// before it takes the state.
     public let namedAssets: Set<AssetHash>
 
+    /// Whether the uploaded `record` is of a deleted object (its delete newer than its insert),
+    /// whose asset fields the zone neither checks nor takes: the merge leaves them out
+    /// (`ProjectionBuilder.mergedPayload`), so that an uploader cannot slip an asset the zone does
+    /// not hold into an object the zone's own newer insert keeps alive.
+    package static func bringsNoAssets(_ record: ObjectRecord) -> Bool {
+        !record.inserted.isNone && !record.deleted.isNone && record.deleted.hlc > record.inserted.hlc
+    }
+
     /// Checks `payload`.
     ///
     /// - Throws: ``StoreError/Code/corruptSnapshot`` saying what is wrong and at which byte.
@@ -46,7 +54,7 @@ public struct StateUpload: Sendable {
                 // once the delete is older than their grace: the zone need not hold them, else a
                 // device healing a restored zone is refused for a photo nobody keeps any more.
                 // (Without the replica table's order, a tie of stamps counts as not deleted.)
-                let deleted = !record.inserted.isNone && !record.deleted.isNone && record.deleted.hlc > record.inserted.hlc
+                let deleted = Self.bringsNoAssets(record)
                 for slot in record.fields {
                     newest = max(newest, slot.ref.hlc)
                     if !deleted, case .asset(let asset) = slot.value, asset.sha256 != Asset.empty.sha256 { assets.insert(asset.sha256) }
