@@ -11,19 +11,33 @@ extension SyncEngine: AssetSource {
     /// (a reference pulled from the zone, or copied from another object) is left to the server,
     /// which refuses the push with `assetMissing` if the zone does not hold it either.
     func uploadAssets(namedBy encoded: [[UInt8]]) async throws {
-        var named = Set<AssetHash>()
-        for bytes in encoded {
-            // Bytes the store wrote itself: a summary that does not decode names nothing, and
-            // the server refuses the push for what it is.
-            if let summary = try? TransactionSummary(validating: bytes) { named.formUnion(summary.namedAssets) }
-        }
-        try await uploadAssets(named)
+        try await uploadAssets(Self.assetsNamed(byTransactions: encoded))
     }
 
-    /// The assets a state (a projection snapshot payload) names; none when it does not decode
-    /// (the server refuses it for what it is).
+    /// The assets encoded transactions name. Bytes the store wrote itself: a summary that does
+    /// not decode names nothing, and the server refuses the push for what it is.
+    static func assetsNamed(byTransactions encoded: [[UInt8]]) -> Set<AssetHash> {
+        var named = Set<AssetHash>()
+        for bytes in encoded {
+            if let summary = try? TransactionSummary(validating: bytes) { named.formUnion(summary.namedAssets) }
+        }
+        return named
+    }
+
+    /// The assets a state (a projection snapshot payload) names as the server counts them —
+    /// deleted objects' left out, which the server neither checks nor takes; none when it does
+    /// not decode (the server refuses it for what it is).
     static func assetsNamed(byState state: [UInt8]) -> Set<AssetHash> {
-        (try? ProjectionCodec.assetsNamed(inSnapshot: state)) ?? []
+        (try? StateUpload(payload: state).namedAssets) ?? []
+    }
+
+    /// Records that the zone now holds `named` for good — a transaction or state naming them was
+    /// acknowledged, so the zone's history or snapshot keeps them — and the device may let them
+    /// go under its cache budget. Not when an upload completes: until something naming it is
+    /// acknowledged, the server keeps an upload only for its grace, and the device's copy may be
+    /// the last.
+    func zoneKeeps(_ named: Set<AssetHash>) {
+        for hash in named where ((try? store.localManifest(for: hash)) ?? nil) != nil { store.markAssetUploaded(hash) }
     }
 
     /// Requests an upload keeps in flight at once (begins and chunk PUTs, across assets): enough
@@ -168,9 +182,9 @@ extension SyncEngine: AssetSource {
         guard complete else {
             throw SyncError(.assetMismatch, "asset \(hash): every chunk was sent, and the server still lacks chunks \(missing.prefix(8).map(String.init).joined(separator: ", "))")
         }
+        // The zone holds it now; the device keeps its copy until something naming it is
+        // acknowledged (`zoneKeeps`).
         assetsInZone.insert(hash)
-        // A server holds it now: the device may let it go under its cache budget.
-        store.markAssetUploaded(hash)
     }
 
     public nonisolated func assetManifest(for asset: Asset) async throws -> AssetManifest? {

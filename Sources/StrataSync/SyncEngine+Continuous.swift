@@ -113,8 +113,11 @@ extension SyncEngine {
         while !Task.isCancelled {
             loopState.knowsLimits = limits != nil
             let outcome: SyncStateMachine.RoundOutcome
+            // A refusal the round waited out (an asset the server will not take): it stays the
+            // status's last error between rounds, until a round goes without it.
+            var waited: SyncError?
             do {
-                try await round(refreshingAccess: machine.refreshesAccess(loopState))
+                waited = try await round(refreshingAccess: machine.refreshesAccess(loopState))
                 outcome = .answered
             } catch let error as SyncError {
                 outcome = .refused(error)
@@ -123,7 +126,7 @@ extension SyncEngine {
             }
             switch machine.next(after: outcome, loop: &loopState, cancelled: Task.isCancelled, environment: environment()) {
             case .nextRound:
-                update { $0.lastError = nil }
+                update { $0.lastError = waited }
             case .backOff(let delay, let phase, let lastError):
                 if let phase { update { $0.phase = phase; $0.lastError = lastError } }
                 try? await options.clock.sleep(for: delay)
@@ -133,8 +136,9 @@ extension SyncEngine {
         }
     }
 
-    /// One round: push what waits, then a long poll (cut short by a local commit).
-    private func round(refreshingAccess: Bool) async throws {
+    /// One round: push what waits, then a long poll (cut short by a local commit). Returns the
+    /// refusal the push waited out, if any.
+    private func round(refreshingAccess: Bool) async throws -> SyncError? {
         dirty = false
         var report = SyncReport()
         try await refreshPending()
@@ -159,6 +163,7 @@ extension SyncEngine {
             if let refused { $0.blocked = "local transaction(s) wait for an asset the server did not take: \(refused)" }
         }
         try await longPoll()
+        return refused
     }
 
     /// A pull that waits for changes — none when a local commit came since the round began —

@@ -72,6 +72,8 @@ extension SyncEngine {
             }) {
             case .answered(let merged):
                 answer = merged
+                // The zone's snapshot names the state's assets now: they may leave the device.
+                zoneKeeps(Self.assetsNamed(byState: state))
                 if !claimed { answer.acknowledged = 0 }
             case .redirected(.holdPushes, _):
                 canPush = false

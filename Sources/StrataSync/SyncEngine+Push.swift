@@ -94,6 +94,8 @@ extension SyncEngine {
             }
             switch outcome {
             case .answered(let result):
+                // The zone's history names the batch's assets now: they may leave the device.
+                zoneKeeps(Self.assetsNamed(byTransactions: encoded))
                 // Only what this batch holds counts as acknowledged: the server's count may
                 // include sequences another copy of this store pushed (with other content), which
                 // the next push of ours must meet — and be refused as a fork — rather than skip.

@@ -13,6 +13,8 @@ import Testing
 final class UploadRefusingTransport: SyncTransport, Sendable {
     let base: HTTPSyncTransport
     let refusing = Mutex(false)
+    /// Refuses pushes as forbidden (write access revoked between the upload and the push).
+    let forbiddingPushes = Mutex(false)
     init(_ base: HTTPSyncTransport) { self.base = base }
 
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo { try await base.ensureZone(zone, create: create) }
@@ -21,7 +23,8 @@ final class UploadRefusingTransport: SyncTransport, Sendable {
     }
     func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer { try await base.push(zone: zone, transactions: transactions) }
     func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer {
-        try await base.push(zone: zone, transactions: transactions, epoch: epoch)
+        if forbiddingPushes.withLock({ $0 }) { throw SyncError(.forbidden, "write access was revoked (test)", status: 403) }
+        return try await base.push(zone: zone, transactions: transactions, epoch: epoch)
     }
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
         try await base.pull(zone: zone, after: token, limit: limit, wait: wait)
@@ -73,6 +76,33 @@ struct LostAssetTests {
             try await engine.sync()
             #expect(try await storage.heldAsset(zone: ZoneID(owner: "alice", name: "notes"), sha256: photo.sha256) != nil)
             #expect(try phone.assetCacheUsage().notUploaded == 0)
+            try await phone.close()
+        }
+    }
+
+    @Test("An asset uploaded for a push the server then refuses stays on the device under any budget: only an acknowledged transaction naming it lets it go (the server keeps an upload nothing names only for its grace)")
+    func uploadedButUnpushedAssetStays() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), users: ["alice": "alice-secret"]) { url, storage in
+            let phone = try await Store.open(at: dir.sub("phone"), schema: photoSchema)
+            let photo = try await phone.importAsset(Data(assetBytes(5000, seed: 25)), mediaType: "image/jpeg")
+            let transport = UploadRefusingTransport(HTTPSyncTransport(server: url, bearer: "alice-secret"))
+            let engine = try SyncEngine(store: phone, transport: transport, zone: "notes")
+            try await engine.sync()
+            try await phone.transaction { tx in _ = try tx.insert("Note", ["photo": .asset(photo)]) }
+            transport.forbiddingPushes.withLock { $0 = true }
+            _ = try? await engine.sync()
+            #expect(try await storage.heldAsset(zone: ZoneID(owner: "alice", name: "notes"), sha256: photo.sha256) != nil, "the upload went before the push")
+            #expect(await engine.currentStatus.pending == 1)
+            #expect(try phone.assetCacheUsage().notUploaded == 1, "an upload no acknowledged transaction names counts as held by a server")
+            phone.assetCacheBudget = 0
+            _ = try await phone.trimAssetCache()
+            #expect(phone.localFile(for: photo) != nil, "evicted before the push naming it was acknowledged")
+
+            transport.forbiddingPushes.withLock { $0 = false }
+            try await engine.sync()
+            #expect(await engine.currentStatus.pending == 0)
+            #expect(try phone.assetCacheUsage().notUploaded == 0, "acknowledged: the device may let it go")
             try await phone.close()
         }
     }
