@@ -162,7 +162,7 @@ extension PostgresZoneStorage {
             }
             var received = chunks
             if !received.contains(Int32(index)) {
-                try await self.storeChunk(bytes, hash: chunkHash, owner: owner, limit: limit, zone: id, on: connection)
+                try await self.storeChunk(bytes, hash: chunkHash, owner: owner, limit: limit, zone: id, byOwner: user == owner, on: connection)
                 try await connection.query("""
                     UPDATE strata_asset_uploads SET received = array_append(received, \(Int32(index))), touched_at = GREATEST(touched_at, \(now))
                     WHERE zone_id = \(zone.key) AND sha256 = \(key) AND uploader = \(user)
@@ -273,10 +273,19 @@ extension PostgresZoneStorage {
     /// Stores a verified chunk of `owner`'s unless the owner has it, and counts its bytes; refuses
     /// with `quotaExceeded` (rolling the insert back with the caller's transaction) when the count
     /// goes past `limit`.
-    private func storeChunk(_ bytes: [UInt8], hash: AssetHash, owner: String, limit: Int64?, zone id: ZoneID,
+    /// Another user's chunk that the owner already has is refused for the quota as a new one
+    /// would be (and not counted): otherwise a grantee who fills the owner's quota to within a
+    /// chunk learns from a chunk PUT's answer whether the owner holds a file, in any zone.
+    private func storeChunk(_ bytes: [UInt8], hash: AssetHash, owner: String, limit: Int64?, zone id: ZoneID, byOwner: Bool,
                             on connection: PostgresConnection) async throws {
-        if try await hasChunk(hash, owner: owner, on: connection) { return }
         let adding = Int64(bytes.count)
+        if try await hasChunk(hash, owner: owner, on: connection) {
+            if !byOwner, let limit {
+                let used = try await values(connection.query("SELECT stored_bytes FROM strata_owners WHERE owner = \(owner)", logger: logger), as: Int64.self).first ?? 0
+                if used + adding > limit { throw Self.chunkQuota(owner: owner, used: used, adding: adding, limit: limit, zone: id) }
+            }
+            return
+        }
         if let limit {
             // Checked before a mebibyte is written for nothing; checked again under the lock below.
             let used = try await values(connection.query("SELECT stored_bytes FROM strata_owners WHERE owner = \(owner)", logger: logger), as: Int64.self).first ?? 0

@@ -57,6 +57,41 @@ struct AssetUploadIsolationTests {
         try await storage.close()
     }
 
+    @Test("a grantee cannot learn whether the owner holds a file through the quota: with the owner's quota full to within a chunk, a chunk the owner already holds (in a private zone) is refused quotaExceeded exactly as one it does not hold; the owner's own upload of it still dedups",
+          arguments: backends)
+    func quotaIsNoExistenceOracle(_ backend: StorageBackend) async throws {
+        let site = try StorageSite(backend)
+        let storage = try await site.open()
+        _ = try await storage.createZone(name: "private", owner: "alice", access: .private, grants: [:])
+        _ = try await storage.createZone(name: "shared", owner: "alice", access: .shared, grants: ["bob": .readWrite])
+        let secret = try TestAsset(seed: 311, byteCount: 3000)
+        let other = try TestAsset(seed: 312, byteCount: 3000)
+        // Alice holds the secret in her private zone.
+        _ = try await storage.beginAssetUpload(zone: "private", user: "alice", manifest: secret.manifest, storedBytesLimit: nil)
+        _ = try await storage.putAssetChunk(zone: "private", user: "alice", sha256: secret.sha256, index: 0, bytes: secret.chunk(0), storedBytesLimit: nil)
+        // Her quota is full to within less than a chunk.
+        let used = try await storage.storedBytes(owner: "alice")
+        let limit = used + 100
+        func answer(_ asset: TestAsset) async -> ZoneStorageError.Code? {
+            do {
+                // Begun while the quota had room (a begin checks it too); filled before the chunk.
+                _ = try await storage.beginAssetUpload(zone: "shared", user: "bob", manifest: asset.manifest, storedBytesLimit: nil)
+                _ = try await storage.putAssetChunk(zone: "shared", user: "bob", sha256: asset.sha256, index: 0, bytes: asset.chunk(0), storedBytesLimit: limit)
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        let forHeld = await answer(secret)
+        let forAbsent = await answer(other)
+        #expect(forHeld == .quotaExceeded && forAbsent == .quotaExceeded, "held: \(String(describing: forHeld)), absent: \(String(describing: forAbsent))")
+        #expect(try await storage.heldAsset(zone: "shared", sha256: secret.sha256) == nil)
+        #expect(try await storage.storedBytes(owner: "alice") == used, "a refused chunk was counted")
+        // Alice herself links what she holds, whatever her quota.
+        #expect(try await storage.beginAssetUpload(zone: "shared", user: "alice", manifest: secret.manifest, storedBytesLimit: limit).missing.isEmpty)
+        try await storage.close()
+    }
+
     @Test("two grantees uploading one asset into one zone each send their own chunks and both end with the zone holding it; its bytes are stored and counted once",
           arguments: backends)
     func twoGranteesUploadTheSameAsset(_ backend: StorageBackend) async throws {

@@ -256,7 +256,7 @@ final class EmbeddedAssets: Sendable {
             throw ZoneStorageError(.assetMismatch, "chunk \(index) of asset \(asset) does not match its hash \(manifest.chunks[index]) (got \(chunkHash)); nothing was kept", zone: zone.id.description)
         }
         if !begun.received.contains(index) {
-            try storeChunk(bytes, chunkPath(zone.owner, chunkHash), owner: zone.owner, limit: limit)
+            try storeChunk(bytes, chunkPath(zone.owner, chunkHash), owner: zone.owner, limit: limit, byOwner: user == zone.owner)
         }
         return try withUploadLock(path) { () throws(ZoneStorageError) -> AssetUploadState in
             // Read again under the lock: another chunk's request may have completed the upload
@@ -326,11 +326,23 @@ final class EmbeddedAssets: Sendable {
     /// the same moment, so the check, the write and the count are made under the chunk's own lock
     /// (both used to find no file, both wrote it, both counted it). The quota is taken from the
     /// count before the write, in one step, so that two chunks cannot both fill the last bytes.
-    private func storeChunk(_ bytes: [UInt8], _ chunkFile: String, owner: String, limit: Int64?) throws(ZoneStorageError) {
+    ///
+    /// Another user's chunk that the owner already has is refused for the quota as a new one
+    /// would be (and not counted): otherwise a grantee who fills the owner's quota to within a
+    /// chunk learns from a chunk PUT's answer whether the owner holds a file, in any zone.
+    private func storeChunk(_ bytes: [UInt8], _ chunkFile: String, owner: String, limit: Int64?, byOwner: Bool) throws(ZoneStorageError) {
         try withUploadLock(chunkFile) { () throws(ZoneStorageError) in
-            guard !FileSystem.exists(chunkFile) else { return }
             let key = Self.ownerDirectoryName(owner)
             let adding = Int64(bytes.count)
+            guard !FileSystem.exists(chunkFile) else {
+                if !byOwner, let limit, limit > 0 {
+                    let used = usage.withLock { $0[key] ?? 0 }
+                    if used + adding > limit {
+                        throw ZoneStorageError(.quotaExceeded, "storing \(adding) more bytes of assets would take \(owner) to \(used + adding) bytes of assets; the limit left is \(limit) bytes")
+                    }
+                }
+                return
+            }
             try usage.withLock { (usage) throws(ZoneStorageError) in
                 let used = usage[key] ?? 0
                 if let limit, limit > 0, used + adding > limit {
