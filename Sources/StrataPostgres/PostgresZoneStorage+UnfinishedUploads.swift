@@ -26,11 +26,14 @@ extension PostgresZoneStorage {
                 throw UnfinishedUploadLimits.refusal("unfinishedUploadsPerUser", limit: limits.perUser, count: Int(count), asset: asset, zone: id, user: user)
             }
         }
-        if limits.perZone > 0 {
+        // The zone's cap counts the other users' uploads and never refuses its owner (bounded by
+        // the per-user cap): else a few grantees could fill it and lock the owner out of uploads
+        // into their own zone.
+        if limits.perZone > 0, user != id.owner {
             let lock = "strata.unfinished-uploads.zone:" + String(zoneKey)
             _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lock), 0))", logger: logger)
-            let count = try await values(connection.query("SELECT count(*) FROM strata_asset_uploads WHERE zone_id = \(zoneKey)", logger: logger),
-                                         as: Int64.self).first ?? 0
+            let count = try await values(connection.query("SELECT count(*) FROM strata_asset_uploads WHERE zone_id = \(zoneKey) AND uploader <> \(id.owner)",
+                                                          logger: logger), as: Int64.self).first ?? 0
             if count >= Int64(limits.perZone) {
                 throw UnfinishedUploadLimits.refusal("unfinishedUploadsPerZone", limit: limits.perZone, count: Int(count), asset: asset, zone: id, user: user)
             }

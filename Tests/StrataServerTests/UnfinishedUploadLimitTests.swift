@@ -14,7 +14,7 @@ import StrataCore
 struct UnfinishedUploadLimitTests {
     static let limits = UnfinishedUploadLimits(perUser: 2, perZone: 3)
 
-    @Test("a user past the per-user cap, or a zone past the per-zone cap, cannot begin another upload (quotaExceeded, nothing begun), yet resumes what it began; a completed upload makes room; the caps hold across a reopen",
+    @Test("a user past the per-user cap, or a zone past the per-zone cap, cannot begin another upload (quotaExceeded, nothing begun), yet resumes what it began; grantees filling a zone's cap never lock its owner out; a completed upload makes room; the caps hold across a reopen",
           arguments: [StorageBackend.embedded, .postgres])
     func capsRefuseNewUploads(_ backend: StorageBackend) async throws {
         let site = try StorageSite(backend)
@@ -55,6 +55,10 @@ struct UnfinishedUploadLimitTests {
         #expect(full?.code == .quotaExceeded, "\(String(describing: full))")
         #expect(full?.message.contains("unfinishedUploadsPerZone") == true, "\(String(describing: full))")
         #expect(try await begin("two", "dave", assets[5]).missing == [0, 1])
+        // The grantees filled zone one: its owner still begins there (bounded by her own cap),
+        // and her upload takes no grantee's place.
+        #expect(try await begin("one", "alice", assets[5]).missing == [0, 1])
+        #expect(await refusedBegin("one", "dave", assets[2])?.code == .quotaExceeded)
 
         try await storage.close()
         storage = try await site.open()

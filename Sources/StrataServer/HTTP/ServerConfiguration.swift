@@ -117,8 +117,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// unfinished uploads count toward the zone owner's ``maxStoredBytesPerUser`` as they
         /// arrive. A device's sync engine has a few uploads under way at once. 64 by default.
         public var maxUnfinishedUploadsPerUser: Int = 64
-        /// The most asset uploads begun and not finished into one zone, by all its uploaders
-        /// (so that a zone's grantees together cannot hold more). 256 by default.
+        /// The most asset uploads begun and not finished into one zone by users other than its
+        /// owner (so that a zone's grantees together cannot hold more, nor lock its owner out:
+        /// the owner is bounded by ``maxUnfinishedUploadsPerUser`` only). 256 by default.
         public var maxUnfinishedUploadsPerZone: Int = 256
 
         public init() {}

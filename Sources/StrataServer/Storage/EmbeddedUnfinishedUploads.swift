@@ -57,8 +57,12 @@ final class EmbeddedUnfinishedUploads: Sendable {
                     throw UnfinishedUploadLimits.refusal("unfinishedUploadsPerUser", limit: limits.perUser, count: count, asset: asset, zone: zone.id, user: uploader)
                 }
             }
-            if limits.perZone > 0 {
-                let count = uploads.values.reduce(0) { $0 + ($1.zone == counted.zone ? 1 : 0) }
+            // The zone's cap counts the other users' uploads and never refuses its owner (bounded
+            // by the per-user cap): else a few grantees could fill it and lock the owner out of
+            // uploads into their own zone.
+            let owner = EmbeddedAssets.ownerDirectoryName(zone.owner)
+            if limits.perZone > 0, counted.uploader != owner {
+                let count = uploads.values.reduce(0) { $0 + ($1.zone == counted.zone && $1.uploader != owner ? 1 : 0) }
                 if count >= limits.perZone {
                     throw UnfinishedUploadLimits.refusal("unfinishedUploadsPerZone", limit: limits.perZone, count: count, asset: asset, zone: zone.id, user: uploader)
                 }
