@@ -141,6 +141,9 @@ final class AssetDownload: @unchecked Sendable {  // used by one fetch at a time
     func abandon() throws {
         try FileSystem.remove(dataPath)
         try FileSystem.remove(listPath)
+        // The manifest came with the download (it is stored while the first chunk travels); a
+        // manifest without its object would stay for good (collection walks the objects).
+        if !assets.has(manifest.sha256) { try FileSystem.remove(assets.manifestPath(manifest.sha256)) }
     }
 
     private func rewriteList() throws {
