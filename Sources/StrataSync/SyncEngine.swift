@@ -9,7 +9,7 @@ import Synchronization
 /// transactions, pulls the zone's changes and applies them under the merge rule.
 ///
 /// ```swift
-/// let engine = SyncEngine(store: store, server: URL(string: "http://localhost:8080")!, zone: "notes", credentials: token)
+/// let engine = try SyncEngine(store: store, server: URL(string: "http://localhost:8080")!, zone: "notes", credentials: token)
 /// try await engine.sync()          // once
 /// await engine.start()             // keep going with long polls, until stop()
 /// ```

@@ -37,11 +37,13 @@ struct AssetCacheTests {
         }
     }
 
-    @Test("Fetched assets beyond the budget leave least recently used first; pinned and not-yet-uploaded ones stay; a fetch after eviction downloads again")
+    @Test("Fetched assets beyond the budget leave least recently used first; pinned and not-yet-uploaded ones stay and do not count against it; a fetch after eviction downloads again")
     func budgetEviction() async throws {
         let dir = TemporaryDirectory()
         var options = StoreOptions()
-        options.assetCacheBudget = 250_000
+        // Room for one fetched photo of 100,000 bytes: the pinned one and the imported one
+        // (300,000 bytes between them) count for nothing.
+        options.assetCacheBudget = 150_000
         let store = try await Store.open(at: dir.path, schema: Self.schema, options: options)
         // Imported here and never uploaded: it stays whatever the budget.
         let mine = try await store.importAsset(Data(Self.bytes(200_000, 9)), mediaType: "image/jpeg")
@@ -53,6 +55,9 @@ struct AssetCacheTests {
         _ = try await store.pin(remote[0])
         try await Task.sleep(for: .milliseconds(20))
         _ = try await store.asset(remote[1])
+        // One fetched photo fits, whatever the pinned and imported ones take.
+        #expect(try await store.trimAssetCache() == 0)
+        #expect(store.localFile(for: remote[1]) != nil, "a pinned photo pushed the fetched one out")
         try await Task.sleep(for: .milliseconds(20))
         _ = try await store.asset(remote[2])
         // Over budget: remote[1] (least recently used, not pinned) left; remote[2] (just
@@ -73,7 +78,8 @@ struct AssetCacheTests {
         store.markAssetUploaded(mine.sha256)
         try await store.unpin(remote[0])
         store.assetCacheBudget = 100_000
-        #expect(try store.assetCacheUsage().bytes <= 100_000)
+        let after = try store.assetCacheUsage()
+        #expect(after.pinned == 0 && after.notUploaded == 0 && after.bytes <= 100_000, "\(after)")
         try await store.close()
     }
 

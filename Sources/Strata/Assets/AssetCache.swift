@@ -57,14 +57,16 @@ extension LocalAssets {
     }
 
     /// Removes the least recently used assets that may leave (a server holds them, not pinned,
-    /// not `keeping`) until the assets here take at most `budget` bytes: the bytes freed.
+    /// not `keeping`) until those that may leave take at most `budget` bytes: the bytes freed.
+    /// Pinned assets and ones no server holds yet do not count against the budget — a large
+    /// pinned album must not push every other cached photo out.
     func evict(toFit budget: UInt64, keeping: AssetHash? = nil) throws -> UInt64 {
-        let all = try inventory()
-        var total = all.reduce(UInt64(0)) { $0 + $1.bytes }
+        let cached = try inventory().filter { isRemote($0.hash) && !isPinned($0.hash) }
+        var total = cached.reduce(UInt64(0)) { $0 + $1.bytes }
         guard total > budget else { return 0 }
         var freed: UInt64 = 0
-        for candidate in all.sorted(by: { $0.lastUse < $1.lastUse }) where total > budget {
-            guard candidate.hash != keeping, isRemote(candidate.hash), !isPinned(candidate.hash) else { continue }
+        for candidate in cached.sorted(by: { $0.lastUse < $1.lastUse }) where total > budget {
+            guard candidate.hash != keeping else { continue }
             try remove(candidate.hash)
             total -= candidate.bytes
             freed += candidate.bytes

@@ -37,8 +37,10 @@ public struct StoreOptions: Sendable {
     public var autoCompaction = AutoCompaction.default
     /// The most bytes of fetched assets kept on this device (`nil`: no limit). Beyond it the
     /// least recently used are removed after each fetch — never a pinned asset, and never one
-    /// no server holds yet (imported here, not yet uploaded); a removed asset is fetched again
-    /// when asked for. Change it later with `Store.assetCacheBudget`.
+    /// no server holds yet (imported here, not yet uploaded); neither counts against the
+    /// budget. A removed asset is fetched again when asked for. Change it later with
+    /// `Store.assetCacheBudget`; an app that shows many photos should set one (a photo library
+    /// scrolled through once would otherwise stay on the device).
     public var assetCacheBudget: UInt64? = nil
     /// How long an asset nothing names stays after its last use before a compaction removes it
     /// (`Store.collectUnreferencedAssets(grace:)`): an asset imported for a transaction is safe

@@ -242,6 +242,9 @@ final class EmbeddedAssets: Sendable {
         // its own): a client keeps several chunks of one upload in flight, and their hashing and
         // fsyncs overlap; the lock covers the chunk list and the completion only.
         guard let begun = try readUpload(path, asset) else {
+            // Completed by another request of this upload since the check above (a chunk sent
+            // again after its answer was lost): the zone holds it, as the first check would say.
+            if try held(zone, asset) != nil { return AssetUploadState(missing: [], complete: true) }
             throw ZoneStorageError(.invalidArgument, "no upload of asset \(asset) into zone \(zone.id) by \(user) was begun (send its manifest first)", zone: zone.id.description)
         }
         let manifest = begun.manifest
