@@ -7,8 +7,9 @@ public import StrataCore
 /// stay (pinned), and the least recently used order eviction follows.
 ///
 /// Kept as marker files beside the objects, so that nothing needs an index that a crash could
-/// leave behind its files: `assets/remote/<sha256>` (a server holds the asset: it was fetched,
-/// or an upload of it completed), `assets/pins/<sha256>` (pinned for offline use). The object
+/// leave behind its files: `assets/remote/<sha256>` (a server holds the asset for good: it was
+/// fetched, or a transaction or state naming it was acknowledged after its upload),
+/// `assets/pins/<sha256>` (pinned for offline use). The object
 /// file's modification time is its last use (``Store/localFile(for:)`` and fetches set it).
 extension LocalAssets {
     var remote: String { root + "/remote" }
@@ -190,8 +191,8 @@ extension Store {
         return usage
     }
 
-    /// Records that a server holds the asset (an upload of it completed): it may leave this
-    /// device under the cache budget from now on.
+    /// Records that a server holds the asset for good (a transaction or state naming it was
+    /// acknowledged after its upload): it may leave this device under the cache budget from now on.
     @_spi(StrataInternals)
     public func markAssetUploaded(_ hash: AssetHash) {
         try? assets.markRemote(hash)
