@@ -51,7 +51,8 @@ func withServer(_ directory: String, backend: ServerBackend, segmentSize: Int = 
     case .postgres:
         let url = try TestDatabases.url(standingFor: directory)
         // The storage runs (connection pool, schema) for as long as the server serves.
-        try await PostgresZoneStorage(url: PostgresConnectionURL(parsing: url)).withRunning { storage in
+        // Under the full suite's load the shared cluster has taken more than 10 s to answer.
+        try await PostgresZoneStorage(url: PostgresConnectionURL(parsing: url), connectTimeout: .seconds(60)).withRunning { storage in
             try await serve(storage, users: tokens, limits: ServerConfiguration.Limits()) { url in try await body(url, storage) }
         }
     }

@@ -65,7 +65,9 @@ final class SimulatedServerSite: Sendable {
         case .postgres:
             guard let cluster, let database else { throw PostgresClusterError("no database") }
             let storage = PostgresZoneStorage(url: try PostgresConnectionURL(parsing: cluster.url(database: database)),
-                                              options: PostgresZoneStorage.Options(maxConnections: 4, makeEpoch: makeEpoch, clock: clock), logger: Self.quiet)
+                                              options: PostgresZoneStorage.Options(maxConnections: 4, makeEpoch: makeEpoch, clock: clock),
+                                              // Under the full suite's load the shared cluster has taken more than 10 s to answer.
+                                              connectTimeout: .seconds(60), logger: Self.quiet)
             // The simulation closes the storages it opens (a crash, a restore): closing ends the run.
             let running = Task { try await storage.run() }
             do {
