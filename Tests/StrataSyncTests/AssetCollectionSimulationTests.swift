@@ -72,7 +72,7 @@ struct AssetCollectionSimulationTests {
 
     @Test("Devices attach, replace and delete photos (some the same bytes), compact and collect, sync over a lossy network while the server restarts, is restored from a backup (the devices heal it, uploading their states and the assets it lost) and sweeps: after quiescence every asset a device or the zone's history names is readable everywhere, and none that nothing names is left on the server or a device once the grace has passed")
     func collection() async throws {
-        let seeds = simulationSeeds(default: 30)
+        let seeds = simulationSeeds(default: 20)
         var tally = AssetSimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed))
@@ -87,7 +87,7 @@ struct AssetCollectionSimulationTests {
 
     @Test("The same with the zones and assets in PostgreSQL (a real server; each restart opens a new storage, a restore is CREATE DATABASE … TEMPLATE): every referenced asset readable everywhere, no unreferenced one left past the grace")
     func postgresCollection() async throws {
-        let seeds = simulationSeeds(default: 4)
+        let seeds = simulationSeeds(default: 2)
         var tally = AssetSimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed, backend: .postgres))
