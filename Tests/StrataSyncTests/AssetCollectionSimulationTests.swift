@@ -72,7 +72,7 @@ struct AssetCollectionSimulationTests {
 
     @Test("Devices attach, replace and delete photos (some the same bytes), compact and collect, sync over a lossy network while the server restarts, is restored from a backup (the devices heal it, uploading their states and the assets it lost) and sweeps: after quiescence every asset a device or the zone's history names is readable everywhere, and none that nothing names is left on the server or a device once the grace has passed")
     func collection() async throws {
-        let seeds = simulationSeeds(default: 20)
+        let seeds = simulationSeeds(default: 30)
         var tally = AssetSimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed))
