@@ -104,7 +104,7 @@ extension Store {
     ///
     /// - Throws: `StoreError.Code.invalidArgument` for an unreadable file or an invalid media
     ///   type or file name (see `Asset.init(sha256:byteCount:mediaType:fileName:)` in `StrataCore`);
-    ///   `StoreError.Code.log` when the store's disk fails (``StoreError/logError`` says how: a
+    ///   `StoreError.Code.log` when the store's disk fails (`StoreError.logError` says how: a
     ///   full disk is errno `ENOSPC`) — nothing of the import is left, and trying again once
     ///   there is room succeeds.
     public func importAsset(contentsOf url: URL, mediaType: String, fileName: String? = nil) async throws -> Asset {
@@ -159,7 +159,7 @@ extension Store {
     /// - Throws: `StoreError.Code.assetUnavailable` when no attached source has the asset,
     ///   `StoreError.Code.corruptAsset` when a source's bytes do not match it,
     ///   `StoreError.Code.log` when the store's disk fails (a full disk: errno `ENOSPC` in
-    ///   ``StoreError/logError``; what was fetched stays, and the next call resumes), or the
+    ///   `StoreError.logError`; what was fetched stays, and the next call resumes), or the
     ///   source's error (a `SyncError` of the transport) when fetching failed.
     public func asset(_ asset: Asset, progress: (@Sendable (AssetProgress) -> Void)? = nil) async throws -> URL {
         if let file = localFile(for: asset) { return file }
