@@ -5,15 +5,6 @@ import StrataProtocol
 /// Assets: uploaded before the transactions that name them, fetched through the zone when the
 /// store asks for one it lacks (the engine is the store's `AssetSource`).
 extension SyncEngine: AssetSource {
-    /// Uploads every asset the transactions name that the zone may not hold yet: the manifest,
-    /// then the chunks the server says it lacks — after a kill or a dropped connection, only
-    /// those, so at most the chunks in flight (``assetUploadWindow``) are sent twice. An asset this store does not hold
-    /// (a reference pulled from the zone, or copied from another object) is left to the server,
-    /// which refuses the push with `assetMissing` if the zone does not hold it either.
-    func uploadAssets(namedBy encoded: [[UInt8]]) async throws {
-        try await uploadAssets(Self.assetsNamed(byTransactions: encoded))
-    }
-
     /// The assets encoded transactions name. Bytes the store wrote itself: a summary that does
     /// not decode names nothing, and the server refuses the push for what it is.
     static func assetsNamed(byTransactions encoded: [[UInt8]]) -> Set<AssetHash> {
@@ -37,7 +28,7 @@ extension SyncEngine: AssetSource {
     /// acknowledged, the server keeps an upload only for its grace, and the device's copy may be
     /// the last.
     func zoneKeeps(_ named: Set<AssetHash>) {
-        for hash in named where ((try? store.localManifest(for: hash)) ?? nil) != nil { store.markAssetUploaded(hash) }
+        for hash in named { store.markAssetUploaded(hash) }
     }
 
     /// Requests an upload keeps in flight at once (begins and chunk PUTs, across assets): enough
@@ -52,7 +43,7 @@ extension SyncEngine: AssetSource {
     /// other assets.
     static let assetChunkWindow = 4
 
-    /// Uploads the assets of `named` the zone may not hold yet (see ``uploadAssets(namedBy:)``):
+    /// Uploads the assets of `named` the zone may not hold yet (the manifest, then the chunks the server says it lacks — after a kill or a dropped connection only those; an asset this store does not hold is left to the server, which refuses the push with `assetMissing` if the zone lacks it too):
     /// several requests in flight at once (``assetUploadWindow``, at most ``assetChunkWindow``
     /// chunks of one asset), chunks of begun assets before new begins, so that assets complete
     /// one after another rather than all at the end.

@@ -61,7 +61,8 @@ extension SyncEngine {
         let claim = min(cursor.healClaim, own, firstInLog.map { $0 > 0 ? $0 - 1 : 0 } ?? .max)
         // The assets the state names go first, as for a push: a zone that lost its history may
         // have lost its assets' links too (a server restored from a backup).
-        try await uploadAssets(Self.assetsNamed(byState: state))
+        let named = Self.assetsNamed(byState: state)
+        try await uploadAssets(named)
         var answer: StateUploadResult
         var claimed = true
         while true {
@@ -73,7 +74,7 @@ extension SyncEngine {
             case .answered(let merged):
                 answer = merged
                 // The zone's snapshot names the state's assets now: they may leave the device.
-                zoneKeeps(Self.assetsNamed(byState: state))
+                zoneKeeps(named)
                 if !claimed { answer.acknowledged = 0 }
             case .redirected(.holdPushes, _):
                 canPush = false

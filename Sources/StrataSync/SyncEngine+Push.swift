@@ -81,7 +81,8 @@ extension SyncEngine {
             progress.acknowledged = cursor.acknowledged
             // The assets the batch names go first: the server takes no transaction naming bytes
             // it does not hold.
-            try await uploadAssets(namedBy: encoded)
+            let named = Self.assetsNamed(byTransactions: encoded)
+            try await uploadAssets(named)
             let outcome: Reply<PushAnswer>
             do {
                 outcome = try await ask(.push(progress), { try await self.transport.push(zone: self.zoneReference, transactions: encoded, epoch: self.cursor.lifeEpoch) })
@@ -95,7 +96,7 @@ extension SyncEngine {
             switch outcome {
             case .answered(let result):
                 // The zone's history names the batch's assets now: they may leave the device.
-                zoneKeeps(Self.assetsNamed(byTransactions: encoded))
+                zoneKeeps(named)
                 // Only what this batch holds counts as acknowledged: the server's count may
                 // include sequences another copy of this store pushed (with other content), which
                 // the next push of ours must meet — and be refused as a fork — rather than skip.

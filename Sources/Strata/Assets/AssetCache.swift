@@ -192,9 +192,12 @@ extension Store {
     }
 
     /// Records that a server holds the asset for good (a transaction or state naming it was
-    /// acknowledged after its upload): it may leave this device under the cache budget from now on.
+    /// acknowledged after its upload): it may leave this device under the cache budget from now
+    /// on. Nothing when the store does not hold the asset.
     @_spi(StrataInternals)
     public func markAssetUploaded(_ hash: AssetHash) {
+        // Only for what the store holds: a reference pulled from elsewhere leaves no marker.
+        guard assets.has(hash) else { return }
         try? assets.markRemote(hash)
     }
 
