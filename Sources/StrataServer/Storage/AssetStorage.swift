@@ -72,7 +72,8 @@ public protocol AssetStorage: Sendable {
 public struct UnfinishedUploadLimits: Sendable, Hashable {
     /// The most unfinished uploads of one user, across every zone.
     public var perUser: Int
-    /// The most unfinished uploads into one zone, by all its uploaders.
+    /// The most unfinished uploads into one zone by users other than its owner (the owner is
+    /// bounded by ``perUser`` only, so that grantees cannot lock it out).
     public var perZone: Int
 
     public init(perUser: Int, perZone: Int) {
