@@ -67,17 +67,6 @@ struct AssetChunkAnswerBoundTests {
                 try await writer.finish(nil)
             })
         }
-        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in announce.yield(channel.localAddress?.port ?? 0) })
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next(), port > 0, let url = URL(string: "http://127.0.0.1:\(port)") else {
-                throw CancellationError()
-            }
-            defer { group.cancelAll() }
-            try await body(url)
-        }
+        try await withRouterServer(router, body)
     }
 }

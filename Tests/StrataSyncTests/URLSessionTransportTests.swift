@@ -84,18 +84,7 @@ struct URLSessionExchangeBoundsTests {
                 while true { try await writer.write(chunk) }
             })
         }
-        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in announce.yield(channel.localAddress?.port ?? 0) })
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next(), port > 0, let url = URL(string: "http://127.0.0.1:\(port)") else {
-                throw CancellationError()
-            }
-            defer { group.cancelAll() }
-            try await body(url)
-        }
+        try await withRouterServer(router, body)
     }
 
     @Test("an answer that trickles in is cut off at the request's timeout, answer included (not read to its end a minute later)")
