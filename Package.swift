@@ -45,7 +45,9 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.1.0"),
+        // Sign-in with JWTs (ES256, RS256, JWKS): the server verifies bearer tokens from configured issuers.
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.20.0"),
@@ -137,6 +139,8 @@ let package = Package(
                 server("NIOCore", "swift-nio"),
                 server("NIOSSL", "swift-nio-ssl"),
                 server("Crypto", "swift-crypto"),
+                // Bearer JWTs verified against configured issuers' keys (Auth/JWT*).
+                server("JWTKit", "jwt-kit"),
                 server("Logging", "swift-log"),
                 server("Metrics", "swift-metrics"),
                 server("Prometheus", "swift-prometheus"),
@@ -220,6 +224,9 @@ let package = Package(
                 "StrataServer", "StrataPostgres", "StrataProtocol", "StrataCore", "StrataLog", "StrataTestSupport",
                 server("HummingbirdTesting", "hummingbird"),
                 server("Prometheus", "swift-prometheus"),
+                // The test issuer signs tokens with keys the tests generate.
+                server("JWTKit", "jwt-kit"),
+                server("Crypto", "swift-crypto"),
                 server("Logging", "swift-log"),
             ]
         ),
