@@ -78,7 +78,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The body of every error answer: `{"error": {"code", "message", "expected"?, "retryAfter"?,
-/// "sequence"?, "serverTime"?, "maxOffset"?, "assets"?}}`.
+/// "sequence"?, "serverTime"?, "maxOffset"?, "assets"?, "reason"?}}`.
 public struct ErrorEnvelope: Sendable, Hashable, Codable {
     public struct Detail: Sendable, Hashable, Codable {
         /// An ``ErrorCode`` name (clients keep unknown names as they are).
@@ -97,9 +97,13 @@ public struct ErrorEnvelope: Sendable, Hashable, Codable {
         public var maxOffset: UInt64?
         /// For `assetMissing`: the SHA-256 (hex) of each asset the zone does not hold.
         public var assets: [String]?
+        /// For `unauthorized`: why a bearer JWT was refused, an ``AuthRefusalReason`` name
+        /// (absent for a missing or unknown static token).
+        public var reason: String?
 
         public init(code: String, message: String, expected: UInt64? = nil, retryAfter: Int? = nil, sequence: UInt64? = nil,
-                    serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil) {
+                    serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil, reason: String? = nil) {
+            self.reason = reason
             self.assets = assets
             self.code = code
             self.message = message
@@ -114,4 +118,44 @@ public struct ErrorEnvelope: Sendable, Hashable, Codable {
     public var error: Detail
 
     public init(error: Detail) { self.error = error }
+}
+
+/// Why a bearer JWT was refused: the `reason` of an `unauthorized` (401) answer. The code stays
+/// `unauthorized`, so that a client refreshes its token on any of them; the reason tells a
+/// client (and the server's log) which check failed.
+///
+/// ```swift
+/// if envelope.error.reason == AuthRefusalReason.expired.name { /* sign in again */ }
+/// ```
+public struct AuthRefusalReason: Hashable, Sendable, CustomStringConvertible {
+    public let name: String
+
+    public init(_ name: String) { self.name = name }
+
+    public var description: String { name }
+
+    /// The token's `exp` is past (beyond the issuer's clock leeway).
+    public static let expired = AuthRefusalReason("expired")
+    /// The token's `nbf` or `iat` is still ahead (beyond the issuer's clock leeway).
+    public static let notYetValid = AuthRefusalReason("notYetValid")
+    /// No configured issuer has the token's `iss`.
+    public static let wrongIssuer = AuthRefusalReason("wrongIssuer")
+    /// The token's `aud` names no audience of its issuer, or one the issuer does not accept.
+    public static let wrongAudience = AuthRefusalReason("wrongAudience")
+    /// The token's `kid` names no key of its issuer, even after the issuer's keys were read again.
+    public static let unknownKey = AuthRefusalReason("unknownKey")
+    /// The signature is not the key's over the token's header and payload.
+    public static let badSignature = AuthRefusalReason("badSignature")
+    /// The token's `alg` is not one its issuer is configured with (`none` and `HS*` never are).
+    public static let algorithmNotAllowed = AuthRefusalReason("algorithmNotAllowed")
+    /// Not a JWT that can be read: bad base64url or JSON, no `alg`, no `exp`, or a time claim
+    /// that is not a number.
+    public static let malformed = AuthRefusalReason("malformed")
+    /// The claim naming the user (by default `sub`) is absent, empty, or not a usable name.
+    public static let missingUserClaim = AuthRefusalReason("missingUserClaim")
+
+    /// Every reason.
+    public static let all: [AuthRefusalReason] = [
+        .expired, .notYetValid, .wrongIssuer, .wrongAudience, .unknownKey, .badSignature, .algorithmNotAllowed, .malformed, .missingUserClaim,
+    ]
 }

@@ -18,6 +18,9 @@ public final class UserRegistry: Sendable {
     /// Called after every replacement (the server wakes its long polls, which check their
     /// callers again).
     private let replaced = Mutex<[@Sendable () -> Void]>([])
+    /// Checks a reloaded users file must pass to be served (the server's JWT issuers'
+    /// namespaces: see ``JWTVerifier/checkNoClash(with:)``).
+    private let checks = Mutex<[@Sendable (UserDirectory) throws(UserDirectoryError) -> Void]>([])
 
     /// A registry holding `users`; `path` is the file ``reload(logger:)`` reads.
     public init(_ users: UserDirectory, path: String? = nil) {
@@ -46,6 +49,12 @@ public final class UserRegistry: Sendable {
         replaced.withLock { $0.append(observer) }
     }
 
+    /// Makes ``reload(logger:)`` refuse a users file that `check` throws for (keeping the users
+    /// held, as for a damaged file).
+    func requiring(_ check: @escaping @Sendable (UserDirectory) throws(UserDirectoryError) -> Void) {
+        checks.withLock { $0.append(check) }
+    }
+
     /// Reads the users file again and, when it is usable, serves its users from now on; when it is
     /// not (missing, damaged, a duplicate name), logs why and keeps the users it had.
     ///
@@ -55,6 +64,7 @@ public final class UserRegistry: Sendable {
         guard let path else { return false }
         do {
             let users = try UserDirectory.load(from: path)
+            for check in checks.withLock({ $0 }) { try check(users) }
             replace(with: users)
             logger.notice("users file reloaded", metadata: ["usersFile": "\(path)", "users": "\(users.users.count)"])
             return true

@@ -23,8 +23,23 @@ extension StrataServerApp {
     /// Throws `401 unauthorized` unless the request's token still names `user` in the users as
     /// they are now: a reload that removed the user or replaced the token ends requests already in
     /// flight at their next decisive step (before an append, a merge, or a long poll's answer).
+    /// A JWT is verified again against its issuer's keys as held now: one that expired meanwhile
+    /// (or whose key the issuer removed) ends the request alike, with its reason.
     func requireStillSignedIn(_ request: Request, as user: String) throws(ServerError) {
-        guard Self.bearer(of: request).flatMap({ users.authenticate(bearer: $0) }) == user else {
+        guard let bearer = Self.bearer(of: request) else {
+            throw ServerError(.unauthorized, "the request of user \(user) lost its bearer token")
+        }
+        if let jwt, JWTVerifier.looksLikeJWT(bearer) {
+            switch jwt.verify(bearer) {
+            case .success(let verified) where verified.user == user:
+                return
+            case .success:
+                throw ServerError(.unauthorized, "the token no longer names user \(user)")
+            case .failure(let refusal):
+                throw ServerError(.unauthorized, "the token of user \(user) is no longer valid: \(refusal.message)", reason: refusal.reason)
+            }
+        }
+        guard users.authenticate(bearer: bearer) == user, jwt?.issuer(owningName: user) == nil else {
             throw ServerError(.unauthorized, "the token of user \(user) was revoked while the request was in flight")
         }
     }

@@ -28,9 +28,13 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     public var maxOffset: UInt64?
     /// For `ErrorCode.assetMissing`: the assets (SHA-256 hex) the zone does not hold.
     public var assets: [String]?
+    /// For `ErrorCode.unauthorized`: why a bearer JWT was refused (`AuthRefusalReason`).
+    public var reason: AuthRefusalReason?
 
     public init(_ code: ErrorCode, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil,
-                sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil) {
+                sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil,
+                reason: AuthRefusalReason? = nil) {
+        self.reason = reason
         self.assets = assets
         self.code = code
         self.message = message
@@ -52,7 +56,8 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     /// The error's JSON body.
     public var jsonBody: [UInt8] {
         let body = ErrorEnvelope(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter,
-                                              sequence: sequence, serverTime: serverTime, maxOffset: maxOffset, assets: assets))
+                                              sequence: sequence, serverTime: serverTime, maxOffset: maxOffset, assets: assets,
+                                              reason: reason?.name))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return (try? Array(encoder.encode(body))) ?? Array(#"{"error":{"code":"internalError","message":"unencodable error"}}"#.utf8)

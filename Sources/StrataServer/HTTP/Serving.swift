@@ -26,6 +26,9 @@ public struct ServeOptions: Sendable {
     public var assetSweep: AssetSweepSchedule?
     /// HTTPS with these files (`nil`: plain HTTP).
     public var tls: TLSFiles?
+    /// The issuers whose bearer JWTs sign users in, beside the users file's static tokens (see
+    /// <doc:JWTSignIn>). Their keys are read before the server starts.
+    public var jwtIssuers: [JWTIssuer] = []
 
     public init(dataDirectory: String, usersFile: String, configuration: ServerConfiguration = ServerConfiguration(),
                 retention: Retention? = nil, assetSweep: AssetSweepSchedule? = AssetSweepSchedule(), tls: TLSFiles? = nil,
@@ -80,6 +83,16 @@ extension StrataServerApp {
                              metrics: ServerMetrics = ServerMetrics(),
                              onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) async throws {
         let users = try UserRegistry(loading: options.usersFile)
+        // The issuers' keys are read now: a server that cannot verify its users' tokens does
+        // not start. Their namespaces must not hold a static user (see JWTVerifier).
+        let jwt: JWTVerifier?
+        do {
+            jwt = options.jwtIssuers.isEmpty ? nil : try await JWTVerifier.load(options.jwtIssuers, logger: logger)
+            try jwt?.checkNoClash(with: users.current)
+        } catch {
+            try? await options.storage?.close()
+            throw error
+        }
         // SIGHUP reloads the users file (a bad one is logged and the users loaded before stay).
         let hangup = users.reloadingOnHangup(logger: logger)
         defer { hangup.cancel() }
@@ -99,7 +112,8 @@ extension StrataServerApp {
             storageOptions.log.commitObserver = metrics.commitObserver
             storage = try EmbeddedZoneStorage(directory: options.dataDirectory, options: storageOptions, logger: logger)
         }
-        let server = StrataServerApp(storage: storage, users: users, configuration: options.configuration, logger: logger, metrics: metrics)
+        let server = StrataServerApp(storage: storage, users: users, configuration: options.configuration, logger: logger, metrics: metrics,
+                                     jwt: jwt)
         let application: Application<RouterResponder<StrataRequestContext>>
         do {
             application = try server.buildApplication(tls: tls, onRunning: onRunning)
@@ -111,6 +125,7 @@ extension StrataServerApp {
             "host": "\(options.configuration.host)", "port": "\(options.configuration.port)",
             "storage": "\(options.storage.map { "\(type(of: $0))" } ?? options.dataDirectory)",
             "users": "\(users.current.users.count)", "tls": "\(options.tls != nil)",
+            "jwtIssuers": "\(options.jwtIssuers.map(\.issuer).joined(separator: ","))",
         ])
         // The group shuts its services down in the reverse of this order.
         // The storage is the first service: it runs (a database's connection pool and schema)

@@ -25,6 +25,8 @@ public struct StrataServerApp: Sendable {
     public let userRegistry: UserRegistry
     /// The users as of now.
     public var users: UserDirectory { userRegistry.current }
+    /// The issuers whose bearer JWTs sign users in (see <doc:JWTSignIn>), if any.
+    public let jwt: JWTVerifier?
     public let configuration: ServerConfiguration
     public let logger: Logger
     /// Wakes long polls when a push lands.
@@ -48,16 +50,23 @@ public struct StrataServerApp: Sendable {
     ///     rate limit and the failed-authentication limit refill by, and the wall clock of the
     ///     clock-skew check of pushes.
     ///   - metrics: where the server counts (a registry of its own by default).
+    ///   - jwt: the issuers whose bearer JWTs are accepted beside the users' static tokens.
     public init(storage: any ZoneStorage, users: UserDirectory, configuration: ServerConfiguration = ServerConfiguration(),
-                logger: Logger = Logger(label: "strata.server"), clock: ServerClock = .system, metrics: ServerMetrics = ServerMetrics()) {
-        self.init(storage: storage, users: UserRegistry(users), configuration: configuration, logger: logger, clock: clock, metrics: metrics)
+                logger: Logger = Logger(label: "strata.server"), clock: ServerClock = .system, metrics: ServerMetrics = ServerMetrics(),
+                jwt: JWTVerifier? = nil) {
+        self.init(storage: storage, users: UserRegistry(users), configuration: configuration, logger: logger, clock: clock, metrics: metrics,
+                  jwt: jwt)
     }
 
-    /// A server whose users can be replaced while it serves (see ``UserRegistry``).
+    /// A server whose users can be replaced while it serves (see ``UserRegistry``). With `jwt`,
+    /// a reload of the users file that names a user in an issuer's namespace is refused.
     public init(storage: any ZoneStorage, users: UserRegistry, configuration: ServerConfiguration = ServerConfiguration(),
-                logger: Logger = Logger(label: "strata.server"), clock: ServerClock = .system, metrics: ServerMetrics = ServerMetrics()) {
+                logger: Logger = Logger(label: "strata.server"), clock: ServerClock = .system, metrics: ServerMetrics = ServerMetrics(),
+                jwt: JWTVerifier? = nil) {
         self.storage = storage
         self.userRegistry = users
+        self.jwt = jwt
+        if let jwt { users.requiring { (directory: UserDirectory) throws(UserDirectoryError) in try jwt.checkNoClash(with: directory) } }
         self.configuration = configuration
         self.logger = logger
         let notifier = ChangeNotifier()
@@ -80,7 +89,7 @@ public struct StrataServerApp: Sendable {
         // Outermost: every answer gets a request ID, is counted and timed (see ObservabilityMiddleware).
         router.add(middleware: ObservabilityMiddleware(metrics: metrics, logger: logger))
         router.add(middleware: RequestBoundsMiddleware(bounds: bounds, metrics: metrics, logger: logger))
-        router.add(middleware: GatekeeperMiddleware(users: userRegistry, rateLimiter: rateLimiter, logger: logger))
+        router.add(middleware: GatekeeperMiddleware(users: userRegistry, jwt: jwt, rateLimiter: rateLimiter, notifier: notifier, clock: clock, logger: logger))
         router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
@@ -276,11 +285,20 @@ public struct StrataServerApp: Sendable {
 /// Authenticates every request (bearer token → user), applies the per-user rate limit, and turns
 /// every error into the protocol's JSON answer, so that nothing reaches the client as a bare 500
 /// and no error stops the server.
+///
+/// A bearer that looks like a JWT (``JWTVerifier/looksLikeJWT(_:)``) is verified against the
+/// issuers when there are any; anything else is looked up in the users file. A refused JWT is
+/// answered `401 unauthorized` with its reason (`AuthRefusalReason`), and counts as a failed
+/// authentication like an unknown static token.
 struct GatekeeperMiddleware: RouterMiddleware {
     typealias Context = StrataRequestContext
 
     let users: UserRegistry
+    let jwt: JWTVerifier?
     let rateLimiter: RateLimiter
+    /// Woken for a zone whose reader's JWT expires while the request waits (a long poll).
+    let notifier: ChangeNotifier
+    let clock: ServerClock
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -297,15 +315,17 @@ struct GatekeeperMiddleware: RouterMiddleware {
             }
         }
         do {
-            guard let user = authenticate(request) else {
-                throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
-            }
+            let (user, validUntil) = try await authenticate(request)
             context.user = user
             if let wait = await rateLimiter.acquire(user) {
                 let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
                 throw ServerError(.rateLimited, "user \(user) is over the rate of \(rateLimiter.limit.requestsPerSecond) requests per second; retry in \(seconds) s",
                                   retryAfter: seconds)
             }
+            // A long poll outlasting its JWT is woken when the token expires: it then checks its
+            // caller again (AccessRecheck) and ends with 401, as for a revoked static token.
+            let expiry = validUntil.flatMap { expiryWake(request, user: user, validUntil: $0) }
+            defer { expiry?.cancel() }
             let response = try await next(request, context)
             logger.debug("request", metadata: metadata(request, context, status: response.status))
             return response
@@ -328,14 +348,49 @@ struct GatekeeperMiddleware: RouterMiddleware {
         }
     }
 
-    private func authenticate(_ request: Request) -> String? {
-        StrataServerApp.bearer(of: request).flatMap { users.current.authenticate(bearer: $0) }
+    /// The caller, and until when (wall-clock milliseconds) their JWT is valid; static tokens
+    /// have no end.
+    private func authenticate(_ request: Request) async throws(ServerError) -> (user: String, validUntil: UInt64?) {
+        guard let bearer = StrataServerApp.bearer(of: request) else {
+            throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
+        }
+        if let jwt, JWTVerifier.looksLikeJWT(bearer) {
+            switch await jwt.authenticate(bearer) {
+            case .success(let verified): return (verified.user, verified.validUntilMilliseconds)
+            case .failure(let refusal): throw ServerError(.unauthorized, "bearer JWT refused: \(refusal.message)", reason: refusal.reason)
+            }
+        }
+        // A static user in an issuer's namespace is refused even if a users file names one (a
+        // reload refuses such a file; a registry replaced in code is not checked).
+        guard let user = users.current.authenticate(bearer: bearer), jwt?.issuer(owningName: user) == nil else {
+            throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
+        }
+        return (user, nil)
+    }
+
+    /// For a `GET` of a zone, a task that wakes that zone's waiters just after the caller's JWT
+    /// expires (cancelled when the request is answered first).
+    private func expiryWake(_ request: Request, user: String, validUntil: UInt64) -> Task<Void, Never>? {
+        guard request.method == .get else { return nil }
+        let components = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
+        guard components.count >= 3, "/" + components[0] + "/" + components[1] == StrataEndpoint.zones else { return nil }
+        let owner = request.uri.queryParameters.get(StrataQuery.owner) ?? user
+        let zone = ZoneID(owner: owner, name: String(components[2])).description
+        let now = clock.wallMilliseconds()
+        // A little past the end, so that the check it causes sees the token expired.
+        let wait = Duration.milliseconds(Int64(min(validUntil - min(validUntil, now), UInt64(Int64.max / 2)))) + .milliseconds(20)
+        let notifier = notifier
+        return Task {
+            do { try await Task.sleep(for: wait) } catch { return }
+            notifier.notify(zone: zone)
+        }
     }
 
     private func log(_ error: ServerError, _ request: Request, _ context: Context) {
         var meta = metadata(request, context, status: error.status)
         meta["code"] = "\(error.code.name)"
         meta["message"] = "\(error.message)"
+        if let reason = error.reason { meta["reason"] = "\(reason.name)" }
         if error.status.code >= 500 {
             logger.error("request failed", metadata: meta)
         } else {

@@ -15,7 +15,8 @@ import StrataCore
 /// prints `listening on http://HOST:PORT` (`https://` with TLS; the port picked when `--port 0`).
 /// SIGTERM or SIGINT shut it down promptly: long polls are answered at once (an empty page, so
 /// clients poll again), requests in flight finish, the storage is closed, and it exits 0. SIGHUP
-/// reloads the users file.
+/// reloads the users file. `--jwt-issuer FILE` (repeatable) accepts bearer JWTs of an issuer
+/// beside the users file's static tokens.
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
@@ -73,6 +74,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The PEM private key of --tls-cert.")
     var tlsKey: String?
 
+    @Option(name: .customLong("jwt-issuer"),
+            help: ArgumentHelp("A JSON file describing an issuer whose bearer JWTs sign users in (repeatable; see the JWTSignIn article).", valueName: "FILE"))
+    var jwtIssuer: [String] = []
+
     @Option(help: ArgumentHelp("A limit, NAME=VALUE (repeatable); see the discussion for the names.", valueName: "NAME=VALUE"))
     var limit: [String] = []
 
@@ -98,6 +103,7 @@ struct ServeCommand: AsyncParsableCommand {
         values["logLevel"] = logLevel
         values["tls.cert"] = tlsCert
         values["tls.key"] = tlsKey
+        if !jwtIssuer.isEmpty { values["jwt.issuers"] = jwtIssuer.joined(separator: ",") }
         let names = Set(ServeConfiguration.limitNames)
         for assignment in limit {
             guard let equals = assignment.firstIndex(of: "=") else {

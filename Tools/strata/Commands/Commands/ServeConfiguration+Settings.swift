@@ -77,6 +77,18 @@ extension ServeConfiguration {
         }, current: { $0.logLevel.rawValue }),
         text("tls.cert", flag: "--tls-cert", \.tlsCert),
         text("tls.key", flag: "--tls-key", \.tlsKey),
+        // Each a JSON file describing one issuer of bearer JWTs (see the JWTSignIn article).
+        ServeSetting(key: "jwt.issuers", flag: "--jwt-issuer", secret: false, apply: { c, v throws(ValueError) in
+            c.jwtIssuerFiles = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            c.jwtIssuers = []
+            for path in c.jwtIssuerFiles {
+                do {
+                    c.jwtIssuers.append(try JWTIssuer.load(from: path))
+                } catch {
+                    throw ValueError("cannot be used: \((error as? JWTConfigurationError)?.message ?? "\(error)")")
+                }
+            }
+        }, current: { $0.jwtIssuerFiles.isEmpty ? "none" : $0.jwtIssuerFiles.joined(separator: ",") }),
 
         limitBytes("maxBodyBytes", \.maxBodyBytes),
         limitBytes("maxStateBytes", \.maxStateBytes),

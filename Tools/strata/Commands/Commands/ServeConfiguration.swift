@@ -30,6 +30,10 @@ struct ServeConfiguration: Sendable {
     var tlsCert: String?
     var tlsKey: String?
     var limits = ServerConfiguration.Limits()
+    /// The JWT issuer files (`--jwt-issuer`, repeatable; `"jwt": {"issuers": [...]}`) and the
+    /// issuers they hold, read when resolved.
+    var jwtIssuerFiles: [String] = []
+    var jwtIssuers: [JWTIssuer] = []
 
     /// Where a value came from.
     enum Source: Sendable, Hashable, CustomStringConvertible {
@@ -115,6 +119,7 @@ struct ServeConfiguration: Sendable {
                      retention: retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) },
                      assetSweep: assetSweepEvery == 0 ? nil : AssetSweepSchedule(grace: .seconds(assetGrace), interval: .seconds(assetSweepEvery)),
                      tls: tlsCert.flatMap { cert in tlsKey.map { TLSFiles(certificateChain: cert, privateKey: $0) } })
+            .with(jwtIssuers: jwtIssuers)
     }
 
     /// The effective configuration as log metadata: `key: "value (source)"`.
@@ -196,4 +201,13 @@ enum ConfigFileValue: Decodable {
 struct ValueError: Error {
     let reason: String
     init(_ reason: String) { self.reason = reason }
+}
+
+extension ServeOptions {
+    /// These options with `issuers`.
+    func with(jwtIssuers issuers: [JWTIssuer]) -> ServeOptions {
+        var options = self
+        options.jwtIssuers = issuers
+        return options
+    }
 }
