@@ -119,11 +119,14 @@ import StrataServer
 ///   asset. Uploads of before the upgrade become the zone owner's. Indexed by uploader, for the
 ///   cap on a user's unfinished uploads.
 ///
+/// Version 12 (the database changes and the acceptance of shares): see
+/// `PostgresSchema.databaseChanges`.
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 11
+    static let version = 12
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -401,6 +404,7 @@ enum PostgresSchema {
             "ALTER TABLE strata_asset_uploads DROP CONSTRAINT strata_asset_uploads_pkey, ADD PRIMARY KEY (zone_id, sha256, uploader)",
             "CREATE INDEX strata_asset_uploads_uploader ON strata_asset_uploads (uploader)",
         ],
+        12: databaseChanges,
     ]
 
     /// Brings the database to ``version``; returns the version it was at.

@@ -23,6 +23,19 @@ struct ZoneRow: Sendable {
     static let qualifiedColumns = columns.split(separator: ",").map { "z." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
     typealias Columns = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, [Int64])
 
+    /// ``columns`` and the acceptances and change stamp (schema version 12): where a zone is
+    /// described (looked up, listed, updated), not where a push reads it.
+    static let describedColumns = columns + ", accepted, change_stamp"
+    typealias Described = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, [Int64], [String], Int64)
+    /// The database counter's value at the zone's latest change (0 when read without it).
+    var stamp: UInt64 = 0
+
+    init(described c: Described) {
+        self.init((c.0, c.1, c.2, c.3, c.4, c.5, c.6, c.7, c.8, c.9, c.10, c.11))
+        info.accepted = Set(c.12)
+        stamp = UInt64(bitPattern: c.13)
+    }
+
     /// The row as read; ``decoded()`` checks its access and grants.
     private var access: String
     private var grants: String
@@ -167,9 +180,9 @@ extension PostgresZoneStorage {
     /// The zone's row (locked for the transaction when `lock`), or `nil` when there is none.
     func zoneRow(_ id: ZoneID, on connection: PostgresConnection, lock: Bool = false) async throws -> ZoneRow? {
         let found = try await rows(connection.query("""
-            SELECT \(unescaped: ZoneRow.columns) FROM strata_zones WHERE owner = \(id.owner) AND name = \(id.name)\(unescaped: lock ? " FOR UPDATE" : "")
-            """, logger: logger), as: ZoneRow.Columns.self)
-        return try found.first.map { try ZoneRow($0).decoded() }
+            SELECT \(unescaped: ZoneRow.describedColumns) FROM strata_zones WHERE owner = \(id.owner) AND name = \(id.name)\(unescaped: lock ? " FOR UPDATE" : "")
+            """, logger: logger), as: ZoneRow.Described.self)
+        return try found.first.map { try ZoneRow(described: $0).decoded() }
     }
 
     /// The zone's row, or ``ZoneStorageError/Code/zoneNotFound``.

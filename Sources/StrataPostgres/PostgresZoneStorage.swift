@@ -235,15 +235,27 @@ public final class PostgresZoneStorage: ZoneStorage {
             let lineage = ZoneInfo.lineage(continuing: settings.continues, kept: try await self.deletedZoneLife(id, on: connection))
             var epoch = firstEpoch
             while lineage.contains(epoch) { epoch = self.options.makeEpoch() }
+            // Grantees kept through the deletion keep their acceptance (rows of before it was kept:
+            // every grant accepted); grants the settings name are new.
+            var accepted: [String] = []
+            if settings.grants == nil {
+                let kept = try await self.values(connection.query("""
+                    SELECT accepted FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)
+                    """, logger: self.logger), as: [String]?.self)
+                if let row = kept.first { accepted = (row ?? Array(grants.keys)).filter { grants[$0] != nil }.sorted() }
+            }
             try await connection.query("""
-                INSERT INTO strata_zones (owner, name, epoch, access, grants, lineage)
+                INSERT INTO strata_zones (owner, name, epoch, access, grants, lineage, accepted)
                 VALUES (\(id.owner), \(id.name), \(Int64(bitPattern: epoch)), \(access.rawValue), \(grantsText),
-                        \(lineage.map { Int64(bitPattern: $0) }))
+                        \(lineage.map { Int64(bitPattern: $0) }), \(accepted))
                 """, logger: self.logger)
+            // Long polls of the database changes on the other instances (a grantee's) wake.
+            try await self.announce(id, on: connection)
             // The zone has its own rules now: what was kept of a deleted one is forgotten.
             try await connection.query("DELETE FROM strata_deleted_zones WHERE owner = \(id.owner) AND name = \(id.name)", logger: self.logger)
             var info = ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: epoch)
             info.lineage = lineage
+            info.accepted = Set(accepted)
             return info
         }
         logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(info.access.rawValue)"])
@@ -286,8 +298,8 @@ public final class PostgresZoneStorage: ZoneStorage {
 
     public func zones() async throws(ZoneStorageError) -> [ZoneInfo] {
         try await withConnection("listing the zones", zone: nil) { connection in
-            try await self.rows(connection.query("SELECT \(unescaped: ZoneRow.columns) FROM strata_zones", logger: self.logger),
-                                as: ZoneRow.Columns.self).map { try ZoneRow($0).decoded().info }
+            try await self.rows(connection.query("SELECT \(unescaped: ZoneRow.describedColumns) FROM strata_zones", logger: self.logger),
+                                as: ZoneRow.Described.self).map { try ZoneRow(described: $0).decoded().info }
         }.sorted { $0.id < $1.id }
     }
 
@@ -295,9 +307,10 @@ public final class PostgresZoneStorage: ZoneStorage {
         let grantsText = try Self.encode(grants)
         let updated = try await withConnection("updating zone \(id)", zone: id) { connection in
             let row = try await self.rows(connection.query("""
-                UPDATE strata_zones SET access = \(access.rawValue), grants = \(grantsText)
-                WHERE owner = \(id.owner) AND name = \(id.name) RETURNING \(unescaped: ZoneRow.columns)
-                """, logger: self.logger), as: ZoneRow.Columns.self).first.map(ZoneRow.init)
+                UPDATE strata_zones SET access = \(access.rawValue), grants = \(grantsText),
+                    accepted = ARRAY(SELECT a FROM unnest(accepted) AS a WHERE \(grantsText)::jsonb ? a ORDER BY a)
+                WHERE owner = \(id.owner) AND name = \(id.name) RETURNING \(unescaped: ZoneRow.describedColumns)
+                """, logger: self.logger), as: ZoneRow.Described.self).first.map { ZoneRow(described: $0) }
             // Long polls of the zone on the other instances wake and check their callers' access.
             if row != nil { try await self.announce(id, on: connection) }
             return row
@@ -317,9 +330,9 @@ public final class PostgresZoneStorage: ZoneStorage {
             do {
                 let grantsText = try Self.encode(zone.info.grants)
                 try await connection.query("""
-                    INSERT INTO strata_deleted_zones (owner, name, access, grants, epoch, lineage)
+                    INSERT INTO strata_deleted_zones (owner, name, access, grants, epoch, lineage, accepted)
                     VALUES (\(id.owner), \(id.name), \(zone.info.access.rawValue), \(grantsText), \(Int64(bitPattern: zone.info.epoch)),
-                            \(zone.info.lineage.map { Int64(bitPattern: $0) }))
+                            \(zone.info.lineage.map { Int64(bitPattern: $0) }), \(zone.info.accepted.intersection(zone.info.grants.keys).sorted()))
                     """, logger: self.logger)
                 let limit = Self.keptDeletedZoneRulesPerOwner
                 try await connection.query("""

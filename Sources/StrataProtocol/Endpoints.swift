@@ -43,6 +43,17 @@ public enum StrataEndpoint {
     public static let assetParameter = "asset"
     public static let chunkParameter = "chunk"
 
+    /// `POST`, after a zone's path (with ``StrataQuery/owner``): the caller accepts the share of
+    /// the zone a grant gave them; answers the zone's description.
+    public static let accept = "/accept"
+    /// `POST`, after a zone's path (with ``StrataQuery/owner``): the caller leaves a zone shared
+    /// with them: their grant is removed; answers `204`.
+    public static let leave = "/leave"
+
+    /// `GET`: which of the caller's zones changed since a database token (``DatabaseChanges``),
+    /// with ``StrataQuery/after``, ``StrataQuery/limit`` and ``StrataQuery/wait`` (a long poll).
+    public static let databaseChanges = "/v1/database/changes"
+
     /// `GET`, without a token: liveness.
     public static let health = "/health"
     /// `GET`, without a token: readiness (`503` while shutting down or without storage).
@@ -55,9 +66,10 @@ public enum StrataEndpoint {
 public enum StrataQuery {
     /// Every zone endpoint: the zone's owner, when it is not the caller.
     public static let owner = "owner"
-    /// `changes` and `state`: the change token the caller has pulled through.
+    /// `changes` and `state`: the change token the caller has pulled through; the database
+    /// changes: the database token of the caller's last answer.
     public static let after = "after"
-    /// `changes`: the most transactions to answer.
+    /// `changes`: the most transactions to answer; the database changes: the most zones.
     public static let limit = "limit"
     /// `changes`: the longest to wait for a change, in seconds (a long poll).
     public static let wait = "wait"

@@ -1,7 +1,7 @@
 import StrataCore
 
 /// A zone as the protocol answers it: `{"name", "owner", "access", "grants", "epoch", "token",
-/// "canPush", "limits"}`, where `token` is the change token of the current end of its log,
+/// "canPush", "limits", "participants"}`, where `token` is the change token of the current end of its log,
 /// `canPush` says whether the caller may push to it (a client with read access only syncs
 /// pull-only) and `limits` what the server accepts (clients size their pushes under them).
 public struct ZoneDescription: Sendable, Hashable, Codable {
@@ -20,9 +20,13 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
     /// into this one. Absent for a new zone: devices of an earlier life stop (`zoneDeleted`)
     /// rather than seed it with what was deleted.
     public var continues: [UInt64]?
+    /// The users the zone is shared with, their grant and whether they accepted, sorted by user
+    /// (shown to whoever is shown ``grants``); absent from servers older than sharing's accept.
+    public var participants: [ZoneParticipant]?
 
     public init(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant], epoch: UInt64, token: String,
-                canPush: Bool? = nil, limits: ServerLimits? = nil, continues: [UInt64]? = nil) {
+                canPush: Bool? = nil, limits: ServerLimits? = nil, continues: [UInt64]? = nil, participants: [ZoneParticipant]? = nil) {
+        self.participants = participants
         self.continues = continues
         self.name = name
         self.owner = owner

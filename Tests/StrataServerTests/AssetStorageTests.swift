@@ -430,12 +430,12 @@ struct AssetStorageTests {
         let logBytes = try await storage.storedBytes(owner: "alice")
         try await storage.close()
         // What version 8 left: no asset tables.
-        _ = try cluster.psql("DROP TABLE strata_asset_chunks, strata_asset_manifests, strata_asset_links, strata_asset_uploads; DELETE FROM strata_schema_migrations WHERE version >= 9",
+        _ = try cluster.psql(undoSchemaVersion12 + "DROP TABLE strata_asset_chunks, strata_asset_manifests, strata_asset_links, strata_asset_uploads; DELETE FROM strata_schema_migrations WHERE version >= 9",
                              database: database)
         #expect(try versions() == "1,2,3,4,5,6,7,8")
 
         storage = try await site.open()
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12")
         #expect(try await storage.endPosition(zone: "photos") == 1)
         #expect(try await storage.storedBytes(owner: "alice") == logBytes)
         let asset = try TestAsset(seed: 15, byteCount: 5000)

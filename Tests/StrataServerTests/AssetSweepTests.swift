@@ -331,7 +331,7 @@ struct AssetSweepTests {
         _ = try await storage.beginAssetUpload(zone: "photos", user: "alice", manifest: started.manifest, storedBytesLimit: nil)
         try await storage.close()
         // What version 9 left: no confirmation times.
-        _ = try cluster.psql("ALTER TABLE strata_asset_links DROP COLUMN confirmed_at; ALTER TABLE strata_asset_uploads DROP COLUMN touched_at; ALTER TABLE strata_asset_uploads DROP COLUMN uploader, ADD PRIMARY KEY (zone_id, sha256); DELETE FROM strata_schema_migrations WHERE version >= 10",
+        _ = try cluster.psql(undoSchemaVersion12 + "ALTER TABLE strata_asset_links DROP COLUMN confirmed_at; ALTER TABLE strata_asset_uploads DROP COLUMN touched_at; ALTER TABLE strata_asset_uploads DROP COLUMN uploader, ADD PRIMARY KEY (zone_id, sha256); DELETE FROM strata_schema_migrations WHERE version >= 10",
                              database: database)
         #expect(try versions() == "1,2,3,4,5,6,7,8,9")
 
@@ -339,7 +339,7 @@ struct AssetSweepTests {
         // have taken minutes to get here).
         clock.advance(.milliseconds(Int64(ServerClock.systemWallMilliseconds()) - Int64(clock.milliseconds)))
         storage = try await Self.open(site, clock: clock)
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12")
         #expect(try await storage.heldAsset(zone: "photos", sha256: asset.sha256) == asset.manifest)
         #expect(try await storage.sweepAssets(grace: Self.grace) == AssetSweepReport())
         clock.advance(Self.grace + .seconds(60))

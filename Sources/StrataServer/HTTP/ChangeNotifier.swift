@@ -65,20 +65,26 @@ public final class ChangeNotifier: Sendable {
         }
     }
 
-    /// Wakes every waiter of `zone`.
+    /// The key of the waiters that wake on a change of any zone: the database changes' long
+    /// polls (`GET /v1/database/changes`), which then look whether a zone of their caller changed.
+    public static let anyZone = "\u{0}database"
+
+    /// Wakes every waiter of `zone`, and those of ``anyZone``.
     public func notify(zone: String) {
         let continuations = state.withLock { s -> [CheckedContinuation<Wake, Never>] in
-            guard var slots = s.zones[zone] else { return [] }
             var woken: [CheckedContinuation<Wake, Never>] = []
-            for (id, slot) in slots {
-                switch slot {
-                case .waiting(let continuation): woken.append(continuation)
-                case .fired: continue  // keeps the first reason
-                case .armed: break
+            for key in zone == Self.anyZone ? [zone] : [zone, Self.anyZone] {
+                guard var slots = s.zones[key] else { continue }
+                for (id, slot) in slots {
+                    switch slot {
+                    case .waiting(let continuation): woken.append(continuation)
+                    case .fired: continue  // keeps the first reason
+                    case .armed: break
+                    }
+                    slots[id] = .fired(.notified)
                 }
-                slots[id] = .fired(.notified)
+                s.zones[key] = slots
             }
-            s.zones[zone] = slots
             return woken
         }
         for continuation in continuations { continuation.resume(returning: .notified) }

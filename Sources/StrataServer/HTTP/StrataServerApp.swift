@@ -94,6 +94,7 @@ public struct StrataServerApp: Sendable {
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
         router.get(RouterPath(StrataEndpoint.zones)) { request, context in try await self.listZones(request, context) }
+        router.get(RouterPath(StrataEndpoint.databaseChanges)) { request, context in try await self.databaseChanges(request, context) }
         // Every zone endpoint: the caller, the zone named and its lookup, resolved once.
         let zone = router.group(RouterPath(StrataEndpoint.zonePattern)).add(middleware: ZoneResolution(server: self))
         zone.put { request, context in try await self.putZone(request, context) }
@@ -104,6 +105,8 @@ public struct StrataServerApp: Sendable {
         zone.get(RouterPath(StrataEndpoint.snapshot)) { request, context in try await self.snapshot(request, context) }
         zone.post(RouterPath(StrataEndpoint.state)) { request, context in try await self.uploadState(request, context) }
         zone.get(RouterPath(StrataEndpoint.replicas)) { request, context in try await self.replicas(request, context) }
+        zone.post(RouterPath(StrataEndpoint.accept)) { request, context in try await self.acceptShare(request, context) }
+        zone.post(RouterPath(StrataEndpoint.leave)) { request, context in try await self.leaveShare(request, context) }
         zone.put(RouterPath(StrataEndpoint.assetPattern)) { request, context in try await self.beginAssetUpload(request, context) }
         zone.get(RouterPath(StrataEndpoint.assetPattern)) { request, context in try await self.assetManifest(request, context) }
         zone.put(RouterPath(StrataEndpoint.assetChunkPattern)) { request, context in try await self.putAssetChunk(request, context) }

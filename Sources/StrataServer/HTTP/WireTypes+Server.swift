@@ -4,7 +4,8 @@ extension ZoneDescription {
     /// The description of `zone` with the change token of its end.
     public init(_ zone: ZoneInfo, token: ChangeToken, canPush: Bool? = nil, limits: ServerLimits? = nil) {
         self.init(name: zone.name, owner: zone.owner, access: zone.access, grants: zone.grants, epoch: zone.epoch,
-                  token: token.description, canPush: canPush, limits: limits, continues: zone.lineage)
+                  token: token.description, canPush: canPush, limits: limits, continues: zone.lineage,
+                  participants: zone.participants)
     }
 }
 

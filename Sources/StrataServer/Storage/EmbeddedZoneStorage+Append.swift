@@ -85,6 +85,9 @@ extension EmbeddedZoneStorage {
                 let current = zoneStates[id]?.info.epoch == epoch
                 // The reservation becomes the record's size on disk (compressed, framed).
                 if current { addUsage(id, Int64(result.storedSize) - write.adding) }
+                // Stamped once durable (what a pull of the zone may read): the database changes
+                // name the zone from now on.
+                if current && write.outcome.appended > 0 { database.touch(id) }
                 var outcome = write.outcome
                 if !current { outcome.fingerprint = nil }
                 return outcome

@@ -13,11 +13,11 @@ extension EmbeddedZoneStorage {
 
     public func createZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
                            maxZonesPerOwner: Int?) async throws(ZoneStorageError) -> ZoneInfo {
-        try await makeZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner, lineage: [])
+        try await makeZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner, lineage: [], accepted: [])
     }
 
     private func makeZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant],
-                          maxZonesPerOwner: Int?, lineage: [UInt64]) async throws(ZoneStorageError) -> ZoneInfo {
+                          maxZonesPerOwner: Int?, lineage: [UInt64], accepted: Set<String>) async throws(ZoneStorageError) -> ZoneInfo {
         try checkOpen()
         guard ZoneInfo.isValidName(id.name) else {
             throw ZoneStorageError(.invalidArgument, "invalid zone name \"\(id.name)\": 1–64 of [A-Za-z0-9._-]")
@@ -36,6 +36,7 @@ extension EmbeddedZoneStorage {
         let taken = Set(zoneStates.values.map { Self.logDirectoryName(for: $0.info) })
         var info = ZoneInfo(name: id.name, owner: id.owner, access: access, grants: grants, epoch: 0)
         info.lineage = lineage
+        info.accepted = accepted.filter { grants[$0] != nil }
         while info.epoch == 0 || lineage.contains(info.epoch) || taken.contains(Self.logDirectoryName(for: info)) { info.epoch = options.makeEpoch() }
         let path = Self.logDirectory(in: directory, for: info)
         try DurableFile.removeTree(path)
@@ -60,6 +61,7 @@ extension EmbeddedZoneStorage {
             throw error
         }
         usage[id.owner, default: 0] += zoneStates[id]?.storedBytes ?? 0
+        database.touch(id)
         logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return info
     }
@@ -72,7 +74,9 @@ extension EmbeddedZoneStorage {
         let kept = keptRules[id]
         let (access, grants) = Self.rules(settings, keeping: kept?.settings)
         let lineage = ZoneInfo.lineage(continuing: settings.continues, kept: kept.flatMap { kept in kept.epoch.map { ($0, kept.lineage ?? []) } })
-        return try await makeZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner, lineage: lineage)
+        // Grantees kept through the deletion keep their acceptance; grants the settings name are new.
+        let accepted: Set<String> = settings.grants == nil ? kept.map { Set($0.accepted ?? Array($0.grants.keys)) } ?? [] : []
+        return try await makeZone(id, access: access, grants: grants, maxZonesPerOwner: maxZonesPerOwner, lineage: lineage, accepted: accepted)
     }
 
     public func deletedZoneRules(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneSettings? {
@@ -96,6 +100,7 @@ extension EmbeddedZoneStorage {
         let previous = state.info
         state.info.access = access
         state.info.grants = grants
+        state.info.accepted = previous.acceptedKept(under: grants)
         zoneStates[id] = state
         do {
             try writeCatalog()
@@ -103,6 +108,11 @@ extension EmbeddedZoneStorage {
             zoneStates[id]?.info = previous
             throw error
         }
+        // Those who lost the zone (a grant taken, the zone made private) are told, then everyone
+        // who keeps it sees the change.
+        let lost = previous.members.subtracting(state.info.members)
+        if !lost.isEmpty { database.remove(id, from: lost, .revoked) }
+        database.touch(id)
         logger.info("zone updated", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return state.info
     }
@@ -119,7 +129,8 @@ extension EmbeddedZoneStorage {
         // continues it.
         let order = (keptRules.values.map(\.order).max() ?? 0) + 1
         keptRules[id] = KeptRules(owner: id.owner, name: id.name, access: state.info.access, grants: state.info.grants, order: order,
-                                  epoch: state.info.epoch, lineage: state.info.lineage)
+                                  epoch: state.info.epoch, lineage: state.info.lineage,
+                                  accepted: state.info.grants.isEmpty ? nil : state.info.accepted.intersection(state.info.grants.keys).sorted())
         let owners = keptRules.values.filter { $0.owner == id.owner }.sorted { $0.order < $1.order }
         for dropped in owners.dropLast(Self.keptDeletedZoneRulesPerOwner) { keptRules[dropped.id] = nil }
         do {
@@ -130,6 +141,7 @@ extension EmbeddedZoneStorage {
             throw error
         }
         usage[id.owner, default: 0] -= state.storedBytes
+        database.remove(id, from: state.info.members, .deleted)
         // Its links to assets go with it (a crash before this: removed on the next open).
         try? assets.removeZone(state.info)
         // The zone is gone from the catalog: whatever happens below, it is deleted (a directory

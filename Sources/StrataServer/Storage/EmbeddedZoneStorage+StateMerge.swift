@@ -110,6 +110,7 @@ extension EmbeddedZoneStorage {
             zoneStates[id]?.info = state.info
             throw error
         }
+        database.touch(id)
         logger.notice("uploaded state merged", metadata: [
             "zone": "\(id)", "user": "\(user)", "position": "\(position)", "generation": "\(info.generation)",
             "credited": "\(credited?.count ?? 0)", "creditedReplica": "\(credited.map { "\($0.replica)" } ?? "-")",

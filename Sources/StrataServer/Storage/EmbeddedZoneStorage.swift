@@ -82,6 +82,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// The assets' confirmations and the lock a sweep takes per owner (see `EmbeddedAssets+Sweep.swift`).
     nonisolated let assetSweep: EmbeddedAssetSweep
     var closed = false
+    /// The database changes' counter, stamps and removals, in memory (see `EmbeddedDatabase`).
+    var database = EmbeddedDatabase()
 
     /// A zone as the storage holds it open.
     struct ZoneState {
@@ -118,6 +120,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         /// before they were kept): a recreation continuing it continues those too.
         var epoch: UInt64?
         var lineage: [UInt64]?
+        /// The grantees who had accepted (absent in catalogs written before acceptance was
+        /// kept: every grant counts as accepted).
+        var accepted: [String]?
 
         var id: ZoneID { ZoneID(owner: owner, name: name) }
         var settings: ZoneSettings { ZoneSettings(access: access, grants: grants) }

@@ -195,6 +195,33 @@ public protocol ZoneStorage: Service, AssetStorage {
     /// Tokens handed out before version 4 are still checked against it.
     func lastTransactionFingerprint(zone: ZoneID, at position: UInt64) async throws(ZoneStorageError) -> UInt64?
 
+    /// The database clock: the server life (or database) the counter belongs to, its value, and
+    /// the oldest value whose removals are still kept (see ``DatabaseClock``). Every append,
+    /// state merge, settings change, acceptance and deletion of a zone takes the counter's next
+    /// value, in the same step that makes the change visible.
+    func databaseClock() async throws(ZoneStorageError) -> DatabaseClock
+
+    /// `user`'s zones (owned, or shared with them by a grant on a zone that is not private)
+    /// stamped after `after` (`nil`: all of them) and at most `through`, the oldest stamp first, at
+    /// most `limit` of them.
+    func memberZones(of user: String, after: UInt64?, through: UInt64, limit: Int) async throws(ZoneStorageError) -> [MemberZone]
+
+    /// The zones `user` lost (a grant taken, the zone made private, left or deleted) stamped after
+    /// `after` and at most `through`, the oldest first, at most `limit`. Only zones that were
+    /// `user`'s (``ZoneInfo/isMember(_:)``) when they were lost.
+    func removals(of user: String, after: UInt64, through: UInt64, limit: Int) async throws(ZoneStorageError) -> [ZoneRemoval]
+
+    /// `user` accepts the share of zone `id` their grant gave them, and the zone as stored is
+    /// returned. ``ZoneStorageError/Code/zoneNotFound`` when there is no such zone or `user` holds
+    /// no grant on it that counts (the zone is private): nobody learns of a zone by accepting it.
+    func acceptShare(_ id: ZoneID, user: String) async throws(ZoneStorageError) -> ZoneInfo
+
+    /// `user` leaves zone `id`: their grant is removed (recorded as a removal for them) and the
+    /// zone as stored is returned. ``ZoneStorageError/Code/zoneNotFound`` as for
+    /// ``acceptShare(_:user:)``; the owner cannot leave their own zone
+    /// (``ZoneStorageError/Code/invalidArgument``).
+    func leaveShare(_ id: ZoneID, user: String) async throws(ZoneStorageError) -> ZoneInfo
+
     /// The position of the zone's newest snapshot; `nil` when it has none (a pull without a token
     /// then starts at the log's first position, else at the snapshot).
     func snapshotPosition(zone: ZoneID) async throws(ZoneStorageError) -> UInt64?

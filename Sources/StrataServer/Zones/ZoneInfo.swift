@@ -34,6 +34,12 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
     /// `zones.json`): devices of an earlier life stop with `zoneDeleted` rather than seed it with
     /// what was deleted. At most ``maxLineage`` epochs.
     public var lineage: [UInt64] = []
+    /// The grantees who accepted the share (`POST /v1/zones/{zone}/accept`); a grant given
+    /// later starts unaccepted. A grant works whether accepted or not: acceptance tells the
+    /// owner (the participants) and the grantee's devices (the database changes) that the user
+    /// took the share. In `zones.json` when the zone has grants; a catalog written before
+    /// acceptance was kept has none, and its grants read as accepted.
+    public var accepted: Set<String> = []
 
     /// The most earlier lives a zone remembers continuing.
     public static let maxLineage = 64
@@ -53,7 +59,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         self.merges = merges
     }
 
-    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, merges, lineage }
+    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, merges, lineage, accepted }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -64,6 +70,8 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         epoch = try c.decode(UInt64.self, forKey: .epoch)
         merges = try c.decodeIfPresent([UInt64].self, forKey: .merges) ?? []
         lineage = try c.decodeIfPresent([UInt64].self, forKey: .lineage) ?? []
+        // Written before acceptance was kept: every grant counts as accepted.
+        accepted = try c.decodeIfPresent(Set<String>.self, forKey: .accepted) ?? Set(grants.keys)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -75,6 +83,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         try c.encode(epoch, forKey: .epoch)
         if !merges.isEmpty { try c.encode(merges, forKey: .merges) }
         if !lineage.isEmpty { try c.encode(lineage, forKey: .lineage) }
+        if !grants.isEmpty { try c.encode(accepted.intersection(grants.keys).sorted(), forKey: .accepted) }
     }
 
     /// A change token of this zone at `position`.
@@ -117,6 +126,31 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
 
     /// Whether `user` may change the zone's access or grants, or delete it: the owner only.
     public func canAdminister(_ user: String) -> Bool { user == owner }
+
+    /// The users the zone is a zone *of*, as the database changes count them: its owner, and its
+    /// grantees unless the zone is private (whose grants are ignored). Public zones are not every
+    /// user's: an app names them.
+    public var members: Set<String> {
+        var users: Set<String> = [owner]
+        if access != .private { users.formUnion(grants.keys) }
+        return users
+    }
+
+    /// Whether the zone is `user`'s (see ``members``).
+    public func isMember(_ user: String) -> Bool {
+        user == owner || (access != .private && grants[user] != nil)
+    }
+
+    /// The grantees, their grant and whether they accepted, sorted by user.
+    public var participants: [ZoneParticipant] {
+        grants.keys.sorted().compactMap { user in grants[user].map { ZoneParticipant(user: user, grant: $0, accepted: accepted.contains(user)) } }
+    }
+
+    /// The acceptances that survive a change of grants to `grants`: a grantee who keeps a grant
+    /// (of either kind) keeps their acceptance; a new grantee has not accepted yet.
+    public func acceptedKept(under grants: [String: ZoneGrant]) -> Set<String> {
+        accepted.filter { grants[$0] != nil }
+    }
 }
 
 extension ZoneInfo {
