@@ -5,3 +5,16 @@
 @_exported public import struct StrataProtocol.PushAnswer
 @_exported public import struct StrataProtocol.StateAnswer
 @_exported public import struct StrataProtocol.ReplicaInfo
+// The zone a client names lives in Strata (a `Database` holds several); re-exported so that code
+// written against StrataSync alone still names it.
+@_exported public import struct Strata.ZoneReference
+// Sharing and the database's changes: what the sharing calls take and return.
+@_exported public import enum StrataProtocol.ZoneAccess
+@_exported public import enum StrataProtocol.ZoneGrant
+@_exported public import enum StrataProtocol.ZoneRole
+@_exported public import struct StrataProtocol.ZoneParticipant
+@_exported public import struct StrataProtocol.ZoneDescription
+@_exported public import struct StrataProtocol.ZoneSettings
+@_exported public import struct StrataProtocol.DatabaseChanges
+@_exported public import struct StrataProtocol.DatabaseZone
+@_exported public import struct StrataProtocol.RemovedZone

@@ -1,4 +1,4 @@
-import Strata
+public import Strata
 public import StrataCore
 public import StrataProtocol
 
@@ -20,22 +20,6 @@ public struct PullResult: Sendable, Hashable {
         self.nextToken = nextToken
         self.moreComing = moreComing
     }
-}
-
-/// A zone as a client names it: its name, and its owner when it is another user's zone (`nil`:
-/// the caller's own namespace). As with CloudKit's `CKRecordZone.ID`, a client only ever lands in
-/// another user's zone by naming that user.
-public struct ZoneReference: Sendable, Hashable, CustomStringConvertible {
-    public var name: String
-    /// The zone's owner; `nil` for the caller's own zone.
-    public var owner: String?
-
-    public init(_ name: String, owner: String? = nil) {
-        self.name = name
-        self.owner = owner
-    }
-
-    public var description: String { owner.map { "\($0)/\(name)" } ?? name }
 }
 
 /// What the server says of the caller's rights on a zone.
@@ -120,6 +104,18 @@ public protocol SyncTransport: Sendable {
     func assetManifest(zone: ZoneReference, asset: AssetHash) async throws -> AssetManifest?
     /// Chunk `index` of an asset the zone holds (as stored: the caller checks it).
     func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8]
+
+    /// Which of the caller's zones changed since the database token `token` (`nil`: all of
+    /// them, a reset); `wait` turns it into a long poll that answers at the first change.
+    func databaseChanges(after token: String?, limit: Int, wait: Duration?) async throws -> DatabaseChanges
+    /// The zone's description (access, grants, participants) as the caller may see it.
+    func describeZone(_ zone: ZoneReference) async throws -> ZoneDescription
+    /// Changes the caller's own zone's access and grants (the grants replace the zone's).
+    func updateZone(_ zone: ZoneReference, settings: ZoneSettings) async throws -> ZoneDescription
+    /// Accepts the share of another user's zone that a grant gave the caller.
+    func acceptShare(_ zone: ZoneReference) async throws -> ZoneDescription
+    /// Leaves another user's zone shared with the caller (the caller's grant is removed).
+    func leaveShare(_ zone: ZoneReference) async throws
 }
 
 /// A zone's state as the server serves it to clients whose token has expired.
@@ -152,5 +148,22 @@ extension SyncTransport {
     public func assetManifest(zone: ZoneReference, asset: AssetHash) async throws -> AssetManifest? { nil }
     public func assetChunk(zone: ZoneReference, asset: AssetHash, index: Int) async throws -> [UInt8] {
         throw SyncError(.assetNotFound, "this transport carries no assets")
+    }
+
+    // A transport of tests or simulations without the database and sharing endpoints.
+    public func databaseChanges(after token: String?, limit: Int, wait: Duration?) async throws -> DatabaseChanges {
+        throw SyncError(.notFound, "this transport has no database changes")
+    }
+    public func describeZone(_ zone: ZoneReference) async throws -> ZoneDescription {
+        throw SyncError(.notFound, "this transport does not describe zones")
+    }
+    public func updateZone(_ zone: ZoneReference, settings: ZoneSettings) async throws -> ZoneDescription {
+        throw SyncError(.notFound, "this transport does not change zones")
+    }
+    public func acceptShare(_ zone: ZoneReference) async throws -> ZoneDescription {
+        throw SyncError(.notFound, "this transport has no shares")
+    }
+    public func leaveShare(_ zone: ZoneReference) async throws {
+        throw SyncError(.notFound, "this transport has no shares")
     }
 }

@@ -27,16 +27,20 @@ struct Query {
             if let predicate, !predicate(snapshot) { continue }
             results.append(snapshot)
         }
-        results.sort { a, b in
-            for key in sort {
-                let x = a[key.key]
-                let y = b[key.key]
-                if x == y { continue }
-                return key.ascending ? Value.ordered(x, y) : Value.ordered(y, x)
-            }
-            return a.id < b.id
-        }
+        results.sort { Query.ordered($0, $1, by: sort) }
         if let limit, results.count > limit { results.removeSubrange(limit...) }
         return results
+    }
+
+    /// Whether `a` comes before `b` under `sort`, then by ID (a fetch's order, also across a
+    /// database's zones).
+    static func ordered(_ a: ObjectSnapshot, _ b: ObjectSnapshot, by sort: [SortKey]) -> Bool {
+        for key in sort {
+            let x = a[key.key]
+            let y = b[key.key]
+            if x == y { continue }
+            return key.ascending ? Value.ordered(x, y) : Value.ordered(y, x)
+        }
+        return a.id < b.id
     }
 }

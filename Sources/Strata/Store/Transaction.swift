@@ -19,6 +19,9 @@ public final class Transaction {
     /// in layout order.
     private var given: [Value?] = []
     private var fieldValues: [Value] = []
+    /// In a ``Database``: the entity of an object that exists in another of its zones (a
+    /// reference may cross zones); `nil` in a plain store, where a target must exist here.
+    var outside: ((ObjectID) -> String?)?
 
     init(core: StoreCore) {
         self.core = core
@@ -152,6 +155,14 @@ public final class Transaction {
         // this transaction does to it later (a re-insert, another delete) must be done again.
         var visited: Set<ObjectID> = []
         try delete(id, entity: entity, visited: &visited)
+    }
+
+    /// Deletes `id` as a move to another zone does: the delete event alone, without the delete
+    /// rules (nothing the object relates to is deleted, denied or nullified — the object lives
+    /// on in the other zone).
+    func deleteMovingOut(_ id: ObjectID) throws {
+        let entity = try existingEntity(id)
+        try emit(.delete(entity: entity, object: id))
     }
 
     /// Adds `target` to the to-many relationship `relationship` of `id`.
@@ -347,10 +358,19 @@ public final class Transaction {
             }
             return nil
         case .reference(let target):
-            guard let record = projection.existing(target) else {
+            let targetEntity: String
+            if let record = projection.existing(target) {
+                targetEntity = projection.entityName(of: record)
+            } else if let elsewhere = outside?(target) {
+                // In another zone of the database: only a relationship this object stores can
+                // point there (one stored on the target would write into the other zone).
+                if case .derived? = projection.storage(entity: entity, relationship: relationship.name)?.1 {
+                    throw StoreError(.invalidReference, "target \(target) is in another zone, and \(relationship.name) is stored on its target: such a relationship cannot cross zones", entity: entity, object: object, attribute: relationship.name)
+                }
+                targetEntity = elsewhere
+            } else {
                 throw StoreError(.invalidReference, "target \(target) does not exist", entity: entity, object: object, attribute: relationship.name)
             }
-            let targetEntity = projection.entityName(of: record)
             guard targetEntity == relationship.destination else {
                 throw StoreError(.invalidReference, "target \(target) is a \(targetEntity), not a \(relationship.destination)", entity: entity, object: object, attribute: relationship.name)
             }
@@ -364,7 +384,7 @@ public final class Transaction {
     /// points here, and whatever pointed here before lets go.
     private func setToOne(_ id: ObjectID, entity: String, _ relationship: Relationship, _ target: ObjectID?) throws {
         guard case .derived(let otherEntity, let other, _)? = projection.storage(entity: entity, relationship: relationship.name)?.1 else { return }
-        for previous in projection.related(id, relationship: relationship.name) where previous != target {
+        for previous in localRelated(id, relationship.name) where previous != target {
             try emit(.update(entity: otherEntity, object: previous, fields: [other: .null]))
         }
         if let target, projection.snapshot(target)?[other] != .reference(id) {
@@ -402,7 +422,7 @@ public final class Transaction {
         var denials: [(object: ObjectID, entity: String, relationship: String, related: [ObjectID])] = []
         while let (object, entity) = pending.popLast() {
             for relationship in schema.entity(entity)?.relationships ?? [] {
-                let related = projection.related(object, relationship: relationship.name)
+                let related = localRelated(object, relationship.name)
                 guard !related.isEmpty else { continue }
                 switch relationship.deleteRule {
                 case .cascade:
@@ -426,6 +446,14 @@ public final class Transaction {
         }
     }
 
+    /// The related objects this zone holds: delete rules and one-to-one claims act within the
+    /// zone (in a database, related objects in other zones are left as they are, and their
+    /// references to a deleted object read as absent).
+    private func localRelated(_ id: ObjectID, _ relationship: String) -> [ObjectID] {
+        let related = projection.related(id, relationship: relationship)
+        return outside == nil ? related : related.filter { projection.exists($0) }
+    }
+
     private func existingEntityName(_ id: ObjectID) -> String? {
         projection.existing(id).map(projection.entityName(of:))
     }
@@ -435,7 +463,7 @@ public final class Transaction {
     private func delete(_ id: ObjectID, entity: String, visited: inout Set<ObjectID>) throws {
         guard visited.insert(id).inserted, projection.exists(id) else { return }
         for relationship in schema.entity(entity)?.relationships ?? [] {
-            let related = projection.related(id, relationship: relationship.name).filter { !visited.contains($0) }
+            let related = localRelated(id, relationship.name).filter { !visited.contains($0) }
             guard !related.isEmpty else { continue }
             switch relationship.deleteRule {
             case .deny:

@@ -46,6 +46,11 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A fork cannot re-author what it must: the abandoned transactions were retired from the
         /// log by compaction (nothing was changed).
         public static let historyRetired = Code("historyRetired")
+        /// A zone the database does not hold (never added, or removed when access to it was lost).
+        public static let unknownZone = Code("unknownZone")
+        /// `database.json` (the list of a database's zones) is damaged, undecodable or of an
+        /// unknown format: the database is not opened rather than opened without some zones.
+        public static let corruptDatabase = Code("corruptDatabase")
     }
 
     public var code: Code

@@ -51,7 +51,7 @@ extension Projection {
         guard found else { return nil }
         let slot = record.fields[index]
         guard isCurrent(slot.ref, in: record) else { return nil }
-        if case .reference(let target) = slot.value, !exists(target) { return (.null, slot.ref) }
+        if case .reference(let target) = slot.value, !exists(target), elsewhere?(target) == nil { return (.null, slot.ref) }
         return (slot.value, slot.ref)
     }
 
@@ -62,7 +62,7 @@ extension Projection {
         var index = start
         while index < record.sets.count, record.sets[index].key == key {
             let member = record.sets[index]
-            if isPresent(member, in: record), exists(member.target) { result.append(member.target) }
+            if isPresent(member, in: record), exists(member.target) || elsewhere?(member.target) != nil { result.append(member.target) }
             index += 1
         }
         return result
@@ -98,35 +98,62 @@ extension Projection {
         switch storage {
         case .field:
             guard let key = nameID(relationship), let value = visibleValue(record, key: key), case .reference(let target) = value.value,
-                  existing(target).map({ entityName(of: $0) == r.destination }) ?? false
+                  existing(target).map({ entityName(of: $0) == r.destination }) ?? (elsewhere?(target) == r.destination)
             else { return [] }
             return [target]
         case .set:
             guard let key = nameID(relationship) else { return [] }
             return visibleMembers(record, key: key)
         case .derived(let sourceEntity, let sourceRelationship, let storedIsToMany):
-            guard let key = nameID(sourceRelationship), let sourceEntityID = nameID(sourceEntity) else { return [] }
-            var sources: [(ObjectID, Ref)] = []
-            var candidates = (storedIsToMany ? memberships[id] : referrers[id]) ?? []
-            if batchOpen {
-                // Objects the open batch changed are not indexed yet.
-                for source in batchObjectIDs { candidates.insert(Referrer(source: source, key: key)) }
-            }
-            for referrer in candidates where referrer.key == key {
-                guard let source = existing(referrer.source), source.entity == sourceEntityID else { continue }
-                if storedIsToMany {
-                    if visibleMembers(source, key: key).contains(id) { sources.append((referrer.source, Ref(hlc: 0, sequence: 0, replica: 0))) }
-                } else if let value = visibleValue(source, key: key), value.value == .reference(id) {
-                    sources.append((referrer.source, value.ref))
-                }
-            }
+            var sources = derivedSources(of: id, sourceEntity: sourceEntity, sourceRelationship: sourceRelationship, storedIsToMany: storedIsToMany)
+            // In a database: the objects of other zones that point here.
+            let foreign = sourcesElsewhere?(id, sourceEntity, sourceRelationship, storedIsToMany) ?? []
             if !r.isToMany {
                 // One-to-one read from the other side: the newest claim wins.
-                guard let newest = sources.max(by: { isNewer($1.1, than: $0.1) }) else { return [] }
-                return [newest.0]
+                if foreign.isEmpty {
+                    guard let newest = sources.max(by: { isNewer($1.1, than: $0.1) }) else { return [] }
+                    return [newest.0]
+                }
+                let all = sources.map { ($0.0, stamp(of: $0.1)) } + foreign
+                return all.max { $0.1 < $1.1 }.map { [$0.0] } ?? []
             }
-            return sources.map(\.0).sorted()
+            sources += foreign.map { ($0.0, Ref.none) }
+            return Array(Set(sources.map(\.0))).sorted()
         }
+    }
+
+    /// The objects of this projection whose `sourceRelationship` (of `sourceEntity`) holds `id`,
+    /// with the event that set it (none for to-many members): the other side of a relationship
+    /// stored on them.
+    package func derivedSources(of id: ObjectID, sourceEntity: String, sourceRelationship: String, storedIsToMany: Bool) -> [(ObjectID, Ref)] {
+        guard let key = nameID(sourceRelationship), let sourceEntityID = nameID(sourceEntity) else { return [] }
+        var sources: [(ObjectID, Ref)] = []
+        var candidates = (storedIsToMany ? memberships[id] : referrers[id]) ?? []
+        if batchOpen {
+            // Objects the open batch changed are not indexed yet.
+            for source in batchObjectIDs { candidates.insert(Referrer(source: source, key: key)) }
+        }
+        for referrer in candidates where referrer.key == key {
+            guard let source = existing(referrer.source), source.entity == sourceEntityID else { continue }
+            if storedIsToMany {
+                if visibleMembers(source, key: key).contains(id) { sources.append((referrer.source, Ref(hlc: 0, sequence: 0, replica: 0))) }
+            } else if let value = visibleValue(source, key: key), value.value == .reference(id) {
+                sources.append((referrer.source, value.ref))
+            }
+        }
+        return sources
+    }
+
+    /// ``derivedSources(of:sourceEntity:sourceRelationship:storedIsToMany:)`` with stamps that
+    /// compare across projections.
+    package func stampedDerivedSources(of id: ObjectID, sourceEntity: String, sourceRelationship: String, storedIsToMany: Bool) -> [(ObjectID, EventStamp)] {
+        derivedSources(of: id, sourceEntity: sourceEntity, sourceRelationship: sourceRelationship, storedIsToMany: storedIsToMany)
+            .map { ($0.0, stamp(of: $0.1)) }
+    }
+
+    /// A reference's event as a stamp that compares across projections (merge order).
+    package func stamp(of ref: Ref) -> EventStamp {
+        EventStamp(hlc: HLC(rawValue: ref.hlc), replica: ref.isNone ? ReplicaID(rawValue: 0) : replicas[Int(ref.replica)], sequence: ref.sequence)
     }
 
     /// The visible object, or `nil` when it does not exist.

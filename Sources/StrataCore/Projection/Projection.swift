@@ -33,6 +33,15 @@ package final class Projection {
     /// Events applied, in all.
     package private(set) var eventCount: UInt64 = 0
 
+    /// In a database of several zones (one projection each): the entity of an object that
+    /// exists in another zone, so that a reference into it reads as present. `nil` for a store on
+    /// its own, where a reference to an object it does not hold reads as absent. Set only for the
+    /// time of a read or transaction of the database (it is not copied by ``frozenCopy()``).
+    package var elsewhere: ((ObjectID) -> String?)?
+    /// With ``elsewhere``: the objects of other zones whose relationship stored on them points at
+    /// an object of this one (what this zone reads as the derived side).
+    package var sourcesElsewhere: ((ObjectID, _ sourceEntity: String, _ sourceRelationship: String, _ storedIsToMany: Bool) -> [(ObjectID, EventStamp)])?
+
     /// The schema reads interpret records with: the recorded one merged with the app's.
     package var schema = Schema.empty {
         didSet { storageCache = [:] }

@@ -1,0 +1,104 @@
+import Foundation
+import StrataLog
+import StrataCore
+import Synchronization
+
+extension Database {
+    /// Takes a zone out of the database: its objects leave every read and observed query, the
+    /// other zones are untouched, and its store — with every edit no server acknowledged — is kept
+    /// aside in `lost/` (``lostZones``) until ``discardLostZone(_:)``. The hook set with
+    /// ``whenRemovingZone(_:)`` runs first, with the store still open, so the app can copy what
+    /// it wants to keep. Observers get ``DatabaseChange/Kind/zoneRemoved(_:)``.
+    ///
+    /// A sync engine calls it when the server says access was lost (`revoked`, `deleted`); an app
+    /// calls it to stop holding a zone (`removedByApp`).
+    ///
+    /// - Throws: `unknownZone`; `invalidArgument` for the default zone (make another zone the
+    ///   default first).
+    @discardableResult
+    public func removeZone(_ zone: ZoneReference, reason: LostZone.Reason) async throws -> LostZone {
+        await membership.enter()
+        defer { membership.leave() }
+        let (store, hook) = try state.withLock { state -> (Store, (@Sendable (ZoneReference, Store) async -> Void)?) in
+            if state.closed { throw StoreError(.storeFailed, "the database is closed") }
+            guard let store = state.stores[zone] else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
+            guard zone != state.manifest.defaultZone else {
+                throw StoreError(.invalidArgument, "zone \(zone) is the database's default zone: make another zone the default before removing it")
+            }
+            return (store, state.willRemoveZone)
+        }
+        await hook?(zone, store)
+        // What no server acknowledged stays in the kept store's log; counted for the app.
+        let acknowledged = store.core.withLock { core in
+            core.syncPins.replica == core.replica ? core.syncPins.acknowledgedByAll : 0
+        }
+        let unpushed = (try? await BlockingIO.run { try store.unpushedEdits(after: acknowledged) })?.count ?? 0
+        let at = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+        let keptName = "lost/\(at)-\(zone.relativeDirectory.split(separator: "/").dropFirst().joined(separator: "@"))"
+        let lost = LostZone(zone: zone, directory: keptName, reason: reason, at: at, unpushedEdits: unpushed)
+        let forwarder = try state.withLock { state -> Task<Void, Never>? in
+            var manifest = state.manifest
+            manifest.zones.removeAll { $0.zone == zone }
+            manifest.lost.append(lost)
+            // The manifest first: a crash before the move below is finished on the next open.
+            try manifest.write(in: directory)
+            state.manifest = manifest
+            state.stores[zone] = nil
+            return state.forwarders.removeValue(forKey: zone)
+        }
+        forwarder?.cancel()
+        try? await store.close()
+        try Self.finishSettingAside(lost, database: directory)
+        deliver(DatabaseChange(zone: zone, kind: .zoneRemoved(lost)))
+        return lost
+    }
+
+    /// Deletes the kept store of a lost zone and forgets it.
+    public func discardLostZone(_ lost: LostZone) async throws {
+        await membership.enter()
+        defer { membership.leave() }
+        try state.withLock { state in
+            var manifest = state.manifest
+            guard let index = manifest.lost.firstIndex(of: lost) else {
+                throw StoreError(.unknownZone, "the database kept no lost zone \(lost.zone) in \(lost.directory)")
+            }
+            manifest.lost.remove(at: index)
+            try manifest.write(in: directory)
+            state.manifest = manifest
+        }
+        do {
+            try FileSystem.removeTree(directory + "/" + lost.directory)
+        } catch {
+            throw StoreError(.storeFailed, "cannot remove \(directory)/\(lost.directory): \(error)")
+        }
+    }
+
+    /// Moves a lost zone's store from its zone directory to its place in `lost/` (when it is
+    /// not there yet: a crash can come between the manifest and the move).
+    static func finishSettingAside(_ lost: LostZone, database: String) throws {
+        let from = database + "/" + lost.zone.relativeDirectory
+        let to = database + "/" + lost.directory
+        guard FileSystem.exists(from), !FileSystem.exists(to) else { return }
+        do {
+            try FileSystem.makeDirectory(database + "/lost")
+            try FileManager.default.moveItem(atPath: from, toPath: to)
+            try FileSystem.syncDirectory(database + "/lost")
+            try FileSystem.syncDirectory(FileSystem.parentPath(from))
+        } catch {
+            throw StoreError(.storeFailed, "cannot set zone \(lost.zone) aside in \(to): \(error)")
+        }
+    }
+}
+
+extension Database {
+    /// Whether the zone's store holds local transactions that the sync engine of the zone has not
+    /// had acknowledged (every own transaction when it never synced): what a sync must push.
+    @_spi(StrataInternals)
+    public func hasUnpushedEdits(in zone: ZoneReference) throws -> Bool {
+        guard let store = store(for: zone) else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
+        let acknowledged = store.core.withLock { core in
+            core.syncPins.replica == core.replica ? core.syncPins.acknowledgedByAll : 0
+        }
+        return try !store.unpushedEdits(after: acknowledged).isEmpty
+    }
+}
