@@ -126,6 +126,11 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         try c.encodeIfPresent(continuing, forKey: .continuing)
     }
 
+    /// Whether the store has synced with the zone (its cursor file exists).
+    static func exists(store: Store, zone: ZoneReference) -> Bool {
+        FileManager.default.fileExists(atPath: path(store: store, zone: zone))
+    }
+
     static func path(store: Store, zone: ZoneReference) -> String {
         store.directory + "/" + fileName(zone)
     }

@@ -1,0 +1,118 @@
+import Strata
+import Logging
+
+/// Continuous mode for a database: a sync, then one long poll of the database's changes for
+/// every zone, cut short by a local commit in any zone; backoff between failed rounds.
+extension DatabaseSyncEngine {
+    /// Keeps every zone in sync until ``stop()``. Calling it while it runs does nothing.
+    public func start() {
+        guard loop == nil else { return }
+        let commits = database.changes()
+        loop = Task {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await change in commits {
+                        if case .changes(let set) = change.kind, set.origin == .local { await self.localCommitted() }
+                    }
+                }
+                group.addTask { await self.runRounds() }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Ends continuous mode; returns once it has stopped.
+    public func stop() async {
+        let task = loop
+        loop = nil
+        task?.cancel()
+        await task?.value
+        for engine in engines.values { await engine.stop() }
+    }
+
+    /// A local commit: the next round does not wait, and a waiting long poll ends.
+    func localCommitted() {
+        localDirty = true
+        waker?.yield(())
+    }
+
+    func runRounds() async {
+        var backoff = options.sync.initialBackoff
+        var first = true
+        while !Task.isCancelled {
+            var report = DatabaseSyncReport()
+            do {
+                // The first round, and one after a local commit, ask without waiting; otherwise
+                // one long poll covers every zone.
+                let changes: DatabaseChangeBatch
+                if first || localDirty {
+                    first = false
+                    localDirty = false
+                    changes = try await fetchChanges(wait: nil, &report)
+                } else if let polled = try await pollUnlessWoken(&report) {
+                    changes = polled
+                } else {
+                    continue
+                }
+                try await apply(changes, &report)
+                try await syncDirtyZones(&report)
+                backoff = options.sync.initialBackoff
+                if !report.failures.isEmpty {
+                    options.sync.logger.warning("zones failed to sync", metadata: ["zones": "\(report.failures.keys.map(\.description).sorted())"])
+                    try await options.sync.clock.sleep(for: backoff * options.sync.jitter())
+                }
+            } catch {
+                if Task.isCancelled { return }
+                options.sync.logger.warning("database sync round failed", metadata: ["error": "\(error)"])
+                try? await options.sync.clock.sleep(for: backoff * options.sync.jitter())
+                backoff = min(backoff * 2, options.sync.maxBackoff)
+            }
+        }
+    }
+
+    /// The long poll of the database's changes, raced with local commits: `nil` when a commit
+    /// ended the wait first (the poll is cancelled, and the next round pushes).
+    private func pollUnlessWoken(_ report: inout DatabaseSyncReport) async throws -> DatabaseChangeBatch? {
+        let (wakes, waker) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.waker = waker
+        defer { self.waker = nil }
+        if localDirty { return nil }
+        let token = state.token
+        let transport = self.transport
+        let pageSize = options.databaseChangesPageSize
+        let wait = options.sync.longPoll
+        let outcome: PollOutcome = await withTaskGroup(of: PollOutcome.self) { group in
+            group.addTask {
+                do { return .polled(try await transport.databaseChanges(after: token, limit: pageSize, wait: wait)) } catch {
+                    return .failed(error as? SyncError ?? SyncError(.transport, "\(error)"))
+                }
+            }
+            group.addTask {
+                for await _ in wakes { return .woken }
+                return .woken
+            }
+            let first = await group.next() ?? .woken
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .polled(let page):
+            report.databaseRequests += 1
+            guard page.moreComing else { return DatabaseChangeBatch(zones: page.zones, removed: page.removed, reset: page.reset, token: page.token) }
+            state.token = page.token
+            let rest = try await fetchChanges(wait: nil, &report)
+            return DatabaseChangeBatch(zones: page.zones + rest.zones, removed: page.removed + rest.removed, reset: page.reset || rest.reset, token: rest.token)
+        case .woken:
+            return nil
+        case .failed(let error):
+            throw error
+        }
+    }
+}
+
+enum PollOutcome: Sendable {
+    case polled(DatabaseChanges)
+    case woken
+    case failed(SyncError)
+}

@@ -1,0 +1,239 @@
+public import Foundation
+@_spi(StrataInternals) public import Strata
+import StrataCore
+public import StrataProtocol
+import Logging
+
+/// One engine for every zone of a ``Database``: each zone syncs with its own cursor (a
+/// ``SyncEngine`` per zone under the hood), and one request — the server's database changes —
+/// says which zones changed, so a device with a thousand zones and nothing new pays for one
+/// small request, and one long poll covers them all.
+///
+/// ```swift
+/// let db = try await Database.open(at: path, schema: schema)
+/// let sync = try DatabaseSyncEngine(database: db, server: url, credentials: token)
+/// try await sync.sync()                     // every zone of the user, once
+/// await sync.start()                        // keep going: one long poll for all zones
+/// try await sync.share(ZoneReference("groceries"), with: "bob", access: .readWrite)
+/// ```
+///
+/// Zones come and go with the server: an own zone made on another device and a zone another
+/// user shares (accepted automatically unless ``DatabaseSyncOptions/acceptsSharesAutomatically``
+/// is off) are added; a zone whose grant was revoked or that was deleted leaves the database
+/// (`Database.removeZone(_:reason:)`: its objects leave every read, its store and unpushed edits
+/// are kept aside, observers get `zoneRemoved`). ``DatabaseSyncOptions/selects`` chooses which
+/// zones the device holds at all (selective sync).
+public actor DatabaseSyncEngine {
+    public let database: Database
+    let transport: any SyncTransport
+    let options: DatabaseSyncOptions
+    /// Each zone's engine, made when the zone first syncs.
+    var engines: [ZoneReference: SyncEngine] = [:]
+    var state: DatabaseSyncState
+    /// Shares the server listed that wait for ``accept(_:)``.
+    public internal(set) var pendingShares: [ZoneReference: DatabaseZone] = [:]
+    /// Continuous mode's task (``start()``).
+    var loop: Task<Void, Never>?
+    /// Cuts a waiting long poll short (a local commit).
+    var waker: AsyncStream<Void>.Continuation?
+    /// A local commit came since the last round asked for changes.
+    var localDirty = false
+
+    /// An engine over HTTP with a fixed bearer token.
+    public init(database: Database, server: URL, credentials: String, options: DatabaseSyncOptions = DatabaseSyncOptions()) {
+        self.init(database: database, transport: HTTPSyncTransport(server: server, bearer: credentials), server: server.absoluteString, options: options)
+    }
+
+    /// An engine over HTTP with tokens from `tokens` (refreshed after a `401`).
+    public init(database: Database, server: URL, tokens: TokenProvider, options: DatabaseSyncOptions = DatabaseSyncOptions()) {
+        self.init(database: database, transport: HTTPSyncTransport(server: server, tokens: tokens), server: server.absoluteString, options: options)
+    }
+
+    /// An engine over any transport; `server` names the server the database token belongs to (a
+    /// token kept for another server is not used).
+    public init(database: Database, transport: any SyncTransport, server: String, options: DatabaseSyncOptions = DatabaseSyncOptions()) {
+        self.database = database
+        self.transport = transport
+        self.options = options
+        self.state = DatabaseSyncState.load(in: database.directory, server: server)
+    }
+
+    /// The engine of a zone the database holds (made on first use), for its status and its
+    /// zone-level calls (`recreateZone()`, `resync()`).
+    public func engine(for zone: ZoneReference) throws -> SyncEngine {
+        if let engine = engines[zone] { return engine }
+        guard let store = database.store(for: zone) else {
+            throw SyncError(.store, "the database holds no zone \(zone)")
+        }
+        let engine = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: options.sync)
+        engines[zone] = engine
+        return engine
+    }
+
+    /// The database token of the server's last answer (`nil` before the first sync).
+    public var databaseToken: String? { state.token }
+
+    func selected(_ zone: ZoneReference) -> Bool { options.selects?(zone) ?? true }
+
+    // MARK: One sync
+
+    /// Syncs every zone that needs it: those with local edits to push, those the server says
+    /// changed since the last sync, and new ones (own zones made elsewhere, shares); removes the
+    /// zones access to which was lost. A zone whose sync fails is in the report's failures and
+    /// is synced again next time; the sync throws only when the server cannot say what changed.
+    @discardableResult
+    public func sync() async throws -> DatabaseSyncReport {
+        var report = DatabaseSyncReport()
+        let changes = try await fetchChanges(wait: nil, &report)
+        try await apply(changes, &report)
+        try await syncDirtyZones(&report)
+        return report
+    }
+
+    /// The database's changes since the kept token, every page of them; with `wait`, the first
+    /// request is a long poll.
+    func fetchChanges(wait: Duration?, _ report: inout DatabaseSyncReport) async throws -> DatabaseChangeBatch {
+        var zones: [DatabaseZone] = []
+        var removed: [RemovedZone] = []
+        var reset = false
+        var token = state.token
+        var wait = wait
+        while true {
+            let page = try await transport.databaseChanges(after: token, limit: options.databaseChangesPageSize, wait: wait)
+            report.databaseRequests += 1
+            wait = nil
+            reset = reset || page.reset
+            zones += page.zones
+            removed += page.removed
+            token = page.token
+            if !page.moreComing { break }
+        }
+        return DatabaseChangeBatch(zones: zones, removed: removed, reset: reset, token: token ?? "")
+    }
+
+    /// The zone a database-changes entry names, as this device names it (own zones without owner).
+    static func reference(_ zone: DatabaseZone) -> ZoneReference {
+        zone.role == .owner ? ZoneReference(zone.name) : ZoneReference(zone.name, owner: zone.owner)
+    }
+
+    /// Adds, marks and removes zones as the server's changes say, then keeps the token.
+    func apply(_ changes: DatabaseChangeBatch, _ report: inout DatabaseSyncReport) async throws {
+        var dirty = Set(state.dirty)
+        // Removals first: a zone removed and then shared again in one answer ends up added.
+        var removals: [(ZoneReference, LostZone.Reason)] = []
+        // The user's own name, as the server lists their own zones.
+        if let own = changes.zones.first(where: { $0.role == .owner }) { state.user = own.owner }
+        for removal in changes.removed {
+            let reason: LostZone.Reason = removal.reason == .deleted ? .deleted : .revoked
+            // The server names own zones with the user's name; the database without owner.
+            let zone = removal.owner == state.user ? ZoneReference(removal.name) : ZoneReference(removal.name, owner: removal.owner)
+            guard database.store(for: zone) != nil, !changes.zones.contains(where: { Self.reference($0) == zone }) else { continue }
+            removals.append((zone, reason))
+        }
+        if changes.reset {
+            // A full listing: a zone this device synced before that it does not list is no
+            // longer the user's.
+            let listed = Set(changes.zones.map(Self.reference))
+            for zone in database.zones where !listed.contains(zone) && !removals.contains(where: { $0.0 == zone }) {
+                guard let store = database.store(for: zone), SyncCursor.exists(store: store, zone: zone) else { continue }
+                removals.append((zone, zone.owner == nil ? .deleted : .revoked))
+            }
+        }
+        for (zone, reason) in removals {
+            if zone == database.defaultZone {
+                report.failures[zone] = SyncError(.zoneDeleted, "the database's default zone \(zone) is gone from the server (\(reason.rawValue)); recreate it (engine(for:).recreateZone()) or make another zone the default")
+                continue
+            }
+            if let engine = engines.removeValue(forKey: zone) { await engine.stop() }
+            do {
+                report.removed.append(try await database.removeZone(zone, reason: reason))
+            } catch {
+                report.failures[zone] = SyncError(.store, "cannot remove zone \(zone): \(error)")
+            }
+            dirty.remove(zone)
+        }
+        for entry in changes.zones {
+            let zone = Self.reference(entry)
+            guard selected(zone) else { continue }
+            if database.store(for: zone) != nil {
+                let known = await (try engine(for: zone)).currentCursor.token
+                if known != entry.token { dirty.insert(zone) }
+                pendingShares[zone] = nil
+                continue
+            }
+            if entry.role != .owner && !entry.accepted {
+                guard options.acceptsSharesAutomatically else {
+                    pendingShares[zone] = entry
+                    continue
+                }
+                do {
+                    _ = try await transport.acceptShare(zone)
+                } catch let error as SyncError {
+                    report.failures[zone] = error
+                    continue
+                }
+            }
+            pendingShares[zone] = nil
+            try await database.addZone(zone)
+            report.added.append(zone)
+            dirty.insert(zone)
+        }
+        report.pendingShares = pendingShares.keys.sorted()
+        // Zones with local edits to push, and zones never synced (an own zone the app added).
+        for zone in database.zones where !dirty.contains(zone) {
+            guard let store = database.store(for: zone) else { continue }
+            if !SyncCursor.exists(store: store, zone: zone) || (try? database.hasUnpushedEdits(in: zone)) ?? true { dirty.insert(zone) }
+        }
+        state.token = changes.token
+        state.dirty = dirty.sorted()
+        try state.save(in: database.directory)
+    }
+
+    /// Syncs the zones marked dirty, a few at a time; each one that syncs is unmarked.
+    func syncDirtyZones(_ report: inout DatabaseSyncReport) async throws {
+        var queue = state.dirty.filter { database.store(for: $0) != nil }
+        var engines: [(ZoneReference, SyncEngine)] = []
+        for zone in queue { engines.append((zone, try engine(for: zone))) }
+        queue = []
+        var outcomes: [(ZoneReference, Result<SyncReport, SyncError>)] = []
+        await withTaskGroup(of: (ZoneReference, Result<SyncReport, SyncError>).self) { group in
+            var next = engines.makeIterator()
+            func addNext() -> Bool {
+                guard let (zone, engine) = next.next() else { return false }
+                group.addTask {
+                    do { return (zone, .success(try await engine.sync())) } catch let error as SyncError {
+                        return (zone, .failure(error))
+                    } catch {
+                        return (zone, .failure(SyncError(.store, "\(error)")))
+                    }
+                }
+                return true
+            }
+            for _ in 0..<max(1, options.concurrentZones) where addNext() {}
+            while let outcome = await group.next() {
+                outcomes.append(outcome)
+                _ = addNext()
+            }
+        }
+        var dirty = Set(state.dirty)
+        for (zone, outcome) in outcomes {
+            switch outcome {
+            case .success(let zoneReport):
+                report.zones[zone] = zoneReport
+                dirty.remove(zone)
+            case .failure(let error):
+                report.failures[zone] = error
+            }
+        }
+        state.dirty = dirty.sorted()
+        try state.save(in: database.directory)
+    }
+}
+
+/// The database's changes gathered over one answer's pages.
+struct DatabaseChangeBatch: Sendable {
+    var zones: [DatabaseZone]
+    var removed: [RemovedZone]
+    var reset: Bool
+    var token: String
+}

@@ -1,0 +1,41 @@
+public import Strata
+import StrataProtocol
+
+/// How a ``DatabaseSyncEngine`` syncs a database's zones.
+public struct DatabaseSyncOptions: Sendable {
+    /// What each zone's sync does (batch sizes, long polls, retries): as for a ``SyncEngine``.
+    public var sync = SyncOptions()
+    /// Whether a zone another user shares with this one is accepted and synced as soon as the
+    /// server lists it (`true`), or waits for the app to call ``DatabaseSyncEngine/accept(_:)``
+    /// (it is then in ``DatabaseSyncEngine/pendingShares``).
+    public var acceptsSharesAutomatically = true
+    /// Selective sync: which of the user's zones the database holds and syncs (`nil`: every one).
+    /// A zone the filter refuses is neither added nor synced; one the database already holds is
+    /// synced still (remove it with `Database.removeZone(_:reason:)`).
+    public var selects: (@Sendable (ZoneReference) -> Bool)?
+    /// How many zones sync at once.
+    public var concurrentZones = 4
+    /// The most zones one database-changes answer lists.
+    public var databaseChangesPageSize = 500
+
+    public init() {}
+}
+
+/// What one ``DatabaseSyncEngine/sync()`` did, zone by zone.
+public struct DatabaseSyncReport: Sendable {
+    /// The zones synced, with what each pushed and pulled.
+    public var zones: [ZoneReference: SyncReport] = [:]
+    /// The zones whose sync failed (they are synced again next time), and why.
+    public var failures: [ZoneReference: SyncError] = [:]
+    /// Zones added to the database (own zones made elsewhere, shares accepted).
+    public var added: [ZoneReference] = []
+    /// Zones that left the database (access revoked, zone deleted), with where their stores are
+    /// kept and how many of their edits no server had acknowledged.
+    public var removed: [LostZone] = []
+    /// Shares waiting for ``DatabaseSyncEngine/accept(_:)`` (with automatic acceptance off).
+    public var pendingShares: [ZoneReference] = []
+    /// Requests for the database's changes (one, unless the answer came in pages).
+    public var databaseRequests = 0
+
+    public init() {}
+}

@@ -1,0 +1,110 @@
+import Foundation
+@_spi(StrataInternals) import Strata
+import StrataLog
+import StrataProtocol
+import StrataSync
+import StrataTestSupport
+import Testing
+import StrataCore
+
+/// One database per device with several zones, synced by one engine through a real server.
+@Suite("Database sync: several zones through a real server", .serialized)
+struct DatabaseSyncEndToEndTests {
+    static let users = ["alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"]
+
+    func device(_ dir: TemporaryDirectory, _ name: String, _ url: URL, _ user: String) async throws -> (Database, DatabaseSyncEngine) {
+        let db = try await Database.open(at: dir.sub(name), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+        return (db, DatabaseSyncEngine(database: db, server: url, credentials: Self.users[user] ?? ""))
+    }
+
+    func titles(_ db: Database, in zones: Set<ZoneReference>? = nil) throws -> [String] {
+        try db.fetch("Note", in: zones).compactMap { if case .string(let s) = $0["title"] { s } else { nil } }.sorted()
+    }
+
+    @Test("a private zone and two zones other users share appear in one database, are queried together, move objects between them, and a revoked one leaves exactly its objects", arguments: ServerBackend.allCases)
+    func privateAndSharedZones(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let groceries = ZoneReference("groceries")
+            let project = ZoneReference("project")
+            // Bob and Carol each make a zone and share it with Alice.
+            let (bob, bobSync) = try await device(dir, "bob", url, "bob")
+            try await bob.addZone(groceries)
+            try await bob.transaction { tx in try tx.insert("Note", ["title": "milk"], in: groceries) }
+            try await bobSync.sync()
+            try await bobSync.share(groceries, with: "alice", access: .readWrite)
+            let (carol, carolSync) = try await device(dir, "carol", url, "carol")
+            try await carol.addZone(project)
+            try await carol.transaction { tx in try tx.insert("Note", ["title": "spec"], in: project) }
+            try await carolSync.sync()
+            let participants = try await carolSync.share(project, with: "alice", access: .read)
+            #expect(participants.map(\.user) == ["alice"] && participants.first?.accepted == false)
+
+            // Alice's two devices: the shared zones appear by themselves (accepted automatically).
+            let (phone, phoneSync) = try await device(dir, "phone", url, "alice")
+            try await phone.transaction { tx in try tx.insert("Note", ["title": "diary"]) }
+            let first = try await phoneSync.sync()
+            let bobsList = ZoneReference("groceries", owner: "bob")
+            let carolsProject = ZoneReference("project", owner: "carol")
+            #expect(Set(first.added) == [bobsList, carolsProject], "\(first)")
+            #expect(first.failures.isEmpty, "\(first.failures)")
+            #expect(try titles(phone) == ["diary", "milk", "spec"], "one query over the private zone and both shared ones")
+            #expect(try titles(phone, in: [bobsList]) == ["milk"])
+            #expect(try await carolSync.participants(of: project).first?.accepted == true)
+            let (laptop, laptopSync) = try await device(dir, "laptop", url, "alice")
+            try await laptopSync.sync()
+            #expect(try titles(laptop) == ["diary", "milk", "spec"])
+
+            // The phone moves its diary entry into Bob's list while the laptop edits it where it was.
+            let diary = try #require(try phone.fetch("Note", where: { $0["title"] == "diary" }).first?.id)
+            try await phone.move(diary, to: bobsList)
+            try await laptop.transaction { tx in try tx.update(diary, ["rank": 5]) }
+            try await laptopSync.sync()
+            try await phoneSync.sync()
+            try await laptopSync.sync()
+            try await bobSync.sync()
+            #expect(phone.zone(of: diary) == bobsList && laptop.zone(of: diary) == bobsList)
+            #expect(phone.object(diary) == laptop.object(diary), "both devices converge on the moved object")
+            #expect(try titles(bob, in: [groceries]) == ["diary", "milk"], "the owner of the destination sees the moved object")
+            for zone in phone.zones {
+                #expect(phone.store(for: zone)?.digest() == laptop.store(for: zone)?.digest(), "zone \(zone) converged")
+            }
+
+            // Carol takes the share back: Alice's devices lose exactly that zone.
+            try await carolSync.revoke(project, from: "alice")
+            let afterRevoke = try await phoneSync.sync()
+            #expect(afterRevoke.removed.map(\.zone) == [carolsProject])
+            #expect(afterRevoke.removed.first?.reason == .revoked)
+            #expect(!phone.zones.contains(carolsProject))
+            #expect(try titles(phone) == ["diary", "milk"], "only the revoked zone's objects left")
+            try await laptopSync.sync()
+            #expect(!laptop.zones.contains(carolsProject))
+
+            for (db, sync) in [(bob, bobSync), (carol, carolSync), (phone, phoneSync), (laptop, laptopSync)] {
+                await sync.stop()
+                try await db.close()
+            }
+        }
+    }
+
+    @Test("with nothing new, a sync of a database with many zones costs one request", arguments: [ServerBackend.embedded])
+    func idleSyncIsOneRequest(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let (db, sync) = try await device(dir, "phone", url, "alice")
+            for index in 0..<20 { try await db.addZone(ZoneReference("z\(index)")) }
+            try await db.transaction { tx in try tx.insert("Note", ["title": "x"], in: ZoneReference("z3")) }
+            let first = try await sync.sync()
+            #expect(first.failures.isEmpty, "\(first.failures)")
+            #expect(first.zones.count == 21, "every zone syncs once: created on the server")
+            let idle = try await sync.sync()
+            #expect(idle.databaseRequests == 1)
+            #expect(idle.zones.isEmpty, "no zone changed: none is asked")
+            try await db.transaction { tx in try tx.insert("Note", ["title": "y"], in: ZoneReference("z7")) }
+            let one = try await sync.sync()
+            #expect(Array(one.zones.keys) == [ZoneReference("z7")], "only the zone with a local edit syncs")
+            await sync.stop()
+            try await db.close()
+        }
+    }
+}
