@@ -15,8 +15,9 @@ let daveToken = "dave-token"
 
 /// Runs `body` against a server over `storage` listening on a real port, with users alice, bob,
 /// carol and dave, following the changes other instances announce (as `strata serve` does).
-func withLiveServer<T: Sendable>(_ storage: any ZoneStorage, _ body: @escaping @Sendable (any TestClientProtocol, StrataServerApp) async throws -> T) async throws -> T {
-    let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol, "dave": daveToken])
+func withLiveServer<T: Sendable>(_ storage: any ZoneStorage, users: UserRegistry? = nil,
+                                 _ body: @escaping @Sendable (any TestClientProtocol, StrataServerApp) async throws -> T) async throws -> T {
+    let users = try users ?? UserRegistry(UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol, "dave": daveToken]))
     let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0))
     let following = Task { await app.followChangesByOthers() }
     defer { following.cancel() }
@@ -322,6 +323,32 @@ struct DatabaseChangesTests {
             let unauthenticated = try await client.execute(uri: StrataEndpoint.databaseChanges, method: .get)
             #expect(unauthenticated.status == .unauthorized)
             #expect(try await client.databaseChanges(as: Token.alice, after: token).isEmpty)
+        }
+        try await storage.close()
+    }
+
+    @Test("a waiting long poll of a grantee whose grant is taken answers the removal at once; one of a user removed by a reload of the users is answered 401 unauthorized at once",
+          arguments: backends)
+    func revokedCallersWaitEnds(_ backend: StorageBackend) async throws {
+        let storage = try await StorageSite(backend).open()
+        let registry = UserRegistry(try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol]))
+        try await withLiveServer(storage, users: registry) { client, app in
+            try await client.createZone("board", #"{"access": "shared", "grants": {"bob": "read"}}"#)
+            let start = try await client.databaseChanges(as: Token.bob)
+            let clock = ContinuousClock()
+            let began = clock.now
+            let poll = try await databasePoll(port: client.port, as: Token.bob, after: start.token, app: app)
+            defer { poll.close() }
+            try await client.changeZone("board", as: Token.alice, #"{"grants": {}}"#)
+            let revoked = try await databasePollAnswer(poll)
+            #expect(revoked.zones.isEmpty && revoked.removedNames == ["alice/board:revoked"], "\(revoked)")
+
+            let signedOut = try await databasePoll(port: client.port, as: Token.bob, after: revoked.token, app: app)
+            defer { signedOut.close() }
+            registry.replace(with: try UserDirectory(tokens: ["alice": Token.alice, "carol": Token.carol]))
+            let answer = try #require(await signedOut.readAnswer())
+            #expect(answer.status == 401, "\(String(decoding: answer.body, as: UTF8.self))")
+            #expect(clock.now - began < .seconds(50), "a poll waited out its wait")
         }
         try await storage.close()
     }
