@@ -281,6 +281,11 @@ struct JWTSignInTests {
             #expect(try await pull(port, owner: "apple:same", token: asApple) == (200, 1))
             #expect(try await pull(port, owner: "apple:same", token: asAcme).status != 200, "acme's user read apple's user's zone")
             #expect(try await pull(port, owner: "acme:same", token: asAcme).status == 404, "acme's user has no zone notes")
+            // A JWT user is granted access by name like any other user.
+            let granted = try await call(port, "PUT", "/v1/zones/notes", token: asApple,
+                                         body: Array(#"{"access": "shared", "grants": {"acme:same": "read"}}"#.utf8))
+            #expect(granted.status == 200, "\(text(granted))")
+            #expect(try await pull(port, owner: "apple:same", token: asAcme) == (200, 1))
             // A key of one issuer does not sign for the other.
             let crossed = try await call(port, "GET", "/v1/zones", token: try acmeKey.token(Self.claims("same", iss: apple.issuer)))
             #expect(crossed.status == 401 && error(crossed).reason == "unknownKey", "\(text(crossed))")
@@ -307,6 +312,31 @@ struct JWTSignInTests {
             app.userRegistry.replace(with: clashing)
             #expect(try await call(port, "GET", "/v1/zones", token: "sneaky").status == 401)
             #expect(try await call(port, "GET", "/v1/zones", token: Token.alice).status == 200)
+        }
+    }
+
+    @Test("a server with JWT issuers refuses to reload a users file naming a user in an issuer's namespace, and keeps the users it had")
+    func reloadRefusesClashingUsersFile() async throws {
+        let directory = TemporaryDirectory()
+        let jwks = try directory.write("jwks.json", TestKey.jwks([TestKey.es256("k")]))
+        let usersFile = directory.sub("users.json")
+        func writeUsers(_ names: [String]) throws {
+            let users = names.map { #"{"name": "\#($0)", "tokenSHA256": "\#(UserDirectory.digest(of: $0 + "-token"))"}"# }
+            _ = try directory.write("users.json", #"{"users": [\#(users.joined(separator: ","))]}"#)
+            #expect(chmod(usersFile, 0o600) == 0)
+        }
+        try writeUsers(["alice"])
+        let registry = try UserRegistry(loading: usersFile)
+        let verifier = try await JWTVerifier.load([issuer(jwks)])
+        try await withStorage(.embedded) { storage in
+            _ = StrataServerApp(storage: storage, users: registry, jwt: verifier)
+            let logger = Logger(label: "test")
+            try writeUsers(["alice", "idp:intruder"])
+            #expect(!registry.reload(logger: logger), "a users file with a user in the issuer's namespace was reloaded")
+            #expect(registry.current.names == ["alice"])
+            try writeUsers(["alice", "bob"])
+            #expect(registry.reload(logger: logger))
+            #expect(registry.current.names == ["alice", "bob"])
         }
     }
 

@@ -115,6 +115,9 @@ public final class JWTVerifier: Sendable {
         guard let header = Self.json(parts[0]) else { return .failure(JWTRefusal(.malformed, "the token's header is not base64url JSON")) }
         guard let payload = Self.json(parts[1]) else { return .failure(JWTRefusal(.malformed, "the token's payload is not base64url JSON")) }
         guard let algorithm = header["alg"] as? String else { return .failure(JWTRefusal(.malformed, "the token's header names no alg")) }
+        // RFC 7515 §4.1.11: a token whose header makes extensions critical must be refused by
+        // a verifier that knows none of them.
+        guard header["crit"] == nil else { return .failure(JWTRefusal(.malformed, "the token's header has crit extensions, which this server does not know")) }
         guard let iss = payload["iss"] as? String else { return .failure(JWTRefusal(.wrongIssuer, "the token has no iss claim")) }
         guard let issuerKeys = keys[iss] else {
             return .failure(JWTRefusal(.wrongIssuer, "the token's issuer \(Self.quoted(iss)) is not one this server accepts"))
