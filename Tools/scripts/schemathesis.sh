@@ -107,10 +107,11 @@ expect() { # STATUS WHAT COMMAND…
 }
 
 # Seed: alice's `notes` (shared, bob may push) with real transactions and a snapshot; bob's public
-# `board`, which alice may read but not change.
+# `board`, which alice may read but not change (her `read` grant on it is a share she may accept
+# and leave: generated `accept` and `leave` requests reach a real share).
 expect 201 "PUT notes" api PUT /v1/zones/notes "$ALICE_TOKEN" -H 'Content-Type: application/json' \
     --data '{"access": "shared", "grants": {"bob": "readWrite"}}'
-expect 201 "PUT board" api PUT /v1/zones/board "$BOB_TOKEN" -H 'Content-Type: application/json' --data '{"access": "public"}'
+expect 201 "PUT board" api PUT /v1/zones/board "$BOB_TOKEN" -H 'Content-Type: application/json' --data '{"access": "public", "grants": {"alice": "read"}}'
 cat > "$WORK/schema.json" <<'EOF'
 {"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string", "default": ""}]}]}
 EOF
@@ -139,6 +140,9 @@ fi
 expect 200 "GET changes" api GET "/v1/zones/notes/changes?after=$SNAPSHOT_TOKEN" "$ALICE_TOKEN" --dump-header "$WORK/changes.headers"
 NEXT_TOKEN=$(sed -n 's/^[Ss]trata-[Nn]ext-[Tt]oken: *\([^[:space:]]*\).*/\1/p' "$WORK/changes.headers")
 cp "$WORK/last.body" "$WORK/sample.frames"
+# A database token of alice's (the database changes after it), for generated `after`s.
+expect 200 "GET database changes" api GET /v1/database/changes "$ALICE_TOKEN"
+DATABASE_TOKEN=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["token"])' "$WORK/last.body")
 # Assets (text, so that their chunks travel as LZ4): `notes` holds asset A (1.5 MiB, two chunks),
 # uploaded whole by alice; `board` holds asset B (1 MiB + 200 bytes), uploaded by bob, and alice
 # has begun B's upload into `notes` without sending a chunk — so generated requests meet a held
@@ -202,7 +206,7 @@ run() { # NAME TOKEN [schemathesis arguments…]: the run's exit status
         # (From the temporary directory: schemathesis keeps a .schemathesis folder where it runs.)
         cd "$WORK"
         STRATA_SAMPLE_FRAMES="$WORK/sample.frames" STRATA_SAMPLE_SNAPSHOT="$WORK/sample.snapshot" \
-        STRATA_SAMPLE_ZONES=notes,board STRATA_SAMPLE_OWNERS=alice,bob STRATA_SAMPLE_TOKENS="$SNAPSHOT_TOKEN,$NEXT_TOKEN" \
+        STRATA_SAMPLE_ZONES=notes,board STRATA_SAMPLE_OWNERS=alice,bob STRATA_SAMPLE_TOKENS="$SNAPSHOT_TOKEN,$NEXT_TOKEN,$DATABASE_TOKEN" \
         STRATA_SAMPLE_ASSETS="$ASSET_A,$ASSET_B" STRATA_SAMPLE_MANIFESTS="$WORK/A.manifest,$WORK/B.manifest" STRATA_SAMPLE_CHUNK="$WORK/sample.chunk" \
         STRATA_SAMPLE_CHUNK_LZ4="$WORK/sample.chunk.lz4" STRATA_SAMPLE_CHUNK_LZ4_LENGTH="$CHUNK_LZ4_LENGTH" \
         SCHEMATHESIS_HOOKS="$ROOT/Tools/openapi/schemathesis_hooks.py" \
