@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 public import Hummingbird
 public import Logging
-public import StrataProtocol
+import StrataProtocol
 
 /// The log server's HTTP application: the endpoints of the sync protocol (<doc:SyncProtocol>)
 /// over a ``ZoneStorage``, with bearer-token authentication, per-zone access rules, a per-user
