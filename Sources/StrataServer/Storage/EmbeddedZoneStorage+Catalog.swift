@@ -61,6 +61,7 @@ extension EmbeddedZoneStorage {
             throw error
         }
         usage[id.owner, default: 0] += zoneStates[id]?.storedBytes ?? 0
+        database.members(of: id, from: [], to: info.members)
         database.touch(id)
         logger.info("zone created", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return info
@@ -112,6 +113,7 @@ extension EmbeddedZoneStorage {
         // who keeps it sees the change.
         let lost = previous.members.subtracting(state.info.members)
         if !lost.isEmpty { database.remove(id, from: lost, .revoked) }
+        database.members(of: id, from: previous.members, to: state.info.members)
         database.touch(id)
         logger.info("zone updated", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
         return state.info
@@ -142,6 +144,7 @@ extension EmbeddedZoneStorage {
         }
         usage[id.owner, default: 0] -= state.storedBytes
         database.remove(id, from: state.info.members, .deleted)
+        database.members(of: id, from: state.info.members, to: [])
         // Its links to assets go with it (a crash before this: removed on the next open).
         try? assets.removeZone(state.info)
         // The zone is gone from the catalog: whatever happens below, it is deleted (a directory

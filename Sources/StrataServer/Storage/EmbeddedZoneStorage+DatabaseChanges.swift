@@ -1,6 +1,6 @@
 import StrataLog
 import Logging
-public import StrataProtocol
+import StrataProtocol
 
 /// The database changes of the embedded storage (see ``ZoneStorage/databaseClock()``), kept in
 /// memory: the counter, each zone's latest stamp and the removals. Nothing of it is written to the
@@ -29,7 +29,34 @@ struct EmbeddedDatabase {
     /// Every removal's user and stamp, the oldest first (for the bound).
     private var order: [(user: String, stamp: UInt64)] = []
 
+    /// Per user, the zones that are theirs (``ZoneInfo/members``), so that listing a user's zones
+    /// costs their number, not the server's. Built from the catalog on first use (`nil` until
+    /// then), then kept up to date by every change of a zone's members.
+    private var zonesByMember: [String: Set<ZoneID>]?
+
     var clock: DatabaseClock { DatabaseClock(life: life, stamp: stamp, horizon: horizon) }
+
+    /// The zones that are `user`'s, the index built from `zones` when it was not yet.
+    mutating func zones(of user: String, building zones: @autoclosure () -> [ZoneInfo]) -> Set<ZoneID> {
+        if zonesByMember == nil {
+            var index: [String: Set<ZoneID>] = [:]
+            for zone in zones() {
+                for member in zone.members { index[member, default: []].insert(zone.id) }
+            }
+            zonesByMember = index
+        }
+        return zonesByMember?[user] ?? []
+    }
+
+    /// Zone `id`'s members went from `old` to `new` (empty: created, or deleted).
+    mutating func members(of id: ZoneID, from old: Set<String>, to new: Set<String>) {
+        guard zonesByMember != nil else { return }
+        for user in old.subtracting(new) {
+            zonesByMember?[user]?.remove(id)
+            if zonesByMember?[user]?.isEmpty == true { zonesByMember?[user] = nil }
+        }
+        for user in new.subtracting(old) { zonesByMember?[user, default: []].insert(id) }
+    }
 
     /// Stamps a change of zone `id`.
     mutating func touch(_ id: ZoneID) {
@@ -80,11 +107,12 @@ extension EmbeddedZoneStorage {
 
     public func memberZones(of user: String, after: UInt64?, through: UInt64, limit: Int) async throws(ZoneStorageError) -> [MemberZone] {
         try checkOpen()
-        let found = zoneStates.values.compactMap { state -> (ZoneID, UInt64)? in
-            guard state.info.isMember(user) else { return nil }
-            let stamp = database.stamps[state.info.id] ?? 0
+        let mine = database.zones(of: user, building: zoneStates.values.map(\.info))
+        let found = mine.compactMap { id -> (ZoneID, UInt64)? in
+            guard let state = zoneStates[id], state.info.isMember(user) else { return nil }
+            let stamp = database.stamps[id] ?? 0
             if let after, stamp <= after { return nil }
-            return stamp <= through ? (state.info.id, stamp) : nil
+            return stamp <= through ? (id, stamp) : nil
         }.sorted { ($0.1, $0.0) < ($1.1, $1.0) }.prefix(max(0, limit))
         var zones: [MemberZone] = []
         zones.reserveCapacity(found.count)
@@ -131,6 +159,7 @@ extension EmbeddedZoneStorage {
             throw error
         }
         database.remove(id, from: [user], .revoked)
+        database.members(of: id, from: previous.members, to: zoneStates[id]?.info.members ?? [])
         database.touch(id)
         logger.info("share left", metadata: ["zone": "\(id)", "user": "\(user)"])
         return zoneStates[id]?.info ?? previous
