@@ -266,6 +266,28 @@ struct JWTSignInTests {
         #expect(throws: JWTConfigurationError.self) { try issuer(empty, algorithms: ["none"]).validate() }
     }
 
+    @Test("a JWKS fetch is bounded: an answer over 1 MiB, a redirect and a non-200 answer are each refused with the reason")
+    func fetchBounds() async throws {
+        let router = Router()
+        router.get("/huge") { _, _ in
+            Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(repeating: UInt8(ascii: " "), count: JWTIssuerKeys.maxJWKSBytes + 1)))
+        }
+        router.get("/moved") { _, _ in Response(status: .found, headers: [.location: "/keys"]) }
+        router.get("/keys") { _, _ in Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"keys": []}"#))) }
+        router.get("/missing") { _, _ in Response(status: .notFound) }
+        try await withRouterServer(router) { url in
+            for (path, why) in [("huge", "bytes"), ("moved", "redirects are not followed"), ("missing", "HTTP 404")] {
+                let target = try #require(URL(string: url.absoluteString + "/" + path))
+                do {
+                    let bytes = try await JWTIssuerKeys.fetch(target, issuer: Self.iss)
+                    Issue.record("/\(path) was fetched: \(bytes.count) bytes")
+                } catch let error as JWTConfigurationError {
+                    #expect(error.message.contains(why), "/\(path): \(error.message)")
+                }
+            }
+        }
+    }
+
     // MARK: Namespaces
 
     @Test("two issuers with the same sub sign in as two different users, who cannot read each other's zones")

@@ -28,7 +28,9 @@ public final class JWTVerifier: Sendable {
     /// A token verified: who it signs in as, and until when (``ServerClock/wallMilliseconds``)
     /// it stays valid, its leeway included.
     public struct Verified: Sendable, Hashable {
+        /// The user the token signs in as: `<userPrefix>:<claim>`.
         public var user: String
+        /// The token's `exp` plus its issuer's leeway, in milliseconds since 1970.
         public var validUntilMilliseconds: UInt64
     }
 
