@@ -124,7 +124,7 @@ struct DatabaseChangesTests {
     }
 
     @Test("after a token, an append makes that zone and only it appear, with its new end token; the next answer is empty, and a user the zone is not shared with sees nothing",
-          arguments: backends)
+          arguments: StorageBackend.allCases)
     func appendMarksOnlyItsZone(_ backend: StorageBackend) async throws {
         let storage = try await StorageSite(backend).open()
         try await withLiveServer(storage) { client, _ in
