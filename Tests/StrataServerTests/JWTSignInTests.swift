@@ -214,6 +214,27 @@ struct JWTSignInTests {
         }
     }
 
+    @Test("keys older than an hour are read again when a token uses them, so that a removed key stops being accepted even if no token names a new one")
+    func oldKeysAreReadAgain() async throws {
+        let directory = TemporaryDirectory()
+        let kept = TestKey.es256("kept"), removed = TestKey.es256("removed")
+        let jwks = try directory.write("jwks.json", TestKey.jwks([kept, removed]))
+        let clock = TestClock()
+        try await withServer([issuer(jwks)], clock: clock) { port, verifier, _ in
+            _ = try directory.write("jwks.json", TestKey.jwks([kept]))
+            // Within the hour, the keys held are used as they are.
+            #expect(try await call(port, "GET", "/v1/zones", token: try removed.token(Self.claims())).status == 200)
+            #expect(verifier.keyReads(issuer: Self.iss) == 1)
+            clock.advance(by: .seconds(3600))
+            // The request that finds the keys old is verified with them; the read runs beside it.
+            #expect(try await call(port, "GET", "/v1/zones", token: try kept.token(Self.claims())).status == 200)
+            for _ in 0..<500 where verifier.keyReads(issuer: Self.iss) != 2 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(verifier.keyReads(issuer: Self.iss) == 2)
+            let refused = try await call(port, "GET", "/v1/zones", token: try removed.token(Self.claims()))
+            #expect(refused.status == 401 && error(refused).reason == "unknownKey", "\(text(refused))")
+        }
+    }
+
     @Test("key rotation with a JWKS URL served over HTTP: a new key is picked up without a restart, a removed key is refused, the URL is fetched at most once per interval; a fetch that fails keeps the keys held")
     func rotationWithURL() async throws {
         let old = try TestKey.rs256("old"), new = TestKey.es256("new")

@@ -9,7 +9,9 @@ import Synchronization
 /// The public keys of one issuer, by `kid` and algorithm, read from its JWKS file or URL, and
 /// read again when a token names a `kid` the server does not hold — at most once per
 /// ``refreshInterval`` — so that a key the issuer adds is used without a restart and a key it
-/// removes is refused from the next read on. A read that fails keeps the keys held and is logged.
+/// removes is refused from the next read on. Keys older than ``maxKeyAge`` are read again in the
+/// background when a token uses them, so that a removed key stops being accepted even when no
+/// token names a new one. A read that fails keeps the keys held and is logged.
 final class JWTIssuerKeys: Sendable {
     /// A key usable for one algorithm.
     typealias Keys = [String: [String: any JWTAlgorithm]]
@@ -17,6 +19,8 @@ final class JWTIssuerKeys: Sendable {
     let issuer: JWTIssuer
     /// The shortest time between two reads caused by unknown `kid`s.
     let refreshInterval: Duration
+    /// How old the keys may be before a token using them has them read again (in the background).
+    let maxKeyAge: Duration
     private let clock: ServerClock
     private let logger: Logger
     private let state: Mutex<State>
@@ -25,6 +29,8 @@ final class JWTIssuerKeys: Sendable {
         var keys: Keys
         /// When (``ServerClock/elapsed``) the last read after an unknown `kid` began.
         var lastRefresh: Duration?
+        /// When the last read of any kind began (the first load: when the keys were made).
+        var lastRead: Duration
         /// The read under way, which every request naming an unknown `kid` meanwhile awaits.
         var refreshing: Task<Void, Never>?
         /// Reads of the JWKS since start, the first included (for tests and logs).
@@ -36,22 +42,24 @@ final class JWTIssuerKeys: Sendable {
     /// The longest a JWKS fetch may take.
     static let fetchTimeout: Duration = .seconds(10)
 
-    private init(issuer: JWTIssuer, keys: Keys, refreshInterval: Duration, clock: ServerClock, logger: Logger) {
+    private init(issuer: JWTIssuer, keys: Keys, refreshInterval: Duration, maxKeyAge: Duration, clock: ServerClock, logger: Logger) {
         self.issuer = issuer
         self.refreshInterval = refreshInterval
+        self.maxKeyAge = maxKeyAge
         self.clock = clock
         self.logger = logger
-        state = Mutex(State(keys: keys, lastRefresh: nil, refreshing: nil, reads: 1))
+        state = Mutex(State(keys: keys, lastRefresh: nil, lastRead: clock.elapsed(), refreshing: nil, reads: 1))
     }
 
     /// The issuer's keys as read now.
     ///
     /// - Throws: ``JWTConfigurationError`` when the JWKS cannot be read or holds no usable key:
     ///   a server does not start without its issuers' keys.
-    static func load(_ issuer: JWTIssuer, refreshInterval: Duration, clock: ServerClock, logger: Logger) async throws(JWTConfigurationError) -> JWTIssuerKeys {
+    static func load(_ issuer: JWTIssuer, refreshInterval: Duration, maxKeyAge: Duration, clock: ServerClock,
+                     logger: Logger) async throws(JWTConfigurationError) -> JWTIssuerKeys {
         let keys = try await read(issuer)
         logger.info("JWT issuer keys loaded", metadata: ["issuer": "\(issuer.issuer)", "kids": "\(keys.keys.sorted().joined(separator: ","))"])
-        return JWTIssuerKeys(issuer: issuer, keys: keys, refreshInterval: refreshInterval, clock: clock, logger: logger)
+        return JWTIssuerKeys(issuer: issuer, keys: keys, refreshInterval: refreshInterval, maxKeyAge: maxKeyAge, clock: clock, logger: logger)
     }
 
     /// The key named `kid` for `algorithm`; a token with no `kid` uses the only key of an issuer
@@ -79,6 +87,7 @@ final class JWTIssuerKeys: Sendable {
             if let running = state.refreshing { return running }
             if let last = state.lastRefresh, now - last < refreshInterval { return nil }
             state.lastRefresh = now
+            state.lastRead = now
             // The task's last step takes the lock, so it clears `refreshing` only after it is set.
             let task = Task { await self.reload() }
             state.refreshing = task
@@ -87,6 +96,17 @@ final class JWTIssuerKeys: Sendable {
         guard let task else { return false }
         await task.value
         return true
+    }
+
+    /// Reads the JWKS again in the background when the keys are older than ``maxKeyAge`` and no
+    /// read is under way (the caller does not wait: its token was verified with the keys held).
+    func refreshIfOld() {
+        let now = clock.elapsed()
+        state.withLock { state in
+            guard state.refreshing == nil, now - state.lastRead >= maxKeyAge else { return }
+            state.lastRead = now
+            state.refreshing = Task { await self.reload() }
+        }
     }
 
     private func reload() async {

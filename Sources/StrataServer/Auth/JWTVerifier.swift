@@ -47,10 +47,13 @@ public final class JWTVerifier: Sendable {
     ///   - clock: the wall clock tokens' times are checked against, and the monotonic time
     ///     between two reads of a JWKS after unknown `kid`s.
     ///   - refreshInterval: the shortest time between two such reads of one issuer's JWKS.
+    ///   - maxKeyAge: how old an issuer's keys may be before a token using them has them read
+    ///     again, in the background (so that a key the issuer removed stops being accepted).
     ///   - logger: where reads of the keys are logged.
     /// - Throws: ``JWTConfigurationError`` for an issuer that is not valid, two that clash, or
     ///   keys that cannot be read (a clear reason to stop a server from starting).
     public static func load(_ issuers: [JWTIssuer], clock: ServerClock = .system, refreshInterval: Duration = .seconds(30),
+                            maxKeyAge: Duration = .seconds(3600),
                             logger: Logger = Logger(label: "strata.server")) async throws(JWTConfigurationError) -> JWTVerifier {
         var byIssuer: [String: JWTIssuerKeys] = [:]
         var prefixes: [String: String] = [:]
@@ -63,7 +66,8 @@ public final class JWTVerifier: Sendable {
                 throw JWTConfigurationError("issuers \(other) and \(issuer.issuer) have the same userPrefix \(issuer.userPrefix): their users could be the same user; give each its own")
             }
             prefixes[issuer.userPrefix] = issuer.issuer
-            byIssuer[issuer.issuer] = try await JWTIssuerKeys.load(issuer, refreshInterval: refreshInterval, clock: clock, logger: logger)
+            byIssuer[issuer.issuer] = try await JWTIssuerKeys.load(issuer, refreshInterval: refreshInterval, maxKeyAge: maxKeyAge,
+                                                                   clock: clock, logger: logger)
         }
         return JWTVerifier(issuers: issuers, keys: byIssuer, clock: clock)
     }
@@ -104,6 +108,7 @@ public final class JWTVerifier: Sendable {
     /// once per refresh interval).
     public func authenticate(_ token: String) async -> Result<Verified, JWTRefusal> {
         let first = verify(token)
+        if case .success = first, let iss = Self.issuerClaim(token), let issuerKeys = keys[iss] { issuerKeys.refreshIfOld() }
         guard case .failure(let refusal) = first, refusal.reason == .unknownKey, let issuer = refusal.issuer,
               let issuerKeys = keys[issuer] else { return first }
         guard await issuerKeys.refreshAfterUnknownKey() else { return first }
@@ -179,6 +184,13 @@ public final class JWTVerifier: Sendable {
     }
 
     // MARK: Pieces
+
+    /// The `iss` of a token (not verified).
+    private static func issuerClaim(_ token: String) -> String? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        return json(parts[1])?["iss"] as? String
+    }
 
     /// The longest user claim accepted, in bytes (the name, with its prefix, stays within the
     /// 256 bytes a zone owner may have).
