@@ -1,9 +1,11 @@
 extension PostgresSchema {
     /// Version 12: the database changes (`GET /v1/database/changes`) and the acceptance of shares.
     ///
-    /// - `strata_database_clock(life, stamp, horizon)`: one row, the database-wide counter every
-    ///   instance shares. `life` is random, chosen when the table is made (a token of another
-    ///   database gets a reset); `horizon` the newest stamp of the removals forgotten.
+    /// - `strata_database_clock(life, stamp, horizon, key)`: one row, the database-wide counter
+    ///   every instance shares. `life` is random, chosen when the table is made (a token of another
+    ///   database gets a reset); `horizon` the newest stamp of the removals forgotten; `key` a
+    ///   random secret the tokens' stamps are sealed with (they do not tell a user how many changes
+    ///   the server saw).
     /// - `strata_zones.change_stamp`: the counter's value at the zone's latest change, and
     ///   `strata_zones.accepted`: the grantees who accepted the share (the grants of before the
     ///   upgrade count as accepted). `strata_deleted_zones.accepted` keeps them through a deletion
@@ -29,10 +31,16 @@ extension PostgresSchema {
             only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
             life bigint NOT NULL,
             stamp bigint NOT NULL DEFAULT 0,
-            horizon bigint NOT NULL DEFAULT 0
+            horizon bigint NOT NULL DEFAULT 0,
+            key bigint NOT NULL
         )
         """,
-        "INSERT INTO strata_database_clock (life) VALUES ((floor(random() * 9.0e18) + 1)::bigint)",
+        // Two random 64-bit values, from an MD5 of the moment (random() alone has 52 bits).
+        """
+        INSERT INTO strata_database_clock (life, key)
+        SELECT ('x' || substr(h, 1, 16))::bit(64)::bigint, ('x' || substr(h, 17, 16))::bit(64)::bigint
+        FROM (SELECT md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text) AS h) AS seed
+        """,
         "ALTER TABLE strata_zones ADD COLUMN change_stamp bigint NOT NULL DEFAULT 0, ADD COLUMN accepted text[] NOT NULL DEFAULT '{}'",
         "UPDATE strata_zones SET accepted = ARRAY(SELECT jsonb_object_keys(grants::jsonb) ORDER BY 1)",
         "CREATE INDEX strata_zones_change_stamp ON strata_zones (change_stamp)",

@@ -10,12 +10,13 @@ public import StrataServer
 extension PostgresZoneStorage {
     public func databaseClock() async throws(ZoneStorageError) -> DatabaseClock {
         try await withConnection("reading the database clock", zone: nil) { connection in
-            let found = try await self.rows(connection.query("SELECT life, stamp, horizon FROM strata_database_clock", logger: self.logger),
-                                            as: (Int64, Int64, Int64).self)
-            guard let (life, stamp, horizon) = found.first else {
+            let found = try await self.rows(connection.query("SELECT life, stamp, horizon, key FROM strata_database_clock", logger: self.logger),
+                                            as: (Int64, Int64, Int64, Int64).self)
+            guard let (life, stamp, horizon, key) = found.first else {
                 throw ZoneStorageError(.storageFailure, "the database clock (strata_database_clock) has no row")
             }
-            return DatabaseClock(life: UInt64(bitPattern: life), stamp: UInt64(bitPattern: stamp), horizon: UInt64(bitPattern: horizon))
+            return DatabaseClock(life: UInt64(bitPattern: life), stamp: UInt64(bitPattern: stamp), horizon: UInt64(bitPattern: horizon),
+                                 key: UInt64(bitPattern: key))
         }
     }
 

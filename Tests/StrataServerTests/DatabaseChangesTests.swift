@@ -353,6 +353,20 @@ struct DatabaseChangesTests {
         try await storage.close()
     }
 
+    @Test("a token's stamp is sealed: it unseals to what was sealed under the same key, and consecutive stamps do not give tokens that tell how many changes lay between")
+    func tokensAreSealed() throws {
+        let seed = UInt64.random(in: 0 ... .max)
+        var random = SeededGenerator(seed: seed)
+        for _ in 0..<2000 {
+            let key = random.next(), stamp = random.next() >> (random.next() % 64)
+            let token = DatabaseToken(life: 7, stamp: stamp, resetting: false, key: key)
+            let parsed = try #require(DatabaseToken(token.text), "seed \(seed)")
+            #expect(parsed.stamp(key: key) == stamp, "seed \(seed)")
+            let next = DatabaseToken(life: 7, stamp: stamp &+ 1, resetting: false, key: key)
+            #expect(next.sealed &- token.sealed != 1 && token.sealed != stamp, "seed \(seed): the sealed stamp counts as the stamp does")
+        }
+    }
+
     @Test("a long poll of the database changes ends at once when the server shuts down, with the same token")
     func shutdownEndsLongPoll() async throws {
         let storage = try await StorageSite(.embedded).open()

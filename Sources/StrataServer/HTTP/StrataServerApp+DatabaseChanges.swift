@@ -66,13 +66,16 @@ extension StrataServerApp {
         // (a database restored from a backup) goes on from where it was; any other gets a reset.
         var since: UInt64?
         var reset = true
-        if let after, after.life == clock.life, after.stamp >= clock.horizon, after.stamp <= clock.stamp {
-            since = after.stamp
-            reset = after.resetting
+        if let after, after.life == clock.life {
+            let stamp = after.stamp(key: clock.key)
+            if stamp >= clock.horizon, stamp <= clock.stamp {
+                since = stamp
+                reset = after.resetting
+            }
         }
         if let since, !reset, since == clock.stamp {
             // Nothing changed anywhere: no zone is looked at.
-            return DatabaseChanges(token: DatabaseToken(life: clock.life, stamp: since, resetting: false).description,
+            return DatabaseChanges(token: DatabaseToken(life: clock.life, stamp: since, resetting: false, key: clock.key).text,
                                    reset: false, moreComing: false, zones: [], removed: [])
         }
         let through = clock.stamp
@@ -129,7 +132,7 @@ extension StrataServerApp {
                 removed.append(RemovedZone(name: removal.zone.name, owner: removal.zone.owner, reason: removal.reason))
             }
         }
-        return DatabaseChanges(token: DatabaseToken(life: clock.life, stamp: stamp, resetting: reset && cut).description,
+        return DatabaseChanges(token: DatabaseToken(life: clock.life, stamp: stamp, resetting: reset && cut, key: clock.key).text,
                                reset: reset, moreComing: cut, zones: described, removed: removed)
     }
 

@@ -15,11 +15,15 @@ public struct DatabaseClock: Sendable, Hashable {
     /// Removals stamped at or below this value were forgotten (bounded retention): a token at or
     /// below it gets a reset.
     public var horizon: UInt64
+    /// A random secret of the clock's life: tokens carry the stamp sealed with it, so that they do
+    /// not tell a user how many changes the whole server saw.
+    public var key: UInt64
 
-    public init(life: UInt64, stamp: UInt64, horizon: UInt64) {
+    public init(life: UInt64, stamp: UInt64, horizon: UInt64, key: UInt64) {
         self.life = life
         self.stamp = stamp
         self.horizon = horizon
+        self.key = key
     }
 }
 

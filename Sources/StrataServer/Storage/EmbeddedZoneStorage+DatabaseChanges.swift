@@ -20,6 +20,7 @@ struct EmbeddedDatabase {
     static let keptRemovals = 65_536
 
     let life = UInt64.random(in: 1 ... .max)
+    let key = UInt64.random(in: 0 ... .max)
     private(set) var stamp: UInt64 = 0
     private(set) var horizon: UInt64 = 0
     /// Each zone's latest stamp (a zone opened and not changed since has none: 0).
@@ -34,7 +35,7 @@ struct EmbeddedDatabase {
     /// then), then kept up to date by every change of a zone's members.
     private var zonesByMember: [String: Set<ZoneID>]?
 
-    var clock: DatabaseClock { DatabaseClock(life: life, stamp: stamp, horizon: horizon) }
+    var clock: DatabaseClock { DatabaseClock(life: life, stamp: stamp, horizon: horizon, key: key) }
 
     /// The zones that are `user`'s, the index built from `zones` when it was not yet.
     mutating func zones(of user: String, building zones: @autoclosure () -> [ZoneInfo]) -> Set<ZoneID> {
