@@ -137,6 +137,9 @@ let package = Package(
                 server("HummingbirdCore", "hummingbird"),
                 server("NIOHTTPTypes", "swift-nio-extras"),
                 server("NIOCore", "swift-nio"),
+                // The JWKS fetch of JWT issuers (Auth/JWKSFetch): an HTTP/1.1 client on NIO.
+                server("NIOPosix", "swift-nio"),
+                server("NIOHTTP1", "swift-nio"),
                 server("NIOSSL", "swift-nio-ssl"),
                 server("Crypto", "swift-crypto"),
                 // Bearer JWTs verified against configured issuers' keys (Auth/JWT*).

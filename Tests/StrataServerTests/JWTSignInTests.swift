@@ -287,7 +287,7 @@ struct JWTSignInTests {
         #expect(throws: JWTConfigurationError.self) { try issuer(empty, algorithms: ["none"]).validate() }
     }
 
-    @Test("a JWKS fetch is bounded: an answer over 1 MiB, a redirect and a non-200 answer are each refused with the reason")
+    @Test("a JWKS fetch is bounded: an answer over 1 MiB, a redirect, a non-200 answer and one that does not come in time are each refused with the reason")
     func fetchBounds() async throws {
         let router = Router()
         router.get("/huge") { _, _ in
@@ -296,7 +296,17 @@ struct JWTSignInTests {
         router.get("/moved") { _, _ in Response(status: .found, headers: [.location: "/keys"]) }
         router.get("/keys") { _, _ in Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"keys": []}"#))) }
         router.get("/missing") { _, _ in Response(status: .notFound) }
+        router.get("/stalled") { _, _ in
+            try await Task.sleep(for: .seconds(10))
+            return Response(status: .ok)
+        }
         try await withRouterServer(router) { url in
+            // An answer that does not come within the fetch's time is given up on at that time.
+            let started = ContinuousClock.now
+            await #expect(throws: JWKSFetch.Failure.self) {
+                _ = try await JWKSFetch.get(try #require(URL(string: url.absoluteString + "/stalled")), limit: 1000, timeout: .seconds(1))
+            }
+            #expect(ContinuousClock.now - started < .seconds(5))
             for (path, why) in [("huge", "bytes"), ("moved", "redirects are not followed"), ("missing", "HTTP 404")] {
                 let target = try #require(URL(string: url.absoluteString + "/" + path))
                 do {

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import JWTKit
 import Logging
 import Synchronization
@@ -211,118 +208,12 @@ final class JWTIssuerKeys: Sendable {
     }
 
     /// The body of a `GET` of `url`: `200` only, no redirect followed, at most ``maxJWKSBytes``
-    /// within ``fetchTimeout``.
+    /// within ``fetchTimeout`` (connecting included). HTTPS trusts the system's roots.
     static func fetch(_ url: URL, issuer: String) async throws(JWTConfigurationError) -> [UInt8] {
-        let download = BoundedDownload(limit: maxJWKSBytes)
-        let configuration = URLSessionConfiguration.ephemeral
-        let seconds = Double(fetchTimeout.components.seconds)
-        configuration.timeoutIntervalForRequest = seconds
-        configuration.timeoutIntervalForResource = seconds
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        let session = URLSession(configuration: configuration, delegate: download, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        var request = URLRequest(url: url)
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        let task = session.dataTask(with: request)
-        // The session's own timeout as a backstop: the fetch never outlives it.
-        let timer = Task {
-            try await Task.sleep(for: fetchTimeout + .seconds(1))
-            task.cancel()
-        }
-        defer { timer.cancel() }
-        let outcome = await download.run(task)
-        switch outcome {
-        case .success(let bytes):
-            return bytes
-        case .failure(let reason):
-            throw JWTConfigurationError("issuer \(issuer): cannot fetch the JWKS at \(url.absoluteString): \(reason)")
-        }
-    }
-}
-
-/// A data task's body, refused past a size, with no redirect followed.
-///
-/// `@unchecked Sendable`: its only mutable state is behind the `state` mutex; URLSession calls
-/// the delegate methods on its own queue.
-private final class BoundedDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    enum Outcome: Sendable {
-        case success([UInt8])
-        case failure(String)
-    }
-
-    private struct State: Sendable {
-        var bytes: [UInt8] = []
-        var refusal: String?
-        var continuation: CheckedContinuation<Outcome, Never>?
-        var outcome: Outcome?
-    }
-
-    private let limit: Int
-    private let state = Mutex(State())
-
-    init(limit: Int) { self.limit = limit }
-
-    func run(_ task: URLSessionDataTask) async -> Outcome {
-        await withCheckedContinuation { continuation in
-            let finished = state.withLock { state -> Outcome? in
-                if let outcome = state.outcome { return outcome }
-                state.continuation = continuation
-                return nil
-            }
-            if let finished { continuation.resume(returning: finished) } else { task.resume() }
-        }
-    }
-
-    private func finish(_ outcome: Outcome) {
-        let continuation = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
-            guard state.outcome == nil else { return nil }
-            state.outcome = outcome
-            defer { state.continuation = nil }
-            return state.continuation
-        }
-        continuation?.resume(returning: outcome)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        if status != 200 {
-            state.withLock { $0.refusal = "answered HTTP \(status)" + ((300...399).contains(status) ? " (redirects are not followed)" : "") }
-            completionHandler(.cancel)
-        } else if response.expectedContentLength > Int64(limit) {
-            state.withLock { $0.refusal = "the answer has \(response.expectedContentLength) bytes, more than \(limit)" }
-            completionHandler(.cancel)
-        } else {
-            completionHandler(.allow)
-        }
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let tooLarge = state.withLock { state -> Bool in
-            state.bytes.append(contentsOf: data)
-            guard state.bytes.count > limit else { return false }
-            state.refusal = "the answer exceeds \(limit) bytes"
-            state.bytes = []
-            return true
-        }
-        if tooLarge { dataTask.cancel() }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
-        completionHandler(nil)
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let (bytes, refusal) = state.withLock { ($0.bytes, $0.refusal) }
-        if let refusal {
-            finish(.failure(refusal))
-        } else if let error {
-            finish(.failure(error.localizedDescription))
-        } else if let status = (task.response as? HTTPURLResponse)?.statusCode, status != 200 {
-            finish(.failure("answered HTTP \(status)" + ((300...399).contains(status) ? " (redirects are not followed)" : "")))
-        } else {
-            finish(.success(bytes))
+        do {
+            return try await JWKSFetch.get(url, limit: maxJWKSBytes, timeout: fetchTimeout)
+        } catch {
+            throw JWTConfigurationError("issuer \(issuer): cannot fetch the JWKS at \(url.absoluteString): \(error)")
         }
     }
 }

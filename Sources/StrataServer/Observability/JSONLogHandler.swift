@@ -5,11 +5,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-#if canImport(CDispatch)
-// `timespec` is also declared by Dispatch's C module, which FoundationNetworking (the JWKS fetch
-// in Auth/) loads into this module: with member import visibility its fields need it imported.
-import CDispatch
-#endif
 import Foundation
 public import Logging
 import Synchronization
