@@ -100,7 +100,10 @@ extension DatabaseSyncEngine {
         case .polled(let page):
             report.databaseRequests += 1
             guard page.moreComing else { return DatabaseChangeBatch(zones: page.zones, removed: page.removed, reset: page.reset, token: page.token) }
+            // The rest from the first page's token; the kept token moves only once `apply` has
+            // taken the whole batch (a failure part way asks again from where it was).
             state.token = page.token
+            defer { state.token = token }
             let rest = try await fetchChanges(wait: nil, &report)
             return DatabaseChangeBatch(zones: page.zones + rest.zones, removed: page.removed + rest.removed, reset: page.reset || rest.reset, token: rest.token)
         case .woken:

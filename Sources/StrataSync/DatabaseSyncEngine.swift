@@ -132,10 +132,11 @@ public actor DatabaseSyncEngine {
         }
         if changes.reset {
             // A full listing: a zone this device synced before that it does not list is no
-            // longer the user's.
+            // longer the user's; so is another user's zone it does not list, synced or not (it
+            // came from the server's listing: an own zone never synced may be the app's new one).
             let listed = Set(changes.zones.map(Self.reference))
             for zone in database.zones where !listed.contains(zone) && !removals.contains(where: { $0.0 == zone }) {
-                guard let store = database.store(for: zone), SyncCursor.exists(store: store, zone: zone) else { continue }
+                guard let store = database.store(for: zone), zone.owner != nil || SyncCursor.exists(store: store, zone: zone) else { continue }
                 removals.append((zone, zone.owner == nil ? .deleted : .revoked))
             }
         }
@@ -152,6 +153,10 @@ public actor DatabaseSyncEngine {
             }
             dirty.remove(zone)
         }
+        // A share whose acceptance failed for a reason that may pass (the network, the server
+        // busy) must be listed again: the token then stays where it was, since the changes after
+        // the new one would not name the share again until the zone changes.
+        var acceptanceFailed = false
         for entry in changes.zones {
             let zone = Self.reference(entry)
             guard selected(zone) else { continue }
@@ -170,6 +175,8 @@ public actor DatabaseSyncEngine {
                     _ = try await transport.acceptShare(zone)
                 } catch let error as SyncError {
                     report.failures[zone] = error
+                    // Gone (`zoneNotFound`: the grant was taken back) or refused: nothing to retry.
+                    if error.code != .zoneNotFound && error.code != .forbidden { acceptanceFailed = true }
                     continue
                 }
             }
@@ -184,7 +191,7 @@ public actor DatabaseSyncEngine {
             guard let store = database.store(for: zone) else { continue }
             if !SyncCursor.exists(store: store, zone: zone) || (try? database.hasUnpushedEdits(in: zone)) ?? true { dirty.insert(zone) }
         }
-        state.token = changes.token
+        if !acceptanceFailed { state.token = changes.token }
         state.dirty = dirty.sorted()
         try state.save(in: database.directory)
     }
