@@ -17,13 +17,62 @@ struct InspectCommand: ParsableCommand {
     @Flag(help: "Also rebuild the objects (a replay from the newest snapshot) to count them by entity and compute the digest.")
     var objects = false
 
+    @OptionGroup var zoneOption: ZoneOption
+
     @OptionGroup var output: JSONFlag
     var json: Bool { output.json }
 
     func run() throws {
-        let files = try StoreFiles(store)
-        let inspection = try Inspection.run(files, objects: objects, progress: Progress("inspect", total: files.segmentBytes()))
-        print(json ? try JSONOutput.string(inspection) : inspection.text)
+        let targets = try ZoneTargets(store, zone: zoneOption.zone)
+        guard let layout = targets.layout else {
+            let files = try StoreFiles(store)
+            let inspection = try Inspection.run(files, objects: objects, progress: Progress("inspect", total: files.segmentBytes()))
+            print(json ? try JSONOutput.string(inspection) : inspection.text)
+            return
+        }
+        // A database: one section per zone (its store's inspection), then the zones set aside.
+        struct LostJSON: Encodable {
+            var zone: String
+            var store: String
+            var reason: String
+            /// When it was set aside (milliseconds since 1970).
+            var at: UInt64
+            var unpushedEdits: Int
+        }
+        struct DatabaseInspection: Encodable {
+            var database: String
+            var defaultZone: String
+            var zones: [Zoned<Inspection>]
+            var lost: [LostJSON]
+        }
+        var zones: [Zoned<Inspection>] = []
+        for target in targets.targets {
+            let files = try StoreFiles(target.path)
+            let inspection = try Inspection.run(files, objects: objects, progress: Progress("inspect \(target.zone?.description ?? "")", total: files.segmentBytes()))
+            zones.append(Zoned(zone: target.zone, value: inspection))
+        }
+        // Lost zones belong to the whole database; with --zone, only that zone's.
+        let lost = layout.lost.filter { entry in zoneOption.zone.map { ZoneTargets.reference($0) == entry.zone.zone } ?? true }
+            .map { LostJSON(zone: $0.zone.zone.description, store: $0.path, reason: $0.zone.reason.rawValue, at: $0.zone.at, unpushedEdits: $0.zone.unpushedEdits) }
+        if json {
+            print(try JSONOutput.string(DatabaseInspection(database: store, defaultZone: layout.defaultZone.description, zones: zones, lost: lost)))
+            return
+        }
+        var text = "database \(store): \(layout.zones.count) zone(s), default \(layout.defaultZone), \(layout.lost.count) set aside\n"
+        for zone in zones {
+            let name = zone.zone?.description ?? ""
+            text += "\n== zone \(name)\(zone.zone == layout.defaultZone ? " (default)" : "") ==\n"
+            text += zone.value.text
+            if !text.hasSuffix("\n") { text += "\n" }
+        }
+        if !lost.isEmpty {
+            text += "\n== lost zones (set aside) ==\n"
+            for entry in lost {
+                let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(entry.at) / 1000))
+                text += "\(entry.zone): \(entry.reason) at \(when), \(entry.unpushedEdits) unpushed edit(s) kept in \(entry.store)\n"
+            }
+        }
+        print(text, terminator: "")
     }
 }
 

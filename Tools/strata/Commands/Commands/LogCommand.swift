@@ -3,7 +3,8 @@ import Foundation
 import Strata
 import StrataCore
 
-/// `strata log STORE [filters]`: the events, one per line (JSON Lines with `--json`).
+/// `strata log STORE [filters]`: the events, one per line (JSON Lines with `--json`). On a
+/// database, every zone's (or `--zone`'s), each entry tagged with its zone.
 struct LogCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
@@ -11,9 +12,10 @@ struct LogCommand: ParsableCommand {
     )
 
     @OptionGroup var storeArgument: StoreArgument
-    var store: String { storeArgument.store }
 
-    @Option(help: "The first log position to show.")
+    @OptionGroup var zoneOption: ZoneOption
+
+    @Option(help: "The first log position to show (in a database, of each zone's log).")
     var from: UInt64?
 
     @Option(help: "The last log position to show.")
@@ -56,6 +58,28 @@ struct LogCommand: ParsableCommand {
     }
 
     func run() throws {
+        let targets = try ZoneTargets(storeArgument.store, zone: zoneOption.zone)
+        var printed = 0
+        var objectFound = false
+        var notFound: CLIError?
+        for target in targets.targets {
+            do {
+                try show(target.path, zone: target.zone, printed: &printed)
+                objectFound = true
+            } catch let error as CLIError where targets.isDatabase && error.exitCode == ExitStatus.finding && error.message.hasPrefix("no object") {
+                // An object ID prefix names an object of some zone, not of every one.
+                notFound = error
+            }
+            if let limit, printed >= limit { break }
+        }
+        if !objectFound, let notFound {
+            throw CLIError("no object of any zone of \(storeArgument.store) has an ID starting with \(object ?? "")", exitCode: notFound.exitCode)
+        }
+    }
+
+    /// The entries of one store (a zone's, tagged with `zone`), counting what it prints in `printed`.
+    private func show(_ store: String, zone: ZoneReference?, printed: inout Int) throws {
+        let tag = zone.map { "[\($0)] " } ?? ""
         let files = try StoreFiles(store)
         let identity = try files.identity()
         if identity.startPosition > 0 {
@@ -69,7 +93,6 @@ struct LogCommand: ParsableCommand {
         let filter = EventFilter(from: from, to: to, since: since.flatMap(TimeArgument.microseconds), until: until.flatMap(TimeArgument.microseconds),
                                  entity: entity, object: try object.map { try ObjectReference.resolve($0, in: files) }, replicaPrefix: replica?.lowercased(), kind: kind,
                                  user: user, authors: authors)
-        var printed = 0
         let limit = self.limit ?? .max
         var output = BufferedOutput()
         struct Enough: Error {}
@@ -81,7 +104,7 @@ struct LogCommand: ParsableCommand {
                     guard filter.admitsAdoptions else { return }
                     guard printed < limit else { throw Enough() }
                     let adoption = try AdoptionDescription(entry: entry, directory: store)
-                    output.line(json ? try JSONOutput.string(adoption, pretty: false) : adoption.text)
+                    output.line(json ? try JSONOutput.string(Zoned(zone: zone, value: adoption), pretty: false) : tag + adoption.text)
                     printed += 1
                     return
                 }
@@ -94,7 +117,7 @@ struct LogCommand: ParsableCommand {
                 for event in record.events where filter.admits(event) {
                     guard printed < limit else { throw Enough() }
                     let description = EventDescription(event, position: entry.position, stored: entry.timestamp, user: authors.user(event.id.replica))
-                    output.line(json ? try JSONOutput.string(description, pretty: false) : description.text)
+                    output.line(json ? try JSONOutput.string(Zoned(zone: zone, value: description), pretty: false) : tag + description.text)
                     printed += 1
                 }
             }

@@ -138,12 +138,15 @@ func openStore(_ path: String) throws -> Store {
     }
 }
 
-/// `strata get STORE ENTITY [ID]`: objects of an entity, or one.
+/// `strata get STORE ENTITY [ID]`: objects of an entity, or one. On a database, every zone's
+/// (or `--zone`'s), each tagged with its zone; one object is found in whichever zone holds it.
 struct GetCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "get", abstract: "Print the objects of an entity, or one object.")
 
     @OptionGroup var storeArgument: StoreArgument
     var store: String { storeArgument.store }
+
+    @OptionGroup var zoneOption: ZoneOption
 
     @Argument(help: "The entity.")
     var entity: String
@@ -159,26 +162,48 @@ struct GetCommand: ParsableCommand {
     }
 
     func run() throws {
-        let files = try StoreFiles(store)
-        let loaded = try LoadedStore.load(files)
-        if let warning = loaded.report.readWarning { StandardError.line(warning) }
-        let projection = loaded.projection
-        guard projection.schema.entity(entity) != nil || !projection.objectIDs(of: entity).isEmpty else {
-            throw CLIError("no entity \(entity) in \(store) (entities: \(projection.schema.entities.map(\.name).joined(separator: ", ")))")
+        let targets = try ZoneTargets(store, zone: zoneOption.zone)
+        var projections: [(zone: ZoneReference?, path: String, projection: ProjectionBuilder)] = []
+        for target in targets.targets {
+            let loaded = try LoadedStore.load(try StoreFiles(target.path))
+            if let warning = loaded.report.readWarning { StandardError.line(warning) }
+            projections.append((target.zone, target.path, loaded.projection))
+        }
+        guard projections.contains(where: { $0.projection.schema.entity(entity) != nil || !$0.projection.objectIDs(of: entity).isEmpty }) else {
+            let entities = Set(projections.flatMap { $0.projection.schema.entities.map(\.name) }).sorted()
+            throw CLIError("no entity \(entity) in \(store) (entities: \(entities.joined(separator: ", ")))")
         }
         if let id {
-            let objectID = try ObjectReference.resolve(id, among: projection.knownObjectIDs(), store: store)
-            guard let object = projection.object(objectID), object.entity == entity else {
-                throw CLIError("no \(entity) \(id) in \(store)", exitCode: ExitStatus.finding)
+            // In a database the object is in one zone: found wherever its ID (or prefix) is known.
+            var found: (zone: ZoneReference?, object: ObjectJSON)?
+            var lastError: CLIError?
+            for (zone, path, projection) in projections {
+                let objectID: ObjectID
+                do {
+                    objectID = try ObjectReference.resolve(id, among: projection.knownObjectIDs(), store: targets.isDatabase ? path : store)
+                } catch let error as CLIError where error.exitCode == ExitStatus.finding && projections.count > 1 {
+                    lastError = error
+                    continue
+                }
+                if let object = projection.object(objectID), object.entity == entity {
+                    found = (zone, ObjectJSON(object))
+                    break
+                }
             }
-            print(json ? try JSONOutput.string(ObjectJSON(object)) : ObjectText.line(ObjectJSON(object)))
+            guard let found else {
+                if let lastError, projections.count == 1 { throw lastError }
+                throw CLIError("no \(entity) \(id) in \(store)\(targets.isDatabase ? " (in none of its zones)" : "")", exitCode: ExitStatus.finding)
+            }
+            print(json ? try JSONOutput.string(Zoned(zone: found.zone, value: found.object)) : (found.zone.map { "[\($0)] " } ?? "") + ObjectText.line(found.object))
             return
         }
-        let objects = projection.objectIDs(of: entity).compactMap { projection.object($0) }.map(ObjectJSON.init)
+        let objects = projections.flatMap { zone, _, projection in
+            projection.objectIDs(of: entity).compactMap { projection.object($0) }.map { Zoned(zone: zone, value: ObjectJSON($0)) }
+        }
         if json {
             print(try JSONOutput.string(objects))
         } else {
-            for object in objects { print(ObjectText.line(object)) }
+            for object in objects { print((object.zone.map { "[\($0)] " } ?? "") + ObjectText.line(object.value)) }
         }
     }
 }
@@ -192,16 +217,64 @@ struct ExportCommand: ParsableCommand {
         Lines written as they are produced, for stores too large for one document: a first line {"store", "replica", \
         "digest", "schema", "objectCount"}, then one object per line ({"id", "entity", "values", "toMany"}), sorted by \
         entity then ID.
+
+        On a database directory (one with database.json), every zone (or the one --zone names): one JSON document \
+        {"database", "zones": [{"zone", "store", "replica", "digest", "schema", "objectCount"}], "objects": [...]}, each \
+        object with its "zone" (NAME for your own zones, OWNER/NAME for shared ones); with --jsonl, each zone's header \
+        line and objects in turn, every line with its "zone".
         """
     )
 
     @OptionGroup var storeArgument: StoreArgument
     var store: String { storeArgument.store }
 
-    @Flag(help: "Print JSON Lines: a header line, then one object per line.")
+    @OptionGroup var zoneOption: ZoneOption
+
+    @Flag(help: "Print JSON Lines: a header line, then one object per line (in a database, a header line per zone, each line with its zone).")
     var jsonl = false
 
     func run() throws {
+        let targets = try ZoneTargets(store, zone: zoneOption.zone)
+        guard targets.isDatabase else { return try exportStore(store, zone: nil) }
+        if jsonl {
+            for target in targets.targets { try exportStore(target.path, zone: target.zone) }
+            return
+        }
+        // One document for the database: each zone's identity and schema, then every object
+        // tagged with its zone, sorted by zone, entity, ID.
+        struct ZoneExport: Encodable {
+            var zone: String
+            var store: String
+            var replica: String
+            var digest: String
+            var schema: JSONValue
+            var objectCount: Int
+        }
+        struct DatabaseExport: Encodable {
+            var database: String
+            var zones: [ZoneExport]
+            var objects: [Zoned<ObjectJSON>]
+        }
+        var zones: [ZoneExport] = []
+        var objects: [Zoned<ObjectJSON>] = []
+        for target in targets.targets {
+            guard let zone = target.zone else { continue }
+            let files = try StoreFiles(target.path)
+            let loaded = try LoadedStore.load(files, progress: Progress("export \(zone)", total: 0))
+            if let warning = loaded.report.readWarning { StandardError.line(warning) }
+            let projection = loaded.projection
+            let schemaJSON = (try? JSONDecoder().decode(JSONValue.self, from: projection.schema.jsonData())) ?? .null
+            let zoneObjects = projection.allObjectIDs().compactMap { projection.object($0) }
+                .sorted { ($0.entity, $0.id) < ($1.entity, $1.id) }.map { Zoned(zone: zone, value: ObjectJSON($0)) }
+            zones.append(ZoneExport(zone: zone.description, store: target.path, replica: files.replicaID.description,
+                                    digest: projection.digest(), schema: schemaJSON, objectCount: zoneObjects.count))
+            objects += zoneObjects
+        }
+        print(try JSONOutput.string(DatabaseExport(database: store, zones: zones, objects: objects)))
+    }
+
+    /// One store's export (a zone's, each line or object tagged with `zone`).
+    private func exportStore(_ store: String, zone: ZoneReference?) throws {
         let progress = Progress("export", total: 0)
         let files = try StoreFiles(store)
         let loaded = try LoadedStore.load(files, progress: progress)
@@ -227,11 +300,11 @@ struct ExportCommand: ParsableCommand {
                 var objectCount: Int
             }
             var output = BufferedOutput()
-            output.line(try JSONOutput.string(Header(store: store, replica: files.replicaID.description, digest: projection.digest(),
-                                                     schema: schemaJSON, objectCount: ids.count), pretty: false))
+            output.line(try JSONOutput.string(Zoned(zone: zone, value: Header(store: store, replica: files.replicaID.description, digest: projection.digest(),
+                                                     schema: schemaJSON, objectCount: ids.count)), pretty: false))
             for (_, id) in ids {
                 guard let object = projection.object(id) else { continue }
-                output.line(try JSONOutput.string(ObjectJSON(object), pretty: false))
+                output.line(try JSONOutput.string(Zoned(zone: zone, value: ObjectJSON(object)), pretty: false))
             }
             output.flush()
             return

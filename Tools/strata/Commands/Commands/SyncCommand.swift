@@ -48,6 +48,16 @@ struct SyncCommand: AsyncParsableCommand {
         appliedEvents, bootstraps, rewinds, unpushable, stateUploads, stateBytes and forks are \
         absent. With --watch the output is JSON Lines: that object on one line, then one {phase, \
         pending, pushed, pulled, blocked, lastError} per status change.
+
+        A database directory (one with database.json) syncs every zone it holds with one engine: \
+        the server's database changes say which zones changed, shares are accepted and added, \
+        zones whose grant was revoked or that were deleted are set aside. --zone NAME (or \
+        OWNER/NAME, or --zone NAME --owner OWNER) syncs only that zone. The text output is a line \
+        per zone; --json prints {database, ok, zones: {ZONE: {the keys above}}, failures: {ZONE: \
+        {code, message, status}}, added: [ZONE], removed: [{zone, reason, unpushedEdits, store}], \
+        pendingShares: [ZONE], token (the database token)}, ZONE being NAME for your own zones and \
+        OWNER/NAME for others'. A zone that failed exits 2 after the output. --watch, \
+        --from-scratch and --recreate-zone on a database need --zone.
         """
     )
 
@@ -57,8 +67,8 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: "The server's base URL, e.g. http://localhost:8080.")
     var server: String
 
-    @Option(help: "The zone to sync with.")
-    var zone: String
+    @Option(help: "The zone to sync with (for a store, required). For a database directory: only this zone, NAME or OWNER/NAME; without it, every zone.")
+    var zone: String?
 
     @Option(help: "The zone's owner, when it is another user's zone (shared with you, or public). Without it the zone is your own.")
     var owner: String?
@@ -122,6 +132,14 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     private func sync(client: HTTPClient) async throws {
+        let layout: DatabaseLayout?
+        do {
+            layout = try Database.layout(ofDatabaseAt: store)
+        } catch {
+            throw CLIError("\(error)")
+        }
+        if let layout { return try await syncDatabase(layout, client: client) }
+        guard let zone else { throw CLIError("--zone is required: \(store) is a store, not a database (it has no database.json)") }
         let reference = ZoneReference(zone, owner: owner)
         let opened: Store
         let engine: SyncEngine
@@ -196,13 +214,13 @@ struct SyncCommand: AsyncParsableCommand {
 
     /// A line of output, flushed at once: `--watch` runs until interrupted, and whoever reads
     /// its output through a pipe sees each line as it happens.
-    private func emit(_ line: String) {
+    func emit(_ line: String) {
         print(line)
         fflush(nil)  // every output stream: naming `stdout` is not concurrency-safe in Swift 6
     }
 
     /// The engine's status as it is now (the first value of its updates).
-    private func currentStatus(_ engine: SyncEngine) async -> SyncStatus? {
+    func currentStatus(_ engine: SyncEngine) async -> SyncStatus? {
         for await status in await engine.statusUpdates() { return status }
         return nil
     }
@@ -211,7 +229,7 @@ struct SyncCommand: AsyncParsableCommand {
     /// pushes next, less the records of the app's schema, which are no edit: the count the
     /// engine's status gives), counted from the log and the engine's cursor; `nil` when the log
     /// cannot be read.
-    private func pendingCount(_ store: Store, _ engine: SyncEngine) async -> Int? {
+    func pendingCount(_ store: Store, _ engine: SyncEngine) async -> Int? {
         let cursor = await engine.currentCursor
         // A cursor of another replica (the store forked since) counts none of this one's.
         let acknowledged = cursor.replica == store.replicaID ? cursor.acknowledged : 0
