@@ -9,7 +9,8 @@ public import ArgumentParser
 
 /// The `strata` command line tool: a store usable from scripts (`init`, `apply`, `get`,
 /// `export`), the debugging tools (`inspect`, `log`, `verify`, `replay`, `diff`, `compact`),
-/// assets (`asset get`, `asset list`), sync (`serve`, `sync`) and the `demo`.
+/// assets (`asset get`, `asset list`), sync (`serve`, `sync`), zones and sharing on a server
+/// (`zones list|show`, `share grant|revoke|accept|leave`) and the `demo`.
 ///
 /// Exit codes: 0 success, 1 a finding (verify found corruption, diff found divergence), 2 usage
 /// or I/O error.
@@ -22,7 +23,7 @@ public struct StrataCLI: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self, InitCommand.self, ApplyCommand.self, GetCommand.self, ExportCommand.self,
             InspectCommand.self, LogCommand.self, VerifyCommand.self, ReplayCommand.self, DiffCommand.self,
-            CompactCommand.self, AssetCommand.self, SyncCommand.self, ServeCommand.self, MigrateCommand.self, UsersCommand.self,
+            CompactCommand.self, AssetCommand.self, SyncCommand.self, ZonesCommand.self, ShareCommand.self, ServeCommand.self, MigrateCommand.self, UsersCommand.self,
         ]
     )
 
