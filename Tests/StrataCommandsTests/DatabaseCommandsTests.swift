@@ -65,7 +65,7 @@ struct DatabaseCommandsTests: NoteStoreCLI {
 
     func title(_ object: [String: Any]) -> String? { (object["values"] as? [String: Any])?["title"] as? String }
 
-    @Test("inspect, log, export and get read every zone of a database, tagged with its zone, and --zone restricts them to one")
+    @Test("inspect, log, export, get and verify read every zone of a database, tagged with its zone, and --zone restricts them to one")
     func readingTools() async throws {
         let dir = TemporaryDirectory()
         let db = dir.sub("db")
@@ -112,6 +112,12 @@ struct DatabaseCommandsTests: NoteStoreCLI {
         #expect(inDefault.status == 1, "the object is not in that zone: \(inDefault.stderr)")
         let unknownZone = try await run("get", db, "Note", "--zone", "nowhere")
         #expect(unknownZone.status == 2 && unknownZone.stderr.contains("holds no such zone"), "\(unknownZone.stderr)")
+
+        let verified = try await run("verify", db, "--json")
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        #expect((try object(verified.stdout)["zones"] as? [[String: Any]])?.compactMap { $0["zone"] as? String }.sorted() == ["default", "work"])
+        let repairAll = try await run("verify", db, "--repair", "--yes")
+        #expect(repairAll.status == 2 && repairAll.stderr.contains("needs --zone"), "\(repairAll.stderr)")
 
         // A plain store reads as before: no zone field; --zone is refused.
         let store = try await makeStore(dir, "store")

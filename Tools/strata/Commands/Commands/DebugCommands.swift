@@ -114,10 +114,44 @@ struct VerifyCommand: ParsableCommand {
     @Flag(help: "Do not ask before repairing.")
     var yes = false
 
+    @OptionGroup var zoneOption: ZoneOption
+
     @OptionGroup var output: JSONFlag
     var json: Bool { output.json }
 
     func run() throws {
+        let targets = try ZoneTargets(store, zone: zoneOption.zone)
+        guard targets.isDatabase else { return try verify(store) }
+        if repair {
+            // A repair changes one store: the zone it repairs is named, never all at once.
+            guard zoneOption.zone != nil, let target = targets.targets.first else {
+                throw CLIError("--repair on the database \(store) needs --zone: one zone's store is repaired at a time")
+            }
+            return try verify(target.path)
+        }
+        // A database: every zone's store checked (or --zone's); a finding in any is exit 1.
+        var verifications: [Zoned<Verification>] = []
+        for target in targets.targets {
+            let files = try StoreFiles(target.path, tolerateDamagedIdentity: true)
+            verifications.append(Zoned(zone: target.zone, value: try Verification.run(files, progress: Progress("verify \(target.zone?.description ?? "")", total: files.segmentBytes()))))
+        }
+        if json {
+            struct DatabaseVerification: Encodable {
+                var database: String
+                var zones: [Zoned<Verification>]
+            }
+            print(try JSONOutput.string(DatabaseVerification(database: store, zones: verifications)))
+        } else {
+            for verification in verifications {
+                print("== zone \(verification.zone?.description ?? "") ==")
+                print(verification.value.text)
+            }
+        }
+        if verifications.contains(where: { !$0.value.findings.isEmpty }) { throw ExitCode(ExitStatus.finding) }
+    }
+
+    /// Verifies (and with `--repair`, repairs) one store, or a bare log directory.
+    private func verify(_ store: String) throws {
         // A bare segment log (no store.json) is checked at the log level only.
         if !FileManager.default.fileExists(atPath: store + "/store.json") && FileManager.default.fileExists(atPath: store) {
             return try LogOnlyVerify(directory: store, repair: repair, yes: yes, json: json).run()
