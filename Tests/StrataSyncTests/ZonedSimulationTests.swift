@@ -78,20 +78,16 @@ struct ZonedSimulationTests {
         }
     }
 
-    /// The database changes in pages of two zones. A known server bug (the report of this
-    /// simulation's first run): after a restart of the embedded storage every zone's stamp is 0,
-    /// a page cut among zones of one stamp gives a token at that stamp, and the next page asks for
-    /// stamps above it — the zones left over are never listed, and a device given the reset
-    /// removes them (its own zones as deleted). Seeds 120240182588289056, …057, …073 and …105
-    /// (with 60 steps) failed this way. Kept out of the default runs' page size until the
-    /// server's paging is fixed; here so that the fix is seen (remove `withKnownIssue` then).
+    /// The database changes in pages of two zones, with the failing seeds of the server's paging
+    /// bug (after a restart every zone of the embedded storage had stamp 0; a page cut among zones
+    /// of one stamp left the rest out of the following pages, and a device given the reset removed
+    /// them). The storage now stamps every zone it opens on its own.
     @Test("Database changes in pages of two zones: after quiescence every device holds every zone its user may read")
     func pagedDatabaseChanges() async throws {
-        let seeds = simulationSeeds(default: 30)
-        await withKnownIssue("a page of database changes cut among zones of one stamp loses the rest (all zones have stamp 0 after a restart)", isIntermittent: true) {
-            for seed in seeds {
-                _ = try await run(seed: seed, steps: 40, backend: .embedded, databasePageSize: 2)
-            }
+        let seeds = simulationSeeds(default: 30, regressions: [120240182588289056, 120240182588289057, 120240182588289073,
+                                                                120240182588289105, 6707434113088525173, 9221720492876777276])
+        for seed in seeds {
+            _ = try await run(seed: seed, steps: 40, backend: .embedded, databasePageSize: 2)
         }
     }
 

@@ -23,7 +23,7 @@ struct EmbeddedDatabase {
     let key = UInt64.random(in: 0 ... .max)
     private(set) var stamp: UInt64 = 0
     private(set) var horizon: UInt64 = 0
-    /// Each zone's latest stamp (a zone opened and not changed since has none: 0).
+    /// Each zone's latest stamp (every zone opened gets one at open: ``stampOpened(_:)``).
     private(set) var stamps: [ZoneID: UInt64] = [:]
     /// Per user, their removals, the oldest first.
     private var removalsByUser: [String: [Removal]] = [:]
@@ -57,6 +57,14 @@ struct EmbeddedDatabase {
             if zonesByMember?[user]?.isEmpty == true { zonesByMember?[user] = nil }
         }
         for user in new.subtracting(old) { zonesByMember?[user, default: []].insert(id) }
+    }
+
+    /// Gives every zone opened a stamp of its own (in ID order), as if each had just changed: a
+    /// page of the database changes is cut between two stamps, and a page cut inside a run of
+    /// zones sharing one stamp (all 0 after a restart) would leave the rest of the run out of the
+    /// following pages — a device would take the listing as complete and set those zones aside.
+    mutating func stampOpened(_ ids: some Collection<ZoneID>) {
+        for id in ids.sorted(by: { ($0.owner, $0.name) < ($1.owner, $1.name) }) { touch(id) }
     }
 
     /// Stamps a change of zone `id`.

@@ -161,6 +161,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             if let state = states[id] { states[id]?.storedBytes = Self.measure(state.log) }
         }
         self.zoneStates = states
+        self.database.stampOpened(states.keys)
         self.keptRules = kept
         self.usage = states.values.reduce(into: [:]) { $0[$1.info.owner, default: 0] += $1.storedBytes }
         do {
