@@ -38,6 +38,10 @@ public actor DatabaseSyncEngine {
     var waker: AsyncStream<Void>.Continuation?
     /// A local commit came since the last round asked for changes.
     var localDirty = false
+    /// Zones whose cursor file was seen (they synced before).
+    var syncedZones = Set<ZoneReference>()
+    /// Whether `state` is what the file holds.
+    var stateSaved = false
 
     /// An engine over HTTP with a fixed bearer token.
     public init(database: Database, server: URL, credentials: String, options: DatabaseSyncOptions = DatabaseSyncOptions()) {
@@ -189,11 +193,17 @@ public actor DatabaseSyncEngine {
         // Zones with local edits to push, and zones never synced (an own zone the app added).
         for zone in database.zones where !dirty.contains(zone) {
             guard let store = database.store(for: zone) else { continue }
-            if !SyncCursor.exists(store: store, zone: zone) || (try? database.hasUnpushedEdits(in: zone)) ?? true { dirty.insert(zone) }
+            // A cursor once seen stays (the engine writes it): looked for on disk once per zone.
+            if !syncedZones.contains(zone) {
+                guard SyncCursor.exists(store: store, zone: zone) else {
+                    dirty.insert(zone)
+                    continue
+                }
+                syncedZones.insert(zone)
+            }
+            if (try? database.hasUnpushedEdits(in: zone)) ?? true { dirty.insert(zone) }
         }
-        if !acceptanceFailed { state.token = changes.token }
-        state.dirty = dirty.sorted()
-        try state.save(in: database.directory)
+        try saveState(token: acceptanceFailed ? state.token : changes.token, dirty: dirty.sorted())
     }
 
     /// Syncs the zones marked dirty, a few at a time; each one that syncs is unmarked.
@@ -232,8 +242,19 @@ public actor DatabaseSyncEngine {
                 report.failures[zone] = error
             }
         }
-        state.dirty = dirty.sorted()
-        try state.save(in: database.directory)
+        try saveState(token: state.token, dirty: dirty.sorted())
+    }
+
+    /// Keeps the token and the dirty zones, writing the file only when they changed (an idle
+    /// round writes nothing).
+    func saveState(token: String?, dirty: [ZoneReference]) throws {
+        var next = state
+        next.token = token
+        next.dirty = dirty
+        guard next != state || !stateSaved else { return }
+        try next.save(in: database.directory)
+        state = next
+        stateSaved = true
     }
 }
 

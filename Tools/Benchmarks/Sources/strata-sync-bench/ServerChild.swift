@@ -28,6 +28,8 @@ enum ServeChild {
         // and the abuse rows pull as fast as the server answers (thousands per second).
         var limits = ServerConfiguration.Limits()
         limits.rateLimit = .unlimited
+        // The zones rows give one user a database of 1,000 zones next to others (default: 1,000).
+        limits.maxZonesPerUser = 10_000
         do {
             try await runServer(dataDirectory: data, port: port, usersFile: users, limits: limits, logger: logger)
             exit(0)
@@ -41,6 +43,9 @@ enum ServeChild {
 final class ServerProcess {
     static let user = "bench"
     static let token = "secret"
+    /// A second user, who shares a zone with the first (the zones workload).
+    static let sharer = "sharer"
+    static let sharerToken = "sharer-secret"
 
     let process: Process
     let port: Int
@@ -59,7 +64,8 @@ final class ServerProcess {
     /// first attempt is on that port (a restart over the same data keeps the server's address).
     static func start(data: String, directory: String, port preferred: Int? = nil) throws -> ServerProcess {
         let usersPath = directory + "/users.json"
-        let users = #"{"users": [{"name": "\#(user)", "tokenSHA256": "\#(UserDirectory.digest(of: token))"}]}"#
+        let users = #"{"users": [{"name": "\#(user)", "tokenSHA256": "\#(UserDirectory.digest(of: token))"}, "#
+            + #"{"name": "\#(sharer)", "tokenSHA256": "\#(UserDirectory.digest(of: sharerToken))"}]}"#
         try Data(users.utf8).write(to: URL(fileURLWithPath: usersPath))
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         var problems: [String] = []

@@ -24,7 +24,9 @@ struct Settings {
     /// without idle long polls and slow clients connected), `incremental` (rows 6a–6b: a sync of
     /// one new transaction on a store with a long history vs an empty store), `state-merge` (rows
     /// 7a–7b: the server's merge of an uploaded state, decoded whole vs streamed, peak memory).
-    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental", "state-merge"]
+    /// `zones` (rows 8a–8d): a database of 1,000 zones against one of 1 zone, idle sync rounds
+    /// and one long poll for all; a newly shared zone of 100k events until it is queryable.
+    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental", "state-merge", "zones"]
     var abuse = AbuseSettings()
     var only = Settings.workloads
 
@@ -61,7 +63,9 @@ let usage = """
                       transaction on a store with 1M events of history, in 10 transactions, vs on
                       an empty store, and peak memory during it) and state-merge (rows 7a-7b: the
                       server's merge of a 64 MiB uploaded state, decoded whole vs streamed object by
-                      object, peak memory of each in a child process), comma-separated
+                      object, peak memory of each in a child process) and zones (rows 8a-8d: idle
+                      sync rounds of a database with 1,000 zones vs 1 zone, one long poll for all,
+                      a newly shared zone of 100k events until queryable), comma-separated
       --heal-events N the heal workload's events (default 1M, 100k with --quick), in transactions
                       of 100 inserts
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
@@ -104,7 +108,7 @@ struct StrataSyncBench {
         let (place, free) = DataPlace.prepare(parent: settings.parent, prefix: "strata-sync-bench", requiredFreeBytes: settings.requiredFreeBytes)
         // The heal workload runs its own server child (it stops and restores it); the others share one.
         var server: ServerProcess?
-        if !settings.only.isDisjoint(with: ["push", "wake-up", "abuse", "incremental"]) {
+        if !settings.only.isDisjoint(with: ["push", "wake-up", "abuse", "incremental", "zones"]) {
             do {
                 server = try ServerProcess.start(data: place.path("server"), directory: place.run)
             } catch {
@@ -143,6 +147,11 @@ struct StrataSyncBench {
         if let server, settings.only.contains("incremental") {
             let run = try await incrementalRun(in: place.path("incremental"), server: server, events: settings.events,
                                                transactions: 10, samples: settings.quick ? 5 : 20)
+            run.addRows(to: &report)
+        }
+        if let server, settings.only.contains("zones") {
+            let run = try await zonesRun(in: place.path("zones"), server: server, zones: settings.quick ? 200 : 1_000,
+                                         sharedEvents: settings.quick ? 20_000 : 100_000, samples: settings.quick ? 5 : 15)
             run.addRows(to: &report)
         }
         if settings.only.contains("state-merge") {
