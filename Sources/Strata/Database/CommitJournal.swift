@@ -2,7 +2,8 @@ import Foundation
 import StrataLog
 import StrataCore
 
-/// `commit.journal`: the parts of a multi-zone commit, written (durably) before the first part
+/// `commit-<id>.journal`, one per multi-zone commit in flight (so that two concurrent commits
+/// never overwrite or remove each other's): the parts of a multi-zone commit, written (durably) before the first part
 /// is appended to its zone's log and removed once every part is durable. Opening a database with
 /// a journal applies each part to its zone's store — a part already there is skipped by event ID
 /// — so a crash between two appends leaves every zone with its part, never some only.
@@ -42,7 +43,17 @@ struct CommitJournal: Codable {
 
     init(parts: [Part]) { self.parts = parts }
 
-    static func path(in directory: String) -> String { directory + "/commit.journal" }
+    /// A new journal's path (its own name: concurrent commits each write one).
+    static func newPath(in directory: String) -> String { directory + "/commit-\(UUID().uuidString).journal" }
+
+    /// The journals in the database's directory, in name order.
+    static func all(in directory: String) throws -> [String] {
+        let names: [String]
+        do { names = try FileSystem.list(directory) } catch {
+            throw StoreError(.corruptDatabase, "cannot list \(directory): \(error)")
+        }
+        return names.filter { $0.hasPrefix("commit-") && $0.hasSuffix(".journal") }.sorted().map { directory + "/" + $0 }
+    }
 
     func write(to path: String) throws {
         do {

@@ -27,7 +27,8 @@ public import StrataCore
 /// aside (``lostZones``).
 ///
 /// On disk: `database.json` (the zones, see the Databases article), `zones/own/NAME/` and
-/// `zones/shared/OWNER/NAME/` (a store each), `lost/` (stores set aside).
+/// `zones/shared/OWNER/NAME/` (a store each), `lost/` (stores set aside), `commit-*.journal`
+/// (multi-zone commits being written).
 public final class Database: Sendable {
     /// The database's directory.
     public let directory: String

@@ -63,8 +63,11 @@ struct DatabaseManifest: Codable, Equatable {
             }
         }
         for lost in manifest.lost {
-            guard lost.directory.hasPrefix("lost/"), !lost.directory.contains("/../"), !lost.directory.hasSuffix("/.."),
-                  lost.directory.split(separator: "/").count == 2 else {
+            do { try lost.zone.validate() } catch let error as StoreError {
+                throw StoreError(.corruptDatabase, "\(path): lost zone: \(error.message)")
+            }
+            let parts = lost.directory.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0] == "lost", !parts[1].isEmpty, parts[1] != ".", parts[1] != ".." else {
                 throw StoreError(.corruptDatabase, "\(path): the lost zone \(lost.zone) is kept in \"\(lost.directory)\", outside lost/")
             }
         }

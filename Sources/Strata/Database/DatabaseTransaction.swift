@@ -48,7 +48,7 @@ public final class DatabaseTransaction {
             guard let record = projection.existing(id) else { continue }
             let stamp = EventStamp(hlc: HLC(rawValue: record.inserted.hlc), replica: projection.replicas[Int(record.inserted.replica)],
                                    sequence: record.inserted.sequence)
-            if best == nil || stamp > best!.stamp { best = (index, stamp) }
+            if best == nil || DatabaseView.precedes((entry.zone, stamp), (cores[best!.index].zone, best!.stamp)) { best = (index, stamp) }
         }
         return best?.index
     }
@@ -197,7 +197,7 @@ extension Database {
     public func transaction<T: Sendable>(_ body: (DatabaseTransaction) throws -> T) async throws -> T {
         let stores = try self.stores()
         let defaultZone = self.defaultZone
-        let journal = CommitJournal.path(in: directory)
+        let journal = CommitJournal.newPath(in: directory)
         let interruption = state.withLock { $0.interruptCommitAfterParts }
         let (value, waiters, journaled) = try Self.locked(stores[...], []) { cores -> (T, [DurabilityWaiter], Bool) in
             for entry in cores {
@@ -285,8 +285,13 @@ extension Database {
     /// Completes a multi-zone commit that a crash interrupted: every part not in its zone's log
     /// yet is applied there (each zone skips what it holds), then the journal goes.
     func completeInterruptedCommit() async throws {
-        let path = CommitJournal.path(in: directory)
-        guard let journal = try CommitJournal.read(at: path) else { return }
+        for path in try CommitJournal.all(in: directory) {
+            guard let journal = try CommitJournal.read(at: path) else { continue }
+            try await complete(journal, at: path)
+        }
+    }
+
+    private func complete(_ journal: CommitJournal, at path: String) async throws {
         for part in journal.parts {
             guard let store = store(for: part.zone) else {
                 throw StoreError(.corruptDatabase, "\(path) holds a part for zone \(part.zone), which the database does not hold")

@@ -7,9 +7,9 @@ import Synchronization
 /// takes them), so a transaction across zones is seen whole or not at all.
 ///
 /// An object is read in the zone that holds it. Should two zones both show one (two devices
-/// moved it to two zones at once, or a move's source zone is not yet synced), the copy with the
-/// newest insert is the object, on every device that holds both zones (see the Databases
-/// article). A reference into a zone the database does not hold reads as absent.
+/// moved it to two zones at once, or a move's source zone is not yet synced), a copy in one of
+/// the user's own zones is the object, and otherwise the copy with the newest insert (see the
+/// merge rule's "Zones and moves"). A reference into a zone the database does not hold reads as absent.
 public final class DatabaseView {
     let views: [(zone: ZoneReference, projection: Projection)]
 
@@ -144,9 +144,18 @@ public final class DatabaseView {
             if views.count == 1 { return index }
             let stamp = EventStamp(hlc: HLC(rawValue: record.inserted.hlc), replica: view.projection.replicas[Int(record.inserted.replica)],
                                    sequence: record.inserted.sequence)
-            if best == nil || stamp > best!.stamp { best = (index, stamp) }
+            // A copy in one of the user's own zones comes first, whatever its stamp.
+            if best == nil || Self.precedes((views[index].zone, stamp), (views[best!.index].zone, best!.stamp)) { best = (index, stamp) }
         }
         return best?.index
+    }
+
+    /// Which of two copies of an object is the object: one in the user's own zone before one in
+    /// another user's (another user cannot take over an own object by inserting its ID into a zone
+    /// shared with this user), else the newest insert.
+    static func precedes(_ a: (zone: ZoneReference, stamp: EventStamp), _ b: (zone: ZoneReference, stamp: EventStamp)) -> Bool {
+        if (a.zone.owner == nil) != (b.zone.owner == nil) { return a.zone.owner == nil }
+        return a.stamp > b.stamp
     }
 }
 
