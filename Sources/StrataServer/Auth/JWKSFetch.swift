@@ -36,10 +36,12 @@ enum JWKSFetch {
                     return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
                 }
             }
-        // The whole exchange within the timeout: closing the channel ends a stalled read.
+        // The whole exchange within the timeout: closing the channel ends a stalled read. Scheduled
+        // on the channel's event loop, not as a task: a busy cooperative pool (a server under load)
+        // must not postpone the deadline.
         let timedOut = TimeoutFlag()
-        let deadline = Task {
-            try await Task.sleep(for: timeout)
+        let nanoseconds = Int64(min(Double(Int64.max), max(0, timeout / .nanoseconds(1))))
+        let deadline = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
             timedOut.state.withLock { $0 = true }
             channel.channel.close(promise: nil)
         }
