@@ -5,19 +5,11 @@ public import StrataProtocol
 /// (the zone joins the database and syncs) or leaves it.
 extension DatabaseSyncEngine {
     /// Shares one of the user's own zones with `user`: `read` lets them pull, `readWrite` push
-    /// too. A private zone becomes `shared`. Returns the zone's participants.
-    ///
-    /// The grants are read, changed and written back: two devices of the owner changing grants
-    /// of one zone at the same moment can lose one of the changes (the server keeps the last).
+    /// too. A private zone becomes `shared`. Returns the zone's participants (see ``ZoneSharing``:
+    /// the grants are read, changed and written back).
     @discardableResult
     public func share(_ zone: ZoneReference, with user: String, access: ZoneGrant) async throws -> [ZoneParticipant] {
-        guard zone.owner == nil else { throw SyncError(.forbidden, "only the owner shares a zone; \(zone) is \(zone.owner ?? "")'s") }
-        guard ZoneReference.isValidOwner(user) else { throw SyncError(.badRequest, "invalid user name: 1–256 bytes") }
-        let current = try await transport.describeZone(zone)
-        var grants = current.grants
-        grants[user] = access
-        let settings = ZoneSettings(access: current.access == .private ? .shared : current.access, grants: grants)
-        return try await transport.updateZone(zone, settings: settings).participants ?? []
+        try await ZoneSharing.share(zone, with: user, access: access, over: transport)
     }
 
     /// Takes `user`'s grant on one of the user's own zones away: their devices remove the zone
@@ -25,11 +17,7 @@ extension DatabaseSyncEngine {
     /// the zone's participants.
     @discardableResult
     public func revoke(_ zone: ZoneReference, from user: String) async throws -> [ZoneParticipant] {
-        guard zone.owner == nil else { throw SyncError(.forbidden, "only the owner revokes a share; \(zone) is \(zone.owner ?? "")'s") }
-        let current = try await transport.describeZone(zone)
-        var grants = current.grants
-        guard grants.removeValue(forKey: user) != nil else { return current.participants ?? [] }
-        return try await transport.updateZone(zone, settings: ZoneSettings(access: current.access, grants: grants)).participants ?? []
+        try await ZoneSharing.revoke(zone, from: user, over: transport)
     }
 
     /// Who a zone is shared with, their grants and whether they accepted.

@@ -199,12 +199,7 @@ struct ShareGrantCommand: AsyncParsableCommand {
     func run() async throws {
         let reference = ZoneReference(zone)
         let participants = try await connection.with("sharing zone \(zone) with \(user)") { transport in
-            // Read, change and write back the grants (as DatabaseSyncEngine.share does).
-            let current = try await transport.describeZone(reference)
-            var grants = current.grants
-            grants[user] = grant
-            let settings = ZoneSettings(access: current.access == .private ? .shared : current.access, grants: grants)
-            return try await transport.updateZone(reference, settings: settings).participants ?? []
+            try await ZoneSharing.share(reference, with: user, access: grant, over: transport)
         }
         try printParticipants(reference, participants, json: output.json)
     }
@@ -234,10 +229,7 @@ struct ShareRevokeCommand: AsyncParsableCommand {
     func run() async throws {
         let reference = ZoneReference(zone)
         let participants = try await connection.with("revoking \(from)'s grant on zone \(zone)") { transport in
-            let current = try await transport.describeZone(reference)
-            var grants = current.grants
-            guard grants.removeValue(forKey: from) != nil else { return current.participants ?? [] }
-            return try await transport.updateZone(reference, settings: ZoneSettings(access: current.access, grants: grants)).participants ?? []
+            try await ZoneSharing.revoke(reference, from: from, over: transport)
         }
         try printParticipants(reference, participants, json: output.json)
     }
