@@ -17,26 +17,7 @@ struct SyncCommandTests: NoteStoreCLI {
     /// Runs `body` with a log server listening on a free port of 127.0.0.1 (storage in
     /// `directory`, the user alice with the token `alice-secret`).
     func withServer(_ directory: String, _ body: (URL, EmbeddedZoneStorage) async throws -> Void) async throws {
-        var logger = Logger(label: "strata.test.server")
-        logger.logLevel = .critical
-        let storage = try EmbeddedZoneStorage(directory: directory, logger: logger)
-        let users = try UserDirectory(tokens: ["alice": "alice-secret"])
-        let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(host: "127.0.0.1", port: 0), logger: logger)
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let serving = Task { try await app.run(onRunning: { port in portContinuation.yield(port) }) }
-        var iterator = ports.makeAsyncIterator()
-        let port = try #require(await iterator.next())
-        do {
-            try await body(try #require(URL(string: "http://127.0.0.1:\(port)")), storage)
-        } catch {
-            serving.cancel()
-            _ = await serving.result
-            try? await storage.close()
-            throw error
-        }
-        serving.cancel()
-        _ = await serving.result
-        try await storage.close()
+        try await withLogServer(directory, users: try UserDirectory(tokens: ["alice": "alice-secret"]), body)
     }
 
     /// `strata sync STORE … --json [extra]`: the exit status, the parsed object and stderr.

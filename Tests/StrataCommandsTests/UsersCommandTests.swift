@@ -224,25 +224,7 @@ struct UsersCommandTests {
 
     /// Runs `body` with a log server on a free port of 127.0.0.1 whose users are `users`.
     func withServer(_ directory: String, users: UserDirectory, _ body: (URL) async throws -> Void) async throws {
-        var logger = Logger(label: "strata.test.server")
-        logger.logLevel = .critical
-        let storage = try EmbeddedZoneStorage(directory: directory, logger: logger)
-        let app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(host: "127.0.0.1", port: 0), logger: logger)
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let serving = Task { try await app.run(onRunning: { port in portContinuation.yield(port) }) }
-        var iterator = ports.makeAsyncIterator()
-        let port = try #require(await iterator.next())
-        let outcome: Swift.Result<Void, any Error>
-        do {
-            try await body(try #require(URL(string: "http://127.0.0.1:\(port)")))
-            outcome = .success(())
-        } catch {
-            outcome = .failure(error)
-        }
-        serving.cancel()
-        _ = await serving.result
-        try? await storage.close()
-        try outcome.get()
+        try await withLogServer(directory, users: users) { url, _ in try await body(url) }
     }
 
     @Test("strata sync takes the token from --token-file (refusing one others may read) or STRATA_TOKEN, so it never needs to be on the command line")
