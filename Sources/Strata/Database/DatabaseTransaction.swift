@@ -46,8 +46,7 @@ public final class DatabaseTransaction {
         for (index, entry) in cores.enumerated() {
             let projection = entry.core.projection
             guard let record = projection.existing(id) else { continue }
-            let stamp = EventStamp(hlc: HLC(rawValue: record.inserted.hlc), replica: projection.replicas[Int(record.inserted.replica)],
-                                   sequence: record.inserted.sequence)
+            let stamp = projection.stamp(of: record.inserted)
             if best == nil || DatabaseView.precedes((entry.zone, stamp), (cores[best!.index].zone, best!.stamp)) { best = (index, stamp) }
         }
         return best?.index

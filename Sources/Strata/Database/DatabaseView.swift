@@ -142,8 +142,7 @@ public final class DatabaseView {
         for (index, view) in views.enumerated() {
             guard let record = view.projection.existing(id) else { continue }
             if views.count == 1 { return index }
-            let stamp = EventStamp(hlc: HLC(rawValue: record.inserted.hlc), replica: view.projection.replicas[Int(record.inserted.replica)],
-                                   sequence: record.inserted.sequence)
+            let stamp = view.projection.stamp(of: record.inserted)
             // A copy in one of the user's own zones comes first, whatever its stamp.
             if best == nil || Self.precedes((views[index].zone, stamp), (views[best!.index].zone, best!.stamp)) { best = (index, stamp) }
         }
