@@ -11,13 +11,20 @@ import StrataCore
 
 /// Seeds: `STRATA_SIM_SEEDS` (default `count`) from a random base after the `regressions` (seeds
 /// that once failed, always run), or `STRATA_SIM_SEED` for one.
-func simulationSeeds(default count: Int = 500, regressions: [UInt64] = []) -> [UInt64] {
+func simulationSeeds(default count: Int = 500, regressions: [UInt64] = [], shard: Int = 0, of shards: Int = 1) -> [UInt64] {
     let environment = ProcessInfo.processInfo.environment
-    if let seed = environment["STRATA_SIM_SEED"].flatMap(UInt64.init) { return [seed] }
+    if let seed = environment["STRATA_SIM_SEED"].flatMap(UInt64.init) { return shard == 0 ? [seed] : [] }
     let count = environment["STRATA_SIM_SEEDS"].flatMap(Int.init) ?? count
     let base = UInt64.random(in: 1...UInt64.max / 2)
-    return regressions + (0..<count).map { base + UInt64($0) }
+    // A shard runs every `shards`-th seed from its own base (the regression seeds in shard 0):
+    // the shards of one test run side by side, so a long simulation is not the last thing a
+    // run of every suite waits for.
+    let mine = (0..<count).filter { $0 % shards == shard }.count
+    return (shard == 0 ? regressions : []) + (0..<mine).map { base + UInt64($0) }
 }
+
+/// The shards a long simulation test runs as (its test cases, run side by side).
+let simulationShards = 0..<4
 
 /// What one run saw happen, summed over the seeds and printed, so that a run too gentle to
 /// exercise a path is noticed.
@@ -74,14 +81,14 @@ struct SimulationTally {
 
 @Suite("Deterministic sync simulation")
 struct SimulationTests {
-    @Test("Honest devices (some cloned mid-run, some losing and regaining write access, some compacting with unpushed edits) and a hostile grantee over a lossy, duplicating, reordering network with server restarts: honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone")
-    func simulation() async throws {
-        let seeds = simulationSeeds()
+    @Test("Honest devices (some cloned mid-run, some losing and regaining write access, some compacting with unpushed edits) and a hostile grantee over a lossy, duplicating, reordering network with server restarts: honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone", arguments: simulationShards)
+    func simulation(shard: Int) async throws {
+        let seeds = simulationSeeds(shard: shard, of: simulationShards.count)
         var tally = SimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed, lifecycle: false))
         }
-        print("sync simulation: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
+        print("sync simulation, shard \(shard): \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
         if seeds.count >= 50 {
             #expect(tally.bootstraps > 0, "no client ever fell behind the server's retention: the simulation is too gentle")
             #expect(tally.forks > 0, "no clone ever forked: the simulation is too gentle")
@@ -93,8 +100,8 @@ struct SimulationTests {
         }
     }
 
-    @Test("A zone's whole life (grants changed, the zone deleted and recreated, the server's storage rolled back to an earlier copy, devices compacting with pending edits, transactions near the push limit) under the same network and hostile grantee: after quiescence every acknowledged edit is in the zone, the devices converge, and no zone reappears without being asked")
-    func lifecycleSimulation() async throws {
+    @Test("A zone's whole life (grants changed, the zone deleted and recreated, the server's storage rolled back to an earlier copy, devices compacting with pending edits, transactions near the push limit) under the same network and hostile grantee: after quiescence every acknowledged edit is in the zone, the devices converge, and no zone reappears without being asked", arguments: simulationShards)
+    func lifecycleSimulation(shard: Int) async throws {
         // A server rolled back to a backup, then a device re-pushed its transactions after the
         // grantee's in their first order: the transaction before the other devices' tokens was the
         // same again, and tokens that fingerprinted that one transaction missed the lost history.
@@ -106,12 +113,12 @@ struct SimulationTests {
                                      // A recreation the network failed, which the device's next sync
                                      // completes (the simulation took it for a zone coming back unasked).
                                      1_118_504_367_894_488_305]
-        let seeds = simulationSeeds(default: 1000, regressions: regressions)
+        let seeds = simulationSeeds(default: 1000, regressions: regressions, shard: shard, of: simulationShards.count)
         var tally = SimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed, lifecycle: true))
         }
-        print("lifecycle simulation: \(seeds.count) seeds from \(seeds.dropFirst(seeds.count > 1 ? regressions.count : 0).first ?? 0) (and \(seeds.count > 1 ? regressions.count : 0) regression seeds): \(tally.summary)")
+        print("lifecycle simulation, shard \(shard): \(seeds.count) seeds from \(seeds.dropFirst(seeds.count > 1 ? regressions.count : 0).first ?? 0) (and \(seeds.count > 1 ? regressions.count : 0) regression seeds): \(tally.summary)")
         if seeds.count >= 50 {
             #expect(tally.rollbacks > 0 && tally.heals > 0, "the server was never rolled back and healed: the simulation is too gentle")
             #expect(tally.zoneDeletions > 0 && tally.deviceCompactions > 0, "no zone deletion or device compaction: the simulation is too gentle")
@@ -120,14 +127,14 @@ struct SimulationTests {
         }
     }
 
-    @Test("The same simulation with the zones in PostgreSQL (a real server; each restart opens a new storage on the database): honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone")
-    func postgresSimulation() async throws {
-        let seeds = simulationSeeds(default: 200)
+    @Test("The same simulation with the zones in PostgreSQL (a real server; each restart opens a new storage on the database): honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone", arguments: 0..<2)
+    func postgresSimulation(shard: Int) async throws {
+        let seeds = simulationSeeds(default: 200, shard: shard, of: 2)
         var tally = SimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed, lifecycle: false, backend: .postgres))
         }
-        print("sync simulation on PostgreSQL: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
+        print("sync simulation on PostgreSQL, shard \(shard): \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
         if seeds.count >= 50 {
             #expect(tally.bootstraps > 0 && tally.forks > 0 && tally.deviceCompactions > 0, "the simulation is too gentle")
             #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
@@ -136,14 +143,14 @@ struct SimulationTests {
         }
     }
 
-    @Test("The zone's whole life with the zones in PostgreSQL: the database restored from a backup (CREATE DATABASE … TEMPLATE), the zone deleted and recreated, grants changed: every acknowledged edit ends up in the zone and the devices converge")
-    func postgresLifecycleSimulation() async throws {
-        let seeds = simulationSeeds(default: 100)
+    @Test("The zone's whole life with the zones in PostgreSQL: the database restored from a backup (CREATE DATABASE … TEMPLATE), the zone deleted and recreated, grants changed: every acknowledged edit ends up in the zone and the devices converge", arguments: 0..<2)
+    func postgresLifecycleSimulation(shard: Int) async throws {
+        let seeds = simulationSeeds(default: 100, shard: shard, of: 2)
         var tally = SimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed, lifecycle: true, backend: .postgres))
         }
-        print("lifecycle simulation on PostgreSQL: \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
+        print("lifecycle simulation on PostgreSQL, shard \(shard): \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
         if seeds.count >= 50 {
             #expect(tally.rollbacks > 0 && tally.heals > 0, "the database was never restored and healed: the simulation is too gentle")
             #expect(tally.zoneDeletions > 0 && tally.grantChanges > 0, "no zone deletion or grant change: the simulation is too gentle")

@@ -49,19 +49,19 @@ struct ZonedSimulationTally {
 
 @Suite("Zoned sync simulation")
 struct ZonedSimulationTests {
-    @Test("Three users with one or two devices each, a database per device synced by a DatabaseSyncEngine over a lossy, duplicating, reordering network with server restarts; zones made, shared read or read-write, revoked, left and deleted, objects edited and moved between zones: after quiescence every zone's holders converge on the zone's server log, every acknowledged edit is on the server, an edit in a lost zone is on the server or counted among the lost zone's unpushed edits, each device holds exactly the zones its user may read, and a read grantee's edits never reach a zone")
-    func zonedSimulation() async throws {
+    @Test("Three users with one or two devices each, a database per device synced by a DatabaseSyncEngine over a lossy, duplicating, reordering network with server restarts; zones made, shared read or read-write, revoked, left and deleted, objects edited and moved between zones: after quiescence every zone's holders converge on the zone's server log, every acknowledged edit is on the server, an edit in a lost zone is on the server or counted among the lost zone's unpushed edits, each device holds exactly the zones its user may read, and a read grantee's edits never reach a zone", arguments: simulationShards)
+    func zonedSimulation(shard: Int) async throws {
         // Seeds that once failed, with the 60 steps they failed with: a share whose automatic
         // acceptance the network failed was never listed again (…424); a share added and never
         // synced, revoked, then a restart's full listing that did not name it: the device kept it,
         // refused forever (…308).
         let regressions: [UInt64] = [6_945_375_563_534_939_424, 8_212_045_585_192_272_308]
-        let seeds = simulationSeeds(default: 500, regressions: regressions)
+        let seeds = simulationSeeds(default: 500, regressions: regressions, shard: shard, of: simulationShards.count)
         var tally = ZonedSimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed, steps: regressions.contains(seed) ? 60 : 35, backend: .embedded))
         }
-        print("zoned simulation: \(seeds.count) seeds from \(seeds.dropFirst(seeds.count > 1 ? regressions.count : 0).first ?? 0) (and \(seeds.count > 1 ? regressions.count : 0) regression seeds): \(tally.summary)")
+        print("zoned simulation, shard \(shard): \(seeds.count) seeds from \(seeds.dropFirst(seeds.count > 1 ? regressions.count : 0).first ?? 0) (and \(seeds.count > 1 ? regressions.count : 0) regression seeds): \(tally.summary)")
         if seeds.count >= 50 { expectExercised(tally) }
     }
 
