@@ -70,15 +70,15 @@ struct ServeDescriptorTests {
         // Give the server time to accept what it will.
         try await Task.sleep(for: .seconds(2))
 
+        // Answered, not left waiting for an idle connection to time out (60 s): a request
+        // that gets no answer in 45 s fails. (How soon it is answered is not measured here: a
+        // loaded machine running every suite at once delays it by seconds.)
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 15
+        configuration.timeoutIntervalForRequest = 45
         let session = URLSession(configuration: configuration)
         for attempt in 1...3 {
-            let started = Date()
             let answer = try await ServeBoundsTests.send(session, server.url, "GET", "/v1/zones")
-            let seconds = Date().timeIntervalSince(started)
             #expect(answer.status == 200, "request \(attempt): \(answer.status)")
-            #expect(seconds < 10, "request \(attempt) took \(seconds) s")
         }
         let shed = idle.filter(Self.closedByServer).count
         print("strata serve under 256 descriptors: \(idle.count) idle connections opened, \(shed) closed by the server to make room")

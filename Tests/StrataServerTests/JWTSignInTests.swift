@@ -297,16 +297,21 @@ struct JWTSignInTests {
         router.get("/keys") { _, _ in Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"keys": []}"#))) }
         router.get("/missing") { _, _ in Response(status: .notFound) }
         router.get("/stalled") { _, _ in
-            try await Task.sleep(for: .seconds(10))
+            try await Task.sleep(for: .seconds(300))
             return Response(status: .ok)
         }
         try await withRouterServer(router) { url in
-            // An answer that does not come within the fetch's time is given up on at that time.
+            // An answer that does not come within the fetch's time is given up on: the fetch
+            // ends with the timeout's reason, long before the stalled answer would come (not
+            // a measure of how soon: a loaded machine may run the deadline late).
             let started = ContinuousClock.now
-            await #expect(throws: JWKSFetch.Failure.self) {
-                _ = try await JWKSFetch.get(try #require(URL(string: url.absoluteString + "/stalled")), limit: 1000, timeout: .seconds(1))
+            do {
+                let bytes = try await JWKSFetch.get(try #require(URL(string: url.absoluteString + "/stalled")), limit: 1000, timeout: .seconds(1))
+                Issue.record("/stalled was fetched: \(bytes.count) bytes")
+            } catch let failure as JWKSFetch.Failure {
+                #expect(failure.description == "no complete answer within 1 s", "\(failure)")
             }
-            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(ContinuousClock.now - started < .seconds(150), "the fetch waited for the stalled answer")
             for (path, why) in [("huge", "bytes"), ("moved", "redirects are not followed"), ("missing", "HTTP 404")] {
                 let target = try #require(URL(string: url.absoluteString + "/" + path))
                 do {
@@ -405,23 +410,25 @@ struct JWTSignInTests {
             var claims = Self.claims()
             claims["iat"] = clock.wallSeconds
             claims["exp"] = clock.wallSeconds + 3600
-            try await createAndPush(port, token: try key.token(claims))
-            // A token that expires in two seconds of the server's real time.
-            let expiry = UInt64(Date().timeIntervalSince1970) + 2
+            let long = try key.token(claims)
+            try await createAndPush(port, token: long)
+            // A token that expires in five seconds of the server's real time (the zone's token
+            // is read with the long one, so only the poll has to start within those seconds).
+            let expiry = UInt64(Date().timeIntervalSince1970) + 5
             claims["exp"] = expiry
             let short = try key.token(claims)
-            let poll = try RawConnection(port: port, readLimit: 60)
+            let poll = try RawConnection(port: port, readLimit: 120)
             defer { poll.close() }
             clock.follow()  // from now on the verifier reads the real wall clock
             let owner = "idp:001234.abcdef.0042"
-            let zone = try await call(port, "GET", "/v1/zones/notes", token: short)
+            let zone = try await call(port, "GET", "/v1/zones/notes", token: long)
             let token = try JSONDecoder().decode(ZoneDescription.self, from: Data(zone.body)).token
-            #expect(poll.send("GET /v1/zones/notes/changes?after=\(token)&wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(short)\r\n\r\n"))
+            #expect(poll.send("GET /v1/zones/notes/changes?after=\(token)&wait=55 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(short)\r\n\r\n"))
             try await waitForWaiter(app.notifier, zone: "\(owner)/notes")
             let answer = try #require(await poll.readAnswer(), "no answer to the poll")
             #expect(answer.status == 401, "\(text(answer))")
             #expect(error(answer).reason == "expired", "\(text(answer))")
-            #expect(UInt64(Date().timeIntervalSince1970) < expiry + 20, "the poll waited for its whole wait, not for the token's expiry")
+            #expect(UInt64(Date().timeIntervalSince1970) < expiry + 40, "the poll waited for its whole wait (55 s), not for the token's expiry")
         }
     }
 
