@@ -6,7 +6,7 @@
 /// {"token": "…", "reset": false, "moreComing": false,
 ///  "zones": [{"name": "list", "owner": "alice", "access": "shared", "role": "readWrite",
 ///             "token": "…", "epoch": 42, "accepted": true}],
-///  "removed": [{"name": "old", "owner": "carol", "reason": "revoked"}]}
+///  "removed": [{"name": "old", "owner": "carol", "reason": "revoked"}], "user": "alice"}
 /// ```
 ///
 /// A device keeps ``token`` and asks again with it; an answer with nothing in it costs a few
@@ -27,13 +27,19 @@ public struct DatabaseChanges: Sendable, Hashable, Codable {
     public var zones: [DatabaseZone]
     /// The zones that are no longer the caller's, and why.
     public var removed: [RemovedZone]
+    /// The user the server signed the request in as (absent from servers before it was added): a
+    /// device's database belongs to one user, and a client checks that it is still that user's
+    /// turn before it syncs a zone (another user signed in must not push the first one's zones
+    /// into their own account, or be shown them).
+    public var user: String?
 
-    public init(token: String, reset: Bool, moreComing: Bool, zones: [DatabaseZone], removed: [RemovedZone]) {
+    public init(token: String, reset: Bool, moreComing: Bool, zones: [DatabaseZone], removed: [RemovedZone], user: String? = nil) {
         self.token = token
         self.reset = reset
         self.moreComing = moreComing
         self.zones = zones
         self.removed = removed
+        self.user = user
     }
 }
 

@@ -45,18 +45,22 @@ extension DatabaseSyncEngine {
             do {
                 // The first round, and one after a local commit, ask without waiting; otherwise
                 // one long poll covers every zone.
-                let changes: DatabaseChangeBatch
+                // The long poll waits outside `exclusively` (a `sync()` meanwhile goes ahead);
+                // what it brings is applied inside.
+                var polled: DatabaseChangeBatch?
                 if first || localDirty {
                     first = false
                     localDirty = false
-                    changes = try await fetchChanges(wait: nil, &report)
-                } else if let polled = try await pollUnlessWoken(&report) {
-                    changes = polled
+                } else if let batch = try await pollUnlessWoken(&report) {
+                    polled = batch
                 } else {
                     continue
                 }
-                try await apply(changes, &report)
-                try await syncDirtyZones(&report)
+                try await exclusively {
+                    let changes = if let polled { polled } else { try await fetchChanges(wait: nil, &report) }
+                    try await apply(changes, &report)
+                    try await syncDirtyZones(&report)
+                }
                 backoff = options.sync.initialBackoff
                 if !report.failures.isEmpty {
                     options.sync.logger.warning("zones failed to sync", metadata: ["zones": "\(report.failures.keys.map(\.description).sorted())"])
@@ -99,13 +103,15 @@ extension DatabaseSyncEngine {
         switch outcome {
         case .polled(let page):
             report.databaseRequests += 1
-            guard page.moreComing else { return DatabaseChangeBatch(zones: page.zones, removed: page.removed, reset: page.reset, token: page.token) }
+            try checkUser(page)
+            var batch = DatabaseChangeBatch(zones: [], removed: [], reset: false, token: token ?? "")
+            batch.add(page)
+            guard page.moreComing else { return batch }
             // The rest from the first page's token; the kept token moves only once `apply` has
             // taken the whole batch (a failure part way asks again from where it was).
-            state.token = page.token
-            defer { state.token = token }
-            let rest = try await fetchChanges(wait: nil, &report)
-            return DatabaseChangeBatch(zones: page.zones + rest.zones, removed: page.removed + rest.removed, reset: page.reset || rest.reset, token: rest.token)
+            let rest = try await fetchChanges(wait: nil, after: page.token, &report)
+            batch.add(DatabaseChanges(token: rest.token, reset: rest.reset, moreComing: false, zones: rest.zones, removed: rest.removed, user: rest.user))
+            return batch
         case .woken:
             return nil
         case .failed(let error):

@@ -40,8 +40,11 @@ public actor DatabaseSyncEngine {
     var localDirty = false
     /// Zones whose cursor file was seen (they synced before).
     var syncedZones = Set<ZoneReference>()
-    /// Whether `state` is what the file holds.
-    var stateSaved = false
+    /// A round is between reading the changes and saving the token (see `exclusively`).
+    var roundRunning = false
+    var roundWaiters: [CheckedContinuation<Void, Never>] = []
+    /// What the file holds, once this engine wrote it.
+    var savedState: DatabaseSyncState?
 
     /// An engine over HTTP with a fixed bearer token.
     public init(database: Database, server: URL, credentials: String, options: DatabaseSyncOptions = DatabaseSyncOptions()) {
@@ -60,6 +63,8 @@ public actor DatabaseSyncEngine {
         self.transport = transport
         self.options = options
         self.state = DatabaseSyncState.load(in: database.directory, server: server)
+        // A state read from the file is what the file holds (an idle first round writes nothing).
+        if state != DatabaseSyncState(server: server) { savedState = state }
     }
 
     /// The engine of a zone the database holds (made on first use), for its status and its
@@ -88,31 +93,45 @@ public actor DatabaseSyncEngine {
     @discardableResult
     public func sync() async throws -> DatabaseSyncReport {
         var report = DatabaseSyncReport()
-        let changes = try await fetchChanges(wait: nil, &report)
-        try await apply(changes, &report)
-        try await syncDirtyZones(&report)
+        try await exclusively {
+            let changes = try await fetchChanges(wait: nil, &report)
+            try await apply(changes, &report)
+            try await syncDirtyZones(&report)
+        }
         return report
+    }
+
+    /// Runs `body` when no other round is between reading the changes and saving the token: a
+    /// `sync()` called while continuous mode (or another `sync()`) runs waits for it, rather than
+    /// adding, removing and syncing the same zones at the same time (an actor lets them
+    /// interleave at every `await`).
+    func exclusively<T>(_ body: () async throws -> T) async rethrows -> T {
+        while roundRunning {
+            await withCheckedContinuation { roundWaiters.append($0) }
+        }
+        roundRunning = true
+        defer {
+            roundRunning = false
+            if !roundWaiters.isEmpty { roundWaiters.removeFirst().resume() }
+        }
+        return try await body()
     }
 
     /// The database's changes since the kept token, every page of them; with `wait`, the first
     /// request is a long poll.
-    func fetchChanges(wait: Duration?, _ report: inout DatabaseSyncReport) async throws -> DatabaseChangeBatch {
-        var zones: [DatabaseZone] = []
-        var removed: [RemovedZone] = []
-        var reset = false
-        var token = state.token
+    func fetchChanges(wait: Duration?, after token: String? = nil, _ report: inout DatabaseSyncReport) async throws -> DatabaseChangeBatch {
+        var batch = DatabaseChangeBatch(zones: [], removed: [], reset: false, token: token ?? state.token ?? "")
         var wait = wait
         while true {
-            let page = try await transport.databaseChanges(after: token, limit: options.databaseChangesPageSize, wait: wait)
+            let page = try await transport.databaseChanges(after: batch.token.isEmpty ? nil : batch.token,
+                                                           limit: options.databaseChangesPageSize, wait: wait)
             report.databaseRequests += 1
             wait = nil
-            reset = reset || page.reset
-            zones += page.zones
-            removed += page.removed
-            token = page.token
+            try checkUser(page)
+            batch.add(page)
             if !page.moreComing { break }
         }
-        return DatabaseChangeBatch(zones: zones, removed: removed, reset: reset, token: token ?? "")
+        return batch
     }
 
     /// The zone a database-changes entry names, as this device names it (own zones without owner).
@@ -120,13 +139,27 @@ public actor DatabaseSyncEngine {
         zone.role == .owner ? ZoneReference(zone.name) : ZoneReference(zone.name, owner: zone.owner)
     }
 
+    /// Refuses an answer for another user than the one the database belongs to: a user signed
+    /// out and another signed in on the device must not sync the first one's zones (their own
+    /// zones are named without owner, and would be pushed into the second one's account).
+    func checkUser(_ page: DatabaseChanges) throws {
+        guard let user = page.user, let bound = state.user, user != bound else { return }
+        throw SyncError(.anotherUser, "the database at \(database.directory) belongs to user \(bound), but the server signed this request in as \(user): nothing was synced; sign \(bound) in again, or give \(user) a database of their own")
+    }
+
     /// Adds, marks and removes zones as the server's changes say, then keeps the token.
     func apply(_ changes: DatabaseChangeBatch, _ report: inout DatabaseSyncReport) async throws {
         var dirty = Set(state.dirty)
+        // A share whose acceptance failed for a reason that may pass (the network, the server
+        // busy), or a zone that could not be added or removed, must be listed again: the token
+        // then stays where it was, since the changes after the new one would not name the zone
+        // again until it changes.
+        var keepToken = false
         // Removals first: a zone removed and then shared again in one answer ends up added.
         var removals: [(ZoneReference, LostZone.Reason)] = []
-        // The user's own name, as the server lists their own zones.
-        if let own = changes.zones.first(where: { $0.role == .owner }) { state.user = own.owner }
+        // The user the database belongs to: as the server says it signed them in, or (an older
+        // server) as it names their own zones.
+        if let user = changes.user ?? changes.zones.first(where: { $0.role == .owner })?.owner { state.user = user }
         for removal in changes.removed {
             let reason: LostZone.Reason = removal.reason == .deleted ? .deleted : .revoked
             // The server names own zones with the user's name; the database without owner.
@@ -146,7 +179,7 @@ public actor DatabaseSyncEngine {
         }
         for (zone, reason) in removals {
             if zone == database.defaultZone {
-                report.failures[zone] = SyncError(.zoneDeleted, "the database's default zone \(zone) is gone from the server (\(reason.rawValue)); recreate it (engine(for:).recreateZone()) or make another zone the default")
+                report.failures[zone] = SyncError(.zoneDeleted, "the database's default zone \(zone) is gone from the server (\(reason.rawValue)); recreate it (engine(for:).recreateZone()) or make another zone the default (database.setDefaultZone)")
                 continue
             }
             if let engine = engines.removeValue(forKey: zone) { await engine.stop() }
@@ -154,13 +187,11 @@ public actor DatabaseSyncEngine {
                 report.removed.append(try await database.removeZone(zone, reason: reason))
             } catch {
                 report.failures[zone] = SyncError(.store, "cannot remove zone \(zone): \(error)")
+                keepToken = true
+                continue
             }
             dirty.remove(zone)
         }
-        // A share whose acceptance failed for a reason that may pass (the network, the server
-        // busy) must be listed again: the token then stays where it was, since the changes after
-        // the new one would not name the share again until the zone changes.
-        var acceptanceFailed = false
         for entry in changes.zones {
             let zone = Self.reference(entry)
             guard selected(zone) else { continue }
@@ -180,12 +211,20 @@ public actor DatabaseSyncEngine {
                 } catch let error as SyncError {
                     report.failures[zone] = error
                     // Gone (`zoneNotFound`: the grant was taken back) or refused: nothing to retry.
-                    if error.code != .zoneNotFound && error.code != .forbidden { acceptanceFailed = true }
+                    if error.code != .zoneNotFound && error.code != .forbidden { keepToken = true }
                     continue
                 }
             }
             pendingShares[zone] = nil
-            try await database.addZone(zone)
+            do {
+                try await database.addZone(zone)
+            } catch {
+                // Not this zone stopping every other: the rest go on, and the token stays, so
+                // that the zone is listed again next time (a full disk may have passed by then).
+                report.failures[zone] = SyncError(.store, "cannot add zone \(zone) to the database: \(error)")
+                keepToken = true
+                continue
+            }
             report.added.append(zone)
             dirty.insert(zone)
         }
@@ -203,7 +242,7 @@ public actor DatabaseSyncEngine {
             }
             if (try? database.hasUnpushedEdits(in: zone)) ?? true { dirty.insert(zone) }
         }
-        try saveState(token: acceptanceFailed ? state.token : changes.token, dirty: dirty.sorted())
+        try saveState(token: keepToken ? state.token : changes.token, dirty: dirty.sorted())
     }
 
     /// Syncs the zones marked dirty, a few at a time; each one that syncs is unmarked.
@@ -251,10 +290,13 @@ public actor DatabaseSyncEngine {
         var next = state
         next.token = token
         next.dirty = dirty
-        guard next != state || !stateSaved else { return }
+        guard next != savedState else {
+            state = next
+            return
+        }
         try next.save(in: database.directory)
         state = next
-        stateSaved = true
+        savedState = next
     }
 }
 
@@ -264,4 +306,24 @@ struct DatabaseChangeBatch: Sendable {
     var removed: [RemovedZone]
     var reset: Bool
     var token: String
+    /// The user the server signed the requests in as (`nil` from older servers).
+    var user: String?
+
+    /// Adds the next page. A zone's last appearance is what holds: listed on one page and removed
+    /// on a later one (its grant taken while the pages were read), it is removed; removed and then
+    /// listed again (shared again), it is listed with its latest token. Within one page a listing
+    /// outranks a removal, as the server lists a zone it removed and gave back in one answer.
+    mutating func add(_ page: DatabaseChanges) {
+        let removedNow = Set(page.removed.map { Self.key($0.owner, $0.name) })
+        let listedNow = Set(page.zones.map { Self.key($0.owner, $0.name) })
+        zones.removeAll { removedNow.contains(Self.key($0.owner, $0.name)) || listedNow.contains(Self.key($0.owner, $0.name)) }
+        removed.removeAll { listedNow.contains(Self.key($0.owner, $0.name)) || removedNow.contains(Self.key($0.owner, $0.name)) }
+        zones += page.zones
+        removed += page.removed
+        reset = reset || page.reset
+        token = page.token
+        user = page.user ?? user
+    }
+
+    private static func key(_ owner: String, _ name: String) -> String { owner + "/" + name }
 }

@@ -51,6 +51,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let malformedResponse = Code("malformedResponse")
         /// The store refused what the server sent (see the message).
         public static let store = Code("store")
+        /// The server signed the request in as another user than the one the database belongs
+        /// to (a user switch on the device): nothing of the database was synced.
+        public static let anotherUser = Code("anotherUser")
         public static let stopped = Code("stopped")
 
         /// Whether `code` is the protocol's `ErrorCode` of the same name.

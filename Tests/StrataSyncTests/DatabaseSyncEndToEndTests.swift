@@ -107,4 +107,46 @@ struct DatabaseSyncEndToEndTests {
             try await db.close()
         }
     }
+
+    @Test("a database belongs to the user who synced it: another user signed in on the device syncs nothing of it (anotherUser) — their account gets none of its zones, and it none of theirs — and the first user goes on", arguments: [ServerBackend.embedded])
+    func userSwitchSyncsNothing(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let (db, alice) = try await device(dir, "phone", url, "alice")
+            try await db.transaction { tx in try tx.insert("Note", ["title": "alice's secret"]) }
+            #expect(try await alice.sync().failures.isEmpty)
+            await alice.stop()
+            // Bob has a zone of his own with a note.
+            let (bobsDB, bobsOwn) = try await device(dir, "bobs-laptop", url, "bob")
+            try await bobsDB.transaction { tx in try tx.insert("Note", ["title": "bob's note"]) }
+            #expect(try await bobsOwn.sync().failures.isEmpty)
+            await bobsOwn.stop()
+
+            // Alice signs out, Bob signs in on the same device, same database; Alice edits after.
+            try await db.transaction { tx in try tx.insert("Note", ["title": "alice's second secret"]) }
+            let bob = DatabaseSyncEngine(database: db, server: url, credentials: Self.users["bob"] ?? "")
+            do {
+                let report = try await bob.sync()
+                Issue.record("bob synced alice's database: \(report)")
+            } catch let error as SyncError {
+                #expect(error.code == .anotherUser && error.message.contains("alice") && error.message.contains("bob"), "\(error)")
+            }
+            await bob.stop()
+            #expect(try titles(db) == ["alice's second secret", "alice's secret"], "bob's zone came into alice's database")
+            let (check, bobAgain) = try await device(dir, "bobs-tablet", url, "bob")
+            #expect(try await bobAgain.sync().failures.isEmpty)
+            #expect(try titles(check) == ["bob's note"], "alice's notes went into bob's account")
+            await bobAgain.stop()
+
+            // Alice signed in again: her second note goes up.
+            let again = DatabaseSyncEngine(database: db, server: url, credentials: Self.users["alice"] ?? "")
+            #expect(try await again.sync().failures.isEmpty)
+            await again.stop()
+            let (other, aliceElsewhere) = try await device(dir, "alices-tablet", url, "alice")
+            #expect(try await aliceElsewhere.sync().failures.isEmpty)
+            #expect(try titles(other) == ["alice's second secret", "alice's secret"])
+            await aliceElsewhere.stop()
+            for database in [db, bobsDB, check, other] { try await database.close() }
+        }
+    }
 }

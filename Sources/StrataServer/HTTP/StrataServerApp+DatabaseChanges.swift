@@ -76,7 +76,7 @@ extension StrataServerApp {
         if let since, !reset, since == clock.stamp {
             // Nothing changed anywhere: no zone is looked at.
             return DatabaseChanges(token: DatabaseToken(life: clock.life, stamp: since, resetting: false, key: clock.key).text,
-                                   reset: false, moreComing: false, zones: [], removed: [])
+                                   reset: false, moreComing: false, zones: [], removed: [], user: user)
         }
         let through = clock.stamp
         let zones = try await storageCall { () async throws(ZoneStorageError) in
@@ -133,7 +133,7 @@ extension StrataServerApp {
             }
         }
         return DatabaseChanges(token: DatabaseToken(life: clock.life, stamp: stamp, resetting: reset && cut, key: clock.key).text,
-                               reset: reset, moreComing: cut, zones: described, removed: removed)
+                               reset: reset, moreComing: cut, zones: described, removed: removed, user: user)
     }
 
     /// The most zones one page of database changes names by default, and at most.
