@@ -45,6 +45,24 @@ struct DatabaseTests {
         try await db.close()
     }
 
+    @Test("another zone made the default takes the inserts that name none, survives a reopen, and lets the old default be removed; a zone the database does not hold cannot be the default")
+    func changingTheDefaultZone() async throws {
+        let dir = StoreDirectory()
+        var db = try await open(dir)
+        try await db.addZone(work)
+        await #expect { try await db.removeZone(own, reason: .removedByApp) } throws: { ($0 as? StoreError)?.code == .invalidArgument }
+        await #expect { try await db.setDefaultZone(ZoneReference("nope")) } throws: { ($0 as? StoreError)?.code == .unknownZone }
+        try await db.setDefaultZone(work)
+        let id = try await db.transaction { tx in try tx.insert("Note", ["title": "to work"]) }
+        #expect(db.zone(of: id) == work)
+        try await db.close()
+        db = try await open(dir)
+        #expect(db.defaultZone == work)
+        try await db.removeZone(own, reason: .removedByApp)
+        #expect(db.zones == [work])
+        try await db.close()
+    }
+
     @Test("a reference may point into another zone, and reads as absent once that zone has left the database")
     func crossZoneReferences() async throws {
         let dir = StoreDirectory()

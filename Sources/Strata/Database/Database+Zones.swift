@@ -14,7 +14,7 @@ extension Database {
     /// calls it to stop holding a zone (`removedByApp`).
     ///
     /// - Throws: `unknownZone`; `invalidArgument` for the default zone (make another zone the
-    ///   default first).
+    ///   default first: ``setDefaultZone(_:)``).
     @discardableResult
     public func removeZone(_ zone: ZoneReference, reason: LostZone.Reason) async throws -> LostZone {
         await membership.enter()
@@ -23,7 +23,7 @@ extension Database {
             if state.closed { throw StoreError(.storeFailed, "the database is closed") }
             guard let store = state.stores[zone] else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
             guard zone != state.manifest.defaultZone else {
-                throw StoreError(.invalidArgument, "zone \(zone) is the database's default zone: make another zone the default before removing it")
+                throw StoreError(.invalidArgument, "zone \(zone) is the database's default zone: make another zone the default (setDefaultZone) before removing it")
             }
             return (store, state.willRemoveZone)
         }
@@ -51,6 +51,25 @@ extension Database {
         try Self.finishSettingAside(lost, database: directory)
         deliver(DatabaseChange(zone: zone, kind: .zoneRemoved(lost)))
         return lost
+    }
+
+    /// Makes `zone` (a zone the database holds) the one inserts go to when they name none — for
+    /// example before removing the default zone, or when the default zone was deleted on the
+    /// server. Written to `database.json` at once.
+    ///
+    /// - Throws: `unknownZone` when the database holds no such zone.
+    public func setDefaultZone(_ zone: ZoneReference) async throws {
+        await membership.enter()
+        defer { membership.leave() }
+        try state.withLock { state in
+            if state.closed { throw StoreError(.storeFailed, "the database is closed") }
+            guard state.stores[zone] != nil else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
+            guard zone != state.manifest.defaultZone else { return }
+            var manifest = state.manifest
+            manifest.defaultZone = zone
+            try manifest.write(in: directory)
+            state.manifest = manifest
+        }
     }
 
     /// Deletes the kept store of a lost zone and forgets it.
