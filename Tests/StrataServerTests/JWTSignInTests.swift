@@ -84,7 +84,7 @@ struct JWTSignInTests {
     @Test("a valid ES256 token and a valid RS256 token are accepted and sign in as the issuer's namespaced user, who pushes to and reads their zone; the static-token user cannot read it")
     func validTokensOfEachAlgorithm() async throws {
         let directory = TemporaryDirectory()
-        let ec = TestKey.es256("ec-1"), rsa = try TestKey.rs256("rsa-1")
+        let ec = TestKey.es256("ec-1"), rsa = try await TestKey.rs256("rsa-1")
         let jwks = try directory.write("jwks.json", TestKey.jwks([ec, rsa]))
         try await withServer([issuer(jwks)]) { port, _, _ in
             let es = try ec.token(Self.claims())
@@ -111,7 +111,7 @@ struct JWTSignInTests {
     @Test("each bad token is refused with 401 unauthorized and its typed reason", arguments: Refusal.allCases)
     func refusals(_ refusal: Refusal) async throws {
         let directory = TemporaryDirectory()
-        let ec = TestKey.es256("ec-1"), rsa = try TestKey.rs256("rsa-1")
+        let ec = TestKey.es256("ec-1"), rsa = try await TestKey.rs256("rsa-1")
         let jwks = try directory.write("jwks.json", TestKey.jwks([ec, rsa]))
         // RS256 only: an ES256 token of a key the issuer holds is refused for its algorithm.
         try await withServer([issuer(jwks, algorithms: ["RS256"])]) { port, _, _ in
@@ -152,7 +152,7 @@ struct JWTSignInTests {
                 parts[2] = TestKey.base64URL(Data(signature))
                 (token, reason) = (parts.joined(separator: "."), .badSignature)
             case .unknownKid:
-                (token, reason) = (try TestKey.rs256("rsa-unknown").token(claims), .unknownKey)
+                (token, reason) = (try await TestKey.rs256("rsa-unknown").token(claims), .unknownKey)
             case .missingSub:
                 claims["sub"] = nil
                 (token, reason) = (try rsa.token(claims), .missingUserClaim)
@@ -195,7 +195,7 @@ struct JWTSignInTests {
     @Test("key rotation with a JWKS file: a new key is picked up without a restart, a removed key is refused, and unknown kids read the file at most once per interval")
     func rotationWithFile() async throws {
         let directory = TemporaryDirectory()
-        let old = TestKey.es256("2026-01"), new = try TestKey.rs256("2026-02")
+        let old = TestKey.es256("2026-01"), new = try await TestKey.rs256("2026-02")
         let jwks = try directory.write("jwks.json", TestKey.jwks([old]))
         let clock = TestClock()
         try await withServer([issuer(jwks)], clock: clock) { port, verifier, _ in
@@ -237,7 +237,7 @@ struct JWTSignInTests {
 
     @Test("key rotation with a JWKS URL served over HTTP: a new key is picked up without a restart, a removed key is refused, the URL is fetched at most once per interval; a fetch that fails keeps the keys held")
     func rotationWithURL() async throws {
-        let old = try TestKey.rs256("old"), new = TestKey.es256("new")
+        let old = try await TestKey.rs256("old"), new = TestKey.es256("new")
         let served = Mutex<(body: String, status: Int, fetches: Int)>((try TestKey.jwks([old]), 200, 0))
         let router = Router()
         router.get("/keys") { _, _ -> Response in
@@ -457,7 +457,27 @@ enum TestKey: Sendable {
     case rs256(String, _RSA.Signing.PrivateKey)
 
     static func es256(_ kid: String) -> TestKey { .es256(kid, P256.Signing.PrivateKey()) }
-    static func rs256(_ kid: String) throws -> TestKey { .rs256(kid, try _RSA.Signing.PrivateKey(keySize: .bits2048)) }
+    /// An RSA key per `kid`, made once per test process on a thread of its own: a 2048-bit RSA
+    /// key takes seconds of CPU in a debug build, and made on the cooperative pool (two threads
+    /// here) it held up every other test's tasks — servers, timers, long polls — until their
+    /// clients timed out.
+    static func rs256(_ kid: String) async throws -> TestKey {
+        if let key = rsaKeys.withLock({ $0[kid] }) { return .rs256(kid, key) }
+        let made: Result<_RSA.Signing.PrivateKey, any Error> = await withCheckedContinuation { done in
+            let thread = Thread {
+                done.resume(returning: Result { try _RSA.Signing.PrivateKey(keySize: .bits2048) })
+            }
+            thread.start()
+        }
+        let key = try made.get()
+        return .rs256(kid, rsaKeys.withLock { keys in
+            if let existing = keys[kid] { return existing }
+            keys[kid] = key
+            return key
+        })
+    }
+
+    private static let rsaKeys = Mutex<[String: _RSA.Signing.PrivateKey]>([:])
 
     var kid: String {
         switch self {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command of README.md (and of CI): installs missing system libraries, builds, runs every
-# test, then checks the OpenAPI document against a live server (Tools/scripts/schemathesis.sh;
+# test (in two rounds, see below; arguments, such as `--filter X`, run one `swift test` with them), then checks the OpenAPI document against a live server (Tools/scripts/schemathesis.sh;
 # STRATA_SCHEMATHESIS=0 skips that) and builds the documentation with DocC warnings as errors
 # (Tools/scripts/docs.sh; STRATA_DOCS=0 skips that), then runs every libFuzzer target of Tools/Fuzz
 # over its corpus (Tools/scripts/fuzz.sh, 100,000 executions each; STRATA_FUZZ=0 skips that,
@@ -25,7 +25,23 @@ if grep -E "/(Sources|Examples)/.*warning:" "$minimal_log"; then
     exit 1
 fi
 rm -f "$minimal_log"
-swift test --skip-build --traits Server "$@"
+if [ "$#" -gt 0 ]; then
+    swift test --skip-build --traits Server "$@"
+else
+    # Two rounds. Swift Testing starts every test of a run at once; the long CPU-bound suites
+    # (simulations, property and crash tests, memory bounds under load) then starve the tests
+    # that wait on a server, a timer or a child process on a 2-core machine, until their HTTP
+    # clients time out. So those run first without them, then the heavy ones together. A failure
+    # in the first round still runs the second, so one run shows every failure.
+    heavy='SimulationTests|AssetKillTests|ServeStateUploadBoundsTests|ServeBoundsTests|TransactionPropertyTests|ConvergenceTests|CrashTests|ConcurrencyTests'
+    status=0
+    swift test --skip-build --traits Server --skip "$heavy" || status=$?
+    swift test --skip-build --traits Server --filter "$heavy" || status=$?
+    if [ "$status" != 0 ]; then
+        echo "test.sh: swift test failed (above)" >&2
+        exit "$status"
+    fi
+fi
 # Every decoder of bytes from disk or the network under libFuzzer (its own release build in .build-fuzz).
 if [ "${STRATA_FUZZ:-1}" != 0 ]; then
     bash Tools/scripts/fuzz.sh
