@@ -37,7 +37,8 @@ extension DatabaseSyncEngine {
     }
 
     /// Leaves a share: the server removes the user's grant, and the zone leaves the database
-    /// (its store, with any unpushed edits, kept aside as for a revoked share).
+    /// (its store, with any unpushed edits, kept aside as for a revoked share, with the reason
+    /// `left`).
     @discardableResult
     public func leave(_ zone: ZoneReference) async throws -> LostZone? {
         guard zone.owner != nil else { throw SyncError(.badRequest, "\(zone) is the user's own zone: delete it rather than leave it") }
@@ -45,6 +46,6 @@ extension DatabaseSyncEngine {
         pendingShares[zone] = nil
         if let engine = engines.removeValue(forKey: zone) { await engine.stop() }
         guard database.store(for: zone) != nil else { return nil }
-        return try await database.removeZone(zone, reason: .revoked)
+        return try await database.removeZone(zone, reason: .left)
     }
 }

@@ -321,7 +321,9 @@ struct ZonedSimulationTests {
                 let shared = database.zones.filter { $0.owner != nil }
                 guard !shared.isEmpty else { break }
                 let zone = shared[Int(rng.next() % UInt64(shared.count))]
-                _ = try? await devices[c].engine.leave(zone)
+                if let lost = try? await devices[c].engine.leave(zone) {
+                    #expect(lost.reason == .left && lost.zone == zone, "seed \(seed): leaving \(zone) set it aside as \(lost.reason)")
+                }
                 try await observe(c)
                 tally.leaves += 1
             case 16:

@@ -112,5 +112,8 @@ public enum Reason: String, Sendable, Hashable, Codable {
     case deleted
     /// The app removed it (stopped syncing it).
     case removedByApp
+    /// The user left the share (the sync engine's `leave`): their grant is gone by their own
+    /// choice, which other devices of theirs learn as `revoked`.
+    case left
 }
 }
