@@ -385,7 +385,13 @@ struct GatekeeperMiddleware: RouterMiddleware {
         let notifier = notifier
         return Task {
             do { try await Task.sleep(for: wait) } catch { return }
-            notifier.notify(zone: zone)
+            // Again every second until the request ends: a long poll that registered its wait
+            // only after the token expired (a loaded server between the authentication and the
+            // wait) would otherwise miss the one wake and wait its whole time.
+            while !Task.isCancelled {
+                notifier.notify(zone: zone)
+                do { try await Task.sleep(for: .seconds(1)) } catch { return }
+            }
         }
     }
 
