@@ -4,7 +4,7 @@ import StrataCore
 public import StrataProtocol
 import Logging
 
-/// One engine for every zone of a ``Database``: each zone syncs with its own cursor (a
+/// One engine for every zone of a `Database`: each zone syncs with its own cursor (a
 /// ``SyncEngine`` per zone under the hood), and one request — the server's database changes —
 /// says which zones changed, so a device with a thousand zones and nothing new pays for one
 /// small request, and one long poll covers them all.

@@ -65,7 +65,7 @@ public typealias ReplicaAuthor = ReplicaInfo
 /// that keeps the protocol's rules in simulations.
 public protocol SyncTransport: Sendable {
     /// Makes sure the zone exists: with `create`, creates the caller's own zone when it does not
-    /// exist (private); another user's zone (``ZoneReference/owner`` set) is never created — its
+    /// exist (private); another user's zone (`ZoneReference.owner` set) is never created — its
     /// absence is `zoneNotFound`, as is a missing zone without `create`. Returns what the caller
     /// may do there.
     func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo

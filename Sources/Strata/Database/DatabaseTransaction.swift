@@ -78,7 +78,7 @@ public final class DatabaseTransaction {
     public func zone(of id: ObjectID) -> ZoneReference? { holder(of: id).map { cores[$0].zone } }
 
     /// The existing objects of `entity` in every zone (or in `zones`), as
-    /// ``Database/fetch(_:where:sortedBy:limit:in:)`` reads them, with this transaction's changes.
+    /// ``Database/fetch(_:where:sortedBy:limit:in:)->[ObjectSnapshot]`` reads them, with this transaction's changes.
     public func fetch(_ entity: String, where predicate: ((ObjectSnapshot) -> Bool)? = nil,
                       sortedBy sort: [SortKey] = [], limit: Int? = nil, in zones: Set<ZoneReference>? = nil) -> [ObjectSnapshot] {
         // Through the live projections (their lookups into other zones are set already).

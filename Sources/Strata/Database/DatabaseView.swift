@@ -62,7 +62,7 @@ public final class DatabaseView {
         fetchZoned(entity, where: predicate, sortedBy: sort, limit: limit, in: zones, includeToMany: false).map(\.object)
     }
 
-    /// ``fetch(_:where:sortedBy:limit:in:)`` with the zone of each object.
+    /// ``fetch(_:where:sortedBy:limit:in:)->[ObjectSnapshot]`` with the zone of each object.
     public func fetchZoned(_ entity: String, where predicate: ((ObjectSnapshot) -> Bool)? = nil,
                            sortedBy sort: [SortKey] = [], limit: Int? = nil, in zones: Set<ZoneReference>? = nil) -> [(zone: ZoneReference, object: ObjectSnapshot)] {
         fetchZoned(entity, where: predicate, sortedBy: sort, limit: limit, in: zones, includeToMany: false)
