@@ -92,6 +92,10 @@ final class SimulatedServerSite: Sendable {
         case .postgres:
             guard let cluster, let database else { return }
             try cluster.psql("DROP DATABASE IF EXISTS \(database)_backup")
+            // The closed storage's sessions end on their own, but CREATE DATABASE … TEMPLATE
+            // waits five seconds for them before refusing: end them first (a backup tool runs
+            // with the server stopped, so none would be there).
+            try cluster.psql("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()")
             try await retryingWhileInUse { try cluster.psql("CREATE DATABASE \(database)_backup TEMPLATE \(database)") }
         }
         backedUp.store(true, ordering: .relaxed)
