@@ -46,7 +46,7 @@ extension DatabaseSyncEngine {
                 // The first round, and one after a local commit, ask without waiting; otherwise
                 // one long poll covers every zone.
                 // The long poll waits outside `exclusively` (a `sync()` meanwhile goes ahead);
-                // what it brings is applied inside.
+                // what it brings is applied inside, unless such a sync moved the token on.
                 var polled: DatabaseChangeBatch?
                 if first || localDirty {
                     first = false
@@ -57,15 +57,25 @@ extension DatabaseSyncEngine {
                     continue
                 }
                 try await exclusively {
-                    let changes = if let polled { polled } else { try await fetchChanges(wait: nil, &report) }
+                    let changes = if let polled, polled.start == state.token { polled } else { try await fetchChanges(after: state.token, &report) }
                     try await apply(changes, &report)
                     try await syncDirtyZones(&report)
                 }
-                backoff = options.sync.initialBackoff
-                if !report.failures.isEmpty {
+                if report.failures.isEmpty {
+                    backoff = options.sync.initialBackoff
+                } else {
+                    // A zone that keeps failing (a full disk, a default zone gone from the
+                    // server) is retried less and less often, as a failed round is.
                     options.sync.logger.warning("zones failed to sync", metadata: ["zones": "\(report.failures.keys.map(\.description).sorted())"])
                     try await options.sync.clock.sleep(for: backoff * options.sync.jitter())
+                    backoff = min(backoff * 2, options.sync.maxBackoff)
                 }
+            } catch let error as SyncError where error.code == .anotherUser {
+                // Another user signed in on the device: no round can succeed until the app signs
+                // the database's user in again or gives the new one a database; retrying would
+                // only ask the server again and again.
+                options.sync.logger.error("database sync stopped", metadata: ["error": "\(error)"])
+                return
             } catch {
                 if Task.isCancelled { return }
                 options.sync.logger.warning("database sync round failed", metadata: ["error": "\(error)"])
@@ -102,16 +112,9 @@ extension DatabaseSyncEngine {
         }
         switch outcome {
         case .polled(let page):
-            report.databaseRequests += 1
-            try checkUser(page)
-            var batch = DatabaseChangeBatch(zones: [], removed: [], reset: false, token: token ?? "")
-            batch.add(page)
-            guard page.moreComing else { return batch }
-            // The rest from the first page's token; the kept token moves only once `apply` has
-            // taken the whole batch (a failure part way asks again from where it was).
-            let rest = try await fetchChanges(wait: nil, after: page.token, &report)
-            batch.add(DatabaseChanges(token: rest.token, reset: rest.reset, moreComing: false, zones: rest.zones, removed: rest.removed, user: rest.user))
-            return batch
+            // The rest of the pages from the first one's token; the kept token moves only once
+            // `apply` has taken the whole batch (a failure part way asks again from where it was).
+            return try await fetchChanges(after: token, first: page, &report)
         case .woken:
             return nil
         case .failed(let error):

@@ -30,10 +30,13 @@ extension DatabaseSyncEngine {
     @discardableResult
     public func accept(_ zone: ZoneReference) async throws -> SyncReport {
         guard zone.owner != nil else { throw SyncError(.badRequest, "\(zone) is the user's own zone: there is no share to accept") }
-        _ = try await transport.acceptShare(zone)
-        pendingShares[zone] = nil
-        try await database.addZone(zone)
-        return try await engine(for: zone).sync()
+        // One at a time with the rounds, which add and remove zones too.
+        return try await exclusively {
+            _ = try await transport.acceptShare(zone)
+            pendingShares[zone] = nil
+            if database.store(for: zone) == nil { try await database.addZone(zone) }
+            return try await engine(for: zone).sync()
+        }
     }
 
     /// Leaves a share: the server removes the user's grant, and the zone leaves the database
@@ -42,10 +45,16 @@ extension DatabaseSyncEngine {
     @discardableResult
     public func leave(_ zone: ZoneReference) async throws -> LostZone? {
         guard zone.owner != nil else { throw SyncError(.badRequest, "\(zone) is the user's own zone: delete it rather than leave it") }
-        try await transport.leaveShare(zone)
-        pendingShares[zone] = nil
-        if let engine = engines.removeValue(forKey: zone) { await engine.stop() }
-        guard database.store(for: zone) != nil else { return nil }
-        return try await database.removeZone(zone, reason: .left)
+        // Refused before the server is asked: the grant would be gone and the zone still here.
+        guard zone != database.defaultZone else {
+            throw SyncError(.badRequest, "\(zone) is the database's default zone: make another zone the default (database.setDefaultZone) before leaving it")
+        }
+        return try await exclusively {
+            try await transport.leaveShare(zone)
+            pendingShares[zone] = nil
+            if let engine = engines.removeValue(forKey: zone) { await engine.stop() }
+            guard database.store(for: zone) != nil else { return nil }
+            return try await database.removeZone(zone, reason: .left)
+        }
     }
 }

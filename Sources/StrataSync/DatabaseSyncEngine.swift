@@ -42,7 +42,8 @@ public actor DatabaseSyncEngine {
     var syncedZones = Set<ZoneReference>()
     /// A round is between reading the changes and saving the token (see `exclusively`).
     var roundRunning = false
-    var roundWaiters: [CheckedContinuation<Void, Never>] = []
+    var roundWaiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    var nextWaiter: UInt64 = 0
     /// What the file holds, once this engine wrote it.
     var savedState: DatabaseSyncState?
 
@@ -94,7 +95,7 @@ public actor DatabaseSyncEngine {
     public func sync() async throws -> DatabaseSyncReport {
         var report = DatabaseSyncReport()
         try await exclusively {
-            let changes = try await fetchChanges(wait: nil, &report)
+            let changes = try await fetchChanges(after: state.token, &report)
             try await apply(changes, &report)
             try await syncDirtyZones(&report)
         }
@@ -104,29 +105,64 @@ public actor DatabaseSyncEngine {
     /// Runs `body` when no other round is between reading the changes and saving the token: a
     /// `sync()` called while continuous mode (or another `sync()`) runs waits for it, rather than
     /// adding, removing and syncing the same zones at the same time (an actor lets them
-    /// interleave at every `await`).
-    func exclusively<T>(_ body: () async throws -> T) async rethrows -> T {
-        while roundRunning {
-            await withCheckedContinuation { roundWaiters.append($0) }
+    /// interleave at every `await`). Rounds run in the order they asked; one whose task is
+    /// cancelled while it waits throws `CancellationError` without running. Called from inside
+    /// a round (a `whenRemovingZone` hook calling `sync()`), it throws ``SyncError/Code/reentrantSync``
+    /// rather than wait for the round it is part of.
+    func exclusively<T>(_ body: () async throws -> T) async throws -> T {
+        if roundRunning, Self.roundOf == ObjectIdentifier(self) {
+            throw SyncError(.reentrantSync, "a sync of the database at \(database.directory) was asked for from inside one of its own rounds (a hook such as whenRemovingZone): it would wait for itself; sync after the hook returns (from a detached task)")
         }
-        roundRunning = true
-        defer {
-            roundRunning = false
-            if !roundWaiters.isEmpty { roundWaiters.removeFirst().resume() }
+        try Task.checkCancellation()
+        if roundRunning {
+            nextWaiter += 1
+            let id = nextWaiter
+            // The round ending hands the turn over (roundRunning stays set), so no caller
+            // arriving meanwhile overtakes a waiter.
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { roundWaiters.append((id, $0)) }
+            } onCancel: {
+                Task { await self.cancelWaiter(id) }
+            }
+        } else {
+            roundRunning = true
         }
-        return try await body()
+        defer { endRound() }
+        return try await Self.$roundOf.withValue(ObjectIdentifier(self)) { try await body() }
     }
 
-    /// The database's changes since the kept token, every page of them; with `wait`, the first
-    /// request is a long poll.
-    func fetchChanges(wait: Duration?, after token: String? = nil, _ report: inout DatabaseSyncReport) async throws -> DatabaseChangeBatch {
-        var batch = DatabaseChangeBatch(zones: [], removed: [], reset: false, token: token ?? state.token ?? "")
-        var wait = wait
+    /// The engine whose round the current task runs (see `exclusively`).
+    @TaskLocal static var roundOf: ObjectIdentifier?
+
+    private func endRound() {
+        if roundWaiters.isEmpty {
+            roundRunning = false
+        } else {
+            roundWaiters.removeFirst().continuation.resume()
+        }
+    }
+
+    private func cancelWaiter(_ id: UInt64) {
+        guard let index = roundWaiters.firstIndex(where: { $0.id == id }) else { return }
+        roundWaiters.remove(at: index).continuation.resume(throwing: CancellationError())
+    }
+
+    /// The database's changes since `start` (`nil`: from the beginning, a full listing), every
+    /// page of them (`first`: the first one, read already by a long poll).
+    func fetchChanges(after start: String?, first: DatabaseChanges? = nil,
+                      _ report: inout DatabaseSyncReport) async throws -> DatabaseChangeBatch {
+        var batch = DatabaseChangeBatch(start: start)
+        var next = first
         while true {
-            let page = try await transport.databaseChanges(after: batch.token.isEmpty ? nil : batch.token,
-                                                           limit: options.databaseChangesPageSize, wait: wait)
+            let page: DatabaseChanges
+            if let read = next {
+                page = read
+                next = nil
+            } else {
+                page = try await transport.databaseChanges(after: batch.token.isEmpty ? nil : batch.token,
+                                                           limit: options.databaseChangesPageSize, wait: nil)
+            }
             report.databaseRequests += 1
-            wait = nil
             try checkUser(page)
             batch.add(page)
             if !page.moreComing { break }
@@ -164,6 +200,7 @@ public actor DatabaseSyncEngine {
             let reason: LostZone.Reason = removal.reason == .deleted ? .deleted : .revoked
             // The server names own zones with the user's name; the database without owner.
             let zone = removal.owner == state.user ? ZoneReference(removal.name) : ZoneReference(removal.name, owner: removal.owner)
+            if !changes.zones.contains(where: { Self.reference($0) == zone }) { pendingShares[zone] = nil }
             guard database.store(for: zone) != nil, !changes.zones.contains(where: { Self.reference($0) == zone }) else { continue }
             removals.append((zone, reason))
         }
@@ -172,6 +209,8 @@ public actor DatabaseSyncEngine {
             // longer the user's; so is another user's zone it does not list, synced or not (it
             // came from the server's listing: an own zone never synced may be the app's new one).
             let listed = Set(changes.zones.map(Self.reference))
+            // A share waiting for acceptance that the listing no longer names was taken back.
+            pendingShares = pendingShares.filter { listed.contains($0.key) }
             for zone in database.zones where !listed.contains(zone) && !removals.contains(where: { $0.0 == zone }) {
                 guard let store = database.store(for: zone), zone.owner != nil || SyncCursor.exists(store: store, zone: zone) else { continue }
                 removals.append((zone, zone.owner == nil ? .deleted : .revoked))
@@ -180,6 +219,9 @@ public actor DatabaseSyncEngine {
         for (zone, reason) in removals {
             if zone == database.defaultZone {
                 report.failures[zone] = SyncError(.zoneDeleted, "the database's default zone \(zone) is gone from the server (\(reason.rawValue)); recreate it (engine(for:).recreateZone()) or make another zone the default (database.setDefaultZone)")
+                // Listed again until the app has chosen: once another zone is the default, the
+                // next round removes this one.
+                keepToken = true
                 continue
             }
             if let engine = engines.removeValue(forKey: zone) { await engine.stop() }
@@ -302,18 +344,34 @@ public actor DatabaseSyncEngine {
 
 /// The database's changes gathered over one answer's pages.
 struct DatabaseChangeBatch: Sendable {
-    var zones: [DatabaseZone]
-    var removed: [RemovedZone]
-    var reset: Bool
+    /// The token the changes were asked after (`nil`: from the start). A batch is applied only
+    /// while the kept token is still this one: one a long poll brought back after a `sync()`
+    /// moved the token on is stale (it could remove a zone that sync added back).
+    var start: String?
+    var zones: [DatabaseZone] = []
+    var removed: [RemovedZone] = []
+    var reset = false
     var token: String
     /// The user the server signed the requests in as (`nil` from older servers).
     var user: String?
 
-    /// Adds the next page. A zone's last appearance is what holds: listed on one page and removed
+    /// Adds the next page. A page that begins a full listing (`reset`) drops what incremental
+    /// pages before it said. A zone's last appearance is what holds: listed on one page and removed
     /// on a later one (its grant taken while the pages were read), it is removed; removed and then
     /// listed again (shared again), it is listed with its latest token. Within one page a listing
     /// outranks a removal, as the server lists a zone it removed and gave back in one answer.
+    init(start: String?) {
+        self.start = start
+        token = start ?? ""
+    }
+
     mutating func add(_ page: DatabaseChanges) {
+        if page.reset && !reset {
+            // A full listing begins (the token expired between pages): what earlier pages said
+            // incrementally is superseded by it.
+            zones = []
+            removed = []
+        }
         let removedNow = Set(page.removed.map { Self.key($0.owner, $0.name) })
         let listedNow = Set(page.zones.map { Self.key($0.owner, $0.name) })
         zones.removeAll { removedNow.contains(Self.key($0.owner, $0.name)) || listedNow.contains(Self.key($0.owner, $0.name)) }

@@ -54,6 +54,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The server signed the request in as another user than the one the database belongs
         /// to (a user switch on the device): nothing of the database was synced.
         public static let anotherUser = Code("anotherUser")
+        /// A database sync was asked for from inside one of the same engine's rounds (a hook
+        /// that runs during a sync, such as `whenRemovingZone`): it would wait for the round it
+        /// is part of. Sync once the hook has returned.
+        public static let reentrantSync = Code("reentrantSync")
         public static let stopped = Code("stopped")
 
         /// Whether `code` is the protocol's `ErrorCode` of the same name.

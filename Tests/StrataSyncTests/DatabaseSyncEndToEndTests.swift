@@ -4,6 +4,7 @@ import StrataLog
 import StrataProtocol
 import StrataSync
 import StrataTestSupport
+import Synchronization
 import Testing
 import StrataCore
 
@@ -147,6 +148,50 @@ struct DatabaseSyncEndToEndTests {
             #expect(try titles(other) == ["alice's second secret", "alice's secret"])
             await aliceElsewhere.stop()
             for database in [db, bobsDB, check, other] { try await database.close() }
+        }
+    }
+
+    @Test("a whenRemovingZone hook that asks the same engine to sync gets reentrantSync (it would wait for the round it runs in), and the round removes the zone; leaving the default zone is refused before the server drops the grant", .timeLimit(.minutes(2)), arguments: [ServerBackend.embedded])
+    func hookSyncingIsRefused(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let list = ZoneReference("list")
+            let (bob, bobSync) = try await device(dir, "bob", url, "bob")
+            try await bob.addZone(list)
+            try await bob.transaction { tx in try tx.insert("Note", ["title": "milk"], in: list) }
+            try await bobSync.sync()
+            try await bobSync.share(list, with: "alice", access: .readWrite)
+            let (phone, phoneSync) = try await device(dir, "phone", url, "alice")
+            let bobsList = ZoneReference("list", owner: "bob")
+            #expect(try await phoneSync.sync().added == [bobsList])
+
+            // The default zone cannot be left: refused on the device, the grant still on the server.
+            try await phone.setDefaultZone(bobsList)
+            await #expect(throws: SyncError.self) { try await phoneSync.leave(bobsList) }
+            #expect(try await bobSync.participants(of: list).map(\.user) == ["alice"], "the grant went although the zone stayed")
+            try await phone.setDefaultZone(ZoneReference("default"))
+
+            let seen = Mutex<[String]>([])
+            phone.whenRemovingZone { zone, _ in
+                do {
+                    _ = try await phoneSync.sync()
+                    seen.withLock { $0.append("synced") }
+                } catch let error as SyncError {
+                    seen.withLock { $0.append(error.code.name) }
+                } catch {
+                    seen.withLock { $0.append("\(error)") }
+                }
+            }
+            try await bobSync.revoke(list, from: "alice")
+            let report = try await phoneSync.sync()
+            #expect(seen.withLock { $0 } == ["reentrantSync"])
+            #expect(report.removed.map(\.zone) == [bobsList])
+            // The engine is not stuck: the next round runs.
+            #expect(try await phoneSync.sync().failures.isEmpty)
+            for (db, sync) in [(bob, bobSync), (phone, phoneSync)] {
+                await sync.stop()
+                try await db.close()
+            }
         }
     }
 }
