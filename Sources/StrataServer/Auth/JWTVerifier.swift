@@ -34,6 +34,9 @@ public final class JWTVerifier: Sendable {
         public var validUntilMilliseconds: UInt64
     }
 
+    /// Now, on the clock tokens' times are checked against (milliseconds since 1970).
+    var wallMilliseconds: UInt64 { clock.wallMilliseconds() }
+
     private init(issuers: [JWTIssuer], keys: [String: JWTIssuerKeys], clock: ServerClock) {
         self.issuers = issuers
         self.keys = keys

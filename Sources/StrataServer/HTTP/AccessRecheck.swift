@@ -25,6 +25,16 @@ extension StrataServerApp {
     /// flight at their next decisive step (before an append, a merge, or a long poll's answer).
     /// A JWT is verified again against its issuer's keys as held now: one that expired meanwhile
     /// (or whose key the issuer removed) ends the request alike, with its reason.
+    /// How long a long poll may wait from now: `remaining`, but no longer than the caller's JWT
+    /// is valid (a little past its end, so that the check after the wait sees it expired and
+    /// answers `401`, as a revoked static token is answered when the users are reloaded).
+    func signedInWait(_ remaining: Duration, _ context: StrataRequestContext) -> Duration {
+        guard let until = context.signedInUntil, let jwt else { return remaining }
+        let now = jwt.wallMilliseconds
+        let left = until > now ? Duration.milliseconds(Int64(min(until - now, UInt64(Int64.max / 4)))) : .zero
+        return min(remaining, left + .milliseconds(20))
+    }
+
     func requireStillSignedIn(_ request: Request, as user: String) throws(ServerError) {
         guard let bearer = Self.bearer(of: request) else {
             throw ServerError(.unauthorized, "the request of user \(user) lost its bearer token")

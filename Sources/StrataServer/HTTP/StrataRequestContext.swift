@@ -8,6 +8,9 @@ public struct StrataRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The authenticated user; `nil` only before authentication.
     public var user: String?
+    /// Until when (the server's wall clock, milliseconds) the request's JWT is valid; `nil` for
+    /// a static token. A long poll waits no longer than this, then checks its caller again.
+    var signedInUntil: UInt64?
     /// The IP address of the connection's peer (`nil` when it has none): what failed
     /// authentications are counted against (see ``ServerConfiguration/Limits/failedAuthLimit``).
     public var clientAddress: String?

@@ -40,7 +40,8 @@ extension StrataServerApp {
                 notifier.remove(waiter)
                 return try databaseAnswer(page, request, user: user)
             }
-            let wake = await notifier.wait(waiter, timeout: remaining)
+            // No longer than the caller's JWT is valid: the answer below checks it again.
+            let wake = await notifier.wait(waiter, timeout: signedInWait(remaining, context))
             notifier.remove(waiter)
             // A timeout, a shutdown or a cancellation answers the empty page (with the token of
             // the clock as it was read), which reveals nothing.

@@ -174,13 +174,15 @@ extension StrataServerApp {
                 let waiter = notifier.register(zone: name.description)
                 do {
                     result = try await readPage(name, epoch: epoch, after: position, limit: limit)
-                    if result.transactions.isEmpty,
-                       await notifier.wait(waiter, timeout: remaining) == .notified {
+                    if result.transactions.isEmpty {
+                        let wake = await notifier.wait(waiter, timeout: signedInWait(remaining, context))
+                        // A caller whose token expired during the wait (the wait ends with it)
+                        // or was revoked (a reload wakes every wait) gets no further.
+                        if wake == .notified || wake == .timedOut { try requireStillSignedIn(request, as: user) }
                         // Woken by a change (a grant, a deletion, an append): a caller who lost
                         // access meanwhile gets no further. (A timeout, a shutdown or a
                         // cancellation answers the empty page, which reveals nothing.)
-                        try requireStillSignedIn(request, as: user)
-                        try await requireStillReadable(name, by: user, epoch: epoch)
+                        if wake == .notified { try await requireStillReadable(name, by: user, epoch: epoch) }
                     }
                     notifier.remove(waiter)
                 } catch {

@@ -89,7 +89,7 @@ public struct StrataServerApp: Sendable {
         // Outermost: every answer gets a request ID, is counted and timed (see ObservabilityMiddleware).
         router.add(middleware: ObservabilityMiddleware(metrics: metrics, logger: logger))
         router.add(middleware: RequestBoundsMiddleware(bounds: bounds, metrics: metrics, logger: logger))
-        router.add(middleware: GatekeeperMiddleware(users: userRegistry, jwt: jwt, rateLimiter: rateLimiter, notifier: notifier, clock: clock, logger: logger))
+        router.add(middleware: GatekeeperMiddleware(users: userRegistry, jwt: jwt, rateLimiter: rateLimiter, logger: logger))
         router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
@@ -299,9 +299,6 @@ struct GatekeeperMiddleware: RouterMiddleware {
     let users: UserRegistry
     let jwt: JWTVerifier?
     let rateLimiter: RateLimiter
-    /// Woken for a zone whose reader's JWT expires while the request waits (a long poll).
-    let notifier: ChangeNotifier
-    let clock: ServerClock
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -320,15 +317,12 @@ struct GatekeeperMiddleware: RouterMiddleware {
         do {
             let (user, validUntil) = try await authenticate(request)
             context.user = user
+            context.signedInUntil = validUntil
             if let wait = await rateLimiter.acquire(user) {
                 let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
                 throw ServerError(.rateLimited, "user \(user) is over the rate of \(rateLimiter.limit.requestsPerSecond) requests per second; retry in \(seconds) s",
                                   retryAfter: seconds)
             }
-            // A long poll outlasting its JWT is woken when the token expires: it then checks its
-            // caller again (AccessRecheck) and ends with 401, as for a revoked static token.
-            let expiry = validUntil.flatMap { expiryWake(request, user: user, validUntil: $0) }
-            defer { expiry?.cancel() }
             let response = try await next(request, context)
             logger.debug("request", metadata: metadata(request, context, status: response.status))
             return response
@@ -369,30 +363,6 @@ struct GatekeeperMiddleware: RouterMiddleware {
             throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
         }
         return (user, nil)
-    }
-
-    /// For a `GET` of a zone, a task that wakes that zone's waiters just after the caller's JWT
-    /// expires (cancelled when the request is answered first).
-    private func expiryWake(_ request: Request, user: String, validUntil: UInt64) -> Task<Void, Never>? {
-        guard request.method == .get else { return nil }
-        let components = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
-        guard components.count >= 3, "/" + components[0] + "/" + components[1] == StrataEndpoint.zones else { return nil }
-        let owner = request.uri.queryParameters.get(StrataQuery.owner) ?? user
-        let zone = ZoneID(owner: owner, name: String(components[2])).description
-        let now = clock.wallMilliseconds()
-        // A little past the end, so that the check it causes sees the token expired.
-        let wait = Duration.milliseconds(Int64(min(validUntil - min(validUntil, now), UInt64(Int64.max / 2)))) + .milliseconds(20)
-        let notifier = notifier
-        return Task {
-            do { try await Task.sleep(for: wait) } catch { return }
-            // Again every second until the request ends: a long poll that registered its wait
-            // only after the token expired (a loaded server between the authentication and the
-            // wait) would otherwise miss the one wake and wait its whole time.
-            while !Task.isCancelled {
-                notifier.notify(zone: zone)
-                do { try await Task.sleep(for: .seconds(1)) } catch { return }
-            }
-        }
     }
 
     private func log(_ error: ServerError, _ request: Request, _ context: Context) {
