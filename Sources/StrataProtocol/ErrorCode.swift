@@ -55,6 +55,10 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// An uploaded chunk is not what the manifest says (its hash or length), or every chunk is
     /// but together they are not the asset's hash: nothing of it was kept.
     public static let assetMismatch = ErrorCode("assetMismatch", status: 422)
+    /// The request names (``StrataHeader/user``) another user than the one its token signs in:
+    /// a device's database belongs to one user, and another user signed in on it must not sync
+    /// it. Nothing was done.
+    public static let anotherUser = ErrorCode("anotherUser", status: 409)
     /// The body exceeds the server's limit.
     public static let tooLarge = ErrorCode("tooLarge", status: 413)
     /// An event stamped further ahead of the server's clock than it accepts (`serverTime`,
@@ -73,7 +77,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let all: [ErrorCode] = [
         .badRequest, .unauthorized, .forbidden, .replicaNotYours, .quotaExceeded, .zoneNotFound, .notFound, .sequenceGap,
         .replicaForked, .tokenExpired, .zoneReset, .zoneRewound, .tooLarge, .clockSkew, .unheldAdd, .rateLimited, .internalError,
-        .serverBusy, .storageFull, .assetMissing, .assetNotFound, .assetMismatch,
+        .serverBusy, .storageFull, .assetMissing, .assetNotFound, .assetMismatch, .anotherUser,
     ]
 }
 

@@ -13,6 +13,11 @@ public enum StrataHeader {
     public static let chunkEncoding = "Strata-Chunk-Encoding"
     /// With ``chunkEncoding`` `lz4`: the chunk's length (an LZ4 block does not say it).
     public static let chunkLength = "Strata-Chunk-Length"
+    /// On any request (optional): the user the client expects its token to sign in — the user a
+    /// device's database belongs to. Another user is answered `409 anotherUser`, and nothing is
+    /// done, so that a user signed in on a device where another synced never syncs the other's
+    /// data under their own account.
+    public static let user = "Strata-User"
 }
 
 /// The protocol's media types.

@@ -66,6 +66,7 @@ public actor DatabaseSyncEngine {
         self.state = DatabaseSyncState.load(in: database.directory, server: server)
         // A state read from the file is what the file holds (an idle first round writes nothing).
         if state != DatabaseSyncState(server: server) { savedState = state }
+        if let user = state.user { transport.expectUser(user) }
     }
 
     /// The engine of a zone the database holds (made on first use), for its status and its
@@ -195,7 +196,12 @@ public actor DatabaseSyncEngine {
         var removals: [(ZoneReference, LostZone.Reason)] = []
         // The user the database belongs to: as the server says it signed them in, or (an older
         // server) as it names their own zones.
-        if let user = changes.user ?? changes.zones.first(where: { $0.role == .owner })?.owner { state.user = user }
+        if let user = changes.user ?? changes.zones.first(where: { $0.role == .owner })?.owner {
+            // Every request from now on says so, those of the zones' engines and the sharing
+            // calls too: the server refuses them for anyone else (`anotherUser`).
+            if state.user != user { transport.expectUser(user) }
+            state.user = user
+        }
         for removal in changes.removed {
             let reason: LostZone.Reason = removal.reason == .deleted ? .deleted : .revoked
             // The server names own zones with the user's name; the database without owner.

@@ -1,6 +1,7 @@
 public import Foundation
 import Strata
 import StrataLog
+import Synchronization
 public import StrataCore
 public import StrataProtocol
 
@@ -14,6 +15,8 @@ public struct HTTPSyncTransport: SyncTransport {
     let exchange: any HTTPExchange
     /// The longest a single request may take (a long poll adds its wait).
     public var timeout: Duration = .seconds(30)
+    /// The user every request says it is for (``expectUser(_:)``), shared by copies.
+    let expectedUser = ExpectedUser()
 
     /// The protocol over `URLSession` (``URLSessionExchange/shared``): the default transport,
     /// with no dependency (on Linux, FoundationNetworking's `URLSession`).
@@ -86,6 +89,7 @@ public struct HTTPSyncTransport: SyncTransport {
     private func send(_ request: HTTPExchangeRequest, token: String, extra: Duration) async throws -> HTTPExchangeResponse {
         var request = request
         request.headers.append(("Authorization", "Bearer \(token)"))
+        if let user = expectedUser.value { request.headers.append((StrataHeader.user, user)) }
         request.timeout = timeout + extra
         let response = try await exchange.send(request)
         guard (200..<300).contains(response.status) else { throw Self.error(from: response) }
@@ -107,6 +111,8 @@ public struct HTTPSyncTransport: SyncTransport {
         error.assets = envelope.error.assets.map { $0.prefix(4096).compactMap(AssetHash.init(hex:)) }
         return error
     }
+
+    public func expectUser(_ user: String) { expectedUser.value = user }
 
     public func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
         try await ensureZone(zone, create: create, continuing: nil)
@@ -279,5 +285,15 @@ public struct HTTPSyncTransport: SyncTransport {
             throw SyncError(.malformedResponse, "asset upload answer is not {missing, complete}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         return answer
+    }
+}
+
+/// The user a transport's requests say they are for, set once the database sync engine knows
+/// it; shared by every copy of the transport (the zones' engines hold copies).
+final class ExpectedUser: Sendable {
+    private let user = Mutex<String?>(nil)
+    var value: String? {
+        get { user.withLock { $0 } }
+        set { user.withLock { $0 = newValue } }
     }
 }

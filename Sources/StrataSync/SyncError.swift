@@ -51,9 +51,6 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let malformedResponse = Code("malformedResponse")
         /// The store refused what the server sent (see the message).
         public static let store = Code("store")
-        /// The server signed the request in as another user than the one the database belongs
-        /// to (a user switch on the device): nothing of the database was synced.
-        public static let anotherUser = Code("anotherUser")
         /// A database sync was asked for from inside one of the same engine's rounds (a hook
         /// that runs during a sync, such as `whenRemovingZone`): it would wait for the round it
         /// is part of. Sync once the hook has returned.

@@ -132,6 +132,20 @@ struct DatabaseSyncEndToEndTests {
             } catch let error as SyncError {
                 #expect(error.code == .anotherUser && error.message.contains("alice") && error.message.contains("bob"), "\(error)")
             }
+            // Nor through a zone's own engine, nor by sharing: every request says it is alice's,
+            // and the server refuses bob's token for it.
+            do {
+                let report = try await bob.engine(for: ZoneReference("default")).sync()
+                Issue.record("bob pushed alice's zone through its engine: \(report)")
+            } catch let error as SyncError {
+                #expect(error.code == .anotherUser, "\(error)")
+            }
+            do {
+                try await bob.share(ZoneReference("default"), with: "carol", access: .read)
+                Issue.record("bob shared his zone from alice's database")
+            } catch let error as SyncError {
+                #expect(error.code == .anotherUser, "\(error)")
+            }
             await bob.stop()
             #expect(try titles(db) == ["alice's second secret", "alice's secret"], "bob's zone came into alice's database")
             let (check, bobAgain) = try await device(dir, "bobs-tablet", url, "bob")
