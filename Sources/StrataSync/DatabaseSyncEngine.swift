@@ -180,7 +180,11 @@ public actor DatabaseSyncEngine {
     /// out and another signed in on the device must not sync the first one's zones (their own
     /// zones are named without owner, and would be pushed into the second one's account).
     func checkUser(_ page: DatabaseChanges) throws {
-        guard let user = page.user, let bound = state.user, user != bound else { return }
+        try checkUser(page.user)
+    }
+
+    func checkUser(_ named: String?) throws {
+        guard let user = named, let bound = state.user, user != bound else { return }
         throw SyncError(.anotherUser, "the database at \(database.directory) belongs to user \(bound), but the server signed this request in as \(user): nothing was synced; sign \(bound) in again, or give \(user) a database of their own")
     }
 
@@ -196,7 +200,10 @@ public actor DatabaseSyncEngine {
         var removals: [(ZoneReference, LostZone.Reason)] = []
         // The user the database belongs to: as the server says it signed them in, or (an older
         // server) as it names their own zones.
-        if let user = changes.user ?? changes.zones.first(where: { $0.role == .owner })?.owner {
+        let named = changes.user ?? changes.zones.first(where: { $0.role == .owner })?.owner
+        // An older server names no user: its listing of another user's own zones is refused too.
+        try checkUser(named)
+        if let user = named {
             // Every request from now on says so, those of the zones' engines and the sharing
             // calls too: the server refuses them for anyone else (`anotherUser`).
             if state.user != user { transport.expectUser(user) }
