@@ -129,7 +129,7 @@ struct SimulationTests {
 
     @Test("The same simulation with the zones in PostgreSQL (a real server; each restart opens a new storage on the database): honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone", arguments: simulationShards)
     func postgresSimulation(shard: Int) async throws {
-        let seeds = simulationSeeds(default: 200, shard: shard, of: simulationShards.count)
+        let seeds = simulationSeeds(default: 100, shard: shard, of: simulationShards.count)
         var tally = SimulationTally()
         for seed in seeds {
             tally.add(try await run(seed: seed, lifecycle: false, backend: .postgres))
