@@ -7,7 +7,10 @@ extension DatabaseSyncEngine {
     /// Keeps every zone in sync until ``stop()``. Calling it while it runs does nothing.
     public func start() {
         guard loop == nil else { return }
+        stoppedWith = nil
         let commits = database.changes()
+        loopNumber += 1
+        let number = loopNumber
         loop = Task {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -19,14 +22,22 @@ extension DatabaseSyncEngine {
                 await group.next()
                 group.cancelAll()
             }
+            // Ended by itself (another user signed in): `start()` may begin it again.
+            await self.loopEnded(number)
         }
     }
 
-    /// Ends continuous mode; returns once it has stopped.
+    private func loopEnded(_ number: UInt64) {
+        if loopNumber == number { loop = nil }
+    }
+
+    /// Ends continuous mode; returns once it has stopped (at once when called from inside one of
+    /// its rounds, such as a `whenRemovingZone` hook: the round ends when the hook returns).
     public func stop() async {
         let task = loop
         loop = nil
         task?.cancel()
+        if insideRunningRound { return }
         await task?.value
         for engine in engines.values { await engine.stop() }
     }
@@ -48,6 +59,7 @@ extension DatabaseSyncEngine {
                 // The long poll waits outside `exclusively` (a `sync()` meanwhile goes ahead);
                 // what it brings is applied inside, unless such a sync moved the token on.
                 var polled: DatabaseChangeBatch?
+                let roundsBefore = roundNumber
                 if first || localDirty {
                     first = false
                     localDirty = false
@@ -57,7 +69,11 @@ extension DatabaseSyncEngine {
                     continue
                 }
                 try await exclusively {
-                    let changes = if let polled, polled.start == state.token { polled } else { try await fetchChanges(after: state.token, &report) }
+                    // Applied only if no round ran while it waited (a `sync()`): that round may
+                    // have re-added a zone the batch still lists as removed.
+                    let changes = if let polled, roundNumber == roundsBefore + 1, polled.start == state.token { polled } else {
+                        try await fetchChanges(after: state.token, &report)
+                    }
                     try await apply(changes, &report)
                     try await syncDirtyZones(&report)
                 }
@@ -67,7 +83,8 @@ extension DatabaseSyncEngine {
                     // A zone that keeps failing (a full disk, a default zone gone from the
                     // server) is retried less and less often, as a failed round is.
                     options.sync.logger.warning("zones failed to sync", metadata: ["zones": "\(report.failures.keys.map(\.description).sorted())"])
-                    try await options.sync.clock.sleep(for: backoff * options.sync.jitter())
+                    // A local commit cuts the wait short: the other zones' edits go up at once.
+                    try await sleepUnlessWoken(backoff * options.sync.jitter())
                     backoff = min(backoff * 2, options.sync.maxBackoff)
                 }
             } catch let error as SyncError where error.code == .anotherUser {
@@ -75,6 +92,7 @@ extension DatabaseSyncEngine {
                 // the database's user in again or gives the new one a database; retrying would
                 // only ask the server again and again.
                 options.sync.logger.error("database sync stopped", metadata: ["error": "\(error)"])
+                stoppedWith = error
                 return
             } catch {
                 if Task.isCancelled { return }
@@ -83,6 +101,22 @@ extension DatabaseSyncEngine {
                 backoff = min(backoff * 2, options.sync.maxBackoff)
             }
         }
+    }
+
+    /// Sleeps for `duration`, or until a local commit (or cancellation), whichever comes first.
+    private func sleepUnlessWoken(_ duration: Duration) async throws {
+        let (wakes, waker) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.waker = waker
+        defer { self.waker = nil }
+        if localDirty { return }
+        let clock = options.sync.clock
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await clock.sleep(for: duration) }
+            group.addTask { for await _ in wakes { return } }
+            await group.next()
+            group.cancelAll()
+        }
+        try Task.checkCancellation()
     }
 
     /// The long poll of the database's changes, raced with local commits: `nil` when a commit

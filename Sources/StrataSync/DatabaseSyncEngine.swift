@@ -3,6 +3,7 @@ public import Foundation
 import StrataCore
 public import StrataProtocol
 import Logging
+import Synchronization
 
 /// One engine for every zone of a `Database`: each zone syncs with its own cursor (a
 /// ``SyncEngine`` per zone under the hood), and one request — the server's database changes —
@@ -26,14 +27,23 @@ import Logging
 public actor DatabaseSyncEngine {
     public let database: Database
     let transport: any SyncTransport
+    /// The user the database belongs to, as every request of this engine (and of its zones'
+    /// engines) says (``StrataHeader``'s `Strata-User`); `nil` until it is known.
+    let boundUser: BoundUser
     let options: DatabaseSyncOptions
     /// Each zone's engine, made when the zone first syncs.
     var engines: [ZoneReference: SyncEngine] = [:]
     var state: DatabaseSyncState
     /// Shares the server listed that wait for ``accept(_:)``.
     public internal(set) var pendingShares: [ZoneReference: DatabaseZone] = [:]
-    /// Continuous mode's task (``start()``).
+    /// Continuous mode's task (``start()``), and its number (a loop that ended by itself clears
+    /// `loop` only if no other began since).
     var loop: Task<Void, Never>?
+    var loopNumber: UInt64 = 0
+    /// Why continuous mode stopped by itself: `anotherUser` (another user signed in on the
+    /// device; no round can succeed). `nil` while it runs, after ``stop()``, or before
+    /// ``start()``. Continuous mode can be started again once the app has dealt with it.
+    public internal(set) var stoppedWith: SyncError?
     /// Cuts a waiting long poll short (a local commit).
     var waker: AsyncStream<Void>.Continuation?
     /// A local commit came since the last round asked for changes.
@@ -44,6 +54,9 @@ public actor DatabaseSyncEngine {
     var roundRunning = false
     var roundWaiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
     var nextWaiter: UInt64 = 0
+    /// The rounds begun so far: the current one's number marks its task (`roundOf`), and a long
+    /// poll's batch is applied only if no round ran while it waited.
+    var roundNumber: UInt64 = 0
     /// What the file holds, once this engine wrote it.
     var savedState: DatabaseSyncState?
 
@@ -61,12 +74,16 @@ public actor DatabaseSyncEngine {
     /// token kept for another server is not used).
     public init(database: Database, transport: any SyncTransport, server: String, options: DatabaseSyncOptions = DatabaseSyncOptions()) {
         self.database = database
-        self.transport = transport
+        // A copy of its own whose requests say they are for the database's user (once known):
+        // a transport the app reuses for another user's database says nothing of this one's.
+        let boundUser = BoundUser()
+        self.boundUser = boundUser
+        self.transport = transport.expecting { boundUser.value }
         self.options = options
         self.state = DatabaseSyncState.load(in: database.directory, server: server)
         // A state read from the file is what the file holds (an idle first round writes nothing).
         if state != DatabaseSyncState(server: server) { savedState = state }
-        if let user = state.user { transport.expectUser(user) }
+        boundUser.value = state.user
     }
 
     /// The engine of a zone the database holds (made on first use), for its status and its
@@ -108,11 +125,12 @@ public actor DatabaseSyncEngine {
     /// adding, removing and syncing the same zones at the same time (an actor lets them
     /// interleave at every `await`). Rounds run in the order they asked; one whose task is
     /// cancelled while it waits throws `CancellationError` without running. Called from inside
-    /// a round (a `whenRemovingZone` hook calling `sync()`), it throws ``SyncError/Code/reentrantSync``
-    /// rather than wait for the round it is part of.
+    /// the round that is running (a `whenRemovingZone` hook calling `sync()`, or a task it
+    /// started that inherited the round's task-local values), it throws
+    /// ``SyncError/Code/reentrantSync`` rather than wait for the round it may be part of.
     func exclusively<T>(_ body: () async throws -> T) async throws -> T {
-        if roundRunning, Self.roundOf == ObjectIdentifier(self) {
-            throw SyncError(.reentrantSync, "a sync of the database at \(database.directory) was asked for from inside one of its own rounds (a hook such as whenRemovingZone): it would wait for itself; sync after the hook returns (from a detached task)")
+        if insideRunningRound {
+            throw SyncError(.reentrantSync, "a sync of the database at \(database.directory) was asked for from inside its running round (a hook such as whenRemovingZone, or a task it started): it would wait for itself; sync once the hook has returned, from a Task.detached")
         }
         try Task.checkCancellation()
         if roundRunning {
@@ -125,15 +143,32 @@ public actor DatabaseSyncEngine {
             } onCancel: {
                 Task { await self.cancelWaiter(id) }
             }
+            // Handed the turn just as the task was cancelled: pass it on rather than run.
+            if Task.isCancelled {
+                endRound()
+                throw CancellationError()
+            }
         } else {
             roundRunning = true
         }
         defer { endRound() }
-        return try await Self.$roundOf.withValue(ObjectIdentifier(self)) { try await body() }
+        roundNumber += 1
+        return try await Self.$roundOf.withValue(RoundMark(engine: ObjectIdentifier(self), round: roundNumber)) { try await body() }
     }
 
-    /// The engine whose round the current task runs (see `exclusively`).
-    @TaskLocal static var roundOf: ObjectIdentifier?
+    /// Whether the current task runs in (or was started from) the round that is running now. A
+    /// task started in an earlier round, which has ended, is not.
+    var insideRunningRound: Bool {
+        roundRunning && Self.roundOf == RoundMark(engine: ObjectIdentifier(self), round: roundNumber)
+    }
+
+    /// The engine and round the current task runs in (see `exclusively`).
+    struct RoundMark: Sendable, Equatable {
+        var engine: ObjectIdentifier
+        var round: UInt64
+    }
+
+    @TaskLocal static var roundOf: RoundMark?
 
     private func endRound() {
         if roundWaiters.isEmpty {
@@ -206,7 +241,7 @@ public actor DatabaseSyncEngine {
         if let user = named {
             // Every request from now on says so, those of the zones' engines and the sharing
             // calls too: the server refuses them for anyone else (`anotherUser`).
-            if state.user != user { transport.expectUser(user) }
+            boundUser.value = user
             state.user = user
         }
         for removal in changes.removed {
@@ -397,4 +432,13 @@ struct DatabaseChangeBatch: Sendable {
     }
 
     private static func key(_ owner: String, _ name: String) -> String { owner + "/" + name }
+}
+
+/// The user a database engine's requests say they are for (see `SyncTransport.expecting(user:)`).
+final class BoundUser: Sendable {
+    private let user = Mutex<String?>(nil)
+    var value: String? {
+        get { user.withLock { $0 } }
+        set { user.withLock { $0 = newValue } }
+    }
 }

@@ -1,7 +1,6 @@
 public import Foundation
 import Strata
 import StrataLog
-import Synchronization
 public import StrataCore
 public import StrataProtocol
 
@@ -15,8 +14,8 @@ public struct HTTPSyncTransport: SyncTransport {
     let exchange: any HTTPExchange
     /// The longest a single request may take (a long poll adds its wait).
     public var timeout: Duration = .seconds(30)
-    /// The user every request says it is for (``expectUser(_:)``), shared by copies.
-    let expectedUser = ExpectedUser()
+    /// The user every request says it is for (``expecting(user:)``).
+    var expectedUser: @Sendable () -> String? = { nil }
 
     /// The protocol over `URLSession` (``URLSessionExchange/shared``): the default transport,
     /// with no dependency (on Linux, FoundationNetworking's `URLSession`).
@@ -89,7 +88,7 @@ public struct HTTPSyncTransport: SyncTransport {
     private func send(_ request: HTTPExchangeRequest, token: String, extra: Duration) async throws -> HTTPExchangeResponse {
         var request = request
         request.headers.append(("Authorization", "Bearer \(token)"))
-        if let user = expectedUser.value { request.headers.append((StrataHeader.user, user)) }
+        if let user = expectedUser() { request.headers.append((StrataHeader.user, user)) }
         request.timeout = timeout + extra
         let response = try await exchange.send(request)
         guard (200..<300).contains(response.status) else { throw Self.error(from: response) }
@@ -112,7 +111,11 @@ public struct HTTPSyncTransport: SyncTransport {
         return error
     }
 
-    public func expectUser(_ user: String) { expectedUser.value = user }
+    public func expecting(user: @escaping @Sendable () -> String?) -> any SyncTransport {
+        var copy = self
+        copy.expectedUser = user
+        return copy
+    }
 
     public func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo {
         try await ensureZone(zone, create: create, continuing: nil)
@@ -285,15 +288,5 @@ public struct HTTPSyncTransport: SyncTransport {
             throw SyncError(.malformedResponse, "asset upload answer is not {missing, complete}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         return answer
-    }
-}
-
-/// The user a transport's requests say they are for, set once the database sync engine knows
-/// it; shared by every copy of the transport (the zones' engines hold copies).
-final class ExpectedUser: Sendable {
-    private let user = Mutex<String?>(nil)
-    var value: String? {
-        get { user.withLock { $0 } }
-        set { user.withLock { $0 = newValue } }
     }
 }

@@ -116,11 +116,12 @@ public protocol SyncTransport: Sendable {
     func acceptShare(_ zone: ZoneReference) async throws -> ZoneDescription
     /// Leaves another user's zone shared with the caller (the caller's grant is removed).
     func leaveShare(_ zone: ZoneReference) async throws
-    /// From now on, every request says it is for `user` (``StrataHeader/user``), and the
-    /// server refuses it with `anotherUser` when its token signs in someone else. The database
-    /// sync engine sets it to the user its database belongs to. A transport that cannot say it
-    /// ignores it (the engine still checks the database changes' `user`).
-    func expectUser(_ user: String)
+    /// A copy of this transport whose every request says it is for the user `user()` returns
+    /// (the `Strata-User` header; none while it returns `nil`): the server refuses such a
+    /// request with `anotherUser` when its token signs in someone else. The database sync
+    /// engine makes one for the user its database belongs to. A transport that cannot say it
+    /// returns itself (the engine still checks the database changes' `user`).
+    func expecting(user: @escaping @Sendable () -> String?) -> any SyncTransport
 }
 
 /// A zone's state as the server serves it to clients whose token has expired.
@@ -135,7 +136,7 @@ public struct ZoneSnapshotPayload: Sendable, Hashable {
 }
 
 extension SyncTransport {
-    public func expectUser(_ user: String) {}
+    public func expecting(user: @escaping @Sendable () -> String?) -> any SyncTransport { self }
 
     public func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo {
         try await ensureZone(zone, create: create)

@@ -427,8 +427,8 @@ struct JWTSignInTests {
             let zone = try await call(port, "GET", "/v1/zones/notes", token: long)
             let token = try JSONDecoder().decode(ZoneDescription.self, from: Data(zone.body)).token
             #expect(poll.send("GET /v1/zones/notes/changes?after=\(token)&wait=590 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(short)\r\n\r\n"))
-            // Usually waiting within milliseconds; on a loaded machine the poll may begin waiting
-            // only after its token expired, and is then woken within a second all the same.
+            // The poll waits no longer than its token is valid; one that begins waiting only
+            // after the token expired (a loaded machine) waits not at all.
             for _ in 0..<100 where app.notifier.waiterCount(zone: "\(owner)/notes") == 0 {
                 try await Task.sleep(for: .milliseconds(50))
             }

@@ -20,11 +20,6 @@ extension StrataServerApp {
         return token.isEmpty ? nil : token
     }
 
-    /// Throws `401 unauthorized` unless the request's token still names `user` in the users as
-    /// they are now: a reload that removed the user or replaced the token ends requests already in
-    /// flight at their next decisive step (before an append, a merge, or a long poll's answer).
-    /// A JWT is verified again against its issuer's keys as held now: one that expired meanwhile
-    /// (or whose key the issuer removed) ends the request alike, with its reason.
     /// How long a long poll may wait from now: `remaining`, but no longer than the caller's JWT
     /// is valid (a little past its end, so that the check after the wait sees it expired and
     /// answers `401`, as a revoked static token is answered when the users are reloaded).
@@ -35,6 +30,11 @@ extension StrataServerApp {
         return min(remaining, left + .milliseconds(20))
     }
 
+    /// Throws `401 unauthorized` unless the request's token still names `user` in the users as
+    /// they are now: a reload that removed the user or replaced the token ends requests already in
+    /// flight at their next decisive step (before an append, a merge, or a long poll's answer).
+    /// A JWT is verified again against its issuer's keys as held now: one that expired meanwhile
+    /// (or whose key the issuer removed) ends the request alike, with its reason.
     func requireStillSignedIn(_ request: Request, as user: String) throws(ServerError) {
         guard let bearer = Self.bearer(of: request) else {
             throw ServerError(.unauthorized, "the request of user \(user) lost its bearer token")

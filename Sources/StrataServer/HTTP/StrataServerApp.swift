@@ -319,15 +319,16 @@ struct GatekeeperMiddleware: RouterMiddleware {
             let (user, validUntil) = try await authenticate(request)
             context.user = user
             context.signedInUntil = validUntil
-            // The user the client expects (its database's): another one signed in on the device
-            // gets nothing done. Not a failed authentication: the token is good.
-            if let expected = request.headers[Self.userHeader], expected != user {
-                throw ServerError(.anotherUser, "this request is for user \(expected.prefix(200)), but its token signs in \(user): nothing was done (another user signed in on a device that holds \(expected.prefix(200))'s data)")
-            }
             if let wait = await rateLimiter.acquire(user) {
                 let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
                 throw ServerError(.rateLimited, "user \(user) is over the rate of \(rateLimiter.limit.requestsPerSecond) requests per second; retry in \(seconds) s",
                                   retryAfter: seconds)
+            }
+            // The user the client expects (its database's): another one signed in on the device
+            // gets nothing done. Not a failed authentication (the token is good), but within the
+            // caller's rate like any request.
+            if let expected = request.headers[Self.userHeader], expected != user {
+                throw ServerError(.anotherUser, "this request is for user \(expected.prefix(200)), but its token signs in \(user): nothing was done (another user signed in on a device that holds \(expected.prefix(200))'s data)")
             }
             let response = try await next(request, context)
             logger.debug("request", metadata: metadata(request, context, status: response.status))

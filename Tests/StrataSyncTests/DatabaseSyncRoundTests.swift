@@ -1,0 +1,86 @@
+import Foundation
+import Strata
+import StrataCore
+import StrataProtocol
+@testable import StrataSync
+import StrataTestSupport
+import Synchronization
+import Testing
+
+/// Rounds of one database engine run one at a time, in the order they were asked for; a caller
+/// cancelled while it waits does not run.
+@Suite("Database sync rounds: order and cancellation")
+struct DatabaseSyncRoundTests {
+    /// Database changes with nothing in them; the first request waits until `open()`.
+    final class GatedTransport: SyncTransport {
+        let calls = Atomic<Int>(0)
+        let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let opened = Atomic<Bool>(false)
+
+        func open() {
+            opened.store(true, ordering: .sequentiallyConsistent)
+            gate.withLock { $0 }?.resume()
+        }
+
+        func databaseChanges(after token: String?, limit: Int, wait: Duration?) async throws -> DatabaseChanges {
+            let call = calls.add(1, ordering: .sequentiallyConsistent).newValue
+            if call == 1 {
+                await withCheckedContinuation { continuation in
+                    gate.withLock { $0 = continuation }
+                    if opened.load(ordering: .sequentiallyConsistent) { continuation.resume() }
+                }
+            }
+            return DatabaseChanges(token: "d\(call)", reset: false, moreComing: false, zones: [], removed: [], user: "alice")
+        }
+        func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo { throw SyncError(.transport, "offline") }
+        func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer { throw SyncError(.transport, "offline") }
+        func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult { throw SyncError(.transport, "offline") }
+        func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { nil }
+        func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { [] }
+        func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
+            throw SyncError(.transport, "offline")
+        }
+    }
+
+    @Test("while a round runs, later sync() calls wait and run in the order they came; one whose task is cancelled while waiting throws CancellationError and never runs")
+    func roundsKeepTheirOrder() async throws {
+        let dir = TemporaryDirectory()
+        let db = try await Database.open(at: dir.sub("phone"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+        let transport = GatedTransport()
+        let engine = DatabaseSyncEngine(database: db, transport: transport, server: "http://example")
+        let finished = Finished()
+        func start(_ name: String) -> Task<Void, any Error> {
+            Task {
+                _ = try await engine.sync()
+                await finished.add(name)
+            }
+        }
+        func waitUntil(_ what: String, _ condition: () async -> Bool) async throws {
+            for _ in 0..<2000 where !(await condition()) { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await condition(), "never: \(what)")
+        }
+        let first = start("first")
+        try await waitUntil("the first round asks for the changes") { transport.calls.load(ordering: .sequentiallyConsistent) == 1 }
+        let cancelled = start("cancelled")
+        try await waitUntil("the second waits") { await engine.roundWaiters.count == 1 }
+        let second = start("second")
+        try await waitUntil("the third waits") { await engine.roundWaiters.count == 2 }
+        let third = start("third")
+        try await waitUntil("the fourth waits") { await engine.roundWaiters.count == 3 }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        try await waitUntil("the cancelled one left the queue") { await engine.roundWaiters.count == 2 }
+        transport.open()
+        try await first.value
+        try await second.value
+        try await third.value
+        #expect(await finished.names == ["first", "second", "third"])
+        #expect(transport.calls.load(ordering: .sequentiallyConsistent) == 3, "the cancelled caller ran a round")
+        try await db.close()
+    }
+}
+
+actor Finished {
+    var names: [String] = []
+    func add(_ name: String) { names.append(name) }
+}
