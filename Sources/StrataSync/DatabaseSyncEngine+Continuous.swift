@@ -23,7 +23,7 @@ extension DatabaseSyncEngine {
                 group.cancelAll()
             }
             // Ended by itself (another user signed in): `start()` may begin it again.
-            await self.loopEnded(number)
+            self.loopEnded(number)
         }
     }
 
