@@ -12,37 +12,37 @@ import Testing
 @Suite("Database sync rounds: order and cancellation")
 struct DatabaseSyncRoundTests {
     /// Database changes with nothing in them; the first request waits until `open()`.
-    final class GatedTransport: SyncTransport {
+    final class GatedTransport: OfflineZones {
         let calls = Atomic<Int>(0)
-        let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
-        let opened = Atomic<Bool>(false)
+        /// Whether `open()` came, and the first request while it waits for it.
+        let gate = Mutex<(opened: Bool, waiting: CheckedContinuation<Void, Never>?)>((false, nil))
 
         func open() {
-            opened.store(true, ordering: .sequentiallyConsistent)
-            gate.withLock { $0 }?.resume()
+            let waiting = gate.withLock { gate -> CheckedContinuation<Void, Never>? in
+                gate.opened = true
+                defer { gate.waiting = nil }
+                return gate.waiting
+            }
+            waiting?.resume()
         }
 
         func databaseChanges(after token: String?, limit: Int, wait: Duration?) async throws -> DatabaseChanges {
             let call = calls.add(1, ordering: .sequentiallyConsistent).newValue
             if call == 1 {
                 await withCheckedContinuation { continuation in
-                    gate.withLock { $0 = continuation }
-                    if opened.load(ordering: .sequentiallyConsistent) { continuation.resume() }
+                    let go = gate.withLock { gate -> Bool in
+                        if gate.opened { return true }
+                        gate.waiting = continuation
+                        return false
+                    }
+                    if go { continuation.resume() }
                 }
             }
             return DatabaseChanges(token: "d\(call)", reset: false, moreComing: false, zones: [], removed: [], user: "alice")
         }
-        func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo { throw SyncError(.transport, "offline") }
-        func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer { throw SyncError(.transport, "offline") }
-        func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult { throw SyncError(.transport, "offline") }
-        func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { nil }
-        func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { [] }
-        func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
-            throw SyncError(.transport, "offline")
-        }
     }
 
-    @Test("while a round runs, later sync() calls wait and run in the order they came; one whose task is cancelled while waiting throws CancellationError and never runs")
+    @Test("while a round runs, later sync() calls wait and run in the order they came; one whose task is cancelled while waiting throws CancellationError and never runs", .timeLimit(.minutes(1)))
     func roundsKeepTheirOrder() async throws {
         let dir = TemporaryDirectory()
         let db = try await Database.open(at: dir.sub("phone"), schema: deviceSchema, options: StoreOptions(durability: .buffered))

@@ -13,21 +13,13 @@ import Testing
 struct OlderServerUserTests {
     /// Answers the database changes from a script; every zone call fails (the zones' syncs are
     /// reported among the failures, which this test does not look at).
-    final class ScriptedTransport: SyncTransport {
+    final class ScriptedTransport: OfflineZones {
         let answers: Mutex<[DatabaseChanges]>
         init(_ answers: [DatabaseChanges]) { self.answers = Mutex(answers) }
 
         func databaseChanges(after token: String?, limit: Int, wait: Duration?) async throws -> DatabaseChanges {
             guard let next = answers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { throw SyncError(.transport, "no more answers") }
             return next
-        }
-        func ensureZone(_ zone: ZoneReference, create: Bool) async throws -> ZoneAccessInfo { throw SyncError(.transport, "offline") }
-        func push(zone: ZoneReference, transactions: [[UInt8]]) async throws -> PushAnswer { throw SyncError(.transport, "offline") }
-        func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult { throw SyncError(.transport, "offline") }
-        func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { nil }
-        func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor] { [] }
-        func uploadState(zone: ZoneReference, state: [UInt8], replica: ReplicaID?, claim: UInt64, after token: String?) async throws -> StateUploadResult {
-            throw SyncError(.transport, "offline")
         }
     }
 

@@ -6,6 +6,7 @@ import StrataProtocol
 import StrataServer
 import StrataSync
 import StrataTestSupport
+import Synchronization
 import Testing
 import StrataCore
 
@@ -25,6 +26,32 @@ func simulationSeeds(default count: Int = 500, regressions: [UInt64] = [], shard
 
 /// The shards a long simulation test runs as (its test cases, run side by side).
 let simulationShards = 0..<4
+
+/// The tallies of one sharded simulation test, summed over its shards: the shard that finishes
+/// last gets the sum, and checks that the run was not too gentle over every seed — as when the
+/// seeds ran in one loop. (Checked per shard, a rare event — a read grantee's edit, a leave —
+/// was missing from a quarter of the seeds now and then.)
+final class ShardTallies<Tally: Sendable>: Sendable {
+    private let state: Mutex<(sum: Tally, seeds: Int, shards: Int)>
+    private let shards: Int
+    private let merge: @Sendable (inout Tally, Tally) -> Void
+
+    init(_ empty: Tally, shards: Int, merge: @escaping @Sendable (inout Tally, Tally) -> Void) {
+        state = Mutex((empty, 0, 0))
+        self.shards = shards
+        self.merge = merge
+    }
+
+    /// Adds one shard's tally and seed count; returns the sum and the seeds once every shard has.
+    func add(_ tally: Tally, seeds: Int) -> (tally: Tally, seeds: Int)? {
+        state.withLock { state in
+            merge(&state.sum, tally)
+            state.seeds += seeds
+            state.shards += 1
+            return state.shards == shards ? (state.sum, state.seeds) : nil
+        }
+    }
+}
 
 /// What one run saw happen, summed over the seeds and printed, so that a run too gentle to
 /// exercise a path is noticed.
@@ -81,6 +108,11 @@ struct SimulationTally {
 
 @Suite("Deterministic sync simulation")
 struct SimulationTests {
+    static let syncTallies = ShardTallies(SimulationTally(), shards: simulationShards.count) { $0.add($1) }
+    static let lifecycleTallies = ShardTallies(SimulationTally(), shards: simulationShards.count) { $0.add($1) }
+    static let postgresTallies = ShardTallies(SimulationTally(), shards: simulationShards.count) { $0.add($1) }
+    static let postgresLifecycleTallies = ShardTallies(SimulationTally(), shards: 2) { $0.add($1) }
+
     @Test("Honest devices (some cloned mid-run, some losing and regaining write access, some compacting with unpushed edits) and a hostile grantee over a lossy, duplicating, reordering network with server restarts: honest devices converge, every acknowledged edit is in the zone exactly once, no refused event reaches anyone", arguments: simulationShards)
     func simulation(shard: Int) async throws {
         let seeds = simulationSeeds(shard: shard, of: simulationShards.count)
@@ -89,7 +121,7 @@ struct SimulationTests {
             tally.add(try await run(seed: seed, lifecycle: false))
         }
         print("sync simulation, shard \(shard): \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
-        if seeds.count >= 50 {
+        if case let (tally, seeds)? = Self.syncTallies.add(tally, seeds: seeds.count), seeds >= 50 {
             #expect(tally.bootstraps > 0, "no client ever fell behind the server's retention: the simulation is too gentle")
             #expect(tally.forks > 0, "no clone ever forked: the simulation is too gentle")
             #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
@@ -119,7 +151,7 @@ struct SimulationTests {
             tally.add(try await run(seed: seed, lifecycle: true))
         }
         print("lifecycle simulation, shard \(shard): \(seeds.count) seeds from \(seeds.dropFirst(seeds.count > 1 ? regressions.count : 0).first ?? 0) (and \(seeds.count > 1 ? regressions.count : 0) regression seeds): \(tally.summary)")
-        if seeds.count >= 50 {
+        if case let (tally, seeds)? = Self.lifecycleTallies.add(tally, seeds: seeds.count), seeds >= 50 {
             #expect(tally.rollbacks > 0 && tally.heals > 0, "the server was never rolled back and healed: the simulation is too gentle")
             #expect(tally.zoneDeletions > 0 && tally.deviceCompactions > 0, "no zone deletion or device compaction: the simulation is too gentle")
             #expect(tally.grantChanges > 0 && tally.spoofsRefused > 0, "no grant change or refused spoof: the simulation is too gentle")
@@ -135,7 +167,7 @@ struct SimulationTests {
             tally.add(try await run(seed: seed, lifecycle: false, backend: .postgres))
         }
         print("sync simulation on PostgreSQL, shard \(shard): \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
-        if seeds.count >= 50 {
+        if case let (tally, seeds)? = Self.postgresTallies.add(tally, seeds: seeds.count), seeds >= 50 {
             #expect(tally.bootstraps > 0 && tally.forks > 0 && tally.deviceCompactions > 0, "the simulation is too gentle")
             #expect(tally.spoofsRefused > 0 && tally.skewsRefused > 0, "the hostile grantee was never refused")
             #expect(tally.futureRemovesRefused > 0 && tally.stateClaimsRefused > 0, "the hostile grantee's removes of future adds or replica claims were never refused")
@@ -151,7 +183,7 @@ struct SimulationTests {
             tally.add(try await run(seed: seed, lifecycle: true, backend: .postgres))
         }
         print("lifecycle simulation on PostgreSQL, shard \(shard): \(seeds.count) seeds from \(seeds.first ?? 0): \(tally.summary)")
-        if seeds.count >= 50 {
+        if case let (tally, seeds)? = Self.postgresLifecycleTallies.add(tally, seeds: seeds.count), seeds >= 50 {
             #expect(tally.rollbacks > 0 && tally.heals > 0, "the database was never restored and healed: the simulation is too gentle")
             #expect(tally.zoneDeletions > 0 && tally.grantChanges > 0, "no zone deletion or grant change: the simulation is too gentle")
         }

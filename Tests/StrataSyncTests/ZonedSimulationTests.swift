@@ -49,6 +49,8 @@ struct ZonedSimulationTally {
 
 @Suite("Zoned sync simulation")
 struct ZonedSimulationTests {
+    static let tallies = ShardTallies(ZonedSimulationTally(), shards: simulationShards.count) { $0.add($1) }
+
     @Test("Three users with one or two devices each, a database per device synced by a DatabaseSyncEngine over a lossy, duplicating, reordering network with server restarts; zones made, shared read or read-write, revoked, left and deleted, objects edited and moved between zones: after quiescence every zone's holders converge on the zone's server log, every acknowledged edit is on the server, an edit in a lost zone is on the server or counted among the lost zone's unpushed edits, each device holds exactly the zones its user may read, and a read grantee's edits never reach a zone", arguments: simulationShards)
     func zonedSimulation(shard: Int) async throws {
         // Seeds that once failed, with the 60 steps they failed with: a share whose automatic
@@ -62,7 +64,7 @@ struct ZonedSimulationTests {
             tally.add(try await run(seed: seed, steps: regressions.contains(seed) ? 60 : 35, backend: .embedded))
         }
         print("zoned simulation, shard \(shard): \(seeds.count) seeds from \(seeds.dropFirst(seeds.count > 1 ? regressions.count : 0).first ?? 0) (and \(seeds.count > 1 ? regressions.count : 0) regression seeds): \(tally.summary)")
-        if seeds.count >= 50 { expectExercised(tally) }
+        if case let (tally, seeds)? = Self.tallies.add(tally, seeds: seeds.count), seeds >= 50 { expectExercised(tally) }
     }
 
     @Test("The same zoned simulation with the zones in PostgreSQL (a real server; each restart opens a new storage on the database, whose database changes go on across it)")
