@@ -92,7 +92,12 @@ extension DatabaseSyncEngine {
                 // the database's user in again or gives the new one a database; retrying would
                 // only ask the server again and again.
                 options.sync.logger.error("database sync stopped", metadata: ["error": "\(error)"])
-                stoppedWith = error
+                if !Task.isCancelled {
+                    // Not running any more from this moment: `start()` right after the app
+                    // sees `stoppedWith` begins it again.
+                    stoppedWith = error
+                    loop = nil
+                }
                 return
             } catch {
                 if Task.isCancelled { return }

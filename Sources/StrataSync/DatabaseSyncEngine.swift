@@ -41,8 +41,8 @@ public actor DatabaseSyncEngine {
     var loop: Task<Void, Never>?
     var loopNumber: UInt64 = 0
     /// Why continuous mode stopped by itself: `anotherUser` (another user signed in on the
-    /// device; no round can succeed). `nil` while it runs, after ``stop()``, or before
-    /// ``start()``. Continuous mode can be started again once the app has dealt with it.
+    /// device; no round can succeed). `nil` before ``start()`` and while it runs; kept after it
+    /// stopped until the next ``start()``, which begins it again.
     public internal(set) var stoppedWith: SyncError?
     /// Cuts a waiting long poll short (a local commit).
     var waker: AsyncStream<Void>.Continuation?

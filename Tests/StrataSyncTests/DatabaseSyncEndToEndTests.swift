@@ -151,6 +151,7 @@ struct DatabaseSyncEndToEndTests {
             for _ in 0..<500 where await bob.stoppedWith == nil { try await Task.sleep(for: .milliseconds(20)) }
             #expect(await bob.stoppedWith?.code == .anotherUser)
             await bob.start()
+            #expect(await bob.stoppedWith == nil, "start() after it stopped by itself did nothing")
             for _ in 0..<500 where await bob.stoppedWith == nil { try await Task.sleep(for: .milliseconds(20)) }
             #expect(await bob.stoppedWith?.code == .anotherUser, "continuous mode did not start again")
             await bob.stop()
