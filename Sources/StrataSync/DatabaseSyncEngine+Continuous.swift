@@ -57,7 +57,7 @@ extension DatabaseSyncEngine {
                 // The first round, and one after a local commit, ask without waiting; otherwise
                 // one long poll covers every zone.
                 // The long poll waits outside `exclusively` (a `sync()` meanwhile goes ahead);
-                // what it brings is applied inside, unless such a sync moved the token on.
+                // what it brings is applied inside, unless such a sync ran meanwhile.
                 var polled: DatabaseChangeBatch?
                 let roundsBefore = roundNumber
                 if first || localDirty {
@@ -71,7 +71,7 @@ extension DatabaseSyncEngine {
                 try await exclusively {
                     // Applied only if no round ran while it waited (a `sync()`): that round may
                     // have re-added a zone the batch still lists as removed.
-                    let changes = if let polled, roundNumber == roundsBefore + 1, polled.start == state.token { polled } else {
+                    let changes = if let polled, roundNumber == roundsBefore + 1 { polled } else {
                         try await fetchChanges(after: state.token, &report)
                     }
                     try await apply(changes, &report)

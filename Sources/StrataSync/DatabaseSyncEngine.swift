@@ -244,19 +244,21 @@ public actor DatabaseSyncEngine {
             boundUser.value = user
             state.user = user
         }
+        // The zones the answer lists (a zone listed and removed in one answer was given back).
+        let listed = Set(changes.zones.map(Self.reference))
         for removal in changes.removed {
             let reason: LostZone.Reason = removal.reason == .deleted ? .deleted : .revoked
             // The server names own zones with the user's name; the database without owner.
             let zone = removal.owner == state.user ? ZoneReference(removal.name) : ZoneReference(removal.name, owner: removal.owner)
-            if !changes.zones.contains(where: { Self.reference($0) == zone }) { pendingShares[zone] = nil }
-            guard database.store(for: zone) != nil, !changes.zones.contains(where: { Self.reference($0) == zone }) else { continue }
+            guard !listed.contains(zone) else { continue }
+            pendingShares[zone] = nil
+            guard database.store(for: zone) != nil else { continue }
             removals.append((zone, reason))
         }
         if changes.reset {
             // A full listing: a zone this device synced before that it does not list is no
             // longer the user's; so is another user's zone it does not list, synced or not (it
             // came from the server's listing: an own zone never synced may be the app's new one).
-            let listed = Set(changes.zones.map(Self.reference))
             // A share waiting for acceptance that the listing no longer names was taken back.
             pendingShares = pendingShares.filter { listed.contains($0.key) }
             for zone in database.zones where !listed.contains(zone) && !removals.contains(where: { $0.0 == zone }) {
@@ -392,9 +394,7 @@ public actor DatabaseSyncEngine {
 
 /// The database's changes gathered over one answer's pages.
 struct DatabaseChangeBatch: Sendable {
-    /// The token the changes were asked after (`nil`: from the start). A batch is applied only
-    /// while the kept token is still this one: one a long poll brought back after a `sync()`
-    /// moved the token on is stale (it could remove a zone that sync added back).
+    /// The token the changes were asked after (`nil`: from the start).
     var start: String?
     var zones: [DatabaseZone] = []
     var removed: [RemovedZone] = []
