@@ -12,7 +12,7 @@ import Synchronization
 ///
 /// ```swift
 /// let db = try await Database.open(at: path, schema: schema)
-/// let sync = try DatabaseSyncEngine(database: db, server: url, credentials: token)
+/// let sync = DatabaseSyncEngine(database: db, server: url, credentials: token)
 /// try await sync.sync()                     // every zone of the user, once
 /// await sync.start()                        // keep going: one long poll for all zones
 /// try await sync.share(ZoneReference("groceries"), with: "bob", access: .readWrite)
@@ -96,6 +96,33 @@ public actor DatabaseSyncEngine {
         let engine = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: options.sync)
         engines[zone] = engine
         return engine
+    }
+
+    /// The user the database belongs to: as bound with ``bind(to:)``, or as the server signed in
+    /// the first sync (`nil` before either). Every request of this engine and of its zones'
+    /// engines says so, and the server refuses it for anyone else (`anotherUser`).
+    public var user: String? { state.user }
+
+    /// Binds the database to `user` before its first request: an app that knows who signed in
+    /// (the subject of its JWT) makes sure that even the first sync of a new database cannot be
+    /// made as someone else — for example with a token left over from the previous user, which
+    /// would otherwise bind the new database to that user. Written to `database-sync.json` at once.
+    ///
+    /// - Throws: ``SyncError`` `anotherUser` when the database already belongs to another user
+    ///   (nothing changes); `store` when the state file cannot be written.
+    public func bind(to user: String) async throws {
+        try await exclusively {
+            if let bound = state.user {
+                guard bound != user else { return }
+                throw SyncError(.anotherUser, "the database at \(database.directory) belongs to user \(bound), not \(user): nothing was changed; give \(user) a database of their own")
+            }
+            var bound = state
+            bound.user = user
+            try bound.save(in: database.directory)
+            state = bound
+            savedState = bound
+            boundUser.value = user
+        }
     }
 
     /// The database token of the server's last answer (`nil` before the first sync).

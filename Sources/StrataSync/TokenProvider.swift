@@ -11,6 +11,9 @@ import Synchronization
 /// }
 /// let engine = try SyncEngine(store: store, server: url, zone: "notes", tokens: tokens)
 /// ```
+///
+/// The provider keeps the token it returned until the server refuses it: on sign-out, call
+/// ``reset()`` (or make a new provider for the next user).
 public final class TokenProvider: Sendable {
     /// `refresh` is `true` when the server refused the token this provider returned last.
     public typealias Fetch = @Sendable (_ refresh: Bool) async throws -> String
@@ -27,6 +30,15 @@ public final class TokenProvider: Sendable {
     /// A token that never changes (a token made with `strata users add`).
     public static func fixed(_ token: String) -> TokenProvider {
         TokenProvider { _ in token }
+    }
+
+    /// Forgets the token in use, so the next request asks `fetch` again (with `refresh` false).
+    /// Call it when the user signs out: the provider keeps the token it was last given, and
+    /// without a reset the next user's requests would go out signed as the previous user (a
+    /// database engine bound to its user refuses them with `anotherUser`, but a new database
+    /// would be bound to the wrong user).
+    public func reset() {
+        current.withLock { $0 = nil }
     }
 
     /// The token to send.

@@ -187,6 +187,58 @@ struct DatabaseSyncEndToEndTests {
         }
     }
 
+    @Test("sign-out with one TokenProvider: without reset() it keeps the previous user's token, and a new database bound to the next user with bind(to:) syncs nothing as the wrong user (anotherUser); after reset() it syncs as the new user; a bound database refuses to be bound to another user", arguments: [ServerBackend.embedded])
+    func signOutResetsTheProvider(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend, users: Self.users) { url, _ in
+            let (bobsDB, bobsOwn) = try await device(dir, "bobs-laptop", url, "bob")
+            try await bobsDB.transaction { tx in try tx.insert("Note", ["title": "bob's note"]) }
+            #expect(try await bobsOwn.sync().failures.isEmpty)
+            await bobsOwn.stop()
+
+            // The app's sign-in: one provider for the app's lifetime, asked for whoever is signed in.
+            let signedIn = Mutex("alice")
+            let tokens = TokenProvider { _ in Self.users[signedIn.withLock { $0 }] ?? "" }
+            let alicesDB = try await Database.open(at: dir.sub("phone-alice"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            try await alicesDB.transaction { tx in try tx.insert("Note", ["title": "alice's secret"]) }
+            let alice = DatabaseSyncEngine(database: alicesDB, server: url, tokens: tokens)
+            try await alice.bind(to: "alice")
+            #expect(try await alice.sync().failures.isEmpty)
+            #expect(await alice.user == "alice")
+            await alice.stop()
+
+            // Alice signs out, Bob signs in; the app forgets to reset the provider.
+            signedIn.withLock { $0 = "bob" }
+            let bobsNew = try await Database.open(at: dir.sub("phone-bob"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let bob = DatabaseSyncEngine(database: bobsNew, server: url, tokens: tokens)
+            try await bob.bind(to: "bob")
+            do {
+                let report = try await bob.sync()
+                Issue.record("bob's new database synced with alice's cached token: \(report)")
+            } catch let error as SyncError {
+                #expect(error.code == .anotherUser, "\(error)")
+            }
+            #expect(try titles(bobsNew).isEmpty, "alice's zone came into bob's database")
+            // Signed out properly: the provider asks again, and bob gets his own zone.
+            tokens.reset()
+            #expect(try await bob.sync().failures.isEmpty)
+            #expect(try titles(bobsNew) == ["bob's note"])
+            await bob.stop()
+            // A database bound to alice cannot be bound to bob, across reopening too.
+            let again = DatabaseSyncEngine(database: alicesDB, server: url, tokens: tokens)
+            #expect(await again.user == "alice")
+            do {
+                try await again.bind(to: "bob")
+                Issue.record("alice's database was bound to bob")
+            } catch let error as SyncError {
+                #expect(error.code == .anotherUser, "\(error)")
+            }
+            try await again.bind(to: "alice")
+            await again.stop()
+            for database in [alicesDB, bobsDB, bobsNew] { try await database.close() }
+        }
+    }
+
     @Test("a whenRemovingZone hook that asks the same engine to sync gets reentrantSync (it would wait for the round it runs in), and the round removes the zone; leaving the default zone is refused before the server drops the grant", .timeLimit(.minutes(2)), arguments: [ServerBackend.embedded])
     func hookSyncingIsRefused(backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()

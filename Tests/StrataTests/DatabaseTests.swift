@@ -223,6 +223,44 @@ struct DatabaseTests {
         try await db.close()
     }
 
+    @Test("a whenRemovingZone hook may add a zone, copy the objects into it and make it the default (it ran inside the membership lock and waited for itself); the zone being removed can neither become the default nor be removed again meanwhile", .timeLimit(.minutes(1)))
+    func hookKeepsACopyInANewZone() async throws {
+        let dir = StoreDirectory()
+        let db = try await open(dir)
+        try await db.addZone(groceries)
+        let archive = ZoneReference("archive")
+        _ = try await db.transaction { try $0.insert("Note", ["title": "milk"], in: groceries) }
+        let refusals = Mutex<[StoreError.Code]>([])
+        db.whenRemovingZone { zone, store in
+            do {
+                try await db.addZone(archive)
+                let titles = store.fetch("Note").compactMap { $0["title"] }
+                try await db.transaction { tx in
+                    for title in titles { _ = try tx.insert("Note", ["title": title], in: archive) }
+                }
+                try await db.setDefaultZone(archive)
+            } catch {
+                Issue.record("the hook could not keep its copy: \(error)")
+            }
+            for attempt in [{ try await db.setDefaultZone(zone) }, { _ = try await db.removeZone(zone, reason: .removedByApp) }] {
+                do { try await attempt() } catch let error as StoreError {
+                    refusals.withLock { $0.append(error.code) }
+                } catch { Issue.record("unexpected \(error)") }
+            }
+        }
+        let lost = try await db.removeZone(groceries, reason: .revoked)
+        #expect(lost.zone == groceries)
+        #expect(refusals.withLock { $0 } == [.invalidArgument, .invalidArgument])
+        #expect(Set(db.zones) == [own, archive])
+        #expect(try db.fetch("Note", in: [archive]).compactMap { $0["title"] } == [.string("milk")])
+        let inserted = try await db.transaction { try $0.insert("Note", ["title": "new"]) }
+        #expect(db.zone(of: inserted) == archive, "the hook made archive the default zone")
+        try await db.close()
+        let reopened = try await open(dir)
+        #expect(Set(reopened.zones) == [own, archive] && reopened.lostZones == [lost])
+        try await reopened.close()
+    }
+
     @Test("a crash between recording a lost zone and moving its store is finished on open, never reopening the zone")
     func settingAsideIsFinishedOnOpen() async throws {
         let dir = StoreDirectory()

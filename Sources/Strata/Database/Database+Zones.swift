@@ -8,7 +8,8 @@ extension Database {
     /// other zones are untouched, and its store — with every edit no server acknowledged — is kept
     /// aside in `lost/` (``lostZones``) until ``discardLostZone(_:)``. The hook set with
     /// ``whenRemovingZone(_:)`` runs first, with the store still open, so the app can copy what
-    /// it wants to keep. Observers get ``DatabaseChange/Kind/zoneRemoved(_:)``.
+    /// it wants to keep — into another zone too: the hook may add zones and change the default
+    /// zone (only this zone cannot become the default, nor be removed again, while it runs). Observers get ``DatabaseChange/Kind/zoneRemoved(_:)``.
     ///
     /// A sync engine calls it when the server says access was lost (`revoked`, `deleted`); an app
     /// calls it to stop holding a zone (`removedByApp`).
@@ -18,16 +19,30 @@ extension Database {
     @discardableResult
     public func removeZone(_ zone: ZoneReference, reason: LostZone.Reason) async throws -> LostZone {
         await membership.enter()
-        defer { membership.leave() }
-        let (store, hook) = try state.withLock { state -> (Store, (@Sendable (ZoneReference, Store) async -> Void)?) in
-            if state.closed { throw StoreError(.storeFailed, "the database is closed") }
-            guard let store = state.stores[zone] else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
-            guard zone != state.manifest.defaultZone else {
-                throw StoreError(.invalidArgument, "zone \(zone) is the database's default zone: make another zone the default (setDefaultZone) before removing it")
+        let store: Store
+        let hook: (@Sendable (ZoneReference, Store) async -> Void)?
+        do {
+            (store, hook) = try state.withLock { state -> (Store, (@Sendable (ZoneReference, Store) async -> Void)?) in
+                let store = try Self.removableStore(zone, in: state)
+                state.removing.insert(zone)
+                return (store, state.willRemoveZone)
             }
-            return (store, state.willRemoveZone)
+        } catch {
+            membership.leave()
+            throw error
         }
+        membership.leave()
+        // The hook runs outside `membership`: keeping a copy may mean adding a zone to copy into
+        // or making another zone the default, which take `membership` themselves (inside it, the
+        // hook would wait for itself). The zone is marked as being removed meanwhile, so neither
+        // another removal nor setDefaultZone can take it.
         await hook?(zone, store)
+        await membership.enter()
+        defer { membership.leave() }
+        defer { state.withLock { _ = $0.removing.remove(zone) } }
+        try state.withLock { state in
+            if state.closed { throw StoreError(.storeFailed, "the database was closed while zone \(zone) was being removed") }
+        }
         // What no server acknowledged stays in the kept store's log; counted for the app.
         let acknowledged = store.core.withLock { core in
             core.syncPins.replica == core.replica ? core.syncPins.acknowledgedByAll : 0
@@ -53,6 +68,19 @@ extension Database {
         return lost
     }
 
+    /// The store of `zone`, or why it cannot be removed now.
+    static func removableStore(_ zone: ZoneReference, in state: DatabaseState) throws -> Store {
+        if state.closed { throw StoreError(.storeFailed, "the database is closed") }
+        guard let store = state.stores[zone] else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
+        guard !state.removing.contains(zone) else {
+            throw StoreError(.invalidArgument, "zone \(zone) is already being removed (its whenRemovingZone hook is running)")
+        }
+        guard zone != state.manifest.defaultZone else {
+            throw StoreError(.invalidArgument, "zone \(zone) is the database's default zone: make another zone the default (setDefaultZone) before removing it")
+        }
+        return store
+    }
+
     /// Makes `zone` (a zone the database holds) the one inserts go to when they name none — for
     /// example before removing the default zone, or when the default zone was deleted on the
     /// server. Written to `database.json` at once.
@@ -64,6 +92,9 @@ extension Database {
         try state.withLock { state in
             if state.closed { throw StoreError(.storeFailed, "the database is closed") }
             guard state.stores[zone] != nil else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
+            guard !state.removing.contains(zone) else {
+                throw StoreError(.invalidArgument, "zone \(zone) is being removed: it cannot become the default zone")
+            }
             guard zone != state.manifest.defaultZone else { return }
             var manifest = state.manifest
             manifest.defaultZone = zone

@@ -47,6 +47,8 @@ public final class Database: Sendable {
         /// Forwards each zone store's change sets to the database's observers.
         var forwarders: [ZoneReference: Task<Void, Never>] = [:]
         var willRemoveZone: (@Sendable (ZoneReference, Store) async -> Void)?
+        /// Zones whose removal's hook is running (`removeZone`).
+        var removing: Set<ZoneReference> = []
         var closed = false
         /// Tests only: a multi-zone commit stops after this many parts, as a crash would.
         var interruptCommitAfterParts: Int?
