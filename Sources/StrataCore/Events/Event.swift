@@ -31,18 +31,21 @@ public enum Change: Sendable, Hashable {
     case remove(entity: String, object: ObjectID, relationship: String, target: ObjectID, adds: [EventID])
     /// The schema the authoring replica recorded.
     case schema(Schema)
+    /// An event a server left out of a pull because the device's download mask excludes what it
+    /// changes (see `DownloadMask`): it holds its place in the replica's sequence and nothing else.
+    case withheld
 
     public var entity: String? {
         switch self {
         case .insert(let e, _, _), .update(let e, _, _), .delete(let e, _), .add(let e, _, _, _), .remove(let e, _, _, _, _): e
-        case .schema: nil
+        case .schema, .withheld: nil
         }
     }
 
     public var object: ObjectID? {
         switch self {
         case .insert(_, let o, _), .update(_, let o, _), .delete(_, let o), .add(_, let o, _, _), .remove(_, let o, _, _, _): o
-        case .schema: nil
+        case .schema, .withheld: nil
         }
     }
 
@@ -54,6 +57,7 @@ public enum Change: Sendable, Hashable {
         case .add: "add"
         case .remove: "remove"
         case .schema: "schema"
+        case .withheld: "withheld"
         }
     }
 }

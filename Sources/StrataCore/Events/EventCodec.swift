@@ -11,6 +11,10 @@ package enum EventCodec {
 
     package enum Kind: UInt8, Sendable {
         case insert = 1, update, delete, add, remove, schema
+        /// An event the server left out of a pull for a device's download mask: it keeps its
+        /// sequence (and HLC) so that nothing after it is renumbered, and says nothing else. Only
+        /// a server writes it, only into a pull's answer; a push holding one is refused.
+        case withheld
     }
 
     package enum Tag: UInt8 {
@@ -89,6 +93,8 @@ package enum EventCodec {
                 change = .remove(entity: raw.names[Int(e.entity)], object: e.object, relationship: raw.names[Int(e.relationship)], target: e.target, adds: adds)
             case .schema:
                 change = .schema(raw.schemas[Int(e.start)])
+            case .withheld:
+                change = .withheld
             }
             events.append(Event(id: EventID(replica: raw.replica, sequence: raw.firstSequence + UInt64(index)), hlc: HLC(rawValue: e.hlc), change: change))
         }
@@ -248,6 +254,8 @@ package struct TransactionEncoder {
         case .schema(let schema):
             begin(.schema, hlc: hlc)
             body.lengthPrefixed(schema.jsonData())
+        case .withheld:
+            begin(.withheld, hlc: hlc)
         }
     }
 
@@ -418,6 +426,8 @@ private struct TransactionDecoder {
                 guard let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else { throw corrupt("schema JSON does not decode") }
                 e.start = Int32(t.schemas.count)
                 t.schemas.append(schema)
+            case .withheld:
+                break
             }
             t.events.append(e)
         }

@@ -64,6 +64,7 @@ package struct EventTally: Sendable {
         case .add: "add"
         case .remove: "remove"
         case .schema: "schema"
+        case .withheld: "withheld"
         }
     }
 }

@@ -18,6 +18,9 @@ package struct TransactionSummary: Sendable, Hashable {
     /// The assets its fields name (the empty asset, which every store holds, left out): what a
     /// server must hold before it takes the transaction.
     package var namedAssets: Set<AssetHash>
+    /// The sequence of its first withheld event (one a server left out of a pull for a download
+    /// mask), if it has one: a device never pushes such a transaction, a server never takes it.
+    package var firstWithheld: UInt64?
 
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong and at which byte.
     package init(validating bytes: [UInt8], position: UInt64? = nil) throws {
@@ -46,6 +49,7 @@ package struct TransactionSummary: Sendable, Hashable {
             if case .asset(let asset) = field.value, asset.sha256 != Asset.empty.sha256 { assets.insert(asset.sha256) }
         }
         namedAssets = assets
+        firstWithheld = raw.events.firstIndex { $0.kind == .withheld }.map { raw.firstSequence + UInt64($0) }
     }
 
     package static func == (a: TransactionSummary, b: TransactionSummary) -> Bool {

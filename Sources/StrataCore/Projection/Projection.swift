@@ -218,6 +218,8 @@ package final class Projection {
             applyRemove(object, entity: intern(entity), key: intern(relationship), target: target, adds: named)
         case .schema(let schema):
             applySchema(schema, ref: ref)
+        case .withheld:
+            break  // only its sequence (marked applied above) and its HLC
         }
         return true
     }
@@ -259,6 +261,8 @@ package final class Projection {
                 applyRemove(e.object, entity: nameMap[Int(e.entity)], key: nameMap[Int(e.relationship)], target: e.target, adds: named)
             case .schema:
                 applySchema(t.schemas[Int(e.start)], ref: ref)
+            case .withheld:
+                break
             }
         }
         return count

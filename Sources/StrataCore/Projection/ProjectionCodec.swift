@@ -14,6 +14,16 @@ package enum ProjectionCodec {
         return w.bytes
     }
 
+    /// The projection with each record as `keeping` gives it (`nil`: left out), in ID order —
+    /// what a download mask makes of a snapshot.
+    package static func encode(_ p: Projection, keeping: (ObjectID, ObjectRecord) -> ObjectRecord?) -> [UInt8] {
+        let kept = p.records.sorted(by: { $0.key < $1.key }).compactMap { id, record in keeping(id, record).map { (id, $0) } }
+        var w = ByteWriter(capacity: 64 + kept.count * 96)
+        writeHeader(p, recordCount: kept.count, &w)
+        for (id, record) in kept { writeRecord(id, record, &w) }
+        return w.bytes
+    }
+
     /// Everything before the objects, then the count of objects that follow (in ID order).
     static func writeHeader(_ p: Projection, recordCount: Int, _ w: inout ByteWriter) {
         w.u8(version)

@@ -36,6 +36,9 @@ public enum PushValidation {
             guard let sequences = record.sequences else {
                 throw ServerError(.badRequest, "frame \(index) is a transaction without events")
             }
+            if let withheld = record.firstWithheld {
+                throw ServerError(.badRequest, "frame \(index) (replica \(record.replica)): the event at sequence \(withheld) is a withheld placeholder, which only a server writes into a masked pull; a push holds the events themselves")
+            }
             if let replica, replica != record.replica {
                 throw ServerError(.badRequest, "frame \(index) is of replica \(record.replica) but frame 0 of \(replica): a push holds the transactions of one replica")
             }

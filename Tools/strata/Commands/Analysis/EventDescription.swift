@@ -50,7 +50,7 @@ struct EventDescription: Codable, Sendable, Hashable {
             self.relationship = relationship
             self.target = target.description
             self.adds = adds.map { EventRef(replica: $0.replica.description, sequence: $0.sequence) }
-        case .delete, .schema:
+        case .delete, .schema, .withheld:
             break
         }
         textDetail = Self.detail(event)
@@ -104,6 +104,8 @@ struct EventDescription: Codable, Sendable, Hashable {
             return "remove \(entity) \(Format.short(object)).\(relationship) -= \(Format.short(target)) (adds \(adds.map(Format.event).joined(separator: ", ")))"
         case .schema(let schema):
             return "schema \(schema.entities.map(\.name).joined(separator: ", "))"
+        case .withheld:
+            return "withheld (left out by the download mask this store syncs with)"
         }
     }
 }

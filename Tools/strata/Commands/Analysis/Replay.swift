@@ -208,7 +208,7 @@ extension Change {
         case .add(_, let object, _, let target), .remove(_, let object, _, let target, _): object == id || target == id
         case .insert(_, let object, let fields), .update(_, let object, let fields): object == id || fields.values.contains(.reference(id))
         case .delete(_, let object): object == id
-        case .schema: false
+        case .schema, .withheld: false
         }
     }
 }
