@@ -18,6 +18,7 @@
 @_exported public import struct StrataCore.Asset
 @_exported public import struct StrataCore.AssetHash
 @_exported public import struct StrataCore.AssetManifest
+@_exported public import struct StrataCore.DownloadMask
 @_exported public import struct StrataCore.StoreError
 @_exported public import struct StrataCore.Schema
 @_exported public import enum StrataCore.SchemaBuilder

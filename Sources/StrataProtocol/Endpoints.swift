@@ -73,8 +73,13 @@ public enum StrataQuery {
     public static let limit = "limit"
     /// `changes`: the longest to wait for a change, in seconds (a long poll).
     public static let wait = "wait"
-    /// `state`: the uploading device's own replica.
+    /// `state`: the uploading device's own replica; `changes`: the pulling device's own
+    /// replica, whose transactions a download mask never touches (the device may push them back).
     public static let replica = "replica"
+    /// `changes` and `snapshot`: the device's download mask (`DownloadMask`'s text form,
+    /// `Comment,Photo.fullImage`): the entities, attributes and relationships left out of the
+    /// answer. An event whose every change is left out comes as a `withheld` placeholder.
+    public static let omit = "omit"
     /// `state`: how far a server had acknowledged that replica.
     public static let through = "through"
     /// `push`: the zone's life (epoch) the pushing device syncs with; a zone in another life

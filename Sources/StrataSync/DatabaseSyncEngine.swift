@@ -31,8 +31,9 @@ public actor DatabaseSyncEngine {
     /// engines) says (``StrataHeader``'s `Strata-User`); `nil` until it is known.
     let boundUser: BoundUser
     let options: DatabaseSyncOptions
-    /// Each zone's engine, made when the zone first syncs.
+    /// Each zone's engine, made when the zone first syncs, and the download mask it was made with.
     var engines: [ZoneReference: SyncEngine] = [:]
+    var engineMasks: [ZoneReference: DownloadMask] = [:]
     var state: DatabaseSyncState
     /// Shares the server listed that wait for ``accept(_:)``.
     public internal(set) var pendingShares: [ZoneReference: DatabaseZone] = [:]
@@ -88,14 +89,56 @@ public actor DatabaseSyncEngine {
 
     /// The engine of a zone the database holds (made on first use), for its status and its
     /// zone-level calls (`recreateZone()`, `resync()`).
+    ///
+    /// - Throws: ``SyncError`` `store` for a zone the database does not hold;
+    ///   `downloadMaskChanged` when the zone's download mask changed since it was downloaded (the
+    ///   next ``sync()`` downloads it again).
     public func engine(for zone: ZoneReference) throws -> SyncEngine {
-        if let engine = engines[zone] { return engine }
+        let mask = downloadMask(for: zone)
+        if let engine = engines[zone], engineMasks[zone] == mask { return engine }
         guard let store = database.store(for: zone) else {
             throw SyncError(.store, "the database holds no zone \(zone)")
         }
-        let engine = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: options.sync)
+        var zoneOptions = options.sync
+        zoneOptions.downloadMask = mask
+        let engine = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: zoneOptions)
         engines[zone] = engine
+        engineMasks[zone] = mask
         return engine
+    }
+
+    func downloadMask(for zone: ZoneReference) -> DownloadMask { options.downloadMask?(zone) ?? .none }
+
+    /// The zone's engine; when the zone's download mask changed, the zone is first downloaded
+    /// again: its unpushed edits pushed (by an engine with the mask it was downloaded with), its
+    /// store emptied, its new engine made.
+    func engineRedownloading(_ zone: ZoneReference) async throws -> SyncEngine {
+        do {
+            return try engine(for: zone)
+        } catch let error as SyncError where error.code == .downloadMaskChanged {
+            guard let store = database.store(for: zone) else { throw error }
+            if let stale = engines.removeValue(forKey: zone) { await stale.stop() }
+            engineMasks[zone] = nil
+            let cursor = try SyncCursor.load(store: store, zone: zone, logger: options.sync.logger)
+            var previous = options.sync
+            previous.downloadMask = (try? DownloadMask(parsing: cursor.downloadMask ?? "")) ?? .none
+            let pushing = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: previous)
+            do {
+                try await pushing.sync()
+            } catch {
+                await pushing.stop()
+                throw error
+            }
+            await pushing.stop()
+            do {
+                try await database.emptyZone(zone)
+            } catch {
+                throw SyncError(.store, "zone \(zone) could not be emptied to be downloaded with its new mask: \(error)")
+            }
+            syncedZones.remove(zone)
+            options.sync.logger.notice("zone downloaded again", metadata: ["zone": "\(zone)", "mask": "\(downloadMask(for: zone))"])
+            return try engine(for: zone)
+        }
     }
 
     /// The user the database belongs to: as bound with ``bind(to:)``, or as the server signed in
@@ -315,8 +358,9 @@ public actor DatabaseSyncEngine {
             let zone = Self.reference(entry)
             guard selected(zone) else { continue }
             if database.store(for: zone) != nil {
-                let known = await (try engine(for: zone)).currentCursor.token
-                if known != entry.token { dirty.insert(zone) }
+                // (No engine: the zone's download mask changed, and it is to be downloaded again.)
+                let known = try? await engine(for: zone).currentCursor.token
+                if known == nil || known != entry.token { dirty.insert(zone) }
                 pendingShares[zone] = nil
                 continue
             }
@@ -360,6 +404,8 @@ public actor DatabaseSyncEngine {
                 syncedZones.insert(zone)
             }
             if (try? database.hasUnpushedEdits(in: zone)) ?? true { dirty.insert(zone) }
+            // A zone whose download mask changed is downloaded again.
+            if options.downloadMask != nil, (try? engine(for: zone)) == nil { dirty.insert(zone) }
         }
         try saveState(token: keepToken ? state.token : changes.token, dirty: dirty.sorted())
     }
@@ -368,7 +414,15 @@ public actor DatabaseSyncEngine {
     func syncDirtyZones(_ report: inout DatabaseSyncReport) async throws {
         var queue = state.dirty.filter { database.store(for: $0) != nil }
         var engines: [(ZoneReference, SyncEngine)] = []
-        for zone in queue { engines.append((zone, try engine(for: zone))) }
+        for zone in queue {
+            do {
+                engines.append((zone, try await engineRedownloading(zone)))
+            } catch let error as SyncError {
+                report.failures[zone] = error
+            } catch {
+                report.failures[zone] = SyncError(.store, "zone \(zone): \(error)")
+            }
+        }
         queue = []
         var outcomes: [(ZoneReference, Result<SyncReport, SyncError>)] = []
         await withTaskGroup(of: (ZoneReference, Result<SyncReport, SyncError>).self) { group in

@@ -162,7 +162,15 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
+        try await pull(zone: zone, after: token, limit: limit, wait: wait, omitting: .none, replica: nil)
+    }
+
+    public func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?, omitting mask: DownloadMask, replica: ReplicaID?) async throws -> PullResult {
         var query = [(StrataQuery.limit, String(limit))]
+        if !mask.isEmpty {
+            query.append((StrataQuery.omit, mask.description))
+            if let replica { query.append((StrataQuery.replica, replica.description)) }
+        }
         if let token, !token.isEmpty { query.append((StrataQuery.after, token)) }
         if let wait { query.append((StrataQuery.wait, String(wait.components.seconds))) }
         let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.changes, query: query)), extra: wait ?? .zero)
@@ -181,8 +189,13 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? {
+        try await snapshot(zone: zone, omitting: .none)
+    }
+
+    public func snapshot(zone: ZoneReference, omitting mask: DownloadMask) async throws -> ZoneSnapshotPayload? {
         do {
-            let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.snapshot)))
+            let query = mask.isEmpty ? [] : [(StrataQuery.omit, mask.description)]
+            let response = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.snapshot, query: query)))
             guard let token = response.header(StrataHeader.snapshotToken) else {
                 throw SyncError(.malformedResponse, "snapshot answer without \(StrataHeader.snapshotToken)")
             }

@@ -16,7 +16,8 @@ extension SyncEngine {
             let request = SyncStateMachine.Request.pull(fromToken: token != nil)
             let page: PullResult
             switch try await ask(request, {
-                try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait)
+                try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
+                                              omitting: self.options.downloadMask, replica: self.store.replicaID)
             }) {
             case .answered(let answer):
                 page = answer
@@ -62,7 +63,7 @@ extension SyncEngine {
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         let request = SyncStateMachine.Request.snapshot(reason: error)
         let answer: ZoneSnapshotPayload?
-        switch try await ask(request, { try await self.transport.snapshot(zone: self.zoneReference) }) {
+        switch try await ask(request, { try await self.transport.snapshot(zone: self.zoneReference, omitting: self.options.downloadMask) }) {
         case .answered(let snapshot): answer = snapshot
         case .redirected(_, let refusal): throw refusal
         }
@@ -82,6 +83,7 @@ extension SyncEngine {
         cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0), replica: store.replicaID,
                             logID: store.identity.logID, healPending: cursor.healPending,
                             healClaim: cursor.replica == store.replicaID ? cursor.healClaim : 0)
+        cursor.downloadMask = options.downloadMask.isEmpty ? nil : options.downloadMask.description
         try cursor.save(store: store, zone: zoneReference)
         // A pending heal pushes after its upload (which says how far this replica goes).
         if machine.pushesAfterBootstrap(cursorFacts) { try await pushOrHold(&report) }

@@ -109,7 +109,16 @@ public actor SyncEngine {
         self.options = options
         self.machine = SyncStateMachine(zone: ZoneReference(zone, owner: owner), policy: SyncStateMachine.Policy(options))
         self.knowsZone = FileManager.default.fileExists(atPath: SyncCursor.path(store: store, zone: ZoneReference(zone, owner: owner)))
-        self.cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
+        var cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
+        // What the store holds of the zone was downloaded with the cursor's mask: another one
+        // would leave it holding what the new mask leaves out (never updated again), or lacking
+        // what it lets in (the events are marked applied already).
+        let mask = options.downloadMask.description
+        if knowsZone, (cursor.downloadMask ?? "") != mask {
+            throw SyncError(.downloadMaskChanged, "the store at \(store.directory) downloaded zone \(ZoneReference(zone, owner: owner)) with the download mask \"\(cursor.downloadMask ?? "")\", not \"\(mask)\": download the zone again into a new store (a DatabaseSyncEngine does it itself)")
+        }
+        cursor.downloadMask = mask.isEmpty ? nil : mask
+        self.cursor = cursor
         // From now on compaction keeps what this engine has not pushed.
         try store.pinUnpushed(SyncCursor.fileName(zoneReference), acknowledged: cursor.acknowledged)
         self.status = SyncStatus(phase: .idle, pending: 0, blocked: nil, pushed: 0, pulled: 0, lastError: nil)

@@ -55,6 +55,11 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// that runs during a sync, such as `whenRemovingZone`): it would wait for the round it
         /// is part of. Sync once the hook has returned.
         public static let reentrantSync = Code("reentrantSync")
+        /// The engine was made with another ``SyncOptions/downloadMask`` than the one its store
+        /// downloaded the zone with (kept in the cursor): what the store holds would not match
+        /// the new mask, so nothing is synced. Download the zone again into a new store —
+        /// `DatabaseSyncEngine` does it itself, after pushing the zone's unpushed edits.
+        public static let downloadMaskChanged = Code("downloadMaskChanged")
         public static let stopped = Code("stopped")
 
         /// Whether `code` is the protocol's `ErrorCode` of the same name.

@@ -84,9 +84,15 @@ public protocol SyncTransport: Sendable {
     func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer
     /// The transactions after `token` (`nil`: from the start); `wait` turns it into a long poll.
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult
+    /// ``pull(zone:after:limit:wait:)`` with what `mask` leaves out withheld, except the
+    /// transactions of `replica` (the device's own). The default asks without a mask, and
+    /// refuses a mask it cannot send.
+    func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?, omitting mask: DownloadMask, replica: ReplicaID?) async throws -> PullResult
     /// The zone's snapshot (a projection snapshot payload) and the token it corresponds to, or
     /// `nil` when the zone has none.
     func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload?
+    /// ``snapshot(zone:)`` without what `mask` leaves out. The default refuses a mask.
+    func snapshot(zone: ZoneReference, omitting mask: DownloadMask) async throws -> ZoneSnapshotPayload?
     /// Who pushed each replica's events to the zone.
     func replicas(zone: ZoneReference) async throws -> [ReplicaAuthor]
     /// Merges the store's whole state (a projection snapshot payload) into the zone, healing
@@ -144,6 +150,16 @@ extension SyncTransport {
 
     public func push(zone: ZoneReference, transactions: [[UInt8]], epoch: UInt64?) async throws -> PushAnswer {
         try await push(zone: zone, transactions: transactions)
+    }
+
+    public func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?, omitting mask: DownloadMask, replica: ReplicaID?) async throws -> PullResult {
+        guard mask.isEmpty else { throw SyncError(.transport, "this transport cannot send a download mask") }
+        return try await pull(zone: zone, after: token, limit: limit, wait: wait)
+    }
+
+    public func snapshot(zone: ZoneReference, omitting mask: DownloadMask) async throws -> ZoneSnapshotPayload? {
+        guard mask.isEmpty else { throw SyncError(.transport, "this transport cannot send a download mask") }
+        return try await snapshot(zone: zone)
     }
 
     // A transport of tests or simulations that carries no assets: no zone holds any.

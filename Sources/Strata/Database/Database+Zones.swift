@@ -68,6 +68,67 @@ extension Database {
         return lost
     }
 
+    /// Empties a zone's store, so that the next sync downloads the zone again from the server —
+    /// what a sync engine does when the zone's download mask changed (the store holds what the
+    /// old mask let in, and lacks what the new one lets in). The zone stays in the database (the
+    /// default zone too); its objects leave every read until the sync, and observers get
+    /// ``DatabaseChange/Kind/zoneEmptied``.
+    ///
+    /// Only a store whose every edit a server acknowledged is emptied: the check is made after
+    /// the store is closed, so no commit can land after it.
+    ///
+    /// - Throws: `unknownZone`; `invalidArgument` when the store holds edits no server
+    ///   acknowledged (sync the zone first; the store is kept as it was) or its removal's hook runs.
+    public func emptyZone(_ zone: ZoneReference) async throws {
+        await membership.enter()
+        defer { membership.leave() }
+        let (store, forwarder) = try state.withLock { state -> (Store, Task<Void, Never>?) in
+            if state.closed { throw StoreError(.storeFailed, "the database is closed") }
+            guard let store = state.stores[zone] else { throw StoreError(.unknownZone, "the database holds no zone \(zone)") }
+            guard !state.removing.contains(zone) else { throw StoreError(.invalidArgument, "zone \(zone) is being removed") }
+            // Out of the database first: new transactions cannot reach it, and one in flight
+            // finds it closed below (and fails, so nothing it wrote is taken for kept).
+            state.stores[zone] = nil
+            return (store, state.forwarders.removeValue(forKey: zone))
+        }
+        forwarder?.cancel()
+        let path = directory + "/" + zone.relativeDirectory
+        // Puts the store back when it cannot be emptied (nothing changed on disk).
+        func restore(_ error: StoreError) async throws -> Never {
+            let reopened = try await Self.openZoneStore(path, zone: zone, schema: schema, options: options)
+            state.withLock { $0.stores[zone] = reopened }
+            forwardChanges(of: reopened, zone: zone)
+            throw error
+        }
+        try? await store.close()
+        // Counted on the closed store's files, so that no commit can come after the count.
+        let closed = try await Self.openZoneStore(path, zone: zone, schema: schema, options: options)
+        let acknowledged = closed.core.withLock { core in
+            core.syncPins.replica == core.replica ? core.syncPins.acknowledgedByAll : 0
+        }
+        let unpushed = (try? await BlockingIO.run { try closed.unpushedEdits(after: acknowledged) })?.count
+        try? await closed.close()
+        guard unpushed == 0 else {
+            try await restore(StoreError(.invalidArgument, "zone \(zone) holds \(unpushed.map(String.init) ?? "an unknown number of") edits no server acknowledged: sync the zone before emptying it"))
+        }
+        // Aside first (one rename), then a fresh store where it was, then the old one deleted:
+        // a crash in between leaves the zone either whole or empty, never half.
+        // (Beside database.json, not among the zones: no zone name can take it for its own.)
+        let aside = directory + "/.emptied-\(UInt64(max(0, Date().timeIntervalSince1970 * 1000)))-\(UUID().uuidString)"
+        do {
+            try FileManager.default.moveItem(atPath: path, toPath: aside)
+            try FileSystem.syncDirectory(FileSystem.parentPath(path))
+            try FileSystem.syncDirectory(directory)
+        } catch {
+            try await restore(StoreError(.storeFailed, "cannot set the store of zone \(zone) aside in \(aside): \(error)"))
+        }
+        let fresh = try await Self.openZoneStore(path, zone: zone, schema: schema, options: options)
+        state.withLock { $0.stores[zone] = fresh }
+        forwardChanges(of: fresh, zone: zone)
+        try? FileSystem.removeTree(aside)
+        deliver(DatabaseChange(zone: zone, kind: .zoneEmptied))
+    }
+
     /// The store of `zone`, or why it cannot be removed now.
     static func removableStore(_ zone: ZoneReference, in state: DatabaseState) throws -> Store {
         if state.closed { throw StoreError(.storeFailed, "the database is closed") }

@@ -218,5 +218,8 @@ public struct DatabaseChange: Sendable {
         /// The zone left the database (its objects left every read); `lost` says where its store
         /// is kept and how many of its edits no server had acknowledged.
         case zoneRemoved(LostZone)
+        /// The zone's store was emptied to be downloaded again (``Database/emptyZone(_:)``, when
+        /// its download mask changed): its objects left every read until a sync brings them back.
+        case zoneEmptied
     }
 }

@@ -22,16 +22,37 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
     public static let maxNameBytes = 256
 
     /// A mask that leaves nothing out.
-    public static let none = DownloadMask()
+    public static let none = DownloadMask(checked: [], [:])
 
     /// - Parameters:
     ///   - entities: entities not downloaded.
     ///   - attributes: per entity, attributes and relationships not downloaded (those of an
     ///     entity in `entities` are dropped: the whole entity is).
-    public init(entities: Set<String> = [], attributes: [String: Set<String>] = [:]) {
+    /// - Throws: ``StoreError`` `invalidArgument` naming a name that is empty, longer than
+    ///   ``maxNameBytes`` or holds a `.` or `,` (the text form could not say it), or more than
+    ///   ``maxEntries`` entries.
+    public init(entities: Set<String> = [], attributes: [String: Set<String>] = [:]) throws {
+        let names = Array(entities) + attributes.keys + attributes.values.joined()
+        if let bad = names.first(where: { !Self.isValidName($0) }) {
+            throw StoreError(.invalidArgument, "\"\(bad.prefix(64))\" cannot be named in a download mask: names are 1 to \(Self.maxNameBytes) bytes, without '.' or ','")
+        }
+        let count = entities.count + attributes.values.reduce(0) { $0 + $1.count }
+        guard count <= Self.maxEntries else {
+            throw StoreError(.invalidArgument, "a download mask has at most \(Self.maxEntries) entries, this one \(count)")
+        }
+        self.init(checked: entities, attributes)
+    }
+
+    private init(checked entities: Set<String>, _ attributes: [String: Set<String>]) {
         self.entities = entities
         self.attributes = attributes.filter { !entities.contains($0.key) && !$0.value.isEmpty }
     }
+
+    static func isValidName(_ name: Substring) -> Bool {
+        !name.isEmpty && name.utf8.count <= maxNameBytes && !name.contains(".") && !name.contains(",")
+    }
+
+    static func isValidName(_ name: String) -> Bool { isValidName(Substring(name)) }
 
     /// Whether the mask leaves nothing out.
     public var isEmpty: Bool { entities.isEmpty && attributes.isEmpty }
@@ -69,8 +90,7 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
         }
         for (index, entry) in entries.enumerated() {
             let parts = entry.split(separator: ".", omittingEmptySubsequences: false)
-            guard (1...2).contains(parts.count),
-                  parts.allSatisfy({ !$0.isEmpty && $0.utf8.count <= Self.maxNameBytes }) else {
+            guard (1...2).contains(parts.count), parts.allSatisfy(Self.isValidName) else {
                 throw StoreError(.invalidArgument, "download mask entry \(index) (\"\(entry.prefix(64))\") is not Entity or Entity.attribute (names of 1 to \(Self.maxNameBytes) bytes, without '.' or ',')")
             }
             if parts.count == 1 {
@@ -79,6 +99,6 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
                 attributes[String(parts[0]), default: []].insert(String(parts[1]))
             }
         }
-        self.init(entities: entities, attributes: attributes)
+        self.init(checked: entities, attributes)
     }
 }

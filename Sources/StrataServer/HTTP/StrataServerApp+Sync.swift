@@ -158,6 +158,8 @@ extension StrataServerApp {
 
         let limit = try pullLimit(query.get(StrataQuery.limit))
         let wait = try pullWait(query.get(StrataQuery.wait))
+        let mask = try downloadMask(query.get(StrataQuery.omit))
+        let puller = try pullingReplica(query.get(StrataQuery.replica))
 
         let epoch = zone.epoch
         let position = try await PullStart.position(after: query.get(StrataQuery.after), zone: zone, storage: storage)
@@ -198,6 +200,9 @@ extension StrataServerApp {
             try await requireStillReadable(name, by: user, epoch: epoch)
         }
 
+        if let mask {
+            result.transactions = try Self.masked(result.transactions, by: mask, except: puller, zone: name)
+        }
         var body: [UInt8] = []
         var answered = 0
         body.reserveCapacity(min(configuration.limits.maxPullBytes, result.transactions.reduce(0) { $0 + $1.bytes.count + 3 }))
@@ -228,6 +233,40 @@ extension StrataServerApp {
         }
     }
 
+    /// The `omit` parameter: the download mask (`nil` when absent or empty).
+    private func downloadMask(_ text: String?) throws(ServerError) -> DownloadMask? {
+        guard let text, !text.isEmpty else { return nil }
+        do {
+            return try DownloadMask(parsing: text)
+        } catch {
+            throw ServerError(.badRequest, "omit: \((error as? StoreError)?.message ?? "\(error)")")
+        }
+    }
+
+    /// The `replica` parameter of a pull: the pulling device's own replica.
+    private func pullingReplica(_ text: String?) throws(ServerError) -> ReplicaID? {
+        guard let text else { return nil }
+        guard let replica = ReplicaID(text) else {
+            throw ServerError(.badRequest, "replica must be a replica ID (a UUID), got \"\(text.prefix(64))\"")
+        }
+        return replica
+    }
+
+    /// The transactions with what `mask` leaves out withheld — except those of `puller` (the
+    /// device's own, which it may push back: they must come back as it wrote them).
+    static func masked(_ transactions: [ZoneEntry], by mask: DownloadMask, except puller: ReplicaID?, zone: ZoneID) throws(ServerError) -> [ZoneEntry] {
+        var out = transactions
+        for index in out.indices {
+            do {
+                if let puller, try TransactionHeader(decoding: out[index].bytes).replica == puller { continue }
+                out[index].bytes = try TransactionMask.apply(mask, to: out[index].bytes)
+            } catch {
+                throw ServerError(.internalError, "zone \(zone): the transaction at position \(out[index].position) does not decode (\(error)); it cannot be masked")
+            }
+        }
+        return out
+    }
+
     /// The `limit` parameter: the default when absent, lowered to the maximum.
     private func pullLimit(_ text: String?) throws(ServerError) -> Int {
         guard let text else { return configuration.limits.defaultPullLimit }
@@ -255,6 +294,7 @@ extension StrataServerApp {
     func snapshot(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.readableZone()
         let name = zone.id
+        let mask = try downloadMask(request.uri.queryParameters.get(StrataQuery.omit))
         guard let snapshot = try await storageCall({ () async throws(ZoneStorageError) in try await storage.snapshot(zone: name) }) else {
             throw ServerError(.notFound, "zone \(name) has no snapshot: pull from the beginning")
         }
@@ -264,6 +304,14 @@ extension StrataServerApp {
         var headers = HTTPFields()
         headers[.contentType] = StrataMediaType.snapshot
         headers[HTTPField.Name(StrataHeader.snapshotToken)!] = try await PullStart.token(zone, at: snapshot.position, storage: storage).description
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: snapshot.payload)))
+        var payload = snapshot.payload
+        if let mask {
+            do {
+                payload = try TransactionMask.apply(mask, toSnapshot: payload)
+            } catch {
+                throw ServerError(.internalError, "zone \(name): its snapshot at position \(snapshot.position) does not decode (\(error)); it cannot be masked")
+            }
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: payload)))
     }
 }

@@ -1,0 +1,161 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@_spi(StrataInternals) import Strata
+import StrataProtocol
+import StrataServer
+import StrataSync
+import Synchronization
+import StrataTestSupport
+import Testing
+
+/// Download masks through a real server: what a zone's mask leaves out never reaches the device,
+/// from a snapshot or from pulls, on both backends; changing the mask downloads the zone again.
+@Suite("Download masks through a real server", .serialized)
+struct DownloadMaskSyncTests {
+    static let schema = Schema {
+        Entity("Note", attributes: [Attribute("title", .string, default: ""), Attribute("body", .string)],
+               relationships: [Relationship("comments", to: "Comment", toMany: true, inverse: "note")])
+        Entity("Comment", attributes: [Attribute("text", .string, default: "")],
+               relationships: [Relationship("note", to: "Note", inverse: "comments")])
+    }
+
+    func open(_ path: String) async throws -> Database {
+        try await Database.open(at: path, schema: Self.schema, options: StoreOptions(durability: .buffered))
+    }
+
+    func strings(_ db: Database, _ entity: String, _ attribute: String) throws -> [String] {
+        try db.fetch(entity).compactMap { if case .string(let s) = $0[attribute] { s } else { nil } }.sorted()
+    }
+
+    /// Every file under `directory` (logs, snapshots, cursors), read raw.
+    func files(under directory: String) -> [(String, Data)] {
+        guard let walker = FileManager.default.enumerator(atPath: directory) else { return [] }
+        return walker.compactMap { $0 as? String }.compactMap { path in
+            FileManager.default.contents(atPath: directory + "/" + path).map { (path, $0) }
+        }
+    }
+
+    @Test("a device whose mask leaves out Comment and Note.body never receives them — from the zone's snapshot nor from pulls — edits what it has without clobbering what it lacks, gets its own comment back whole, and downloads everything once the mask is lifted (its unpushed edit pushed first)", arguments: ServerBackend.allCases)
+    func maskedDevice(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend) { url, storage in
+            let full = try await open(dir.sub("full"))
+            let fullSync = DatabaseSyncEngine(database: full, server: url, credentials: "alice-secret")
+            var secrets: [String] = []
+            func secret() -> String {
+                let s = "secret-\(UUID().uuidString)"
+                secrets.append(s)
+                return s
+            }
+            let bodies = (0..<3).map { _ in secret() }
+            let comments = (0..<2).map { _ in secret() }
+            let notes = try await full.transaction { tx in
+                let notes = try (0..<3).map { try tx.insert("Note", ["title": .string("n\($0)"), "body": .string(bodies[$0])]) }
+                for text in comments { _ = try tx.insert("Comment", ["text": .string(text), "note": .reference(notes[0])]) }
+                return notes
+            }
+            #expect(try await fullSync.sync().failures.isEmpty)
+            // The server compacts: a new device starts from the zone's snapshot.
+            _ = try await storage.compact(zone: ZoneID(owner: "alice", name: "default"), retaining: 0)
+            let later = (secret(), secret(), secret())
+            try await full.transaction { tx in
+                _ = try tx.insert("Note", ["title": "n3", "body": .string(later.0)])
+                _ = try tx.insert("Comment", ["text": .string(later.1), "note": .reference(notes[1])])
+                try tx.update(notes[0], ["body": .string(later.2)])       // only a masked attribute: withheld
+                try tx.update(notes[1], ["title": "n1 renamed"])
+            }
+            #expect(try await fullSync.sync().failures.isEmpty)
+
+            let mask = Mutex(try DownloadMask(entities: ["Comment"], attributes: ["Note": ["body"]]))
+            let zone = ZoneReference("default")
+            var options = DatabaseSyncOptions()
+            options.downloadMask = { _ in mask.withLock { $0 } }
+            let masked = try await open(dir.sub("masked"))
+            let maskedSync = DatabaseSyncEngine(database: masked, server: url, credentials: "alice-secret", options: options)
+            let first = try await maskedSync.sync()
+            #expect(first.failures.isEmpty, "\(first.failures)")
+            #expect(first.zones[zone]?.bootstraps == 1, "the device started from the zone's snapshot")
+            let store0 = try #require(masked.store(for: zone))
+            #expect(try strings(masked, "Note", "title") == ["n0", "n1 renamed", "n2", "n3"])
+            #expect(try strings(masked, "Note", "body").isEmpty, "a masked attribute arrived")
+            #expect(try masked.fetch("Comment").isEmpty, "a masked entity arrived")
+            #expect(try masked.fetch("Note").allSatisfy { store0.related($0.id, "comments").isEmpty })
+            // Nor in any file of the device: its log, its snapshots, its cursors.
+            for (path, data) in files(under: dir.sub("masked")) {
+                for s in secrets { #expect(data.range(of: Data(s.utf8)) == nil, "\(s) is in \(path)") }
+            }
+            for stored in try store0.transactions(forSync: true) {
+                for event in stored.transaction.events {
+                    if case .insert(let entity, _, let fields) = event.change { #expect(entity != "Comment" && fields["body"] == nil) }
+                    if case .update(let entity, _, let fields) = event.change { #expect(entity != "Comment" && fields["body"] == nil) }
+                }
+            }
+
+            // The masked device edits a title and writes a comment of its own.
+            try await masked.transaction { tx in
+                try tx.update(notes[2], ["title": "n2 from the masked device"])
+                _ = try tx.insert("Comment", ["text": "mine", "note": .reference(notes[2])])
+            }
+            #expect(try await maskedSync.sync().failures.isEmpty)
+            #expect(try strings(masked, "Comment", "text") == ["mine"], "its own comment came back masked")
+            #expect(try await fullSync.sync().failures.isEmpty)
+            #expect(full.object(notes[2])?["title"] == "n2 from the masked device")
+            #expect(full.object(notes[2])?["body"] == .string(bodies[2]), "the masked device's edit clobbered what it never had")
+            #expect(try strings(full, "Comment", "text").contains("mine"))
+
+            // The mask is lifted, with an edit not pushed yet: pushed, then everything downloaded.
+            try await masked.transaction { tx in try tx.update(notes[1], ["title": "n1 before unmasking"]) }
+            mask.withLock { $0 = .none }
+            let changes = masked.changes()
+            let lifted = try await maskedSync.sync()
+            #expect(lifted.failures.isEmpty, "\(lifted.failures)")
+            #expect(try strings(masked, "Note", "body").sorted() == [bodies[1], bodies[2], later.0, later.2].sorted())
+            #expect(try strings(masked, "Comment", "text") == (comments + [later.1, "mine"]).sorted())
+            #expect(masked.object(notes[1])?["title"] == "n1 before unmasking")
+            var emptied = false
+            for await change in changes {
+                if case .zoneEmptied = change.kind { emptied = true; break }
+            }
+            #expect(emptied)
+            #expect(try await fullSync.sync().failures.isEmpty)
+            #expect(full.object(notes[1])?["title"] == "n1 before unmasking", "the edit made before the mask was lifted was lost")
+            #expect(masked.store(for: zone)?.digest() == full.store(for: zone)?.digest(), "the device downloaded again differs from the full one")
+            await maskedSync.stop()
+            await fullSync.stop()
+            try await masked.close()
+            try await full.close()
+        }
+    }
+
+    @Test("the server refuses a malformed omit (400 badRequest, naming it); a single-zone engine made with another mask than its store's refuses to sync (downloadMaskChanged)", arguments: [ServerBackend.embedded])
+    func refusals(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend) { url, _ in
+            let store = try await Store.open(at: dir.sub("device"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+            var options = SyncOptions()
+            options.downloadMask = try DownloadMask(entities: ["Comment"])
+            let engine = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"), options: options)
+            _ = try await store.transaction { tx in try tx.insert("Note", ["title": "x"]) }
+            let report = try await engine.sync()
+            #expect(report.pushedTransactions >= 1, "\(report)")
+            var request = URLRequest(url: url.appendingPathComponent("v1/zones/notes/changes").appending(queryItems: [URLQueryItem(name: "omit", value: "a.b.c")]))
+            request.setValue("Bearer alice-secret", forHTTPHeaderField: "Authorization")
+            let (body, response) = try await URLSession.shared.data(for: request)
+            #expect((response as? HTTPURLResponse)?.statusCode == 400)
+            #expect(String(decoding: body, as: UTF8.self).contains("omit"))
+
+            await engine.stop()
+            #expect(throws: SyncError.self) {
+                _ = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"))
+            }
+            do {
+                _ = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"))
+            } catch let error as SyncError {
+                #expect(error.code == .downloadMaskChanged && error.message.contains("Comment"), "\(error)")
+            }
+            try await store.close()
+        }
+    }
+}
