@@ -124,6 +124,33 @@ struct DatabaseCommandsTests: NoteStoreCLI {
         }
     }
 
+    @Test("strata sync --omit: a database's zones come without what the mask leaves out, a changed mask downloads them again, a malformed one is refused naming it (exit 2)")
+    func syncWithADownloadMask() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url in
+            let server = url.absoluteString
+            let alice = dir.sub("alice")
+            try await makeDatabase(alice, [ZoneReference("default"): ["private"], ZoneReference("groceries"): ["milk", "eggs"]])
+            #expect(try await run("sync", alice, "--server", server, "--token", "alice-secret").status == 0)
+
+            let tablet = dir.sub("tablet")
+            try await makeDatabase(tablet, [ZoneReference("default"): []])
+            let masked = try await run("sync", tablet, "--server", server, "--token", "alice-secret", "--omit", "Note.title", "--json")
+            #expect(masked.status == 0, "\(masked.stderr)")
+            let notes = try array(try await run("get", tablet, "Note", "--json").stdout)
+            #expect(notes.count == 3 && notes.allSatisfy { (title($0) ?? "") == "" }, "a masked attribute reads as its default: \(notes)")
+            let none = try await run("sync", tablet, "--server", server, "--token", "alice-secret", "--omit", "Note", "--json")
+            #expect(none.status == 0, "\(none.stderr)")
+            #expect(try array(try await run("get", tablet, "Note", "--json").stdout).isEmpty, "the zones were not downloaded again with the new mask")
+            #expect(try await run("sync", tablet, "--server", server, "--token", "alice-secret").status == 0)
+            let all = try array(try await run("get", tablet, "Note", "--json").stdout)
+            #expect(Set(all.compactMap(title)) == ["private", "milk", "eggs"])
+
+            let bad = try await run("sync", tablet, "--server", server, "--token", "alice-secret", "--omit", "Note.title.x")
+            #expect(bad.status == 2 && bad.stderr.contains("--omit"), "\(bad.stderr)")
+        }
+    }
+
     @Test("Database sync reports per zone; share, zones list/show, accept, leave and revoke work end to end between alice and bob")
     func syncAndSharing() async throws {
         let dir = TemporaryDirectory()

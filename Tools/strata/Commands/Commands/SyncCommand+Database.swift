@@ -23,9 +23,14 @@ extension SyncCommand {
         }
         let credentials = try SyncToken.resolve(option: token, file: tokenFile)
         guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
+        let mask = try downloadMask()
+        var options = DatabaseSyncOptions()
+        // The mask is of the zone --zone names, or of every zone.
+        let only = selected
+        if !mask.isEmpty { options.downloadMask = { zone in only == nil || zone == only ? mask : .none } }
         let database = try await openDatabase(layout)
         let engine = DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, bearer: credentials, client: client),
-                                        server: url.absoluteString)
+                                        server: url.absoluteString, options: options)
         var output = DatabaseSyncJSON(database: store)
         var failure: String?
         do {

@@ -94,6 +94,19 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object instead of text (its keys are listed in the overview above).")
     var json = false
 
+    @Option(help: ArgumentHelp("What not to download (a download mask): Entity or Entity.attribute entries, comma-separated, e.g. Comment,Photo.fullImage. The server leaves them out. A store refuses another mask than the one it was first synced with; a database downloads a zone again when its mask changes (so pass the same --omit every time).", valueName: "MASK"))
+    var omit: String?
+
+    /// The `--omit` mask (`.none` without it).
+    func downloadMask() throws -> DownloadMask {
+        guard let omit else { return .none }
+        do {
+            return try DownloadMask(parsing: omit)
+        } catch {
+            throw CLIError("--omit: \((error as? StoreError)?.message ?? "\(error)")")
+        }
+    }
+
     /// What the sync does: `mode` in the JSON.
     var mode: String { recreateZone ? "recreateZone" : fromScratch ? "fromScratch" : "sync" }
 
@@ -146,11 +159,13 @@ struct SyncCommand: AsyncParsableCommand {
         do {
             // The token first: a missing or exposed one stops the sync before the store is opened.
             let credentials = try SyncToken.resolve(option: token, file: tokenFile)
+            var options = SyncOptions()
+            options.downloadMask = try downloadMask()
             opened = try openStore(store)
             guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
             do {
                 engine = try SyncEngine(store: opened, transport: HTTPSyncTransport(server: url, bearer: credentials, client: client),
-                                        zone: zone, owner: owner)
+                                        zone: zone, owner: owner, options: options)
             } catch {
                 try? await opened.close()
                 throw CLIError("cannot sync the store \(store): \(error)")
