@@ -8,6 +8,7 @@ extension DatabaseSyncEngine {
     public func start() {
         guard loop == nil else { return }
         stoppedWith = nil
+        updateStatus { $0.stoppedWith = nil; $0.phase = .syncing }
         let commits = database.changes()
         loopNumber += 1
         let number = loopNumber
@@ -37,6 +38,7 @@ extension DatabaseSyncEngine {
         let task = loop
         loop = nil
         task?.cancel()
+        updateStatus { $0.phase = .stopped }
         if insideRunningRound { return }
         await task?.value
         for engine in engines.values { await engine.stop() }
@@ -50,7 +52,12 @@ extension DatabaseSyncEngine {
 
     func runRounds() async {
         var backoff = options.sync.initialBackoff
+        var unauthorizedBackoff = options.sync.unauthorizedBackoff
         var first = true
+        // After a round in which zones failed: the next long poll waits no longer than this, so
+        // the failing zones are tried again then, while the other zones' changes still come at
+        // once (a poll answers at the first change of any zone).
+        var retryFailingZonesAfter: Duration?
         while !Task.isCancelled {
             var report = DatabaseSyncReport()
             do {
@@ -63,11 +70,13 @@ extension DatabaseSyncEngine {
                 if first || localDirty {
                     first = false
                     localDirty = false
-                } else if let batch = try await pollUnlessWoken(&report) {
-                    polled = batch
                 } else {
-                    continue
+                    updateStatus { $0.phase = .waiting }
+                    let wait = min(retryFailingZonesAfter ?? options.sync.longPoll, options.sync.longPoll)
+                    guard let batch = try await pollUnlessWoken(&report, wait: wait) else { continue }
+                    polled = batch
                 }
+                updateStatus { $0.phase = .syncing }
                 try await exclusively {
                     // Applied only if no round ran while it waited (a `sync()`): that round may
                     // have re-added a zone the batch still lists as removed.
@@ -77,15 +86,26 @@ extension DatabaseSyncEngine {
                     try await apply(changes, &report)
                     try await syncDirtyZones(&report)
                 }
+                roundEnded(report, failure: nil)
+                unauthorizedBackoff = options.sync.unauthorizedBackoff
                 if report.failures.isEmpty {
                     backoff = options.sync.initialBackoff
+                    retryFailingZonesAfter = nil
                 } else {
                     // A zone that keeps failing (a full disk, a default zone gone from the
                     // server) is retried less and less often, as a failed round is.
                     options.sync.logger.warning("zones failed to sync", metadata: ["zones": "\(report.failures.keys.map(\.description).sorted())"])
-                    // A local commit cuts the wait short: the other zones' edits go up at once.
-                    try await sleepUnlessWoken(backoff * options.sync.jitter())
+                    let delay = backoff * options.sync.jitter()
                     backoff = min(backoff * 2, options.sync.maxBackoff)
+                    if delay >= .seconds(1) {
+                        // Waited in the next long poll: the other zones do not wait with them.
+                        retryFailingZonesAfter = delay
+                    } else {
+                        // Shorter than a poll can wait (whole seconds): slept, cut short by a
+                        // local commit so that the other zones' edits go up at once.
+                        retryFailingZonesAfter = nil
+                        try await sleepUnlessWoken(delay)
+                    }
                 }
             } catch let error as SyncError where error.code == .anotherUser {
                 // Another user signed in on the device: no round can succeed until the app signs
@@ -97,13 +117,23 @@ extension DatabaseSyncEngine {
                     // sees `stoppedWith` begins it again.
                     stoppedWith = error
                     loop = nil
+                    updateStatus { $0.stoppedWith = error; $0.lastError = error; $0.phase = .stopped }
                 }
                 return
             } catch {
                 if Task.isCancelled { return }
-                options.sync.logger.warning("database sync round failed", metadata: ["error": "\(error)"])
-                try? await options.sync.clock.sleep(for: backoff * options.sync.jitter())
-                backoff = min(backoff * 2, options.sync.maxBackoff)
+                let failure = error as? SyncError ?? SyncError(.transport, "\(error)")
+                options.sync.logger.warning("database sync round failed", metadata: ["error": "\(failure)"])
+                roundEnded(report, failure: failure)
+                if failure.code == .unauthorized {
+                    // The credentials and a fresh token were refused: the provider is asked again
+                    // only this often (the user may have signed out, or been removed).
+                    try? await options.sync.clock.sleep(for: unauthorizedBackoff * options.sync.jitter())
+                    unauthorizedBackoff = min(unauthorizedBackoff * 2, options.sync.maxUnauthorizedBackoff)
+                } else {
+                    try? await options.sync.clock.sleep(for: backoff * options.sync.jitter())
+                    backoff = min(backoff * 2, options.sync.maxBackoff)
+                }
             }
         }
     }
@@ -126,7 +156,7 @@ extension DatabaseSyncEngine {
 
     /// The long poll of the database's changes, raced with local commits: `nil` when a commit
     /// ended the wait first (the poll is cancelled, and the next round pushes).
-    private func pollUnlessWoken(_ report: inout DatabaseSyncReport) async throws -> DatabaseChangeBatch? {
+    private func pollUnlessWoken(_ report: inout DatabaseSyncReport, wait: Duration) async throws -> DatabaseChangeBatch? {
         let (wakes, waker) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.waker = waker
         defer { self.waker = nil }
@@ -134,7 +164,6 @@ extension DatabaseSyncEngine {
         let token = state.token
         let transport = self.transport
         let pageSize = options.databaseChangesPageSize
-        let wait = options.sync.longPoll
         let outcome: PollOutcome = await withTaskGroup(of: PollOutcome.self) { group in
             group.addTask {
                 do { return .polled(try await transport.databaseChanges(after: token, limit: pageSize, wait: wait)) } catch {

@@ -60,6 +60,9 @@ public actor DatabaseSyncEngine {
     var roundNumber: UInt64 = 0
     /// What the file holds, once this engine wrote it.
     var savedState: DatabaseSyncState?
+    /// Where the engine is (``currentStatus``), and who follows it (``statusUpdates()``).
+    var status = DatabaseSyncStatus(phase: .idle)
+    let statusObservers = Mutex<[UUID: AsyncStream<DatabaseSyncStatus>.Continuation]>([:])
 
     /// An engine over HTTP with a fixed bearer token.
     public init(database: Database, server: URL, credentials: String, options: DatabaseSyncOptions = DatabaseSyncOptions()) {
@@ -182,12 +185,62 @@ public actor DatabaseSyncEngine {
     @discardableResult
     public func sync() async throws -> DatabaseSyncReport {
         var report = DatabaseSyncReport()
-        try await exclusively {
-            let changes = try await fetchChanges(after: state.token, &report)
-            try await apply(changes, &report)
-            try await syncDirtyZones(&report)
+        updateStatus { $0.phase = .syncing }
+        do {
+            try await exclusively {
+                let changes = try await fetchChanges(after: state.token, &report)
+                try await apply(changes, &report)
+                try await syncDirtyZones(&report)
+            }
+        } catch {
+            roundEnded(report, failure: error as? SyncError ?? SyncError(.store, "\(error)"))
+            throw error
         }
+        roundEnded(report, failure: nil)
         return report
+    }
+
+    // MARK: Status
+
+    /// The engine's status now (``statusUpdates()`` follows it).
+    public var currentStatus: DatabaseSyncStatus { status }
+
+    /// Status updates, starting with the current one: after every round (its report, the zones
+    /// that failed), when continuous mode waits, backs off, or stops (and why).
+    public func statusUpdates() -> AsyncStream<DatabaseSyncStatus> {
+        let (stream, continuation) = AsyncStream<DatabaseSyncStatus>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let id = UUID()
+        statusObservers.withLock { $0[id] = continuation }
+        continuation.yield(status)
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.statusObservers.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func updateStatus(_ change: (inout DatabaseSyncStatus) -> Void) {
+        change(&status)
+        let status = self.status
+        statusObservers.withLock { for continuation in $0.values { continuation.yield(status) } }
+    }
+
+    /// A round ended: with its report, or failing as a whole with `failure`.
+    func roundEnded(_ report: DatabaseSyncReport, failure: SyncError?) {
+        let continuous = loop != nil
+        updateStatus { status in
+            if let failure {
+                status.lastError = failure
+                status.phase = !continuous ? .idle : failure.code == .unauthorized ? .unauthorized : .backingOff
+            } else {
+                status.lastError = nil
+                status.lastReport = report
+                status.rounds += 1
+                status.phase = continuous ? .waiting : .idle
+            }
+            for zone in report.zones.keys { status.failingZones[zone] = nil }
+            for lost in report.removed { status.failingZones[lost.zone] = nil }
+            status.failingZones.merge(report.failures) { $1 }
+        }
     }
 
     /// Runs `body` when no other round is between reading the changes and saving the token: a
