@@ -18,6 +18,10 @@ public enum StrataHeader {
     /// done, so that a user signed in on a device where another synced never syncs the other's
     /// data under their own account.
     public static let user = "Strata-User"
+    /// On a pull's or a snapshot's answer to a request with `omit`: the download mask the server
+    /// applied (its canonical text form). A client that sent a mask and finds no such header (an
+    /// older server, which ignores `omit`) refuses the answer rather than store what it masks.
+    public static let omitted = "Strata-Omitted"
 }
 
 /// The protocol's media types.

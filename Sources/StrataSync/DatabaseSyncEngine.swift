@@ -457,8 +457,10 @@ public actor DatabaseSyncEngine {
                 syncedZones.insert(zone)
             }
             if (try? database.hasUnpushedEdits(in: zone)) ?? true { dirty.insert(zone) }
-            // A zone whose download mask changed is downloaded again.
-            if options.downloadMask != nil, (try? engine(for: zone)) == nil { dirty.insert(zone) }
+            // A zone whose download mask changed (or that was downloaded with a mask this engine
+            // does not give it) is downloaded again. The engine is made once per zone; later
+            // rounds only compare masks.
+            if (try? engine(for: zone)) == nil { dirty.insert(zone) }
         }
         try saveState(token: keepToken ? state.token : changes.token, dirty: dirty.sorted())
     }

@@ -13,7 +13,7 @@ public struct DatabaseSyncOptions: Sendable {
     /// A zone the filter refuses is neither added nor synced; one the database already holds is
     /// synced still (remove it with `Database.removeZone(_:reason:)`).
     public var selects: (@Sendable (ZoneReference) -> Bool)?
-    /// Download masks: per zone, what the device does not download (`nil`, or ``DownloadMask/none``
+    /// Download masks: per zone, what the device does not download (`nil`, or `DownloadMask.none`
     /// for a zone: everything). The server leaves it out of the zone's pulls and snapshots, so it
     /// never reaches the device. Asked at every round: when a zone's mask changes, the engine
     /// pushes the zone's unpushed edits, empties its store (`Database.emptyZone(_:)`) and

@@ -179,6 +179,7 @@ public struct HTTPSyncTransport: SyncTransport {
             throw SyncError(.malformedResponse, "pull answer without \(StrataHeader.nextToken)")
         }
         let more = response.header(StrataHeader.moreComing) == "true"
+        try Self.checkMasked(response, mask, what: "pull")
         let frames: [[UInt8]]
         do {
             frames = try TransactionFrames.decode(body)
@@ -199,9 +200,20 @@ public struct HTTPSyncTransport: SyncTransport {
             guard let token = response.header(StrataHeader.snapshotToken) else {
                 throw SyncError(.malformedResponse, "snapshot answer without \(StrataHeader.snapshotToken)")
             }
+            try Self.checkMasked(response, mask, what: "snapshot")
             return ZoneSnapshotPayload(payload: response.body, token: token)
         } catch let error as SyncError where error.code == .notFound {
             return nil
+        }
+    }
+
+    /// Refuses an answer to a masked request that does not say it applied the mask: an older
+    /// server ignores `omit` and sends everything, which the device must not store.
+    static func checkMasked(_ response: HTTPExchangeResponse, _ mask: DownloadMask, what: String) throws {
+        guard !mask.isEmpty else { return }
+        let applied = response.header(StrataHeader.omitted)
+        guard applied == mask.description else {
+            throw SyncError(.malformedResponse, "the server's \(what) answer \(applied.map { "applied the download mask \"\($0)\"" } ?? "does not say it applied a download mask (\(StrataHeader.omitted)): an older server, which ignores them"), not \"\(mask.description)\"; nothing of it was stored")
         }
     }
 

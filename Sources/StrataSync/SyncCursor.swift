@@ -55,7 +55,7 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// token fingerprints a history that holds them, and a later restore is answered
     /// `410 zoneRewound`. Stored only while below `acknowledged`; absent, it equals it.
     public var pulledBack: UInt64
-    /// The download mask the store downloaded the zone with (``DownloadMask``'s text form);
+    /// The download mask the store downloaded the zone with (`DownloadMask`'s text form);
     /// `nil` for none, and in cursors written before masks.
     public var downloadMask: String?
 

@@ -35,7 +35,7 @@ public struct SyncOptions: Sendable {
     /// one fresh token, so this bounds how often a revoked user's provider is asked.
     public var unauthorizedBackoff: Duration = .seconds(2)
     public var maxUnauthorizedBackoff: Duration = .seconds(120)
-    /// What of the zone this device does not download (``DownloadMask``, `.none` by default): the
+    /// What of the zone this device does not download (`DownloadMask`, `.none` by default): the
     /// server leaves those entities, attributes and relationships out of every pull and snapshot,
     /// so they never reach the store's files (nor the assets masked attributes name). The store's
     /// own edits are never masked. The mask a zone was first synced with is kept in its cursor:

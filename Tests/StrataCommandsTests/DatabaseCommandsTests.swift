@@ -142,6 +142,12 @@ struct DatabaseCommandsTests: NoteStoreCLI {
             let none = try await run("sync", tablet, "--server", server, "--token", "alice-secret", "--omit", "Note", "--json")
             #expect(none.status == 0, "\(none.stderr)")
             #expect(try array(try await run("get", tablet, "Note", "--json").stdout).isEmpty, "the zones were not downloaded again with the new mask")
+            // The tools read a store holding withheld placeholders.
+            for tool in [["verify", tablet], ["inspect", tablet, "--json"], ["log", tablet, "--kind", "withheld"], ["replay", tablet]] {
+                let result = try await strata(tool)
+                #expect(result.status == 0, "\(tool): \(result.stderr)")
+            }
+            #expect(try await run("log", tablet, "--kind", "withheld").stdout.contains("withheld"))
             #expect(try await run("sync", tablet, "--server", server, "--token", "alice-secret").status == 0)
             let all = try array(try await run("get", tablet, "Note", "--json").stdout)
             #expect(Set(all.compactMap(title)) == ["private", "milk", "eggs"])

@@ -158,4 +158,50 @@ struct DownloadMaskSyncTests {
             try await store.close()
         }
     }
+
+    /// Answers every request with an empty pull page (or a snapshot), saying it applied `omitted`
+    /// (or nothing, as an older server that ignores `omit`); keeps the URLs asked.
+    final class ScriptedServer: HTTPExchange {
+        let omitted: String?
+        let urls = Mutex<[String]>([])
+        init(omitted: String?) { self.omitted = omitted }
+
+        func send(_ request: HTTPExchangeRequest) async throws -> HTTPExchangeResponse {
+            urls.withLock { $0.append(request.url) }
+            var headers = [StrataHeader.nextToken.lowercased(): "t1", StrataHeader.moreComing.lowercased(): "false",
+                           StrataHeader.snapshotToken.lowercased(): "t1"]
+            if let omitted { headers[StrataHeader.omitted.lowercased()] = omitted }
+            return HTTPExchangeResponse(status: 200, headers: headers, body: TransactionFrames.encode([]))
+        }
+    }
+
+    @Test("a masked pull or snapshot is refused when the answer does not say the server applied that mask (an older server ignores omit and would send everything); the request names the mask and the device's replica")
+    func olderServerIsRefused() async throws {
+        let mask = try DownloadMask(entities: ["Comment"], attributes: ["Note": ["body"]])
+        let zone = ZoneReference("notes")
+        let replica = ReplicaID(rawValue: 42)
+        for omitted in [nil, "Comment"] {
+            let server = ScriptedServer(omitted: omitted)
+            let transport = HTTPSyncTransport(server: URL(string: "http://example")!, tokens: .fixed("t"), exchange: server)
+            for call in [{ _ = try await transport.pull(zone: zone, after: nil, limit: 10, wait: nil, omitting: mask, replica: replica) },
+                         { _ = try await transport.snapshot(zone: zone, omitting: mask) }] {
+                let said = omitted ?? "nothing"
+                do {
+                    try await call()
+                    Issue.record("an answer that says \(said) of the mask was taken")
+                } catch let error as SyncError {
+                    #expect(error.code == .malformedResponse && error.message.contains("Comment,Note.body"), "\(error)")
+                }
+            }
+            let asked = try #require(server.urls.withLock { $0.first })
+            #expect(asked.contains("omit=Comment,Note.body") && asked.contains("replica=\(replica)"), "\(asked)")
+        }
+        let honest = ScriptedServer(omitted: mask.description)
+        let transport = HTTPSyncTransport(server: URL(string: "http://example")!, tokens: .fixed("t"), exchange: honest)
+        #expect(try await transport.pull(zone: zone, after: nil, limit: 10, wait: nil, omitting: mask, replica: replica).nextToken == "t1")
+        #expect(try await transport.snapshot(zone: zone, omitting: mask)?.token == "t1")
+        // Without a mask nothing is asked of the answer (every server answers so).
+        let plain = HTTPSyncTransport(server: URL(string: "http://example")!, tokens: .fixed("t"), exchange: ScriptedServer(omitted: nil))
+        #expect(try await plain.pull(zone: zone, after: nil, limit: 10, wait: nil).nextToken == "t1")
+    }
 }

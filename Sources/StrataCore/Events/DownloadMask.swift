@@ -17,9 +17,11 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
     /// ``entities``: that entity is masked whole).
     public private(set) var attributes: [String: Set<String>]
 
-    /// The most entries a mask may have, and the longest name.
+    /// The most entries a mask may have, the longest name, and the longest text form (a mask
+    /// goes in a URL's query: a request's head has to stay well under servers' limits).
     public static let maxEntries = 256
     public static let maxNameBytes = 256
+    public static let maxTextBytes = 4096
 
     /// A mask that leaves nothing out.
     public static let none = DownloadMask(checked: [], [:])
@@ -41,6 +43,14 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
             throw StoreError(.invalidArgument, "a download mask has at most \(Self.maxEntries) entries, this one \(count)")
         }
         self.init(checked: entities, attributes)
+        try checkLength()
+    }
+
+    private func checkLength() throws {
+        let length = description.utf8.count
+        guard length <= Self.maxTextBytes else {
+            throw StoreError(.invalidArgument, "a download mask's text form is at most \(Self.maxTextBytes) bytes, this one \(length)")
+        }
     }
 
     private init(checked entities: Set<String>, _ attributes: [String: Set<String>]) {
@@ -53,6 +63,13 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func isValidName(_ name: String) -> Bool { isValidName(Substring(name)) }
+
+    static func trimmed(_ entry: Substring) -> Substring {
+        var entry = entry
+        while entry.first == " " { entry = entry.dropFirst() }
+        while entry.last == " " { entry = entry.dropLast() }
+        return entry
+    }
 
     /// Whether the mask leaves nothing out.
     public var isEmpty: Bool { entities.isEmpty && attributes.isEmpty }
@@ -77,14 +94,18 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
         (entities.map { $0 } + attributes.flatMap { entity, names in names.map { entity + "." + $0 } }).sorted().joined(separator: ",")
     }
 
-    /// Reads the text form (``description``); entries may come in any order and repeat.
+    /// Reads the text form (``description``); entries may come in any order and repeat, and
+    /// spaces around an entry are ignored.
     ///
     /// - Throws: ``StoreError`` `invalidArgument` naming the entry: an empty name, a name with a
     ///   `.` or `,` in it, a name longer than ``maxNameBytes``, or more than ``maxEntries`` entries.
     public init(parsing text: String) throws {
         var entities = Set<String>()
         var attributes: [String: Set<String>] = [:]
-        let entries = text.isEmpty ? [] : text.split(separator: ",", omittingEmptySubsequences: false)
+        guard text.utf8.count <= 4 * Self.maxTextBytes else {
+            throw StoreError(.invalidArgument, "a download mask's text form is at most \(Self.maxTextBytes) bytes, this one \(text.utf8.count)")
+        }
+        let entries = text.isEmpty ? [] : text.split(separator: ",", omittingEmptySubsequences: false).map(Self.trimmed)
         guard entries.count <= Self.maxEntries else {
             throw StoreError(.invalidArgument, "a download mask has at most \(Self.maxEntries) entries, this one \(entries.count)")
         }
@@ -100,5 +121,6 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
             }
         }
         self.init(checked: entities, attributes)
+        try checkLength()
     }
 }

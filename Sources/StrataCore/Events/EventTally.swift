@@ -3,15 +3,15 @@
 /// summarise a million-event log at several million events a second. Adding a transaction also
 /// checks that it decodes completely.
 package struct EventTally: Sendable {
-    /// Events by kind: insert, update, delete, add, remove, schema.
+    /// Events by kind: insert, update, delete, add, remove, schema, withheld.
     public var byKind: [String: Int] {
         var result: [String: Int] = [:]
-        for kind in [EventCodec.Kind.insert, .update, .delete, .add, .remove, .schema] where kindCounts[Int(kind.rawValue)] > 0 {
+        for kind in [EventCodec.Kind.insert, .update, .delete, .add, .remove, .schema, .withheld] where kindCounts[Int(kind.rawValue)] > 0 {
             result[Self.name(kind)] = kindCounts[Int(kind.rawValue)]
         }
         return result
     }
-    /// Events by entity (schema events have none).
+    /// Events by entity (schema and withheld events have none).
     public private(set) var byEntity: [String: Int] = [:]
     public private(set) var events = 0
     public private(set) var transactions = 0
@@ -20,7 +20,8 @@ package struct EventTally: Sendable {
     /// The schemas recorded by schema events, in the order read.
     public private(set) var schemas: [Schema] = []
 
-    private var kindCounts = [Int](repeating: 0, count: 7)
+    /// Indexed by the kind's raw value (1 through 7).
+    private var kindCounts = [Int](repeating: 0, count: 8)
 
     public init() {}
 
@@ -47,7 +48,7 @@ package struct EventTally: Sendable {
         var minHLC = UInt64.max
         for e in t.events {
             kindCounts[Int(e.kind.rawValue)] += 1
-            if e.kind != .schema, Int(e.entity) < perName.count { perName[Int(e.entity)] += 1 }
+            if e.kind != .schema, e.kind != .withheld, Int(e.entity) < perName.count { perName[Int(e.entity)] += 1 }
             minHLC = min(minHLC, e.hlc)
         }
         for (index, count) in perName.enumerated() where count > 0 { byEntity[t.names[index], default: 0] += count }

@@ -221,6 +221,7 @@ extension StrataServerApp {
         var headers: HTTPFields = [.contentType: TransactionFrames.mediaType]
         headers[Self.nextTokenHeader] = try await PullStart.token(zone, at: result.nextPosition, storage: storage).description
         headers[Self.moreComingHeader] = result.moreComing ? "true" : "false"
+        if let mask { headers[Self.omittedHeader] = mask.description }
         // Tells a long-polling client that the answer came early because the server is going away
         // (it may back off, or try another server), not because the zone changed or the wait ended.
         if notifier.isShutDown { headers[Self.shuttingDownHeader] = "true" }
@@ -288,6 +289,7 @@ extension StrataServerApp {
     static let nextTokenHeader = HTTPField.Name(StrataHeader.nextToken)!
     static let moreComingHeader = HTTPField.Name(StrataHeader.moreComing)!
     static let shuttingDownHeader = HTTPField.Name(StrataHeader.shuttingDown)!
+    static let omittedHeader = HTTPField.Name(StrataHeader.omitted)!
 
     /// `GET /v1/zones/{zone}/snapshot`: the zone's state as a projection snapshot (for clients whose
     /// token has expired), with the change token it corresponds to in `Strata-Snapshot-Token`.
@@ -304,6 +306,7 @@ extension StrataServerApp {
         var headers = HTTPFields()
         headers[.contentType] = StrataMediaType.snapshot
         headers[HTTPField.Name(StrataHeader.snapshotToken)!] = try await PullStart.token(zone, at: snapshot.position, storage: storage).description
+        if let mask { headers[Self.omittedHeader] = mask.description }
         var payload = snapshot.payload
         if let mask {
             do {

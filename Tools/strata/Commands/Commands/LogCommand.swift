@@ -39,7 +39,7 @@ struct LogCommand: ParsableCommand {
     @Option(help: "Only events of replicas this user pushed (as the store recorded from the log server).")
     var user: String?
 
-    @Option(help: "Only events of this kind: insert, update, delete, add, remove, schema; or adopt: only the states the store adopted from a zone.")
+    @Option(help: "Only events of this kind: insert, update, delete, add, remove, schema, withheld (left out by a download mask); or adopt: only the states the store adopted from a zone.")
     var kind: String?
 
     @Option(help: "Stop after this many events.")
@@ -52,7 +52,7 @@ struct LogCommand: ParsableCommand {
         if let since, TimeArgument.microseconds(since) == nil { throw ValidationError("--since: not a time: \(since)") }
         if let until, TimeArgument.microseconds(until) == nil { throw ValidationError("--until: not a time: \(until)") }
         if let object, !ObjectReference.isValid(object) { throw ValidationError("--object: neither an object ID (UUID) nor the start of one (at least 4 hex digits): \(object)") }
-        if let kind, !["insert", "update", "delete", "add", "remove", "schema", "adopt"].contains(kind) { throw ValidationError("--kind: unknown kind \(kind)") }
+        if let kind, !["insert", "update", "delete", "add", "remove", "schema", "withheld", "adopt"].contains(kind) { throw ValidationError("--kind: unknown kind \(kind)") }
         if let from, let to, from > to { throw ValidationError("--from \(from) is after --to \(to)") }
         if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
     }
