@@ -1,6 +1,22 @@
+import StrataLog
 /// Applies a ``DownloadMask`` to what a server sends: a pulled transaction's encoding and a
 /// snapshot's payload. Both backends' pull and snapshot answers go through it.
 package enum TransactionMask {
+    /// The name table at the head of a snapshot payload (``ProjectionCodec``); `nil` when it does
+    /// not read.
+    static func snapshotNames(_ payload: [UInt8]) -> [String]? {
+        payload.withUnsafeBytes { raw -> [String]? in
+            var r = ByteReader(raw)
+            guard r.u8() != nil, let count = r.varint(), count <= UInt64(r.remaining) else { return nil }
+            var names: [String] = []
+            for _ in 0..<count {
+                guard let bytes = r.lengthPrefixed() else { return nil }
+                names.append(String(decoding: bytes, as: UTF8.self))
+            }
+            return names
+        }
+    }
+
     /// `bytes` (one transaction's encoding) with what `mask` withholds left out:
     /// - an event of a masked entity, a to-many add or remove of a masked relationship, and an
     ///   update that changes only masked attributes become ``Change/withheld`` (the replica, the
@@ -58,10 +74,13 @@ package enum TransactionMask {
     /// - Throws: ``StoreError/Code/corruptSnapshot`` when the payload does not decode.
     package static func apply(_ mask: DownloadMask, toSnapshot payload: [UInt8]) throws -> [UInt8] {
         guard !mask.isEmpty else { return payload }
+        let maskedNames = Set(mask.attributes.values.joined()).union(mask.entities)
+        // The name table first (the payload's head): a mask naming nothing the zone uses costs
+        // no decoding of the objects.
+        if let names = snapshotNames(payload), !names.contains(where: maskedNames.contains) { return payload }
         let projection = Projection()
         try ProjectionCodec.decode(payload, into: projection)
         let names = projection.names
-        let maskedNames = Set(mask.attributes.values.joined()).union(mask.entities)
         guard names.contains(where: maskedNames.contains) else { return payload }
         return ProjectionCodec.encode(projection) { _, record in
             let entity = Int(record.entity) < names.count ? names[Int(record.entity)] : ""

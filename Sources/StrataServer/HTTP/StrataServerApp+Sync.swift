@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import StrataCore
+import StrataLog
 import StrataProtocol
 
 extension StrataServerApp {
@@ -200,8 +201,22 @@ extension StrataServerApp {
             try await requireStillReadable(name, by: user, epoch: epoch)
         }
 
+        // Masked off the request threads (decoding and encoding is CPU work), and only as much
+        // of the page as can be sent: the page is cut below at the same byte budget.
+        var maskCut: UInt64?
         if let mask {
-            result.transactions = try Self.masked(result.transactions, by: mask, except: puller, zone: name)
+            let page = result.transactions
+            let budget = configuration.limits.maxPullBytes
+            let masked: [ZoneEntry]
+            do {
+                masked = try await BlockingIO.run { try Self.masked(page, by: mask, except: puller, zone: name, within: budget) }
+            } catch let error as ServerError {
+                throw error
+            } catch {
+                throw ServerError(.internalError, "zone \(name): masking the pull failed: \(error)")
+            }
+            if masked.count < page.count { maskCut = page[masked.count].position }
+            result.transactions = masked
         }
         var body: [UInt8] = []
         var answered = 0
@@ -215,6 +230,10 @@ extension StrataServerApp {
             }
             TransactionFrames.append(transaction.bytes, to: &body)
             answered += 1
+        }
+        if let maskCut, answered == result.transactions.count {
+            result.nextPosition = maskCut
+            result.moreComing = true
         }
         metrics.pullTransactions.increment(by: Int64(answered))
         metrics.pullBytes.increment(by: Int64(body.count))
@@ -254,16 +273,22 @@ extension StrataServerApp {
     }
 
     /// The transactions with what `mask` leaves out withheld — except those of `puller` (the
-    /// device's own, which it may push back: they must come back as it wrote them).
-    static func masked(_ transactions: [ZoneEntry], by mask: DownloadMask, except puller: ReplicaID?, zone: ZoneID) throws(ServerError) -> [ZoneEntry] {
-        var out = transactions
-        for index in out.indices {
+    /// device's own, which it may push back: they must come back as it wrote them) — as far as the
+    /// first one that takes their bytes past `budget` (the page's cut, which always keeps one).
+    static func masked(_ transactions: [ZoneEntry], by mask: DownloadMask, except puller: ReplicaID?, zone: ZoneID,
+                       within budget: Int) throws(ServerError) -> [ZoneEntry] {
+        var out: [ZoneEntry] = []
+        var bytes = 0
+        for var entry in transactions {
             do {
-                if let puller, try TransactionHeader(decoding: out[index].bytes).replica == puller { continue }
-                out[index].bytes = try TransactionMask.apply(mask, to: out[index].bytes)
+                let own = try puller.map { try TransactionHeader(decoding: entry.bytes).replica == $0 } ?? false
+                if !own { entry.bytes = try TransactionMask.apply(mask, to: entry.bytes) }
             } catch {
-                throw ServerError(.internalError, "zone \(zone): the transaction at position \(out[index].position) does not decode (\(error)); it cannot be masked")
+                throw ServerError(.internalError, "zone \(zone): the transaction at position \(entry.position) does not decode (\(error)); it cannot be masked")
             }
+            out.append(entry)
+            bytes += entry.bytes.count
+            if bytes > budget { break }
         }
         return out
     }
@@ -310,7 +335,9 @@ extension StrataServerApp {
         var payload = snapshot.payload
         if let mask {
             do {
-                payload = try TransactionMask.apply(mask, toSnapshot: payload)
+                let stored = payload
+                // Off the request threads: a snapshot that holds masked names is decoded whole.
+                payload = try await BlockingIO.run { try TransactionMask.apply(mask, toSnapshot: stored) }
             } catch {
                 throw ServerError(.internalError, "zone \(name): its snapshot at position \(snapshot.position) does not decode (\(error)); it cannot be masked")
             }
