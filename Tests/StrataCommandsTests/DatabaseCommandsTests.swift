@@ -143,7 +143,7 @@ struct DatabaseCommandsTests: NoteStoreCLI {
             #expect(none.status == 0, "\(none.stderr)")
             #expect(try array(try await run("get", tablet, "Note", "--json").stdout).isEmpty, "the zones were not downloaded again with the new mask")
             // The tools read a store holding withheld placeholders.
-            for tool in [["verify", tablet], ["inspect", tablet, "--json"], ["log", tablet, "--kind", "withheld"], ["replay", tablet]] {
+            for tool in [["verify", tablet], ["inspect", tablet, "--json"], ["log", tablet, "--kind", "withheld"], ["replay", tablet + "/zones/own/default"], ["verify", tablet + "/zones/own/default"]] {
                 let result = try await strata(tool)
                 #expect(result.status == 0, "\(tool): \(result.stderr)")
             }
