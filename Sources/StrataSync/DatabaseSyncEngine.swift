@@ -113,8 +113,7 @@ public actor DatabaseSyncEngine {
     func downloadMask(for zone: ZoneReference) -> DownloadMask { options.downloadMask?(zone) ?? .none }
 
     /// The zone's engine; when the zone's download mask changed, the zone is first downloaded
-    /// again: its unpushed edits pushed (by an engine with the mask it was downloaded with), its
-    /// store emptied, its new engine made.
+    /// again: its unpushed edits pushed, its store set aside and emptied, its new engine made.
     func engineRedownloading(_ zone: ZoneReference) async throws -> SyncEngine {
         do {
             return try engine(for: zone)
@@ -122,17 +121,25 @@ public actor DatabaseSyncEngine {
             guard let store = database.store(for: zone) else { throw error }
             if let stale = engines.removeValue(forKey: zone) { await stale.stop() }
             engineMasks[zone] = nil
-            let cursor = try SyncCursor.load(store: store, zone: zone, logger: options.sync.logger)
-            var previous = options.sync
-            previous.downloadMask = (try? DownloadMask(parsing: cursor.downloadMask ?? "")) ?? .none
-            let pushing = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: previous)
+            // Pushes what the store holds. It pulls with the new mask: what it pulls goes aside
+            // with the store, and nothing the new mask leaves out comes to the device (the old
+            // mask may not even be known, when the store's record of it is damaged).
+            var pushingOptions = options.sync
+            pushingOptions.downloadMask = downloadMask(for: zone)
+            let pushing = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: pushingOptions, checkingMask: false)
             do {
                 try await pushing.sync()
             } catch {
                 await pushing.stop()
                 throw error
             }
+            let healPending = await pushing.currentCursor.healPending
             await pushing.stop()
+            // A heal the server has not taken yet (held back by read-only access or the device's
+            // clock) is the only copy of what the zone lost: the store stays as it is.
+            guard !healPending else {
+                throw SyncError(.store, "zone \(zone) waits to heal the server with this store's state: it is downloaded with its new mask once the heal is done")
+            }
             do {
                 try await database.emptyZone(zone)
             } catch {

@@ -55,9 +55,6 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     /// token fingerprints a history that holds them, and a later restore is answered
     /// `410 zoneRewound`. Stored only while below `acknowledged`; absent, it equals it.
     public var pulledBack: UInt64
-    /// The download mask the store downloaded the zone with (`DownloadMask`'s text form);
-    /// `nil` for none, and in cursors written before masks.
-    public var downloadMask: String?
 
     public init(token: String? = nil, acknowledged: UInt64 = 0, replica: ReplicaID? = nil, logID: String? = nil,
                 healPending: Bool = false, healClaim: UInt64 = 0, pulledBack: UInt64? = nil) {
@@ -93,13 +90,11 @@ public struct SyncCursor: Codable, Sendable, Hashable {
     func startingOver(replica current: ReplicaID, logID: String?) -> SyncCursor {
         var fresh = self
         fresh.needHeal(replica: current)
-        var cursor = SyncCursor(replica: current, logID: logID, healPending: true,
-                                healClaim: replica == current ? fresh.healClaim : 0)
-        cursor.downloadMask = downloadMask
-        return cursor
+        return SyncCursor(replica: current, logID: logID, healPending: true,
+                          healClaim: replica == current ? fresh.healClaim : 0)
     }
 
-    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim, pulledBack, lineage, life, continuing, downloadMask }
+    enum CodingKeys: String, CodingKey { case token, acknowledged, replica, logID, healPending, healClaim, pulledBack, lineage, life, continuing }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -113,7 +108,6 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         lineage = Array((try c.decodeIfPresent([UInt64].self, forKey: .lineage) ?? []).prefix(64))
         life = try c.decodeIfPresent(UInt64.self, forKey: .life)
         continuing = try c.decodeIfPresent(UInt64.self, forKey: .continuing)
-        downloadMask = try c.decodeIfPresent(String.self, forKey: .downloadMask)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -130,7 +124,6 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         if !lineage.isEmpty { try c.encode(lineage, forKey: .lineage) }
         try c.encodeIfPresent(life, forKey: .life)
         try c.encodeIfPresent(continuing, forKey: .continuing)
-        if let downloadMask, !downloadMask.isEmpty { try c.encode(downloadMask, forKey: .downloadMask) }
     }
 
     /// Whether the store has synced with the zone (its cursor file exists).
@@ -231,7 +224,6 @@ public struct SyncCursor: Codable, Sendable, Hashable {
         // written before them keep their sum.
         let fields = [token ?? "", String(acknowledged), replica?.description ?? "", logID ?? ""]
             + (healPending ? ["heal \(healClaim)"] : []) + (pushUnconfirmed ? ["pulled \(pulledBack)"] : [])
-            + (downloadMask.map { $0.isEmpty ? [] : ["mask \($0)"] } ?? [])
         let text = fields.joined(separator: "\n")
         return String(CRC32C.checksum(Array(text.utf8)), radix: 16)
     }

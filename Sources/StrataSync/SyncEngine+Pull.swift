@@ -83,7 +83,6 @@ extension SyncEngine {
         cursor = SyncCursor(token: snapshot.token, acknowledged: min(cursor.acknowledged, held ?? 0), replica: store.replicaID,
                             logID: store.identity.logID, healPending: cursor.healPending,
                             healClaim: cursor.replica == store.replicaID ? cursor.healClaim : 0)
-        cursor.downloadMask = options.downloadMask.isEmpty ? nil : options.downloadMask.description
         try cursor.save(store: store, zone: zoneReference)
         // A pending heal pushes after its upload (which says how far this replica goes).
         if machine.pushesAfterBootstrap(cursorFacts) { try await pushOrHold(&report) }

@@ -102,6 +102,12 @@ public actor SyncEngine {
 
     /// An engine over any transport (simulations use an in-process one).
     public init(store: Store, transport: any SyncTransport, zone: String, owner: String? = nil, options: SyncOptions = SyncOptions()) throws {
+        try self.init(store: store, transport: transport, zone: zone, owner: owner, options: options, checkingMask: true)
+    }
+
+    /// `checkingMask` false: an engine that syncs a store about to be emptied (its mask changed)
+    /// to push what it holds; it pulls with the new mask, and records nothing.
+    init(store: Store, transport: any SyncTransport, zone: String, owner: String?, options: SyncOptions, checkingMask: Bool) throws {
         self.store = store
         self.transport = transport
         self.zone = zone
@@ -109,21 +115,35 @@ public actor SyncEngine {
         self.options = options
         self.machine = SyncStateMachine(zone: ZoneReference(zone, owner: owner), policy: SyncStateMachine.Policy(options))
         self.knowsZone = FileManager.default.fileExists(atPath: SyncCursor.path(store: store, zone: ZoneReference(zone, owner: owner)))
-        var cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
-        // What the store holds of the zone was downloaded with the cursor's mask: another one
-        // would leave it holding what the new mask leaves out (never updated again), or lacking
-        // what it lets in (the events are marked applied already).
-        let mask = options.downloadMask.description
-        if knowsZone, (cursor.downloadMask ?? "") != mask {
-            throw SyncError(.downloadMaskChanged, "the store at \(store.directory) downloaded zone \(ZoneReference(zone, owner: owner)) with the download mask \"\(cursor.downloadMask ?? "")\", not \"\(mask)\": download the zone again into a new store (a DatabaseSyncEngine does it itself)")
-        }
-        cursor.downloadMask = mask.isEmpty ? nil : mask
-        self.cursor = cursor
+        self.cursor = try SyncCursor.load(store: store, zone: zoneReference, logger: options.logger)
+        if checkingMask { try Self.recordMask(options.downloadMask, of: ZoneReference(zone, owner: owner), in: store, synced: knowsZone) }
         // From now on compaction keeps what this engine has not pushed.
         try store.pinUnpushed(SyncCursor.fileName(zoneReference), acknowledged: cursor.acknowledged)
         self.status = SyncStatus(phase: .idle, pending: 0, blocked: nil, pushed: 0, pulled: 0, lastError: nil)
         // The store fetches assets it lacks through the engine's zone (`Store.asset(_:)`).
         store.attach(assetSource: self)
+    }
+
+    /// Checks that the store downloaded the zone with `mask` (as the store recorded it), and
+    /// records it for a store that never synced with the zone. What the store holds of the zone
+    /// is what its mask let in: another mask would leave it holding what the new one leaves out
+    /// (never updated again), or lacking what it lets in (those events are marked applied).
+    static func recordMask(_ mask: DownloadMask, of zone: ZoneReference, in store: Store, synced: Bool) throws {
+        let key = SyncCursor.fileName(zone)
+        let text = mask.description
+        let guidance = "download the zone again into a new store (a DatabaseSyncEngine does it itself)"
+        if store.downloadMasksAreDamaged {
+            throw SyncError(.downloadMaskChanged, "the store at \(store.directory) cannot say which download mask it downloaded zone \(zone) with (its download-masks.json is damaged): \(guidance)")
+        }
+        // A store that synced before masks were recorded downloaded everything.
+        if let recorded = store.downloadMask(for: key) ?? (synced ? "" : nil), recorded != text {
+            throw SyncError(.downloadMaskChanged, "the store at \(store.directory) downloaded zone \(zone) with the download mask \"\(recorded)\", not \"\(text)\": \(guidance)")
+        }
+        do {
+            try store.recordDownloadMask(text, for: key)
+        } catch {
+            throw SyncError(.store, "\(error)")
+        }
     }
 
     /// The persisted cursor (token and acknowledged sequence).
@@ -213,6 +233,10 @@ public actor SyncEngine {
     /// before the deletion stays revoked), so that its grantees are not cut off.
     @discardableResult
     public func recreateZone() async throws -> SyncReport {
+        // The new life would start from what the mask let in, and lack the rest for good.
+        guard options.downloadMask.isEmpty else {
+            throw SyncError(.store, "zone \(zoneReference) cannot be recreated from the store at \(store.directory): it was downloaded without \(options.downloadMask), which the recreated zone would lack; recreate it from a store synced without a download mask")
+        }
         recreating = true
         recreatingFrom = cursor.lifeEpoch ?? cursor.continuing
         defer {

@@ -93,6 +93,18 @@ struct DownloadMaskSyncTests {
                 }
             }
 
+            // Moving a note elsewhere would write it anew from what the device holds (no body):
+            // refused; a note of an unmasked zone moves.
+            let elsewhere = ZoneReference("elsewhere")
+            try await masked.addZone(elsewhere)
+            do {
+                try await masked.move(notes[0], to: elsewhere)
+                Issue.record("a note was moved out of a zone downloaded without its body")
+            } catch let error as StoreError {
+                #expect(error.code == .invalidArgument && error.message.contains("Comment,Note.body"), "\(error)")
+            }
+            #expect(masked.zone(of: notes[0]) == zone)
+
             // The masked device edits a title and writes a comment of its own.
             try await masked.transaction { tx in
                 try tx.update(notes[2], ["title": "n2 from the masked device"])
@@ -119,6 +131,10 @@ struct DownloadMaskSyncTests {
                 if case .zoneEmptied = change.kind { emptied = true; break }
             }
             #expect(emptied)
+            // The store as it was is kept until the app discards it.
+            let kept = try #require(masked.lostZones.first { $0.zone == zone })
+            #expect(kept.reason == .redownloaded && kept.unpushedEdits == 0)
+            try await masked.discardLostZone(kept)
             #expect(try await fullSync.sync().failures.isEmpty)
             #expect(full.object(notes[1])?["title"] == "n1 before unmasking", "the edit made before the mask was lifted was lost")
             #expect(masked.store(for: zone)?.digest() == full.store(for: zone)?.digest(), "the device downloaded again differs from the full one")
@@ -147,6 +163,12 @@ struct DownloadMaskSyncTests {
             #expect(String(decoding: body, as: UTF8.self).contains("omit"))
 
             await engine.stop()
+            // The store keeps the mask it downloaded with: neither a lost cursor nor a damaged
+            // record makes it take another.
+            try FileManager.default.removeItem(atPath: dir.sub("device") + "/sync-notes.json")
+            #expect(throws: SyncError.self) {
+                _ = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"))
+            }
             #expect(throws: SyncError.self) {
                 _ = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"))
             }

@@ -72,14 +72,17 @@ extension Database {
     /// what a sync engine does when the zone's download mask changed (the store holds what the
     /// old mask let in, and lacks what the new one lets in). The zone stays in the database (the
     /// default zone too); its objects leave every read until the sync, and observers get
-    /// ``DatabaseChange/Kind/zoneEmptied``.
+    /// ``DatabaseChange/Kind/zoneEmptied``. The store as it was is kept in ``lostZones``
+    /// (reason `redownloaded`), with what no server has (local-only values), until
+    /// ``discardLostZone(_:)``.
     ///
     /// Only a store whose every edit a server acknowledged is emptied: the check is made after
     /// the store is closed, so no commit can land after it.
     ///
     /// - Throws: `unknownZone`; `invalidArgument` when the store holds edits no server
     ///   acknowledged (sync the zone first; the store is kept as it was) or its removal's hook runs.
-    public func emptyZone(_ zone: ZoneReference) async throws {
+    @discardableResult
+    public func emptyZone(_ zone: ZoneReference) async throws -> LostZone {
         await membership.enter()
         defer { membership.leave() }
         let (store, forwarder) = try state.withLock { state -> (Store, Task<Void, Never>?) in
@@ -111,22 +114,35 @@ extension Database {
         guard unpushed == 0 else {
             try await restore(StoreError(.invalidArgument, "zone \(zone) holds \(unpushed.map(String.init) ?? "an unknown number of") edits no server acknowledged: sync the zone before emptying it"))
         }
-        // Aside first (one rename), then a fresh store where it was, then the old one deleted:
-        // a crash in between leaves the zone either whole or empty, never half.
-        // (Beside database.json, not among the zones: no zone name can take it for its own.)
-        let aside = directory + "/.emptied-\(UInt64(max(0, Date().timeIntervalSince1970 * 1000)))-\(UUID().uuidString)"
+        // Set aside as a lost zone is (the manifest first: a crash before the move is finished
+        // on the next open, and the zone's store then opens empty), while the zone stays.
+        let at = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+        let keptName = "lost/\(at)-\(zone.relativeDirectory.split(separator: "/").dropFirst().joined(separator: "@"))"
+        let kept = LostZone(zone: zone, directory: keptName, reason: .redownloaded, at: at, unpushedEdits: 0)
         do {
-            try FileManager.default.moveItem(atPath: path, toPath: aside)
-            try FileSystem.syncDirectory(FileSystem.parentPath(path))
-            try FileSystem.syncDirectory(directory)
-        } catch {
-            try await restore(StoreError(.storeFailed, "cannot set the store of zone \(zone) aside in \(aside): \(error)"))
+            try state.withLock { state in
+                var manifest = state.manifest
+                manifest.lost.append(kept)
+                try manifest.write(in: directory)
+                state.manifest = manifest
+            }
+            try Self.finishSettingAside(kept, database: directory)
+        } catch let error as StoreError {
+            // Not set aside: the record goes too, or the next open would set the zone's live
+            // store aside.
+            try? state.withLock { state in
+                var manifest = state.manifest
+                manifest.lost.removeAll { $0 == kept }
+                try manifest.write(in: directory)
+                state.manifest = manifest
+            }
+            try await restore(error)
         }
         let fresh = try await Self.openZoneStore(path, zone: zone, schema: schema, options: options)
         state.withLock { $0.stores[zone] = fresh }
         forwardChanges(of: fresh, zone: zone)
-        try? FileSystem.removeTree(aside)
         deliver(DatabaseChange(zone: zone, kind: .zoneEmptied))
+        return kept
     }
 
     /// The store of `zone`, or why it cannot be removed now.

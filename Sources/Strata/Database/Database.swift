@@ -90,11 +90,6 @@ public final class Database: Sendable {
         }
         // A zone set aside just before a crash: its store is moved now, not reopened as a zone.
         for lost in manifest.lost { try finishSettingAside(lost, database: directory) }
-        // A store emptied just before a crash (`emptyZone`): every edit of it was acknowledged
-        // before it was set aside, so what is left of it goes.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(".emptied-") {
-            try? FileSystem.removeTree(directory + "/" + name)
-        }
         var stores: [ZoneReference: Store] = [:]
         do {
             for entry in manifest.zones {

@@ -115,5 +115,9 @@ public enum Reason: String, Sendable, Hashable, Codable {
     /// The user left the share (the sync engine's `leave`): their grant is gone by their own
     /// choice, which other devices of theirs learn as `revoked`.
     case left
+    /// Not lost: the zone stays in the database, downloaded again because its download mask
+    /// changed (``Database/emptyZone(_:)``); this is the store as it was, kept with what it
+    /// held that no server has (local-only values) until the app discards it.
+    case redownloaded
 }
 }

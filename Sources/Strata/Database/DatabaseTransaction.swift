@@ -163,6 +163,13 @@ public final class DatabaseTransaction {
         guard let entity = projection.schema.entity(snapshot.entity) else {
             throw StoreError(.unknownEntity, "entity \(snapshot.entity) is not in this app's schema: its objects cannot be moved", entity: snapshot.entity, object: id)
         }
+        // Moving writes the object anew elsewhere from what this device holds: what its zone's
+        // download mask kept off the device would come out as defaults, on every device.
+        let lacking = cores[source].core.downloadMasks.union
+        if lacking == nil || lacking?.withholds(entity: snapshot.entity) == true
+            || (entity.attributes.map(\.name) + entity.relationships.map(\.name)).contains(where: { lacking?.withholds($0, of: snapshot.entity) == true }) {
+            throw StoreError(.invalidArgument, "zone \(cores[source].zone) is downloaded without parts of \(snapshot.entity) (its download mask\(lacking.map { ": \($0)" } ?? " is unknown")): moving the object would replace what this device never downloaded with defaults; move it from a device that downloads all of it", entity: snapshot.entity, object: id)
+        }
         // What the object stores itself: its attributes and the relationships kept on it. One
         // kept on its targets (the other side of a one-to-one, a derived to-many) stays with them.
         var values: [String: Value] = [:]

@@ -99,6 +99,7 @@ extension Store {
                              nextSequence: (own?.highest ?? 0) + 1)
         core.projection.schema = projection.recordedSchema
         core.syncPins = SyncPins.load(in: directory, replica: identity.replicaID)
+        core.downloadMasks = DownloadMasks.load(in: directory) ?? DownloadMasks()
         core.own = ownTransactions
         if core.syncPins.replica == identity.replicaID, !core.syncPins.pins.isEmpty {
             core.own.drop(acknowledgedThrough: core.syncPins.acknowledgedByAll)

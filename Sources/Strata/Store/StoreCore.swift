@@ -19,6 +19,8 @@ final class StoreCore {
     /// What each sync engine has had acknowledged of the current replica (see `SyncPins`), and
     /// whether compaction keeps what is above it.
     var syncPins = SyncPins()
+    /// The download masks its sync engines recorded (see `DownloadMasks`).
+    var downloadMasks = DownloadMasks()
     /// Where the current replica's transactions are in the log (for the push path).
     var own: OwnTransactions
     var retainsUnpushed = true
