@@ -16,8 +16,9 @@ public struct DatabaseSyncOptions: Sendable {
     /// Download masks: per zone, what the device does not download (`nil`, or `DownloadMask.none`
     /// for a zone: everything). The server leaves it out of the zone's pulls and snapshots, so it
     /// never reaches the device. Asked at every round: when a zone's mask changes, the engine
-    /// pushes the zone's unpushed edits, empties its store (`Database.emptyZone(_:)`) and
-    /// downloads it again with the new mask.
+    /// pushes the zone's unpushed edits, empties its store (`Database.emptyZone(_:)`, which keeps
+    /// the store as it was among the lost zones, reason `redownloaded`) and downloads it again
+    /// with the new mask.
     public var downloadMask: (@Sendable (ZoneReference) -> DownloadMask)?
     /// How many zones sync at once.
     public var concurrentZones = 4

@@ -56,8 +56,8 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// is part of. Sync once the hook has returned.
         public static let reentrantSync = Code("reentrantSync")
         /// The engine was made with another ``SyncOptions/downloadMask`` than the one its store
-        /// downloaded the zone with (kept in the cursor): what the store holds would not match
-        /// the new mask, so nothing is synced. Download the zone again into a new store —
+        /// downloaded the zone with (as the store recorded it; or the record is damaged, and the
+        /// mask unknown): what the store holds would not match the new mask, so nothing is synced. Download the zone again into a new store —
         /// `DatabaseSyncEngine` does it itself, after pushing the zone's unpushed edits.
         public static let downloadMaskChanged = Code("downloadMaskChanged")
         public static let stopped = Code("stopped")

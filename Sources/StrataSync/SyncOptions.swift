@@ -38,8 +38,8 @@ public struct SyncOptions: Sendable {
     /// What of the zone this device does not download (`DownloadMask`, `.none` by default): the
     /// server leaves those entities, attributes and relationships out of every pull and snapshot,
     /// so they never reach the store's files (nor the assets masked attributes name). The store's
-    /// own edits are never masked. The mask a zone was first synced with is kept in its cursor:
-    /// an engine made with another one throws ``SyncError/Code/downloadMaskChanged`` (the zone
+    /// own edits are never masked. The mask a zone was first synced with is kept by the store
+    /// (`download-masks.json`): an engine made with another one throws ``SyncError/Code/downloadMaskChanged`` (the zone
     /// must be downloaded again — `DatabaseSyncEngine` does that itself).
     public var downloadMask: DownloadMask = .none
 

@@ -148,7 +148,8 @@ public final class DatabaseTransaction {
     ///
     /// - Throws: `objectNotFound`, `unknownZone`; `invalidReference` when a relationship the
     ///   object's targets store (one-to-one stored on the other side, or a derived to-many) would
-    ///   have to cross zones.
+    ///   have to cross zones; `invalidArgument` when the object's zone is downloaded without
+    ///   parts of its entity (a download mask: the move would write defaults in their place).
     public func move(_ id: ObjectID, to zone: ZoneReference) throws {
         guard let source = holder(of: id) else {
             throw StoreError(.objectNotFound, "no zone of the database holds this object", object: id)

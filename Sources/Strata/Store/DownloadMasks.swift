@@ -27,7 +27,8 @@ struct DownloadMasks: Codable, Equatable {
     }
 
     /// A damaged file: every engine's mask is unknown, and the store acts as if everything were
-    /// masked (no move out of it) until an engine records its mask again.
+    /// masked (no move out of it, no engine syncs it): its zone is downloaded again into a new
+    /// store (a database's engine does it).
     static let unreadable = DownloadMasks(format: 0)
 
     func save(in directory: String) throws {
@@ -36,14 +37,14 @@ struct DownloadMasks: Codable, Equatable {
         try FileSystem.writeAtomically(Array(try encoder.encode(DownloadMasks(masks: masks))), to: directory + "/" + Self.fileName)
     }
 
-    /// What the store lacks: the union of the recorded masks (entries that do not read are
-    /// taken as masking their whole entity).
+    /// What the store lacks: the union of the recorded masks; `nil` (unknown) when the file is
+    /// damaged or a recorded mask does not read.
     var union: DownloadMask? {
         guard format == 1 else { return nil }
         var entities = Set<String>()
         var attributes: [String: Set<String>] = [:]
         for text in masks.values {
-            let mask = (try? DownloadMask(parsing: text)) ?? .none
+            guard let mask = try? DownloadMask(parsing: text) else { return nil }
             entities.formUnion(mask.entities)
             for (entity, names) in mask.attributes { attributes[entity, default: []].formUnion(names) }
         }

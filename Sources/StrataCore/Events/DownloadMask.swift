@@ -7,7 +7,7 @@
 /// still arrives as a placeholder (``Change/withheld``) that keeps its place in its replica's
 /// sequence. The device's own edits are never masked: what it wrote comes back whole.
 ///
-/// Written as text — in the protocol's `omit` parameter and in a sync cursor — as entries
+/// Written as text — in the protocol's `omit` parameter and in a store's record of its masks — as entries
 /// separated by commas, each `Entity` or `Entity.name`, sorted and without repeats
 /// (``description``): `Comment,Photo.fullImage`.
 public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
