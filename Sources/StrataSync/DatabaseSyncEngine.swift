@@ -98,10 +98,11 @@ public actor DatabaseSyncEngine {
     ///   next ``sync()`` downloads it again).
     public func engine(for zone: ZoneReference) throws -> SyncEngine {
         let mask = downloadMask(for: zone)
-        if let engine = engines[zone], engineMasks[zone] == mask { return engine }
         guard let store = database.store(for: zone) else {
             throw SyncError(.store, "the database holds no zone \(zone)")
         }
+        // (An engine of a store the database replaced — emptied by the app — is made again.)
+        if let engine = engines[zone], engineMasks[zone] == mask, engine.store === store { return engine }
         var zoneOptions = options.sync
         zoneOptions.downloadMask = mask
         let engine = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: zoneOptions)
@@ -111,6 +112,9 @@ public actor DatabaseSyncEngine {
     }
 
     func downloadMask(for zone: ZoneReference) -> DownloadMask { options.downloadMask?(zone) ?? .none }
+
+    /// What a store being downloaded again records as its mask (see `engineRedownloading`).
+    static let redownloading = "..downloading-again"
 
     /// The zone's engine; when the zone's download mask changed, the zone is first downloaded
     /// again: its unpushed edits pushed, its store set aside and emptied, its new engine made.
@@ -126,6 +130,14 @@ public actor DatabaseSyncEngine {
             // mask may not even be known, when the store's record of it is damaged).
             var pushingOptions = options.sync
             pushingOptions.downloadMask = downloadMask(for: zone)
+            // From here the store holds what two masks let in: recorded as a mask no engine has
+            // (it does not parse), so that it is downloaded again whatever mask comes next, even
+            // the old one, should this re-download stop before the store is emptied.
+            do {
+                try store.recordDownloadMask(Self.redownloading, for: SyncCursor.fileName(zone))
+            } catch {
+                throw SyncError(.store, "\(error)")
+            }
             let pushing = try SyncEngine(store: store, transport: transport, zone: zone.name, owner: zone.owner, options: pushingOptions, checkingMask: false)
             do {
                 try await pushing.sync()

@@ -153,12 +153,13 @@ extension SyncTransport {
     }
 
     public func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?, omitting mask: DownloadMask, replica: ReplicaID?) async throws -> PullResult {
-        guard mask.isEmpty else { throw SyncError(.transport, "this transport cannot send a download mask") }
+        // Not `transport` (which is retried as if the network failed): a setup that cannot work.
+        guard mask.isEmpty else { throw SyncError(.badRequest, "this transport cannot send a download mask: implement the masked pull and snapshot, or sync without a mask") }
         return try await pull(zone: zone, after: token, limit: limit, wait: wait)
     }
 
     public func snapshot(zone: ZoneReference, omitting mask: DownloadMask) async throws -> ZoneSnapshotPayload? {
-        guard mask.isEmpty else { throw SyncError(.transport, "this transport cannot send a download mask") }
+        guard mask.isEmpty else { throw SyncError(.badRequest, "this transport cannot send a download mask: implement the masked pull and snapshot, or sync without a mask") }
         return try await snapshot(zone: zone)
     }
 

@@ -21,7 +21,7 @@ public final class TokenProvider: Sendable {
     private let fetch: Fetch
     /// The token in use, so that concurrent requests share one, and a `401` answered to several
     /// of them refreshes it once.
-    private let current = Mutex<String?>(nil)
+    private let current = Mutex<(token: String?, generation: UInt64)>((nil, 0))
 
     public init(_ fetch: @escaping Fetch) {
         self.fetch = fetch
@@ -38,23 +38,31 @@ public final class TokenProvider: Sendable {
     /// database engine bound to its user refuses them with `anotherUser`, but a new database
     /// would be bound to the wrong user).
     public func reset() {
-        current.withLock { $0 = nil }
+        // A fetch begun before the reset (for the previous user) keeps its token to itself.
+        current.withLock { $0 = (nil, $0.generation + 1) }
     }
 
     /// The token to send.
     func token() async throws -> String {
-        if let token = current.withLock({ $0 }) { return token }
+        let (kept, generation) = current.withLock { ($0.token, $0.generation) }
+        if let kept { return kept }
         let token = try await fetch(false)
-        current.withLock { $0 = $0 ?? token }
-        return current.withLock { $0 ?? token }
+        return current.withLock { state in
+            guard state.generation == generation else { return token }
+            state.token = state.token ?? token
+            return state.token ?? token
+        }
     }
 
     /// A fresh token after the server refused `refused`; a request that lost the race to another
     /// one that already refreshed gets the newer token without asking again.
     func token(replacing refused: String) async throws -> String {
-        if let token = current.withLock({ $0 }), token != refused { return token }
+        let (kept, generation) = current.withLock { ($0.token, $0.generation) }
+        if let kept, kept != refused { return kept }
         let token = try await fetch(true)
-        current.withLock { $0 = token }
+        current.withLock { state in
+            if state.generation == generation { state.token = token }
+        }
         return token
     }
 }

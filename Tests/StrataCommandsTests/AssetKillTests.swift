@@ -486,6 +486,15 @@ struct KillRun {
         let root = data + "/assets"
         let fm = FileManager.default
         for owner in (try? fm.contentsOfDirectory(atPath: root)) ?? [] {
+            // The links first, then the chunks: the server (still running after a client kill)
+            // may finish an upload the killed client had in flight between the two listings, and
+            // writes an asset's chunks before it links it. Listed the other way round, a link
+            // made after the chunk listing looked like a link to chunks the server lacks.
+            let zones = root + "/" + owner + "/zones"
+            var links: [(zone: String, name: String)] = []
+            for zone in (try? fm.contentsOfDirectory(atPath: zones)) ?? [] {
+                for name in (try? fm.contentsOfDirectory(atPath: zones + "/" + zone + "/held")) ?? [] { links.append((zone, name)) }
+            }
             let chunks = root + "/" + owner + "/chunks"
             var files: [(String, String)] = []
             for fan in (try? fm.contentsOfDirectory(atPath: chunks)) ?? [] {
@@ -495,19 +504,16 @@ struct KillRun {
             }
             problems += integrity.verify(files, context: context)
             let held = Set(files.map(\.1))
-            let zones = root + "/" + owner + "/zones"
-            for zone in (try? fm.contentsOfDirectory(atPath: zones)) ?? [] {
-                for name in (try? fm.contentsOfDirectory(atPath: zones + "/" + zone + "/held")) ?? [] {
-                    guard let hash = AssetHash(hex: name) else { continue }
-                    let manifestPath = root + "/" + owner + "/manifests/" + name
-                    guard let bytes = fm.contents(atPath: manifestPath), let manifest = AssetManifest.decode(Array(bytes), expecting: hash) else {
-                        problems.append("after \(context): zone \(zone) links asset \(name), whose manifest is missing or damaged")
-                        continue
-                    }
-                    let lacking = manifest.chunks.enumerated().filter { !held.contains($0.element.hex) }.map(\.offset)
-                    if !lacking.isEmpty {
-                        problems.append("after \(context): zone \(zone) links asset \(name), whose chunks \(lacking) the server lacks")
-                    }
+            for (zone, name) in links {
+                guard let hash = AssetHash(hex: name) else { continue }
+                let manifestPath = root + "/" + owner + "/manifests/" + name
+                guard let bytes = fm.contents(atPath: manifestPath), let manifest = AssetManifest.decode(Array(bytes), expecting: hash) else {
+                    problems.append("after \(context): zone \(zone) links asset \(name), whose manifest is missing or damaged")
+                    continue
+                }
+                let lacking = manifest.chunks.enumerated().filter { !held.contains($0.element.hex) }.map(\.offset)
+                if !lacking.isEmpty {
+                    problems.append("after \(context): zone \(zone) links asset \(name), whose chunks \(lacking) the server lacks")
                 }
             }
         }

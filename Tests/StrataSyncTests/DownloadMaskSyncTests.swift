@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 @_spi(StrataInternals) import Strata
 import StrataProtocol
+@testable import StrataCore
 import StrataServer
 import StrataSync
 import Synchronization
@@ -37,7 +38,7 @@ struct DownloadMaskSyncTests {
         }
     }
 
-    @Test("a device whose mask leaves out Comment and Note.body never receives them — from the zone's snapshot nor from pulls — edits what it has without clobbering what it lacks, gets its own comment back whole, and downloads everything once the mask is lifted (its unpushed edit pushed first)", arguments: ServerBackend.allCases)
+    @Test("a device whose mask leaves out Comment and Note.body never receives them — from the zone's snapshot nor from pulls — edits what it has without clobbering what it lacks, gets its own comment back whole, and downloads everything once the mask is lifted (its unpushed edit pushed first)", .timeLimit(.minutes(5)), arguments: ServerBackend.allCases)
     func maskedDevice(backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
         try await withServer(dir.sub("server"), backend: backend) { url, storage in
@@ -145,7 +146,7 @@ struct DownloadMaskSyncTests {
         }
     }
 
-    @Test("the server refuses a malformed omit (400 badRequest, naming it); a single-zone engine made with another mask than its store's refuses to sync (downloadMaskChanged)", arguments: [ServerBackend.embedded])
+    @Test("the server refuses a malformed omit (400 badRequest, naming it) and a push holding a withheld placeholder; a store keeps its mask through a lost cursor, and one whose record is damaged takes no mask (downloadMaskChanged)", arguments: [ServerBackend.embedded])
     func refusals(backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
         try await withServer(dir.sub("server"), backend: backend) { url, _ in
@@ -163,19 +164,41 @@ struct DownloadMaskSyncTests {
             #expect(String(decoding: body, as: UTF8.self).contains("omit"))
 
             await engine.stop()
-            // The store keeps the mask it downloaded with: neither a lost cursor nor a damaged
-            // record makes it take another.
+            // The store keeps the mask it downloaded with: a lost cursor does not make it take
+            // another one.
             try FileManager.default.removeItem(atPath: dir.sub("device") + "/sync-notes.json")
-            #expect(throws: SyncError.self) {
-                _ = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"))
-            }
-            #expect(throws: SyncError.self) {
-                _ = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"))
-            }
             do {
                 _ = try SyncEngine(store: store, server: url, zone: "notes", tokens: .fixed("alice-secret"))
+                Issue.record("an engine without the store's mask was made after its cursor was lost")
             } catch let error as SyncError {
                 #expect(error.code == .downloadMaskChanged && error.message.contains("Comment"), "\(error)")
+            }
+            try await store.close()
+            // A damaged record: the mask is unknown, so no mask is taken for it.
+            try Data("{".utf8).write(to: URL(fileURLWithPath: dir.sub("device") + "/download-masks.json"))
+            let reopened = try await Store.open(at: dir.sub("device"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+            #expect(throws: StoreError.self) { _ = try reopened.downloadMask }
+            for mask in [DownloadMask.none, try DownloadMask(entities: ["Comment"])] {
+                var maskOptions = SyncOptions()
+                maskOptions.downloadMask = mask
+                do {
+                    _ = try SyncEngine(store: reopened, server: url, zone: "notes", tokens: .fixed("alice-secret"), options: maskOptions)
+                    Issue.record("an engine with mask \"\(mask)\" took a store whose record is damaged")
+                } catch let error as SyncError {
+                    #expect(error.code == .downloadMaskChanged && error.message.contains("damaged"), "\(error)")
+                }
+            }
+            try await reopened.close()
+            // A push holding a withheld placeholder is refused: it only goes from a server to a device.
+            let replica = ReplicaID(rawValue: 7)
+            let placeholder = EventCodec.encode(TransactionRecord(replica: replica, events: [
+                Event(id: EventID(replica: replica, sequence: 1), hlc: HLC(rawValue: 1 << 20), change: .withheld),
+            ]))
+            do {
+                _ = try PushValidation.validate([placeholder], now: 1 << 40, maxClockOffset: .seconds(300))
+                Issue.record("a push holding a withheld event was taken")
+            } catch let error as ServerError {
+                #expect(error.code == .badRequest && error.message.contains("withheld"), "\(error)")
             }
             try await store.close()
         }

@@ -108,14 +108,4 @@ struct DownloadMaskTests {
         try await reopened.close()
         for store in stores { try await store.close() }
     }
-
-    @Test("a push holding a withheld placeholder is refused: it only ever goes from a server to a device")
-    func placeholderIsNotTakenInAPush() throws {
-        let replica = ReplicaID(rawValue: 7)
-        let transaction = TransactionRecord(replica: replica, events: [
-            Event(id: EventID(replica: replica, sequence: 1), hlc: HLC(rawValue: 1 << 20), change: .withheld),
-        ])
-        let summary = try TransactionSummary(validating: EventCodec.encode(transaction))
-        #expect(summary.firstWithheld == 1)
-    }
 }

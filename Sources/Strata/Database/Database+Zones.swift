@@ -99,8 +99,12 @@ extension Database {
         // Puts the store back when it cannot be emptied (nothing changed on disk).
         func restore(_ error: StoreError) async throws -> Never {
             let reopened = try await Self.openZoneStore(path, zone: zone, schema: schema, options: options)
-            state.withLock { $0.stores[zone] = reopened }
-            forwardChanges(of: reopened, zone: zone)
+            let closed = state.withLock { state -> Bool in
+                if state.closed { return true }
+                state.stores[zone] = reopened
+                return false
+            }
+            if closed { try? await reopened.close() } else { forwardChanges(of: reopened, zone: zone) }
             throw error
         }
         try? await store.close()
@@ -139,7 +143,16 @@ extension Database {
             try await restore(error)
         }
         let fresh = try await Self.openZoneStore(path, zone: zone, schema: schema, options: options)
-        state.withLock { $0.stores[zone] = fresh }
+        // Closed meanwhile (the app signed out, say): the fresh store is closed too, not left open.
+        let databaseClosed = state.withLock { state -> Bool in
+            if state.closed { return true }
+            state.stores[zone] = fresh
+            return false
+        }
+        if databaseClosed {
+            try? await fresh.close()
+            throw StoreError(.storeFailed, "the database was closed while zone \(zone) was being emptied; it opens empty")
+        }
         forwardChanges(of: fresh, zone: zone)
         deliver(DatabaseChange(zone: zone, kind: .zoneEmptied))
         return kept

@@ -82,7 +82,16 @@ extension Store {
     public var downloadMasksAreDamaged: Bool { core.withLock { $0.downloadMasks.format != 1 } }
 
     /// What this store does not hold of its zone: the union of its sync engines' download masks
-    /// (`.none` when it syncs unmasked, or never synced); `nil` when the record is damaged and
-    /// what it lacks is unknown.
-    public var downloadMask: DownloadMask? { core.withLock { $0.downloadMasks.union } }
+    /// (empty when it syncs unmasked, or never synced).
+    ///
+    /// - Throws: ``StoreError`` `storeFailed` when the record is damaged and what the store
+    ///   lacks is unknown.
+    public var downloadMask: DownloadMask {
+        get throws {
+            guard let union = core.withLock({ $0.downloadMasks.union }) else {
+                throw StoreError(.storeFailed, "\(directory)/\(DownloadMasks.fileName) is damaged: which download masks the store was synced with is unknown")
+            }
+            return union
+        }
+    }
 }

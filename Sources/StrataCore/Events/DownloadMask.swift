@@ -59,7 +59,9 @@ public struct DownloadMask: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func isValidName(_ name: Substring) -> Bool {
+        // Spaces around a name would not survive the text form (parsing drops them).
         !name.isEmpty && name.utf8.count <= maxNameBytes && !name.contains(".") && !name.contains(",")
+            && name.first != " " && name.last != " "
     }
 
     static func isValidName(_ name: String) -> Bool { isValidName(Substring(name)) }
