@@ -84,7 +84,7 @@ extension Store {
     /// What this store does not hold of its zone: the union of its sync engines' download masks
     /// (empty when it syncs unmasked, or never synced).
     ///
-    /// - Throws: ``StoreError`` `storeFailed` when the record is damaged and what the store
+    /// - Throws: `StoreError` `storeFailed` when the record is damaged and what the store
     ///   lacks is unknown.
     public var downloadMask: DownloadMask {
         get throws {
