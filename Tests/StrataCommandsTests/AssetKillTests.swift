@@ -687,7 +687,7 @@ final class KilledChild {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        try process.runSerialized()
         try? out?.close()
         try? err?.close()
     }

@@ -38,7 +38,7 @@ final class ServeChild: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
-        try process.run()
+        try process.runSerialized()
         let deadline = Date().addingTimeInterval(60)
         var found: URL?
         while found == nil && Date() < deadline && process.isRunning {

@@ -25,7 +25,7 @@ struct ServeTLSTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -126,7 +126,7 @@ struct ServeTLSTests {
         process.arguments = ["serve", "--data", directory.sub("data"), "--port", "0", "--users", users, "--tls-cert", cert, "--tls-key", key]
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         defer {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()

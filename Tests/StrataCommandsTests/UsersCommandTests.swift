@@ -43,7 +43,7 @@ struct UsersCommandTests {
                     process.standardInput = FileHandle.nullDevice
                     process.standardOutput = FileHandle(forWritingAtPath: scratch + "/out")
                     process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
-                    try process.run()
+                    try process.runSerialized()
                     process.waitUntilExit()
                     return Output(
                         status: process.terminationStatus,

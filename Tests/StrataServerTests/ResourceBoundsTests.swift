@@ -261,7 +261,7 @@ struct ResourceBoundsTests {
                              "-out", files.certificateChain, "-days", "1", "-subj", "/CN=localhost"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         process.waitUntilExit()
         try #require(process.terminationStatus == 0, "openssl could not make a test certificate")
         return files

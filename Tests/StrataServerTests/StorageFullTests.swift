@@ -33,7 +33,7 @@ struct StorageFullTests {
         process.arguments = ["-t", "tmpfs", "-o", "size=\(bytes)", "tmpfs", path]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw MountError() }
     }
@@ -42,7 +42,7 @@ struct StorageFullTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/umount")
         process.arguments = [path]
-        try? process.run()
+        try? process.runSerialized()
         process.waitUntilExit()
     }
 

@@ -1,5 +1,19 @@
 public import Foundation
 
+/// Serializes starting child processes across the test process: Foundation's `Process.run()`
+/// on Linux crashed (a bad pointer in its memmove) when several tests started children at once
+/// from different threads. Only the start is serialized; the children run side by side.
+private let launchLock = NSLock()
+
+extension Process {
+    /// `run()`, one start at a time in the test process (see `launchLock`).
+    public func runSerialized() throws {
+        launchLock.lock()
+        defer { launchLock.unlock() }
+        try run()
+    }
+}
+
 /// Runs the crash tests' child programs (built next to the test binary) and kills them.
 public enum ChildProcess {
     /// The executable `name` built in the same directory as the running test binary.
@@ -29,7 +43,7 @@ public enum ChildProcess {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         usleep(microseconds)
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -60,7 +74,7 @@ public enum ChildProcess {
         process.standardInput = FileHandle(forReadingAtPath: scratch + "/in")
         process.standardOutput = FileHandle(forWritingAtPath: scratch + "/out")
         process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
-        try process.run()
+        try process.runSerialized()
         process.waitUntilExit()
         let out = String(decoding: FileManager.default.contents(atPath: scratch + "/out") ?? Data(), as: UTF8.self)
         let err = String(decoding: FileManager.default.contents(atPath: scratch + "/err") ?? Data(), as: UTF8.self)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @_spi(StrataInternals) @testable import Strata
 import StrataCore
+import StrataTestSupport
 
 @Suite("Read-only readers beside the writer (StoreReader)")
 struct StoreReaderTests {
@@ -24,7 +25,7 @@ struct StoreReaderTests {
         child.arguments = [dir.path, String(total)]
         let output = Pipe()
         child.standardOutput = output
-        try child.run()
+        try child.runSerialized()
         for i in 1..<total {
             try await store.transaction { tx in _ = try tx.insert("Note", ["title": .string("note \(i) " + String(repeating: "x", count: 100)), "index": .integer(Int64(i))]) }
             // Halfway, the writer compacts: the segments the reader may not have read yet retire.
