@@ -280,10 +280,18 @@ public actor DatabaseSyncEngine {
             let id = nextWaiter
             // The round ending hands the turn over (roundRunning stays set), so no caller
             // arriving meanwhile overtakes a waiter.
+            // Under a time budget the wait ends at the deadline (SyncBudget.Spent).
+            let timer = SyncBudget.current.map { budget in
+                Task { [weak self] in
+                    try await Task.sleep(until: budget.deadline, clock: .continuous)
+                    await self?.cancelWaiter(id, with: SyncBudget.Spent())
+                }
+            }
+            defer { timer?.cancel() }
             try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { roundWaiters.append((id, $0)) }
             } onCancel: {
-                Task { await self.cancelWaiter(id) }
+                Task { await self.cancelWaiter(id, with: CancellationError()) }
             }
             // Handed the turn just as the task was cancelled: pass it on rather than run.
             if Task.isCancelled {
@@ -320,9 +328,9 @@ public actor DatabaseSyncEngine {
         }
     }
 
-    private func cancelWaiter(_ id: UInt64) {
+    private func cancelWaiter(_ id: UInt64, with error: any Error) {
         guard let index = roundWaiters.firstIndex(where: { $0.id == id }) else { return }
-        roundWaiters.remove(at: index).continuation.resume(throwing: CancellationError())
+        roundWaiters.remove(at: index).continuation.resume(throwing: error)
     }
 
     /// The database's changes since `start` (`nil`: from the beginning, a full listing), every
@@ -337,8 +345,8 @@ public actor DatabaseSyncEngine {
                 page = read
                 next = nil
             } else {
-                page = try await transport.databaseChanges(after: batch.token.isEmpty ? nil : batch.token,
-                                                           limit: options.databaseChangesPageSize, wait: nil)
+                let (transport, after, limit) = (self.transport, batch.token.isEmpty ? nil : batch.token, options.databaseChangesPageSize)
+                page = try await SyncBudget.bounding { try await transport.databaseChanges(after: after, limit: limit, wait: nil) }
             }
             report.databaseRequests += 1
             try checkUser(page)
@@ -442,7 +450,8 @@ public actor DatabaseSyncEngine {
                     continue
                 }
                 do {
-                    _ = try await transport.acceptShare(zone)
+                    let transport = self.transport
+                    _ = try await SyncBudget.bounding { try await transport.acceptShare(zone) }
                 } catch let error as SyncError {
                     report.failures[zone] = error
                     // Gone (`zoneNotFound`: the grant was taken back) or refused: nothing to retry.
@@ -485,12 +494,24 @@ public actor DatabaseSyncEngine {
     }
 
     /// Syncs the zones marked dirty, a few at a time; each one that syncs is unmarked.
+    ///
+    /// Under a time budget (``syncOnce(deadline:)``) zones with local edits go first, each zone
+    /// syncs with `SyncEngine.syncOnce(deadline:)`, and a zone the deadline cut short stays
+    /// marked (in the report's ``DatabaseSyncReport/unfinishedZones``).
     func syncDirtyZones(_ report: inout DatabaseSyncReport) async throws {
         var queue = state.dirty.filter { database.store(for: $0) != nil }
+        // What the user did on this device reaches the server first.
+        let withEdits = Set(queue.filter { (try? database.hasUnpushedEdits(in: $0)) ?? true })
+        queue = queue.filter { withEdits.contains($0) } + queue.filter { !withEdits.contains($0) }
+        let budget = SyncBudget.current
         var engines: [(ZoneReference, SyncEngine)] = []
         for zone in queue {
             do {
                 engines.append((zone, try await engineRedownloading(zone)))
+            } catch let spent as SyncBudget.Spent {
+                // (A re-download cut short is done again from the start: see engineRedownloading.)
+                _ = spent
+                report.unfinishedZones.append(zone)
             } catch let error as SyncError {
                 report.failures[zone] = error
             } catch {
@@ -504,7 +525,10 @@ public actor DatabaseSyncEngine {
             func addNext() -> Bool {
                 guard let (zone, engine) = next.next() else { return false }
                 group.addTask {
-                    do { return (zone, .success(try await engine.sync())) } catch let error as SyncError {
+                    do {
+                        if let budget { return (zone, .success(try await engine.syncOnce(deadline: budget.deadline))) }
+                        return (zone, .success(try await engine.sync()))
+                    } catch let error as SyncError {
                         return (zone, .failure(error))
                     } catch {
                         return (zone, .failure(SyncError(.store, "\(error)")))
@@ -523,7 +547,11 @@ public actor DatabaseSyncEngine {
             switch outcome {
             case .success(let zoneReport):
                 report.zones[zone] = zoneReport
-                dirty.remove(zone)
+                if zoneReport.finished {
+                    dirty.remove(zone)
+                } else {
+                    report.unfinishedZones.append(zone)
+                }
             case .failure(let error):
                 report.failures[zone] = error
             }

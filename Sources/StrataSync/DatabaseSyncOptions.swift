@@ -43,6 +43,13 @@ public struct DatabaseSyncReport: Sendable {
     public var pendingShares: [ZoneReference] = []
     /// Requests for the database's changes (one, unless the answer came in pages).
     public var databaseRequests = 0
+    /// Whether the sync did everything it had to: always, for ``DatabaseSyncEngine/sync()``;
+    /// for ``DatabaseSyncEngine/syncOnce(deadline:)``, whether it ended before its deadline did.
+    public var finished = true
+    /// The zones the deadline of ``DatabaseSyncEngine/syncOnce(deadline:)`` cut short or kept
+    /// from starting (each zone's own report, when it began, says what it left). The next sync
+    /// syncs them.
+    public var unfinishedZones: [ZoneReference] = []
 
     public init() {}
 }

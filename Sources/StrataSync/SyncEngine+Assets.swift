@@ -49,11 +49,15 @@ extension SyncEngine: AssetSource {
     /// one after another rather than all at the end.
     func uploadAssets(_ named: Set<AssetHash>) async throws {
         do {
-            try await uploadAssetsInWindow(named)
+            // Under a time budget the uploads in flight at the deadline are cancelled; the server
+            // keeps the chunks it took, and the next sync sends only those it lacks.
+            try await SyncBudget.bounding { try await self.uploadAssetsInWindow(named) }
         } catch let error as SyncError {
             throw error
         } catch let error as CancellationError {
             throw error
+        } catch let spent as SyncBudget.Spent {
+            throw spent
         } catch {
             // The store's own failure (an asset file damaged or unreadable, the disk): typed, so
             // that the sync's status says it rather than keep the phase it had.

@@ -8,6 +8,7 @@ import StrataProtocol
 /// recreated zone, a rewind against a server restored from a backup.
 extension SyncEngine {
     func pullAll(wait: Duration?, _ report: inout SyncReport) async throws {
+        pullFinished = false
         update { $0.phase = wait == nil ? .pulling : .waiting }
         var pageWait = wait
         while true {
@@ -52,7 +53,10 @@ extension SyncEngine {
             }
             cursor.token = page.nextToken
             try cursor.save(store: store, zone: zoneReference)
-            if next(after: request, answered: .pulled(moreComing: page.moreComing)) == .done { return }
+            if next(after: request, answered: .pulled(moreComing: page.moreComing)) == .done {
+                pullFinished = true
+                return
+            }
         }
     }
 

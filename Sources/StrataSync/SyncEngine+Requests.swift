@@ -36,13 +36,17 @@ extension SyncEngine {
     /// Sends `request` through `body` until it is answered or the machine says otherwise: a retry
     /// waits on ``SyncOptions/clock`` (status ``SyncStatus/Phase/backingOff``) and sends it
     /// again, a stop throws its typed error, anything else goes back to the caller to perform.
-    func ask<Value: Sendable>(_ request: SyncStateMachine.Request, _ body: @Sendable () async throws -> Value) async throws -> Reply<Value> {
+    /// Under a time budget (`syncOnce(deadline:)`) no request starts or waits past the deadline
+    /// (see ``SyncBudget``).
+    func ask<Value: Sendable>(_ request: SyncStateMachine.Request, _ body: @escaping @Sendable () async throws -> Value) async throws -> Reply<Value> {
         var attempt = 0
         while true {
             let answer: SyncStateMachine.Answer
             let thrown: any Error
             do {
-                return .answered(try await body())
+                return .answered(try await SyncBudget.bounding(body))
+            } catch let spent as SyncBudget.Spent {
+                throw spent
             } catch let error as SyncError {
                 if error.code == .assetMissing { zoneLacksAssets(error) }
                 answer = .refused(error)
@@ -57,6 +61,8 @@ extension SyncEngine {
                 attempt += 1
                 let refusal = thrown as? SyncError
                 options.logger.debug("retrying", metadata: ["error": "\(thrown)", "attempt": "\(attempt)"])
+                // A backoff that would outlast the budget ends the sync now, as the deadline would.
+                if SyncBudget.cannotWait(delay) { throw SyncBudget.Spent() }
                 update { $0.phase = .backingOff; $0.lastError = refusal ?? $0.lastError }
                 try await options.clock.sleep(for: delay)
             case .stop(let error):

@@ -62,6 +62,9 @@ public actor SyncEngine {
     /// `zoneReset` meanwhile is thrown, so that a server answering it to every push cannot
     /// recurse the engine off its stack.
     var startingOverFromPush = false
+    /// The last pull of the current sync went on until the server had nothing more (what
+    /// ``syncOnce(deadline:)`` reports as ``SyncReport/moreToPull``).
+    var pullFinished = false
 
     // Continuous mode (SyncEngine+Continuous.swift).
     /// The running continuous mode, if any.
@@ -180,6 +183,14 @@ public actor SyncEngine {
     @discardableResult
     public func sync() async throws -> SyncReport {
         var report = SyncReport()
+        try await sync(into: &report)
+        return report
+    }
+
+    /// ``sync()``, adding to `report` as it goes: a sync cut short by its time budget
+    /// (``syncOnce(deadline:)``) still says what it did.
+    func sync(into report: inout SyncReport) async throws {
+        pullFinished = false
         do {
             // Counted before any request, so that a sync that cannot reach the server says how
             // much waits.
@@ -211,7 +222,6 @@ public actor SyncEngine {
             throw error
         }
         report.token = cursor.token
-        return report
     }
 
     /// Syncs from scratch: forgets the change token, so the zone is pulled again from its start

@@ -26,6 +26,15 @@ public struct SyncReport: Sendable, Hashable {
     public var stateUploads = 0
     public var stateBytes = 0
     public var token: String?
+    /// Whether the sync did everything it had to: always, for ``SyncEngine/sync()``; for
+    /// ``SyncEngine/syncOnce(deadline:)``, whether it ended before its deadline did.
+    public var finished = true
+    /// Local transactions with edits that the sync left unpushed because its deadline came
+    /// first (``SyncEngine/syncOnce(deadline:)``; 0 when it finished). The next sync pushes them.
+    public var leftToPush = 0
+    /// Whether the zone holds changes the sync did not pull because its deadline came first
+    /// (``SyncEngine/syncOnce(deadline:)``; `false` when it finished). The next sync pulls them.
+    public var moreToPull = false
 
     public init() {}
 }

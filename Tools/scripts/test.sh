@@ -34,13 +34,22 @@ else
     # clients time out. So those run first without them, then the heavy ones together. A failure
     # in the first round still runs the second, so one run shows every failure.
     heavy='SimulationTests|AssetKillTests|ServeStateUploadBoundsTests|ServeBoundsTests|TransactionPropertyTests|ConvergenceTests|CrashTests|ConcurrencyTests'
+    # Each round's output is kept, so that a failure is summed up at the end: CI shows only the
+    # end of a long output, which the second round's progress would fill.
     status=0
-    swift test --skip-build --traits Server --skip "$heavy" || status=$?
-    swift test --skip-build --traits Server --filter "$heavy" || status=$?
+    round1=$(mktemp)
+    round2=$(mktemp)
+    swift test --skip-build --traits Server --skip "$heavy" 2>&1 | tee "$round1" || status=$?
+    swift test --skip-build --traits Server --filter "$heavy" 2>&1 | tee "$round2" || status=$?
     if [ "$status" != 0 ]; then
-        echo "test.sh: swift test failed (above)" >&2
+        echo "test.sh: swift test failed; what failed, round by round:" >&2
+        for round in "$round1" "$round2"; do
+            echo "--- $( [ "$round" = "$round1" ] && echo "round 1 (--skip heavy)" || echo "round 2 (--filter heavy)" )" >&2
+            grep -a -E "✘|error: |Fatal error|Exited with|signal [0-9]|Crash|timed out" "$round" | grep -a -v "^.*✔" | cut -c1-1500 | head -60 >&2 || true
+        done
         exit "$status"
     fi
+    rm -f "$round1" "$round2"
 fi
 # Every decoder of bytes from disk or the network under libFuzzer (its own release build in .build-fuzz).
 if [ "${STRATA_FUZZ:-1}" != 0 ]; then

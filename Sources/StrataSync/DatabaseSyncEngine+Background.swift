@@ -1,0 +1,59 @@
+import Strata
+import StrataCore
+
+/// Background sync of a whole database (see `SyncEngine.syncOnce(deadline:)`).
+extension DatabaseSyncEngine {
+    /// Syncs as ``sync()`` does, but stops at `deadline`: one request for the database's changes,
+    /// then the zones that need it — those with local edits first, so that what the user did on
+    /// this device reaches the server before anything else is pulled — each pushing, then pulling
+    /// in pages, until the deadline. No request starts after it, and one in flight then is
+    /// cancelled; whatever landed before stays (the store and cursor of each zone are saved as
+    /// each answer lands), and the zones not finished stay marked, so the next sync of either
+    /// kind goes on with them.
+    ///
+    /// ```swift
+    /// // A silent push woke the app, which has about 30 seconds:
+    /// let report = try await sync.syncOnce(deadline: .now + .seconds(25))
+    /// completionHandler(report.finished ? .newData : .failed)
+    /// ```
+    ///
+    /// Running out of time is not an error: the report says it (``DatabaseSyncReport/finished``,
+    /// ``DatabaseSyncReport/unfinishedZones``, and each zone's ``SyncReport/leftToPush`` and
+    /// ``SyncReport/moreToPull``). It throws as ``sync()`` does, when the server cannot say what
+    /// changed. A round of continuous mode running meanwhile is waited for, but not past the
+    /// deadline; stop continuous mode first (``stop()``), as an app going to the background would.
+    @discardableResult
+    public func syncOnce(deadline: ContinuousClock.Instant) async throws -> DatabaseSyncReport {
+        var report = DatabaseSyncReport()
+        var spent = false
+        updateStatus { $0.phase = .syncing }
+        do {
+            try await SyncBudget.$current.withValue(SyncBudget(deadline: deadline)) {
+                try SyncBudget.check()
+                try await exclusively {
+                    let changes = try await fetchChanges(after: state.token, &report)
+                    try await apply(changes, &report)
+                    try await syncDirtyZones(&report)
+                }
+            }
+        } catch is SyncBudget.Spent {
+            spent = true
+            // Every zone still marked is left (those the round reached are in the list already).
+            let left = Set(report.unfinishedZones)
+            report.unfinishedZones += state.dirty.filter { database.store(for: $0) != nil && !left.contains($0) }
+        } catch {
+            roundEnded(report, failure: error as? SyncError ?? SyncError(.store, "\(error)"))
+            throw error
+        }
+        report.unfinishedZones.sort()
+        report.finished = !spent && report.unfinishedZones.isEmpty
+        roundEnded(report, failure: nil)
+        return report
+    }
+
+    /// ``syncOnce(deadline:)`` with a deadline `budget` from now.
+    @discardableResult
+    public func syncOnce(within budget: Duration) async throws -> DatabaseSyncReport {
+        try await syncOnce(deadline: .now.advanced(by: budget))
+    }
+}
