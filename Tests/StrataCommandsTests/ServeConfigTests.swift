@@ -38,6 +38,36 @@ struct ServeConfigTests {
         #expect(sources["limits.maxPullLimit"] == .defaultValue)
     }
 
+    @Test("A webhook needs a URL and a secret file of at least 16 bytes; each missing or bad part is refused naming it")
+    func webhookSettings() throws {
+        let directory = TemporaryDirectory(#function)
+        let secret = directory.sub("secret")
+        try Data("  a-secret-of-enough-bytes\n".utf8).write(to: URL(fileURLWithPath: secret))
+        let short = directory.sub("short")
+        try Data("too-short".utf8).write(to: URL(fileURLWithPath: short))
+        let resolved = try ServeConfiguration.resolve(flags: ["data": "d", "webhook.url": "https://backend.example/strata", "webhook.secretFile": secret],
+                                                      environment: ["STRATA_WEBHOOK_COALESCE": "2.5"], configFile: nil)
+        let webhook = try #require(resolved.serveOptions.configuration.webhook)
+        #expect(webhook.url.absoluteString == "https://backend.example/strata")
+        #expect(webhook.secret == Array("a-secret-of-enough-bytes".utf8), "surrounding whitespace is not part of the secret")
+        #expect(webhook.coalesce == .milliseconds(2500))
+        #expect(try ServeConfiguration.resolve(flags: ["data": "d"], environment: [:], configFile: nil).serveOptions.configuration.webhook == nil)
+        let refusals: [([String: String], String)] = [
+            (["webhook.url": "https://backend.example/strata"], "only webhook.url is set"),
+            (["webhook.secretFile": secret], "only webhook.secretFile is set"),
+            (["webhook.url": "ftp://backend.example", "webhook.secretFile": secret], "is not an http(s) URL"),
+            (["webhook.url": "https://backend.example", "webhook.secretFile": short], "the webhook secret has 9 bytes; it needs at least 16"),
+            (["webhook.url": "https://backend.example", "webhook.secretFile": directory.sub("absent")], "cannot be read"),
+        ]
+        for (flags, message) in refusals {
+            #expect {
+                _ = try ServeConfiguration.resolve(flags: ["data": "d"].merging(flags) { $1 }, environment: [:], configFile: nil)
+            } throws: { error in
+                "\(error)".contains(message)
+            }
+        }
+    }
+
     @Test("STRATA_CONFIG names the file when --config does not")
     func configFromEnvironment() throws {
         let directory = TemporaryDirectory(#function)

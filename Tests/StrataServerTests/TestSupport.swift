@@ -60,7 +60,8 @@ struct TestServer {
     let storage: EmbeddedZoneStorage
     let app: StrataServerApp
 
-    init(limits: ServerConfiguration.Limits = ServerConfiguration.Limits(), clock: ServerClock = .system, label: String = #function) throws {
+    init(limits: ServerConfiguration.Limits = ServerConfiguration.Limits(), clock: ServerClock = .system, webhook: WebhookConfiguration? = nil,
+         label: String = #function) throws {
         directory = TemporaryDirectory(label)
         // Wired as `strata serve` wires them: the zone logs report their group commits to /metrics.
         let metrics = ServerMetrics()
@@ -68,8 +69,9 @@ struct TestServer {
         options.log.commitObserver = metrics.commitObserver
         storage = try EmbeddedZoneStorage(directory: directory.sub("data"), options: options)
         let users = try UserDirectory(tokens: ["alice": Token.alice, "bob": Token.bob, "carol": Token.carol])
-        app = StrataServerApp(storage: storage, users: users, configuration: ServerConfiguration(port: 0, limits: limits), clock: clock,
-                              metrics: metrics)
+        var configuration = ServerConfiguration(port: 0, limits: limits)
+        configuration.webhook = webhook
+        app = StrataServerApp(storage: storage, users: users, configuration: configuration, clock: clock, metrics: metrics)
     }
 
     /// Runs `body` against the router (or a live server), then closes the storage.

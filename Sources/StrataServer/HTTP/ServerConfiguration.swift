@@ -130,6 +130,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The port to listen on (0 picks a free one).
     public var port: Int
     public var limits: Limits
+    /// Where to tell an app's backend that zones changed, so that it wakes devices (`nil`: no
+    /// webhook). See ``WebhookNotifier``.
+    public var webhook: WebhookConfiguration?
 
     public init(host: String = "127.0.0.1", port: Int = 8080, limits: Limits = Limits()) {
         self.host = host

@@ -58,6 +58,7 @@ extension StrataServerApp {
         metrics.pushBytes.increment(by: Int64(body.count))
         if outcome.appended > 0 {
             notifier.notify(zone: id.description)
+            webhooks?.zoneChanged(id, metrics: metrics)
             logger.info("push appended", metadata: [
                 "zone": "\(id)", "user": "\(user)", "replica": "\(replica)",
                 "transactions": "\(outcome.appended)", "acknowledged": "\(outcome.acknowledged)", "end": "\(outcome.position)",
@@ -129,7 +130,10 @@ extension StrataServerApp {
         } catch {
             throw answer(error)
         }
-        if outcome.merged { notifier.notify(zone: id.description) }
+        if outcome.merged {
+            notifier.notify(zone: id.description)
+            webhooks?.zoneChanged(id, metrics: metrics)
+        }
         logger.notice(outcome.merged ? "state merged" : "state brought nothing new",
                       metadata: ["zone": "\(id)", "user": "\(user)", "bytes": "\(payload.count)", "position": "\(outcome.position)"])
         var merged = zone

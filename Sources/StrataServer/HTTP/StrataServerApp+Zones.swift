@@ -60,8 +60,10 @@ extension StrataServerApp {
                     if error.code == .zoneNotFound { continue }
                     throw answer(error)
                 }
-                // Long polls of the zone wake and check their callers' access again.
+                // Long polls of the zone wake and check their callers' access again; a new
+                // grantee's devices are woken to find the share.
                 notifier.notify(zone: name.description)
+                webhooks?.zoneChanged(name, metrics: metrics)
                 guard let described = try await descriptionIfPresent(updated, for: user) else { continue }
                 return try json(described)
             }

@@ -33,6 +33,8 @@ public struct StrataServerApp: Sendable {
     public let notifier: ChangeNotifier
     /// The counters `GET /metrics` answers (see ``ServerMetrics``).
     public let metrics: ServerMetrics
+    /// Tells the configured webhook which zones changed (``ServerConfiguration/webhook``).
+    public let webhooks: WebhookNotifier?
     let rateLimiter: RateLimiter
     /// State uploads per user (``ServerConfiguration/Limits/stateUploadLimit``).
     let stateUploadLimiter: RateLimiter
@@ -74,6 +76,7 @@ public struct StrataServerApp: Sendable {
         // A user removed or a token replaced by a reload ends that user's waiting long polls.
         users.whenReplaced { notifier.notifyAll() }
         self.metrics = metrics
+        self.webhooks = configuration.webhook.map(WebhookNotifier.init(configuration:))
         // Shared by every instance on the storage when it keeps them (PostgreSQL), else in memory.
         let buckets = storage.limitBuckets
         self.rateLimiter = RateLimiter(limit: configuration.limits.rateLimit, buckets: buckets, clock: clock)
@@ -125,6 +128,8 @@ public struct StrataServerApp: Sendable {
             // The connection caps and timeouts (see BoundedHTTP1Channel).
             server: BoundedHTTP1Channel.builder(limits: configuration.limits, metrics: metrics, logger: logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "strata"),
+            // The webhook's deliveries run beside the HTTP server, and stop with it.
+            services: webhooks.map { [WebhookService(notifier: $0, server: self)] } ?? [],
             onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? 0) },
             logger: logger
         )

@@ -61,6 +61,15 @@ public final class ServerMetrics: Sendable {
     public let serverBusy: CounterMetric
     /// `strata_storage_full_total`: requests answered `507 storageFull`.
     public let storageFull: CounterMetric
+    /// `strata_webhook_deliveries_total{outcome="delivered"}`: webhook notifications the
+    /// receiver took (a 2xx answer).
+    public let webhookDelivered: CounterMetric
+    /// `strata_webhook_deliveries_total{outcome="retried"}`: delivery attempts that failed and
+    /// were tried again.
+    public let webhookRetried: CounterMetric
+    /// `strata_webhook_deliveries_total{outcome="dropped"}`: notifications given up after the
+    /// last attempt (or when too many zones waited to be notified).
+    public let webhookDropped: CounterMetric
     /// `strata_group_commit_transactions`: log entries (transactions) made durable by one fsync
     /// of a zone's log (group commit).
     let groupCommitSize: Prometheus.ValueHistogram
@@ -113,6 +122,10 @@ public final class ServerMetrics: Sendable {
         authFailures = counter("strata_auth_failures_total", "Requests refused for a missing or unknown bearer token.")
         serverBusy = counter("strata_server_busy_total", "Requests answered 503 serverBusy.")
         storageFull = counter("strata_storage_full_total", "Requests answered 507 storageFull.")
+        let webhookHelp = "Webhook notification attempts, by outcome."
+        webhookDelivered = counter("strata_webhook_deliveries_total", webhookHelp, [("outcome", "delivered")])
+        webhookRetried = counter("strata_webhook_deliveries_total", webhookHelp, [("outcome", "retried")])
+        webhookDropped = counter("strata_webhook_deliveries_total", webhookHelp, [("outcome", "dropped")])
         groupCommitSize = registry.makeValueHistogram(name: "strata_group_commit_transactions", labels: [],
                                                       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
                                                       help: "Log entries made durable by one fsync.")

@@ -78,6 +78,15 @@ struct ServeCommand: AsyncParsableCommand {
             help: ArgumentHelp("A JSON file describing an issuer whose bearer JWTs sign users in (repeatable; see the JWTSignIn article).", valueName: "FILE"))
     var jwtIssuer: [String] = []
 
+    @Option(help: ArgumentHelp("Tell this URL which zones changed (a signed JSON POST, coalesced), so that the app's backend wakes devices; needs --webhook-secret-file.", valueName: "URL"))
+    var webhookUrl: String?
+
+    @Option(help: ArgumentHelp("A file holding the webhook's signing secret (at least 16 bytes; surrounding whitespace ignored).", valueName: "FILE"))
+    var webhookSecretFile: String?
+
+    @Option(help: ArgumentHelp("Seconds a webhook notification gathers changes before it goes (default 1).", valueName: "SECONDS"))
+    var webhookCoalesce: String?
+
     @Option(help: ArgumentHelp("A limit, NAME=VALUE (repeatable); see the discussion for the names.", valueName: "NAME=VALUE"))
     var limit: [String] = []
 
@@ -104,6 +113,9 @@ struct ServeCommand: AsyncParsableCommand {
         values["tls.cert"] = tlsCert
         values["tls.key"] = tlsKey
         if !jwtIssuer.isEmpty { values["jwt.issuers"] = jwtIssuer.joined(separator: ",") }
+        values["webhook.url"] = webhookUrl
+        values["webhook.secretFile"] = webhookSecretFile
+        values["webhook.coalesce"] = webhookCoalesce
         let names = Set(ServeConfiguration.limitNames)
         for assignment in limit {
             guard let equals = assignment.firstIndex(of: "=") else {

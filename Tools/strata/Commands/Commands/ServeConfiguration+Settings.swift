@@ -89,6 +89,12 @@ extension ServeConfiguration {
                 }
             }
         }, current: { $0.jwtIssuerFiles.isEmpty ? "none" : $0.jwtIssuerFiles.joined(separator: ",") }),
+        // The webhook that wakes devices (see the Operating article's Wake-ups).
+        text("webhook.url", flag: "--webhook-url", \.webhookURL),
+        text("webhook.secretFile", flag: "--webhook-secret-file", \.webhookSecretFile),
+        ServeSetting(key: "webhook.coalesce", flag: "--webhook-coalesce", secret: false, apply: { c, v throws(ValueError) in
+            c.webhookCoalesce = try seconds(v, positive: true)
+        }, current: { c in "\(Double(c.webhookCoalesce.components.seconds) + Double(c.webhookCoalesce.components.attoseconds) / 1e18)s" }),
 
         limitBytes("maxBodyBytes", \.maxBodyBytes),
         limitBytes("maxStateBytes", \.maxStateBytes),

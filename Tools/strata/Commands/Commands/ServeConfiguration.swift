@@ -34,6 +34,11 @@ struct ServeConfiguration: Sendable {
     /// issuers they hold, read when resolved.
     var jwtIssuerFiles: [String] = []
     var jwtIssuers: [JWTIssuer] = []
+    /// The webhook (`webhook.url`, `webhook.secretFile`, `webhook.coalesce`), made when resolved.
+    var webhookURL: String?
+    var webhookSecretFile: String?
+    var webhookCoalesce: Duration = .seconds(1)
+    var webhook: WebhookConfiguration?
 
     /// Where a value came from.
     enum Source: Sendable, Hashable, CustomStringConvertible {
@@ -106,16 +111,45 @@ struct ServeConfiguration: Sendable {
         if (configuration.tlsCert == nil) != (configuration.tlsKey == nil) {
             throw Problem(description: "TLS needs both tls.cert and tls.key (--tls-cert/--tls-key, STRATA_TLS_CERT/STRATA_TLS_KEY); only \(configuration.tlsCert == nil ? "tls.key" : "tls.cert") is set")
         }
+        configuration.webhook = try webhook(configuration)
         if configuration.limits.defaultPullLimit > configuration.limits.maxPullLimit {
             throw Problem(description: "limits.defaultPullLimit (\(configuration.limits.defaultPullLimit)) is larger than limits.maxPullLimit (\(configuration.limits.maxPullLimit))")
         }
         return configuration
     }
 
+    /// The webhook the resolved keys describe: a URL and a secret file both, or neither.
+    private static func webhook(_ configuration: ServeConfiguration) throws(Problem) -> WebhookConfiguration? {
+        switch (configuration.webhookURL, configuration.webhookSecretFile) {
+        case (nil, nil):
+            return nil
+        case (nil, _), (_, nil):
+            throw Problem(description: "a webhook needs both webhook.url and webhook.secretFile (--webhook-url/--webhook-secret-file, STRATA_WEBHOOK_URL/STRATA_WEBHOOK_SECRET_FILE); only \(configuration.webhookURL == nil ? "webhook.secretFile" : "webhook.url") is set")
+        case (let text?, let path?):
+            guard let url = URL(string: text) else { throw Problem(description: "webhook.url \"\(text.prefix(200))\" is not a URL") }
+            let contents: String
+            do {
+                contents = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw Problem(description: "webhook.secretFile \(path): cannot be read: \(error.localizedDescription)")
+            }
+            var webhook: WebhookConfiguration
+            do {
+                webhook = try WebhookConfiguration(url: url, secret: Array(contents.trimmingCharacters(in: .whitespacesAndNewlines).utf8))
+            } catch {
+                throw Problem(description: "webhook: \(error.description) (secret from \(path))")
+            }
+            webhook.coalesce = configuration.webhookCoalesce
+            return webhook
+        }
+    }
+
     /// What `StrataServerApp.serve` runs with.
     var serveOptions: ServeOptions {
-        ServeOptions(dataDirectory: data ?? "", usersFile: users,
-                     configuration: ServerConfiguration(host: host, port: port, limits: limits),
+        var server = ServerConfiguration(host: host, port: port, limits: limits)
+        server.webhook = webhook
+        return ServeOptions(dataDirectory: data ?? "", usersFile: users,
+                     configuration: server,
                      retention: retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) },
                      assetSweep: assetSweepEvery == 0 ? nil : AssetSweepSchedule(grace: .seconds(assetGrace), interval: .seconds(assetSweepEvery)),
                      tls: tlsCert.flatMap { cert in tlsKey.map { TLSFiles(certificateChain: cert, privateKey: $0) } })

@@ -1,0 +1,174 @@
+public import Foundation
+import Logging
+import NIOHTTP1
+import ServiceLifecycle
+import StrataProtocol
+import Synchronization
+
+/// What a webhook notification's body holds (JSON): which zones changed and, for each, the users
+/// who may read it — whose devices the receiver wakes.
+public struct WebhookNotification: Sendable, Hashable, Codable {
+    /// One zone that changed.
+    public struct ZoneChange: Sendable, Hashable, Codable {
+        public var zone: String
+        public var owner: String
+        /// The owner and every user with a grant on the zone.
+        public var users: [String]
+    }
+
+    /// The notification's ID, as in the `Strata-Webhook-Id` header (the same on every attempt).
+    public var id: String
+    /// When the server first sent it (milliseconds since 1970, the server's clock).
+    public var sentAt: Int64
+    public var changes: [ZoneChange]
+}
+
+/// Tells a webhook receiver which zones changed: changes are gathered for
+/// ``WebhookConfiguration/coalesce`` (a burst of pushes to a zone names it once), then sent as
+/// one signed notification (``WebhookSignature``), tried again with a doubling backoff while the
+/// receiver fails, and dropped (logged, counted) after the last attempt.
+///
+/// A push only marks its zone (``zoneChanged(_:)``: a lock and a signal), and deliveries run in
+/// a service of their own, one at a time: a slow or dead receiver never slows a push, and while
+/// it fails, further changes gather into the next notification (bounded by
+/// ``WebhookConfiguration/maxPendingZones``). Notifications are a hint to wake devices, not a
+/// record: those pending when the server stops are not sent (devices still find every change
+/// when they next sync).
+public final class WebhookNotifier: Sendable {
+    let configuration: WebhookConfiguration
+    /// The zones marked and not yet taken: in the order marked, and as a set.
+    private struct Pending {
+        var order: [ZoneID] = []
+        var marked: Set<ZoneID> = []
+        /// Counts every change (of a zone marked already too): gathering goes on while it moves.
+        var changes: UInt64 = 0
+    }
+    private let pending = Mutex(Pending())
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakes: AsyncStream<Void>
+
+    init(configuration: WebhookConfiguration) {
+        self.configuration = configuration
+        (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Marks `zone` as changed; returns at once. `false` when too many zones wait already (the
+    /// change is dropped and counted).
+    @discardableResult
+    func zoneChanged(_ zone: ZoneID, metrics: ServerMetrics) -> Bool {
+        let marked = pending.withLock { pending -> Bool in
+            pending.changes &+= 1
+            if pending.marked.contains(zone) { return true }
+            guard pending.marked.count < configuration.maxPendingZones else { return false }
+            pending.marked.insert(zone)
+            pending.order.append(zone)
+            return true
+        }
+        if marked { wake.yield(()) } else { metrics.webhookDropped.increment() }
+        return marked
+    }
+
+    /// The zones marked, oldest first, at most `limit`: taken off the list (a zone changed again
+    /// from now on is marked anew).
+    private func take(_ limit: Int) -> [ZoneID] {
+        pending.withLock { pending in
+            let taken = Array(pending.order.prefix(limit))
+            pending.order.removeFirst(taken.count)
+            for zone in taken { pending.marked.remove(zone) }
+            return taken
+        }
+    }
+
+    var pendingCount: Int { pending.withLock { $0.marked.count } }
+
+    /// Delivers until the calling task is cancelled.
+    func run(storage: any ZoneStorage, metrics: ServerMetrics, logger: Logger) async {
+        var iterator = wakes.makeAsyncIterator()
+        while !Task.isCancelled {
+            if pendingCount == 0 {
+                guard await iterator.next() != nil else { return }
+            }
+            // Gather the burst: until the zones were quiet for `coalesce`, or for `maxDelay` at most.
+            let started = ContinuousClock.now
+            var seen = pending.withLock { $0.changes }
+            while true {
+                do { try await Task.sleep(for: configuration.coalesce) } catch { return }
+                let now = pending.withLock { $0.changes }
+                if now == seen || ContinuousClock.now - started >= configuration.maxDelay { break }
+                seen = now
+            }
+            let zones = take(configuration.maxZonesPerNotification)
+            guard !zones.isEmpty else { continue }
+            var changes: [WebhookNotification.ZoneChange] = []
+            for zone in zones {
+                // Read when sent: grants changed meanwhile count; a zone deleted meanwhile has no
+                // one left to wake.
+                guard let info = try? await storage.zone(zone) else { continue }
+                let users = Set([info.owner] + info.grants.keys.filter { info.canRead($0) }).sorted()
+                changes.append(.init(zone: info.name, owner: info.owner, users: users))
+            }
+            guard !changes.isEmpty else { continue }
+            let notification = WebhookNotification(id: UUID().uuidString.lowercased(),
+                                                   sentAt: Int64(Date().timeIntervalSince1970 * 1000), changes: changes)
+            await deliver(notification, metrics: metrics, logger: logger)
+        }
+    }
+
+    /// Sends `notification` until the receiver takes it or the attempts run out.
+    private func deliver(_ notification: WebhookNotification, metrics: ServerMetrics, logger: Logger) async {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let body = try? Array(encoder.encode(notification)) else { return }
+        var backoff = configuration.initialBackoff
+        for attempt in 1...max(1, configuration.maxAttempts) {
+            let seconds = Int64(Date().timeIntervalSince1970)
+            let headers = [
+                ("Content-Type", "application/json"),
+                (WebhookSignature.header, WebhookSignature.sign(body: body, secret: configuration.secret, seconds: seconds)),
+                (WebhookSignature.idHeader, notification.id),
+                ("User-Agent", "strata-webhook"),
+            ]
+            let failure: String
+            do {
+                let answer = try await OutboundHTTP.send(.POST, configuration.url, headers: headers, body: body, limit: 64 << 10,
+                                                         timeout: configuration.timeout)
+                if (200..<300).contains(answer.status) {
+                    metrics.webhookDelivered.increment()
+                    logger.debug("webhook notified", metadata: ["id": "\(notification.id)", "zones": "\(notification.changes.count)"])
+                    return
+                }
+                failure = "answered HTTP \(answer.status)"
+            } catch {
+                failure = "\(error)"
+            }
+            guard attempt < configuration.maxAttempts, !Task.isCancelled else {
+                metrics.webhookDropped.increment()
+                logger.error("webhook notification dropped after \(attempt) attempt(s)", metadata: [
+                    "id": "\(notification.id)", "url": "\(configuration.url.absoluteString)", "error": "\(failure)",
+                    "zones": "\(notification.changes.count)",
+                ])
+                return
+            }
+            metrics.webhookRetried.increment()
+            logger.warning("webhook delivery failed; trying again", metadata: [
+                "id": "\(notification.id)", "attempt": "\(attempt)", "error": "\(failure)", "retryIn": "\(backoff)",
+            ])
+            // Jittered, so that several servers on one receiver do not retry in step.
+            let jittered = backoff * Double.random(in: 0.5...1.0)
+            do { try await Task.sleep(for: jittered) } catch { return }
+            backoff = min(backoff * 2, configuration.maxBackoff)
+        }
+    }
+}
+
+/// Runs a server's webhook deliveries beside its HTTP service (see ``WebhookNotifier``).
+struct WebhookService: Service {
+    let notifier: WebhookNotifier
+    let server: StrataServerApp
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await notifier.run(storage: server.storage, metrics: server.metrics, logger: server.logger)
+        }
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import StrataCore
+import StrataProtocol
+@testable import StrataServer
+import StrataTestSupport
+import Synchronization
+import Testing
+
+/// A webhook receiver on a real port: it keeps every request it gets and answers as told.
+final class WebhookReceiver: Sendable {
+    struct Received: Sendable {
+        var body: [UInt8]
+        var signature: String?
+        var id: String?
+        var at: ContinuousClock.Instant
+    }
+
+    /// What the receiver answers to its n-th request (from 0): a status, after a delay.
+    let answer: @Sendable (Int) -> (status: HTTPResponse.Status, delay: Duration)
+    let received = Mutex<[Received]>([])
+
+    init(answer: @escaping @Sendable (Int) -> (status: HTTPResponse.Status, delay: Duration) = { _ in (.noContent, .zero) }) {
+        self.answer = answer
+    }
+
+    var requests: [Received] { received.withLock { $0 } }
+
+    /// Serves while `body` runs, with the receiver's URL.
+    func serve(_ body: @Sendable (URL) async throws -> Void) async throws {
+        let router = Router()
+        router.post("/hook") { request, _ -> Response in
+            let bytes = try await request.body.collect(upTo: 1 << 20)
+            let entry = Received(body: Array(bytes.readableBytesView), signature: request.headers[HTTPField.Name("Strata-Signature")!],
+                                 id: request.headers[HTTPField.Name("Strata-Webhook-Id")!], at: .now)
+            let index = self.received.withLock { list -> Int in
+                list.append(entry)
+                return list.count - 1
+            }
+            let (status, delay) = self.answer(index)
+            if delay > .zero { try await Task.sleep(for: delay) }
+            return Response(status: status)
+        }
+        let app = Application(router: router, configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            try await body(try #require(URL(string: "http://127.0.0.1:\(port)/hook")))
+        }
+    }
+
+    /// Waits until at least `count` requests came (at most 30 s, a liveness bound).
+    func waitFor(_ count: Int) async throws {
+        for _ in 0..<3000 {
+            if requests.count >= count { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+@Suite("Webhook wake-ups: coalesced, signed, retried, never in a push's way")
+struct WebhookTests {
+    static let secret = Array("a-test-secret-of-enough-bytes".utf8)
+
+    static func configuration(_ url: URL, coalesce: Duration = .milliseconds(300)) throws -> WebhookConfiguration {
+        var webhook = try WebhookConfiguration(url: url, secret: secret)
+        webhook.coalesce = coalesce
+        webhook.initialBackoff = .milliseconds(100)
+        webhook.timeout = .seconds(2)
+        return webhook
+    }
+
+    @Test("a burst of pushes to two zones makes one signed notification naming each zone once with its readers; a later burst makes another; a tampered or stale one does not verify")
+    func burstsCoalesce() async throws {
+        let receiver = WebhookReceiver()
+        try await receiver.serve { url in
+            // Gathered until the zones were quiet for a second: the pushes below come far faster.
+            let server = try TestServer(webhook: try Self.configuration(url, coalesce: .seconds(1)))
+            try await server.test(.live) { client in
+                try await client.createZone("shared", as: Token.bob, #"{"access": "shared", "grants": {"alice": "read", "carol": "readWrite"}}"#)
+                try await client.createZone("notes")
+                // Zone creation is no change to wake anyone for; the grants' update would be.
+                try await Task.sleep(for: .milliseconds(1500))
+                let before = receiver.requests.count
+                let bobs = ReplicaID.random()
+                let alices = ReplicaID.random()
+                for i in 1...10 {
+                    #expect(try await client.push("shared", [transaction(bobs, UInt64(i)...UInt64(i))], as: Token.bob).status == .ok)
+                    #expect(try await client.push("notes", [transaction(alices, UInt64(i)...UInt64(i))]).status == .ok)
+                }
+                try await receiver.waitFor(before + 1)
+                try await Task.sleep(for: .milliseconds(1500))
+                let burst = Array(receiver.requests.dropFirst(before))
+                #expect(burst.count == 1, "one notification per burst, got \(burst.count)")
+                let first = try #require(burst.first)
+                try WebhookSignature.verify(body: first.body, header: first.signature, secret: Self.secret)
+                let notification = try JSONDecoder().decode(WebhookNotification.self, from: Data(first.body))
+                #expect(first.id == notification.id)
+                let byZone = Dictionary(uniqueKeysWithValues: notification.changes.map { ("\($0.owner)/\($0.zone)", $0.users) })
+                #expect(byZone == ["bob/shared": ["alice", "bob", "carol"], "alice/notes": ["alice"]], "\(notification)")
+
+                // Tampered, under another secret, or replayed an hour later: refused.
+                var tampered = first.body
+                tampered[tampered.count / 2] ^= 1
+                #expect(throws: WebhookSignature.Refusal.mismatch) { try WebhookSignature.verify(body: tampered, header: first.signature, secret: Self.secret) }
+                #expect(throws: WebhookSignature.Refusal.mismatch) {
+                    try WebhookSignature.verify(body: first.body, header: first.signature, secret: Array("another-secret-of-enough-bytes".utf8))
+                }
+                #expect(throws: (any Error).self) {
+                    try WebhookSignature.verify(body: first.body, header: first.signature, secret: Self.secret, now: Date().addingTimeInterval(3600))
+                }
+                #expect(throws: WebhookSignature.Refusal.malformed) { try WebhookSignature.verify(body: first.body, header: nil, secret: Self.secret) }
+
+                // A second burst, later: a second notification.
+                #expect(try await client.push("notes", [transaction(alices, 11...11)]).status == .ok)
+                try await receiver.waitFor(before + 2)
+                #expect(receiver.requests.count == before + 2)
+                let second = try JSONDecoder().decode(WebhookNotification.self, from: Data(receiver.requests[before + 1].body))
+                #expect(second.changes.map(\.zone) == ["notes"] && second.id != notification.id)
+            }
+        }
+    }
+
+    @Test("a failing receiver gets the same notification again with a growing backoff until it takes it; one that never does has it dropped and counted")
+    func retriesWithBackoff() async throws {
+        let receiver = WebhookReceiver { index in (index < 2 ? .serviceUnavailable : .ok, .zero) }
+        try await receiver.serve { url in
+            var webhook = try Self.configuration(url, coalesce: .milliseconds(100))
+            webhook.maxAttempts = 3
+            let server = try TestServer(webhook: webhook)
+            try await server.test(.live) { client in
+                try await client.createZone("notes")
+                #expect(try await client.push("notes", [transaction(ReplicaID.random(), 1...1)]).status == .ok)
+                try await receiver.waitFor(3)
+                let attempts = receiver.requests
+                #expect(attempts.count == 3)
+                #expect(Set(attempts.map(\.id)).count == 1, "every attempt names the same notification")
+                for attempt in attempts { try WebhookSignature.verify(body: attempt.body, header: attempt.signature, secret: Self.secret) }
+                // The waits grow: ≥ 50 ms (100 ms, jittered down to half), then ≥ 100 ms.
+                if attempts.count == 3 {
+                    #expect(attempts[1].at - attempts[0].at >= .milliseconds(50))
+                    #expect(attempts[2].at - attempts[1].at >= .milliseconds(100))
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect(metrics.contains(#"strata_webhook_deliveries_total{outcome="delivered"} 1"#), "\(metrics)")
+                #expect(metrics.contains(#"strata_webhook_deliveries_total{outcome="retried"} 2"#))
+            }
+        }
+        // A receiver that always fails: three attempts, then dropped.
+        let dead = WebhookReceiver { _ in (.internalServerError, .zero) }
+        try await dead.serve { url in
+            var webhook = try Self.configuration(url, coalesce: .milliseconds(100))
+            webhook.maxAttempts = 3
+            let server = try TestServer(webhook: webhook)
+            try await server.test(.live) { client in
+                try await client.createZone("notes")
+                #expect(try await client.push("notes", [transaction(ReplicaID.random(), 1...1)]).status == .ok)
+                try await dead.waitFor(3)
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(dead.requests.count == 3)
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect(metrics.contains(#"strata_webhook_deliveries_total{outcome="dropped"} 1"#), "\(metrics)")
+            }
+        }
+    }
+
+    @Test("a receiver that holds every request never slows a push: pushes go on while its first notification waits, and the changes meanwhile gather into the next one")
+    func deadReceiverNeverSlowsPushes() async throws {
+        let receiver = WebhookReceiver { index in (.ok, index == 0 ? .seconds(20) : .zero) }
+        try await receiver.serve { url in
+            var webhook = try Self.configuration(url, coalesce: .milliseconds(50))
+            webhook.timeout = .seconds(30)
+            let server = try TestServer(webhook: webhook)
+            try await server.test(.live) { client in
+                try await client.createZone("notes")
+                try await client.createZone("other")
+                let replica = ReplicaID.random()
+                #expect(try await client.push("notes", [transaction(replica, 1...1)]).status == .ok)
+                try await receiver.waitFor(1)
+                // The receiver holds the first notification for 20 s; 100 pushes meanwhile.
+                let start = ContinuousClock.now
+                let other = ReplicaID.random()
+                for i in 2...51 {
+                    #expect(try await client.push("other", [transaction(other, UInt64(i - 1)...UInt64(i - 1))]).status == .ok)
+                    #expect(try await client.push("notes", [transaction(replica, UInt64(i)...UInt64(i))]).status == .ok)
+                }
+                let pushing = ContinuousClock.now - start
+                #expect(receiver.requests.count == 1, "the first notification is still held")
+                #expect(pushing < .seconds(20), "the pushes waited for the receiver (\(pushing))")
+                // Once the receiver answers, the changes made meanwhile go in one notification.
+                try await receiver.waitFor(2)
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(receiver.requests.count == 2)
+                let next = try JSONDecoder().decode(WebhookNotification.self, from: Data(receiver.requests[1].body))
+                #expect(Set(next.changes.map(\.zone)) == ["notes", "other"])
+            }
+        }
+    }
+}
