@@ -53,6 +53,10 @@ public enum StrataEndpoint {
     /// `GET`: which of the caller's zones changed since a database token (``DatabaseChanges``),
     /// with ``StrataQuery/after``, ``StrataQuery/limit`` and ``StrataQuery/wait`` (a long poll).
     public static let databaseChanges = "/v1/database/changes"
+    /// `GET`: the caller's database changes as a stream of Server-Sent Events
+    /// (`text/event-stream`): an event for each page of changes as they happen, for a client that
+    /// holds one connection rather than long polls.
+    public static let databaseStream = "/v1/database/stream"
 
     /// `GET`, without a token: liveness.
     public static let health = "/health"

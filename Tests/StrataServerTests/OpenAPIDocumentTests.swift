@@ -48,10 +48,13 @@ struct OpenAPIDocumentTests {
         // The document's paths all appear (a reading that found nothing would pass vacuously).
         #expect(Set(documented.map { $0.path }) == ["/v1/zones", "/v1/zones/{zone}", "/v1/zones/{zone}/push", "/v1/zones/{zone}/changes",
                                                   "/v1/zones/{zone}/snapshot", "/v1/zones/{zone}/state", "/v1/zones/{zone}/replicas",
-                                                  "/v1/zones/{zone}/accept", "/v1/zones/{zone}/leave", "/v1/database/changes",
+                                                  "/v1/zones/{zone}/accept", "/v1/zones/{zone}/leave", "/v1/database/changes", "/v1/database/stream",
                                                   "/v1/zones/{zone}/assets/{sha256}", "/v1/zones/{zone}/assets/{sha256}/chunks/{index}",
                                                   "/health", "/ready", "/metrics"])
-        let server = try TestServer()
+        // A stream of database changes ends at once rather than after an hour.
+        var limits = ServerConfiguration.Limits()
+        limits.maxStreamDuration = .milliseconds(100)
+        let server = try TestServer(limits: limits)
         try await server.test { client in
             let created = try await client.execute(uri: "/v1/zones/notes", method: .put, headers: auth(Token.alice))
             #expect(created.status == .created)

@@ -60,7 +60,8 @@ cat > "$WORK/users.json" <<EOF
 EOF
 
 # The server: defaults, except long polls capped at 1 s (a generated `wait` of 60 would hold each
-# pull a minute), compaction every second keeping 2 transactions (so that zones have snapshots),
+# pull a minute) and streams of database changes ended after 0.3 s (each would last an hour),
+# compaction every second keeping 2 transactions (so that zones have snapshots),
 # and limits low enough for generated requests to meet them: bodies of at most 200 bytes (the
 # sample push has 139; random ones reach 256) for `413 tooLarge`, 4 grants per zone and 40 zones
 # per user for `403 quotaExceeded`. (A `strata serve` without `--limit` holds long polls up to its
@@ -68,7 +69,7 @@ EOF
 LIMITS=()
 REQUEST_TIMEOUT=30
 if "$STRATA" serve --help 2>&1 | grep -q -- '--limit'; then
-    LIMITS=(--limit maxWait=1 --limit maxBodyBytes=200 --limit maxGrantsPerZone=4 --limit maxZonesPerUser=40)
+    LIMITS=(--limit maxWait=1 --limit maxStreamDuration=0.3 --limit streamHeartbeat=0.1 --limit maxBodyBytes=200 --limit maxGrantsPerZone=4 --limit maxZonesPerUser=40)
 else
     REQUEST_TIMEOUT=90
 fi

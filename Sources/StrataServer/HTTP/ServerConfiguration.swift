@@ -23,6 +23,12 @@ public struct ServerConfiguration: Sendable, Hashable {
         public var maxPullBytes: Int = 32 << 20
         /// The longest a pull may wait for changes (a longer `wait` is lowered to this).
         public var maxWait: Duration = .seconds(60)
+        /// The longest one stream of database changes (`GET /v1/database/stream`) stays open; the
+        /// client then opens another from the last event's token. An hour by default.
+        public var maxStreamDuration: Duration = .seconds(3600)
+        /// How often a stream with nothing to say sends a comment, so that proxies keep it open
+        /// and a client gone is noticed. 15 seconds by default.
+        public var streamHeartbeat: Duration = .seconds(15)
         /// Requests per user.
         public var rateLimit = RateLimit()
         /// How far ahead of the server's clock an event's timestamp may be. A push holding an

@@ -16,13 +16,7 @@ extension StrataServerApp {
         let query = request.uri.queryParameters
         let limit = try databaseLimit(query.get(StrataQuery.limit))
         let wait = try databaseWait(query.get(StrataQuery.wait))
-        var after: DatabaseToken?
-        if let text = query.get(StrataQuery.after), !text.isEmpty {
-            guard let token = DatabaseToken(String(text)) else {
-                throw ServerError(.badRequest, "after \"\(text.prefix(64))\" is not a database token of this server (ask without after for a full listing)")
-            }
-            after = token
-        }
+        let after = try databaseToken(query.get(StrataQuery.after))
         let clock = ContinuousClock()
         let deadline = clock.now + wait
         while true {
@@ -137,11 +131,20 @@ extension StrataServerApp {
                                reset: reset, moreComing: cut, zones: described, removed: removed, user: user)
     }
 
+    /// The database token a request goes on from (`nil`: none, a full listing).
+    func databaseToken(_ text: String?) throws(ServerError) -> DatabaseToken? {
+        guard let text, !text.isEmpty else { return nil }
+        guard let token = DatabaseToken(text) else {
+            throw ServerError(.badRequest, "after \"\(text.prefix(64))\" is not a database token of this server (ask without after for a full listing)")
+        }
+        return token
+    }
+
     /// The most zones one page of database changes names by default, and at most.
     static let defaultDatabaseLimit = 500
     static let maxDatabaseLimit = 2_000
 
-    private func databaseLimit(_ text: String?) throws(ServerError) -> Int {
+    func databaseLimit(_ text: String?) throws(ServerError) -> Int {
         guard let text else { return Self.defaultDatabaseLimit }
         guard let value = Int(text), value > 0 else {
             throw ServerError(.badRequest, "limit must be a positive integer, got \"\(text.prefix(32))\"")

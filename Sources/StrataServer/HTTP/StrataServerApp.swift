@@ -98,6 +98,7 @@ public struct StrataServerApp: Sendable {
         router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
         router.get(RouterPath(StrataEndpoint.zones)) { request, context in try await self.listZones(request, context) }
         router.get(RouterPath(StrataEndpoint.databaseChanges)) { request, context in try await self.databaseChanges(request, context) }
+        router.get(RouterPath(StrataEndpoint.databaseStream)) { request, context in try await self.databaseStream(request, context) }
         // Every zone endpoint: the caller, the zone named and its lookup, resolved once.
         let zone = router.group(RouterPath(StrataEndpoint.zonePattern)).add(middleware: ZoneResolution(server: self))
         zone.put { request, context in try await self.putZone(request, context) }

@@ -102,6 +102,8 @@ extension ServeConfiguration {
         limitCount("maxPullLimit", \.maxPullLimit, minimum: 1),
         limitBytes("maxPullBytes", \.maxPullBytes),
         limitDuration("maxWait", \.maxWait),
+        limitDuration("maxStreamDuration", \.maxStreamDuration, positive: true),
+        limitDuration("streamHeartbeat", \.streamHeartbeat, positive: true),
         limitRate("rateLimit.requestsPerSecond", \.rateLimit.requestsPerSecond),
         limitRate("rateLimit.burst", \.rateLimit.burst),
         limitDuration("maxClockOffset", \.maxClockOffset),
