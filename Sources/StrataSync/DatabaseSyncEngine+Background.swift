@@ -1,4 +1,4 @@
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataCore
 
 /// Background sync of a whole database (see `SyncEngine.syncOnce(deadline:)`).
@@ -14,10 +14,12 @@ extension DatabaseSyncEngine {
     /// ```swift
     /// // A silent push woke the app, which has about 30 seconds:
     /// let report = try await sync.syncOnce(deadline: .now + .seconds(25))
-    /// completionHandler(report.finished ? .newData : .failed)
+    /// completionHandler(report.receivedChanges ? .newData : .noData)
     /// ```
     ///
-    /// Running out of time is not an error: the report says it (``DatabaseSyncReport/finished``,
+    /// Running out of time is not an error, nor is the calling task being cancelled: the report
+    /// says it (``DatabaseSyncReport/finished``, which speaks of time only — zones that failed are
+    /// in ``DatabaseSyncReport/failures``;
     /// ``DatabaseSyncReport/unfinishedZones``, and each zone's ``SyncReport/leftToPush`` and
     /// ``SyncReport/moreToPull``). It throws as ``sync()`` does, when the server cannot say what
     /// changed. A round of continuous mode running meanwhile is waited for, but not past the
@@ -31,12 +33,18 @@ extension DatabaseSyncEngine {
             try await SyncBudget.$current.withValue(SyncBudget(deadline: deadline)) {
                 try SyncBudget.check()
                 try await exclusively {
+                    // The zones with local edits push before anything else is asked: a listing
+                    // of many pages (a first sync, an old token) that does not fit the budget
+                    // must not keep them from the server every time.
+                    let withEdits = database.zones.filter { (try? database.hasUnpushedEdits(in: $0)) == true }
+                    if !withEdits.isEmpty { try await syncZones(withEdits, &report) }
                     let changes = try await fetchChanges(after: state.token, &report)
                     try await apply(changes, &report)
                     try await syncDirtyZones(&report)
                 }
             }
-        } catch is SyncBudget.Spent {
+        } catch let error where error is SyncBudget.Spent || Task.isCancelled {
+            // (A cancelled calling task ends the round as the deadline does.)
             spent = true
             // Every zone still marked is left (those the round reached are in the list already).
             let left = Set(report.unfinishedZones)
@@ -45,7 +53,9 @@ extension DatabaseSyncEngine {
             roundEnded(report, failure: error as? SyncError ?? SyncError(.store, "\(error)"))
             throw error
         }
-        report.unfinishedZones.sort()
+        // A zone that failed early and was then removed (its grant revoked) is reported removed.
+        for lost in report.removed { report.failures[lost.zone] = nil }
+        report.unfinishedZones = Array(Set(report.unfinishedZones)).sorted()
         report.finished = !spent && report.unfinishedZones.isEmpty
         roundEnded(report, failure: nil)
         return report

@@ -499,10 +499,19 @@ public actor DatabaseSyncEngine {
     /// syncs with `SyncEngine.syncOnce(deadline:)`, and a zone the deadline cut short stays
     /// marked (in the report's ``DatabaseSyncReport/unfinishedZones``).
     func syncDirtyZones(_ report: inout DatabaseSyncReport) async throws {
-        var queue = state.dirty.filter { database.store(for: $0) != nil }
-        // What the user did on this device reaches the server first.
+        try await syncZones(state.dirty, &report)
+    }
+
+    /// Syncs `zones` (those the database holds), a few at a time; each one that syncs is
+    /// unmarked (see ``syncDirtyZones(_:)``).
+    func syncZones(_ zones: [ZoneReference], _ report: inout DatabaseSyncReport) async throws {
+        var queue = zones.filter { database.store(for: $0) != nil }
+        // What the user did on this device reaches the server first; zones to download again
+        // (their mask changed: a whole push and a new download each) last.
         let withEdits = Set(queue.filter { (try? database.hasUnpushedEdits(in: $0)) ?? true })
-        queue = queue.filter { withEdits.contains($0) } + queue.filter { !withEdits.contains($0) }
+        let redownloads = Set(queue.filter { (try? engine(for: $0)) == nil })
+        func rank(_ zone: ZoneReference) -> Int { redownloads.contains(zone) ? 2 : withEdits.contains(zone) ? 0 : 1 }
+        queue = queue.enumerated().sorted { (rank($0.element), $0.offset) < (rank($1.element), $1.offset) }.map(\.element)
         let budget = SyncBudget.current
         var engines: [(ZoneReference, SyncEngine)] = []
         for zone in queue {

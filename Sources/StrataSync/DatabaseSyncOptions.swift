@@ -44,12 +44,22 @@ public struct DatabaseSyncReport: Sendable {
     /// Requests for the database's changes (one, unless the answer came in pages).
     public var databaseRequests = 0
     /// Whether the sync did everything it had to: always, for ``DatabaseSyncEngine/sync()``;
-    /// for ``DatabaseSyncEngine/syncOnce(deadline:)``, whether it ended before its deadline did.
+    /// for ``DatabaseSyncEngine/syncOnce(deadline:)``, whether it ended before its deadline did
+    /// (or its task was cancelled). It speaks of time only: zones that failed are in ``failures``.
+    /// When the deadline came before the database's changes were read, it is `false` while
+    /// ``unfinishedZones`` may be empty: test `finished`.
     public var finished = true
     /// The zones the deadline of ``DatabaseSyncEngine/syncOnce(deadline:)`` cut short or kept
     /// from starting (each zone's own report, when it began, says what it left). The next sync
     /// syncs them.
     public var unfinishedZones: [ZoneReference] = []
+
+    /// Whether the database got anything new: a zone's store got changes
+    /// (``SyncReport/receivedChanges``), or zones were added or removed. What an app answers a
+    /// silent push with (`.newData` or `.noData`).
+    public var receivedChanges: Bool {
+        !added.isEmpty || !removed.isEmpty || zones.values.contains { $0.receivedChanges }
+    }
 
     public init() {}
 }

@@ -40,30 +40,73 @@ struct SyncBudget: Sendable {
         return ContinuousClock.now.advanced(by: delay) >= budget.deadline
     }
 
-    /// Runs `body`, cancelled at the deadline (then ``Spent`` is thrown once it has ended: it is
-    /// a child task, and ends before this returns). Without a budget it just runs `body`.
+    /// Runs `body`, and returns at the deadline whether or not it has ended: `body` is then
+    /// cancelled and ``Spent`` thrown at once. `body` runs in a task of its own (which inherits the
+    /// task-local values), so that one that does not heed cancellation — an app's token provider,
+    /// a custom transport, a read of the disk — cannot hold the caller past the deadline; it ends
+    /// on its own later, and what it did then is what the next sync finds (a push the server took
+    /// is acknowledged again by its exactly-once check). Cancelling the caller cancels `body` and
+    /// throws `CancellationError`. Without a budget it just runs `body`.
     static func bounding<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         guard let budget = current else { return try await body() }
         try check()
-        return try await withThrowingTaskGroup(of: Outcome<T>.self) { group in
-            group.addTask { .value(try await body()) }
-            group.addTask {
-                // A cancelled sleep (the body ended first) ends the timer without an outcome
-                // anyone waits for.
-                try await Task.sleep(until: budget.deadline, clock: .continuous)
-                return .timedOut
+        let race = Race<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.begin(continuation,
+                           work: Task {
+                               do { race.end(.success(try await body())) } catch { race.end(.failure(error)) }
+                           },
+                           timer: Task {
+                               try? await Task.sleep(until: budget.deadline, clock: .continuous)
+                               race.end(.failure(Spent()))
+                           })
             }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw Spent() }
-            switch first {
-            case .value(let value): return value
-            case .timedOut: throw Spent()
-            }
+        } onCancel: {
+            race.end(.failure(CancellationError()))
         }
     }
 
-    private enum Outcome<T: Sendable>: Sendable {
-        case value(T)
-        case timedOut
+    /// The first of the body's outcome, the deadline and the caller's cancellation: it resumes the
+    /// caller once, and cancels the two tasks.
+    private final class Race<T: Sendable>: Sendable {
+        private struct State {
+            var continuation: CheckedContinuation<T, any Error>?
+            var tasks: [Task<Void, Never>] = []
+            /// Set when an outcome came before `begin` (a cancellation as the race began).
+            var early: Result<T, any Error>?
+            var ended = false
+        }
+        private let state = Mutex(State())
+
+        func begin(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+            let early = state.withLock { state -> Result<T, any Error>? in
+                if state.ended { return state.early }
+                state.continuation = continuation
+                state.tasks = [work, timer]
+                return nil
+            }
+            if let early {
+                work.cancel()
+                timer.cancel()
+                continuation.resume(with: early)
+            }
+        }
+
+        func end(_ outcome: Result<T, any Error>) {
+            let (continuation, tasks) = state.withLock { state -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) in
+                guard !state.ended else { return (nil, []) }
+                state.ended = true
+                guard let continuation = state.continuation else {
+                    state.early = outcome
+                    return (nil, [])
+                }
+                state.continuation = nil
+                return (continuation, state.tasks)
+            }
+            for task in tasks { task.cancel() }
+            continuation?.resume(with: outcome)
+        }
     }
+
 }

@@ -15,25 +15,30 @@ extension SyncEngine {
     /// ```swift
     /// // In a BGAppRefreshTask, with about 25 seconds to spend:
     /// let report = try await engine.syncOnce(deadline: .now + .seconds(20))
-    /// task.setTaskCompleted(success: report.finished)
+    /// task.setTaskCompleted(success: report.finished)   // (a thrown error: success false)
     /// ```
     ///
-    /// Errors are the sync's own (``SyncError``); running out of time is not one. A deadline
-    /// already past does nothing and reports everything as left. Do not call it while continuous
-    /// mode runs (``start()``): stop that first, as an app going to the background would.
+    /// Errors are the sync's own (``SyncError``); running out of time is not one, nor is the
+    /// calling task being cancelled (a `BGTask`'s expiration handler): either ends the sync as
+    /// described and returns the report. A deadline already past does nothing and reports
+    /// everything as left. Do not call it while continuous mode runs (``start()``): stop that
+    /// first, as an app going to the background would (the two would push and pull side by side).
     @discardableResult
     public func syncOnce(deadline: ContinuousClock.Instant) async throws -> SyncReport {
         var report = SyncReport()
+        pullFinished = false
         do {
             try await SyncBudget.$current.withValue(SyncBudget(deadline: deadline)) {
                 try SyncBudget.check()
                 try await sync(into: &report)
             }
             return report
-        } catch is SyncBudget.Spent {
+        } catch let error where error is SyncBudget.Spent || Task.isCancelled {
+            // The calling task cancelled (a BGTask's expiration handler) ends the sync as the
+            // deadline does: what landed stays, and the report says what is left.
             report.finished = false
             report.moreToPull = !pullFinished
-            report.leftToPush = try await unpushedEdits().count
+            report.leftToPush = (try? await unpushedEdits().count) ?? status.pending
             report.token = cursor.token
             let left = report.leftToPush
             update { $0.phase = .idle; $0.pending = left }

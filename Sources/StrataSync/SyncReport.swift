@@ -30,11 +30,19 @@ public struct SyncReport: Sendable, Hashable {
     /// ``SyncEngine/syncOnce(deadline:)``, whether it ended before its deadline did.
     public var finished = true
     /// Local transactions with edits that the sync left unpushed because its deadline came
-    /// first (``SyncEngine/syncOnce(deadline:)``; 0 when it finished). The next sync pushes them.
+    /// first (``SyncEngine/syncOnce(deadline:)``; 0 when it finished; it includes edits that wait
+    /// for write access, see ``unpushable``). The next sync pushes them.
     public var leftToPush = 0
-    /// Whether the zone holds changes the sync did not pull because its deadline came first
-    /// (``SyncEngine/syncOnce(deadline:)``; `false` when it finished). The next sync pulls them.
+    /// Whether the pull stopped before the end of the zone's log because the deadline came first
+    /// (``SyncEngine/syncOnce(deadline:)``; `false` when it finished): the zone may hold changes
+    /// not pulled yet (also when the deadline came before the pull began). The next sync pulls
+    /// them.
     public var moreToPull = false
+
+    /// Whether the store got anything new from the zone: events applied (not its own coming
+    /// back), a snapshot adopted, or the zone pulled again after a rewind. What an app answers a
+    /// silent push with (`.newData` or `.noData`).
+    public var receivedChanges: Bool { appliedEvents > 0 || bootstraps > 0 || rewinds > 0 }
 
     public init() {}
 }

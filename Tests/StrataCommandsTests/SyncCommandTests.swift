@@ -210,6 +210,30 @@ struct SyncCommandTests: NoteStoreCLI {
         }
     }
 
+    @Test("--within SECONDS: a sync with a deadline; one that is too short says finished false and what is left (exit 0), the next one finishes; a bad value or --watch with it is a usage error")
+    func withinDeadline() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let phone = try await makeStore(dir, "phone")
+            try await insert(phone, "milk", "eggs")
+            // A millisecond: nothing fits after the process's start (the first request is not even sent).
+            let short = try await syncJSON(phone, url, "--within", "0.001")
+            #expect(short.status == 0, "\(short.stderr)")
+            #expect(short.json["ok"] as? Bool == true && short.json["finished"] as? Bool == false, "\(short.json)")
+            #expect(try #require(int(short.json, "leftToPush")) >= 1 && short.json["moreToPull"] as? Bool == true)
+            let full = try await syncJSON(phone, url, "--within", "60")
+            #expect(full.json["finished"] as? Bool == true && int(full.json, "leftToPush") == 0 && full.json["moreToPull"] as? Bool == false,
+                    "\(full.json)")
+            #expect(try await titles(phone) == ["milk", "eggs"])
+            let text = try await strata(["sync", phone, "--server", url.absoluteString, "--zone", "notes", "--token", "alice-secret", "--within", "0.001"])
+            #expect(text.status == 0 && text.stdout.contains("the time was up"), "\(text.stdout)")
+        }
+        for bad in [["--within", "0"], ["--within", "-1"], ["--within", "nan"], ["--within", "5", "--watch"], ["--within", "5", "--from-scratch"]] {
+            let result = try await strata(["sync", "s", "--server", "http://127.0.0.1:1", "--zone", "z", "--token", "t"] + bad)
+            #expect(result.status == 2 && result.stderr.contains("--within"), "\(bad): \(result.stderr)")
+        }
+    }
+
     @Test("--from-scratch with --recreate-zone is a usage error (exit 2)")
     func fromScratchWithRecreateZone() async throws {
         let sync = try StrataCLI.parseAsRoot(["sync", "s", "--server", "http://127.0.0.1:1", "--zone", "z", "--token", "t", "--from-scratch", "--json"])
@@ -230,7 +254,7 @@ struct SyncCommandTests: NoteStoreCLI {
         report.pushedTransactions = 2
         report.token = "T"
         let success = try JSONOutput.string(SyncReportJSON(zone: ZoneReference("pub", owner: "bob"), mode: "sync", report: report, pending: 0), pretty: false)
-        #expect(success == #"{"appliedEvents":0,"bootstraps":0,"forks":[],"mode":"sync","ok":true,"owner":"bob","pending":0,"pulledTransactions":0,"pushedTransactions":2,"rewinds":0,"stateBytes":0,"stateUploads":0,"token":"T","unpushable":0,"zone":"pub"}"#)
+        #expect(success == #"{"appliedEvents":0,"bootstraps":0,"finished":true,"forks":[],"leftToPush":0,"mode":"sync","moreToPull":false,"ok":true,"owner":"bob","pending":0,"pulledTransactions":0,"pushedTransactions":2,"rewinds":0,"stateBytes":0,"stateUploads":0,"token":"T","unpushable":0,"zone":"pub"}"#)
         let failure = try JSONOutput.string(SyncReportJSON(zone: ZoneReference("notes"), mode: "fromScratch",
                                                            error: .init(SyncError(.transport, "connection refused")),
                                                            pushed: 0, pulled: 0, token: nil, pending: 3), pretty: false)

@@ -112,6 +112,12 @@ struct WebhookTests {
                     try WebhookSignature.verify(body: first.body, header: first.signature, secret: Self.secret, now: Date().addingTimeInterval(3600))
                 }
                 #expect(throws: WebhookSignature.Refusal.malformed) { try WebhookSignature.verify(body: first.body, header: nil, secret: Self.secret) }
+                // Headers built to trap the arithmetic or the parser are refused, never crash.
+                let hex = String(repeating: "0", count: 64)
+                for header in ["t=-9223372036854775808,v1=\(hex)", "t=9223372036854775807,v1=\(hex)", "t=1,v1=zz", "t=x,v1=\(hex)", "v1=\(hex)",
+                               "t=\(Int(Date().timeIntervalSince1970))", "t=\(Int(Date().timeIntervalSince1970)),v1=\(hex)", String(repeating: "t=1,", count: 2000)] {
+                    #expect(throws: WebhookSignature.Refusal.self) { try WebhookSignature.verify(body: first.body, header: header, secret: Self.secret) }
+                }
 
                 // A second burst, later: a second notification.
                 #expect(try await client.push("notes", [transaction(alices, 11...11)]).status == .ok)
@@ -163,6 +169,37 @@ struct WebhookTests {
                 #expect(dead.requests.count == 3)
                 let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
                 #expect(metrics.contains(#"strata_webhook_deliveries_total{outcome="dropped"} 1"#), "\(metrics)")
+            }
+        }
+    }
+
+    @Test("revoking a grant, leaving a share and deleting a zone wake the users who lost it; a receiver's 4xx refusal is not sent again")
+    func lossesWakeTheLosers() async throws {
+        let receiver = WebhookReceiver { index in (index == 0 ? .badRequest : .noContent, .zero) }
+        try await receiver.serve { url in
+            let server = try TestServer(webhook: try Self.configuration(url, coalesce: .milliseconds(200)))
+            try await server.test(.live) { client in
+                // Made shared with alice and carol: they are woken (the first answer, 400, is not retried).
+                try await client.createZone("list", as: Token.bob, #"{"access": "shared", "grants": {"alice": "read", "carol": "read"}}"#)
+                try await receiver.waitFor(1)
+                try await Task.sleep(for: .milliseconds(600))
+                #expect(receiver.requests.count == 1, "a 400 is not sent again")
+                let shared = try JSONDecoder().decode(WebhookNotification.self, from: Data(receiver.requests[0].body))
+                #expect(shared.changes.first?.users == ["alice", "bob", "carol"])
+
+                // Carol's grant revoked: carol is woken with the others.
+                let revoke = try await client.execute(uri: "/v1/zones/list", method: .put, headers: auth(Token.bob),
+                                                      body: ByteBuffer(string: #"{"grants": {"alice": "read"}}"#))
+                #expect(revoke.status == .ok)
+                try await receiver.waitFor(2)
+                let revoked = try JSONDecoder().decode(WebhookNotification.self, from: Data(receiver.requests[1].body))
+                #expect(revoked.changes.first?.users == ["alice", "bob", "carol"], "\(revoked)")
+
+                // Deleted: everyone who could read it, marked deleted.
+                #expect(try await client.execute(uri: "/v1/zones/list", method: .delete, headers: auth(Token.bob)).status == .noContent)
+                try await receiver.waitFor(3)
+                let deleted = try JSONDecoder().decode(WebhookNotification.self, from: Data(receiver.requests[2].body))
+                #expect(deleted.changes.first?.users == ["alice", "bob"] && deleted.changes.first?.deleted == true, "\(deleted)")
             }
         }
     }

@@ -114,6 +114,25 @@ struct BackgroundSyncTests {
         }
     }
 
+    @Test("cancelling the task of a syncOnce (a BGTask's expiration handler) ends it as the deadline does: it returns the report, saying what is left, instead of throwing")
+    func cancelledTask() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let device = try await Store.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            try await device.transaction { tx in _ = try tx.insert("Note", ["title": "n"]) }
+            let engine = try SyncEngine(store: device, transport: StallingTransport(try HTTPSyncTransport(server: url, bearer: "alice-secret")), zone: "z")
+            let work = Task { try await engine.syncOnce(within: .seconds(600)) }
+            // Once the push went out, the pull stalls; then the task is cancelled.
+            for _ in 0..<3000 where await engine.currentStatus.pushed == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await Task.sleep(for: .milliseconds(200))
+            work.cancel()
+            let report = try await work.value
+            #expect(!report.finished && report.moreToPull && report.leftToPush == 0 && report.pushedTransactions >= 1, "\(report)")
+            #expect(await engine.currentStatus.phase == .idle)
+            try await device.close()
+        }
+    }
+
     @Test("a database's syncOnce(deadline:) with budgets from 1 ms upward: zones with edits go first, unfinished zones are named and synced next time, and every zone ends equal to the server's")
     func databaseBudgets() async throws {
         let dir = TemporaryDirectory()
@@ -169,7 +188,8 @@ struct BackgroundSyncTests {
 }
 
 /// Forwards to a real transport, but holds every pull's answer back for two minutes (a server
-/// that stalls, a connection that hangs): only cancellation ends it early.
+/// that stalls, a connection that hangs) — and does not heed cancellation meanwhile (as an app's
+/// token provider or a custom transport may not): the deadline must not wait for it.
 final class StallingTransport: SyncTransport {
     let base: any SyncTransport
     let pushes = Mutex(0)
@@ -181,7 +201,9 @@ final class StallingTransport: SyncTransport {
         return try await base.push(zone: zone, transactions: transactions)
     }
     func pull(zone: ZoneReference, after token: String?, limit: Int, wait: Duration?) async throws -> PullResult {
-        try await Task.sleep(for: .seconds(120))
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().asyncAfter(deadline: .now() + 120) { done.resume() }
+        }
         return try await base.pull(zone: zone, after: token, limit: limit, wait: wait)
     }
     func snapshot(zone: ZoneReference) async throws -> ZoneSnapshotPayload? { try await base.snapshot(zone: zone) }

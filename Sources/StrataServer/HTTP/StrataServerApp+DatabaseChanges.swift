@@ -181,6 +181,8 @@ extension StrataServerApp {
         let id = try context.requestedZoneID()
         _ = try await shareCall(id) { () async throws(ZoneStorageError) in try await storage.leaveShare(id, user: user) }
         notifier.notify(zone: id.description)
+        // The user's other devices drop the zone; the owner's see the participant gone.
+        webhooks?.zoneChanged(id, losing: [user], metrics: metrics)
         logger.info("share left", metadata: ["zone": "\(id)", "user": "\(user)"])
         return Response(status: .noContent)
     }

@@ -40,45 +40,47 @@ extension StrataServerApp {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
             while !Task.isCancelled {
+                // Every pass, also right after an event: a zone changing steadily must not keep a
+                // stream past its end or through a shutdown.
+                let remaining = end - clock.now
+                if remaining <= .zero || server.notifier.isShutDown { break }
                 // Registered before looking, so that a change landing in between wakes the wait.
                 let waiter = server.notifier.register(zone: ChangeNotifier.anyZone)
                 let page: DatabaseChanges
                 do {
-                    try server.requireStillSignedIn(request, as: user)
                     page = try await server.databasePage(for: user, after: after, limit: limit)
+                    // After the page is read, as a long poll's answer is checked: a page read
+                    // once the caller was signed out is never sent.
+                    try server.requireStillSignedIn(request, as: user)
                 } catch let error as ServerError {
                     server.notifier.remove(waiter)
                     // The error body an answer would have had (`{"error": {"code", "message", ...}}`).
                     try await writer.write(Self.event("error", id: nil, data: Data(error.jsonBody)))
                     break
                 }
+                // Empty pages move the position too: the next look starts from the counter as
+                // read (one clock read when nothing changed), not from an ever older token.
+                // (A token of our own making always parses; were it not to, the stream ends
+                // rather than list everything again and again.)
+                guard let next = DatabaseToken(page.token) else {
+                    server.notifier.remove(waiter)
+                    break
+                }
+                after = next
                 if page.reset || !page.zones.isEmpty || !page.removed.isEmpty {
                     server.notifier.remove(waiter)
                     try await writer.write(Self.event("changes", id: page.token, data: try encoder.encode(page)))
-                    // (A token of our own making always parses; were it not to, the stream
-                    // ends rather than list everything again and again.)
-                    guard let next = DatabaseToken(page.token) else { break }
-                    after = next
                     continue
-                }
-                let remaining = end - clock.now
-                if remaining <= .zero || server.notifier.isShutDown {
-                    server.notifier.remove(waiter)
-                    break
                 }
                 let wait = min(limits.streamHeartbeat, server.signedInWait(remaining, context))
                 let wake = await server.notifier.wait(waiter, timeout: wait)
                 server.notifier.remove(waiter)
-                switch wake {
-                case .notified:
-                    continue
-                case .timedOut:
-                    // Nothing changed: a comment keeps the connection (and notices a client gone).
-                    try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
-                case .cancelled, .shutDown:
-                    break
-                }
                 if wake == .cancelled || wake == .shutDown { break }
+                if wake == .timedOut {
+                    // Nothing changed: a comment keeps the connection (and notices a client gone;
+                    // one that stops reading is closed by the server's write timeout).
+                    try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                }
             }
             try await writer.finish(nil)
         }

@@ -63,17 +63,24 @@ extension StrataServerApp {
                 // Long polls of the zone wake and check their callers' access again; a new
                 // grantee's devices are woken to find the share.
                 notifier.notify(zone: name.description)
-                webhooks?.zoneChanged(name, metrics: metrics)
+                webhooks?.zoneChanged(name, losing: Self.readers(of: existing).subtracting(Self.readers(of: updated)), metrics: metrics)
                 guard let described = try await descriptionIfPresent(updated, for: user) else { continue }
                 return try json(described)
             }
             if let created = try await create(name, settings) {
                 logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
+                // Shared as it was made: the grantees' devices are woken to find the share.
+                if !created.grants.isEmpty { webhooks?.zoneChanged(name, metrics: metrics) }
                 guard let described = try await descriptionIfPresent(created, for: user) else { continue }
                 return try json(described, status: .created)
             }
         }
         throw ServerError(.internalError, "zone \(name) changed while it was being created; try again")
+    }
+
+    /// The users who may read `zone`: its owner and its grantees who may (the webhook's users).
+    static func readers(of zone: ZoneInfo) -> Set<String> {
+        Set([zone.owner] + zone.grants.keys.filter { zone.canRead($0) })
     }
 
     /// `DELETE /v1/zones/{zone}`: owner only.
@@ -87,6 +94,7 @@ extension StrataServerApp {
         }
         try await storageCall { () async throws(ZoneStorageError) in try await storage.deleteZone(name) }
         notifier.notify(zone: name.description)
+        webhooks?.zoneChanged(name, losing: Self.readers(of: zone), deleted: true, metrics: metrics)
         logger.info("zone deleted", metadata: ["zone": "\(name)", "user": "\(user)"])
         return Response(status: .noContent)
     }

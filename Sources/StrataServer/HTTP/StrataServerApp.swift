@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 public import Hummingbird
 public import Logging
+import ServiceLifecycle
 import StrataProtocol
 
 /// The log server's HTTP application: the endpoints of the sync protocol (<doc:SyncProtocol>)
@@ -129,11 +130,15 @@ public struct StrataServerApp: Sendable {
             // The connection caps and timeouts (see BoundedHTTP1Channel).
             server: BoundedHTTP1Channel.builder(limits: configuration.limits, metrics: metrics, logger: logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "strata"),
-            // The webhook's deliveries run beside the HTTP server, and stop with it.
-            services: webhooks.map { [WebhookService(notifier: $0, server: self)] } ?? [],
+            services: backgroundServices,
             onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? 0) },
             logger: logger
         )
+    }
+
+    /// What runs beside the HTTP server, and stops with it: the webhook's deliveries.
+    var backgroundServices: [any Service] {
+        webhooks.map { [WebhookService(notifier: $0, server: self)] } ?? []
     }
 
     /// Serves until the calling task is cancelled — for a server embedded in another process (the

@@ -62,6 +62,7 @@ extension StrataServerApp {
             // TLS around the bounded HTTP/1 channel: the connection caps and timeouts hold over HTTPS.
             server: try BoundedHTTP1Channel.builder(limits: configuration.limits, tls: tls, metrics: metrics, logger: logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "strata"),
+            services: backgroundServices,
             onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? 0) },
             logger: logger
         )

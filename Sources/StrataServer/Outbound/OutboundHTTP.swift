@@ -21,9 +21,10 @@ enum OutboundHTTP {
     }
 
     /// Sends one request and reads its answer, all within `timeout`. A body of more than `limit`
-    /// bytes fails the request.
+    /// bytes fails the request; with `keepingBody` false the body is read and dropped, whatever
+    /// its size (the status is all the caller wants).
     static func send(_ method: HTTPMethod, _ url: URL, headers: [(String, String)] = [], body: [UInt8]? = nil,
-                     limit: Int, timeout: Duration) async throws -> Answer {
+                     limit: Int, timeout: Duration, keepingBody: Bool = true) async throws -> Answer {
         guard let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http", let host = url.host, !host.isEmpty else {
             throw Failure(description: "not an http(s) URL")
         }
@@ -59,7 +60,7 @@ enum OutboundHTTP {
         let outcome: Result<Answer, Failure>
         do {
             let request = Request(method: method, host: url.port.map { "\(host):\($0)" } ?? host, target: target, headers: headers, body: body)
-            outcome = try await exchange(channel, request, limit: limit)
+            outcome = try await exchange(channel, request, limit: keepingBody ? limit : nil)
         } catch {
             throw timedOut.state.withLock { $0 } ? late : error
         }
@@ -80,8 +81,9 @@ enum OutboundHTTP {
         let state = Mutex(false)
     }
 
+    /// `limit` `nil`: the body is dropped as it comes.
     private static func exchange(_ channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>, _ request: Request,
-                                 limit: Int) async throws -> Result<Answer, Failure> {
+                                 limit: Int?) async throws -> Result<Answer, Failure> {
         try await channel.executeThenClose { inbound, outbound in
             var head = HTTPRequestHead(version: .http1_1, method: request.method, uri: request.target)
             head.headers.add(name: "Host", value: request.host)
@@ -97,10 +99,11 @@ enum OutboundHTTP {
                 switch part {
                 case .head(let response):
                     status = Int(response.status.code)
-                    if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
+                    if let limit, let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
                         return .failure(Failure(description: "the answer has \(length) bytes, more than \(limit)"))
                     }
                 case .body(let buffer):
+                    guard let limit else { continue }
                     guard body.count + buffer.readableBytes <= limit else {
                         return .failure(Failure(description: "the answer exceeds \(limit) bytes"))
                     }

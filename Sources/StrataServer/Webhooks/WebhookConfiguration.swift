@@ -11,7 +11,7 @@ public import Foundation
 public struct WebhookConfiguration: Sendable, Hashable {
     /// The receiver's URL (`http` or `https`). Redirects are not followed.
     public var url: URL
-    /// The key of the HMAC-SHA256 signature of every notification (``WebhookSignature``): at
+    /// The key of the HMAC-SHA256 signature of every notification (`WebhookSignature` in StrataProtocol): at
     /// least 16 bytes, shared with the receiver only.
     public var secret: [UInt8]
     /// How quiet the zones must stay before a notification goes: changes are gathered until

@@ -1,34 +1,16 @@
-public import Foundation
+import Foundation
 import Logging
 import NIOHTTP1
 import ServiceLifecycle
 import StrataProtocol
 import Synchronization
 
-/// What a webhook notification's body holds (JSON): which zones changed and, for each, the users
-/// who may read it — whose devices the receiver wakes.
-public struct WebhookNotification: Sendable, Hashable, Codable {
-    /// One zone that changed.
-    public struct ZoneChange: Sendable, Hashable, Codable {
-        public var zone: String
-        public var owner: String
-        /// The owner and every user with a grant on the zone.
-        public var users: [String]
-    }
-
-    /// The notification's ID, as in the `Strata-Webhook-Id` header (the same on every attempt).
-    public var id: String
-    /// When the server first sent it (milliseconds since 1970, the server's clock).
-    public var sentAt: Int64
-    public var changes: [ZoneChange]
-}
-
 /// Tells a webhook receiver which zones changed: changes are gathered for
 /// ``WebhookConfiguration/coalesce`` (a burst of pushes to a zone names it once), then sent as
-/// one signed notification (``WebhookSignature``), tried again with a doubling backoff while the
+/// one signed notification (`WebhookSignature` in StrataProtocol), tried again with a doubling backoff while the
 /// receiver fails, and dropped (logged, counted) after the last attempt.
 ///
-/// A push only marks its zone (``zoneChanged(_:)``: a lock and a signal), and deliveries run in
+/// A push only marks its zone (a lock and a signal), and deliveries run in
 /// a service of their own, one at a time: a slow or dead receiver never slows a push, and while
 /// it fails, further changes gather into the next notification (bounded by
 /// ``WebhookConfiguration/maxPendingZones``). Notifications are a hint to wake devices, not a
@@ -40,6 +22,10 @@ public final class WebhookNotifier: Sendable {
     private struct Pending {
         var order: [ZoneID] = []
         var marked: Set<ZoneID> = []
+        /// Users to wake besides the zone's readers when it is sent: those who lost it (a grant
+        /// revoked, a share left, the zone deleted), read when it happened.
+        var losing: [ZoneID: Set<String>] = [:]
+        var deleted: Set<ZoneID> = []
         /// Counts every change (of a zone marked already too): gathering goes on while it moves.
         var changes: UInt64 = 0
     }
@@ -54,14 +40,19 @@ public final class WebhookNotifier: Sendable {
 
     /// Marks `zone` as changed; returns at once. `false` when too many zones wait already (the
     /// change is dropped and counted).
+    /// `losing`: users who lost the zone by this change (read before it: a revoked grantee, a
+    /// user who left, every reader of a deleted zone), woken too so that their devices drop it.
     @discardableResult
-    func zoneChanged(_ zone: ZoneID, metrics: ServerMetrics) -> Bool {
+    func zoneChanged(_ zone: ZoneID, losing: Set<String> = [], deleted: Bool = false, metrics: ServerMetrics) -> Bool {
         let marked = pending.withLock { pending -> Bool in
             pending.changes &+= 1
-            if pending.marked.contains(zone) { return true }
-            guard pending.marked.count < configuration.maxPendingZones else { return false }
-            pending.marked.insert(zone)
-            pending.order.append(zone)
+            if !pending.marked.contains(zone) {
+                guard pending.marked.count < configuration.maxPendingZones else { return false }
+                pending.marked.insert(zone)
+                pending.order.append(zone)
+            }
+            if !losing.isEmpty { pending.losing[zone, default: []].formUnion(losing.prefix(Self.maxUsersPerZone)) }
+            if deleted { pending.deleted.insert(zone) } else { pending.deleted.remove(zone) }
             return true
         }
         if marked { wake.yield(()) } else { metrics.webhookDropped.increment() }
@@ -70,14 +61,20 @@ public final class WebhookNotifier: Sendable {
 
     /// The zones marked, oldest first, at most `limit`: taken off the list (a zone changed again
     /// from now on is marked anew).
-    private func take(_ limit: Int) -> [ZoneID] {
+    private func take(_ limit: Int) -> [(zone: ZoneID, losing: Set<String>, deleted: Bool)] {
         pending.withLock { pending in
             let taken = Array(pending.order.prefix(limit))
             pending.order.removeFirst(taken.count)
-            for zone in taken { pending.marked.remove(zone) }
-            return taken
+            return taken.map { zone in
+                pending.marked.remove(zone)
+                let deleted = pending.deleted.remove(zone) != nil
+                return (zone, pending.losing.removeValue(forKey: zone) ?? [], deleted)
+            }
         }
     }
+
+    /// The most users one zone's entry names (a zone with more grantees says `moreUsers`).
+    static let maxUsersPerZone = 1_000
 
     var pendingCount: Int { pending.withLock { $0.marked.count } }
 
@@ -100,12 +97,27 @@ public final class WebhookNotifier: Sendable {
             let zones = take(configuration.maxZonesPerNotification)
             guard !zones.isEmpty else { continue }
             var changes: [WebhookNotification.ZoneChange] = []
-            for zone in zones {
-                // Read when sent: grants changed meanwhile count; a zone deleted meanwhile has no
-                // one left to wake.
-                guard let info = try? await storage.zone(zone) else { continue }
-                let users = Set([info.owner] + info.grants.keys.filter { info.canRead($0) }).sorted()
-                changes.append(.init(zone: info.name, owner: info.owner, users: users))
+            for (zone, losing, deleted) in zones {
+                // The readers are read when sent (grants changed meanwhile count); those who lost
+                // the zone were read when they lost it.
+                var users = losing
+                if !deleted {
+                    do {
+                        if let info = try await storage.zone(zone) {
+                            users.insert(info.owner)
+                            users.formUnion(info.grants.keys.filter { info.canRead($0) })
+                        }
+                    } catch {
+                        // The storage failing now (a restart of PostgreSQL) is no reason to wake
+                        // no one: the zone goes in the next notification.
+                        zoneChanged(zone, losing: losing, metrics: metrics)
+                        continue
+                    }
+                }
+                guard !users.isEmpty else { continue }
+                let sorted = users.sorted()
+                changes.append(.init(zone: zone.name, owner: zone.owner, users: Array(sorted.prefix(Self.maxUsersPerZone)),
+                                     moreUsers: sorted.count > Self.maxUsersPerZone ? true : nil, deleted: deleted ? true : nil))
             }
             guard !changes.isEmpty else { continue }
             let notification = WebhookNotification(id: UUID().uuidString.lowercased(),
@@ -129,22 +141,27 @@ public final class WebhookNotifier: Sendable {
                 ("User-Agent", "strata-webhook"),
             ]
             let failure: String
+            var retryable = true
             do {
-                let answer = try await OutboundHTTP.send(.POST, configuration.url, headers: headers, body: body, limit: 64 << 10,
-                                                         timeout: configuration.timeout)
+                // The status decides; the answer's body is not kept (a large one is no failure).
+                let answer = try await OutboundHTTP.send(.POST, configuration.url, headers: headers, body: body, limit: 0,
+                                                         timeout: configuration.timeout, keepingBody: false)
                 if (200..<300).contains(answer.status) {
                     metrics.webhookDelivered.increment()
                     logger.debug("webhook notified", metadata: ["id": "\(notification.id)", "zones": "\(notification.changes.count)"])
                     return
                 }
                 failure = "answered HTTP \(answer.status)"
+                // A refusal that the same request will meet again (a redirect, which is not
+                // followed; a 4xx but a timeout or a rate limit) is not sent again.
+                retryable = answer.status >= 500 || answer.status == 408 || answer.status == 429
             } catch {
                 failure = "\(error)"
             }
-            guard attempt < configuration.maxAttempts, !Task.isCancelled else {
+            guard retryable, attempt < configuration.maxAttempts, !Task.isCancelled else {
                 metrics.webhookDropped.increment()
                 logger.error("webhook notification dropped after \(attempt) attempt(s)", metadata: [
-                    "id": "\(notification.id)", "url": "\(configuration.url.absoluteString)", "error": "\(failure)",
+                    "id": "\(notification.id)", "host": "\(configuration.url.host ?? "")", "error": "\(failure)",
                     "zones": "\(notification.changes.count)",
                 ])
                 return

@@ -36,11 +36,30 @@ extension SyncCommand {
         do {
             if let selected {
                 let zoneEngine = try await engine.engine(for: selected)
-                let report = recreateZone ? try await zoneEngine.recreateZone() : fromScratch ? try await zoneEngine.resync() : try await zoneEngine.sync()
+                let report: SyncReport
+                if recreateZone {
+                    report = try await zoneEngine.recreateZone()
+                } else if fromScratch {
+                    report = try await zoneEngine.resync()
+                } else if let budget {
+                    report = try await zoneEngine.syncOnce(within: budget)
+                } else {
+                    report = try await zoneEngine.sync()
+                }
+                if !report.finished { output.finished = false }
                 output.zones[selected.description] = SyncReportJSON(zone: selected, mode: mode, report: report,
                                                                     pending: await pendingCount(database, selected, zoneEngine))
             } else {
-                let report = try await engine.sync()
+                let report: DatabaseSyncReport
+                if let budget {
+                    report = try await engine.syncOnce(within: budget)
+                } else {
+                    report = try await engine.sync()
+                }
+                if !report.finished {
+                    output.finished = false
+                    output.unfinishedZones = report.unfinishedZones.map { $0.description }.sorted()
+                }
                 for (zone, zoneReport) in report.zones {
                     let zoneEngine = try? await engine.engine(for: zone)
                     let pending = await zoneEngine.asyncMap { await pendingCount(database, zone, $0) } ?? nil
@@ -71,6 +90,9 @@ extension SyncCommand {
                 emit("removed \(removed.zone) (\(removed.reason)): kept aside in \(removed.store) with \(removed.unpushedEdits) unpushed edit(s)")
             }
             for zone in output.pendingShares { emit("shared with you, waiting to be accepted: \(zone) (strata share accept)") }
+            if !output.finished {
+                emit("the time was up: \(output.unfinishedZones.isEmpty ? "some zones" : output.unfinishedZones.joined(separator: ", ")) not finished; the next sync goes on from here")
+            }
             for (zone, error) in output.failures.sorted(by: { $0.key < $1.key }) { emit("\(zone): failed: \(error.code): \(error.message)") }
         }
         if failure == nil, let selected, watch {
@@ -136,6 +158,9 @@ struct DatabaseSyncJSON: Encodable {
     var token: String?
     /// Why the whole sync failed (the server could not say what changed); absent otherwise.
     var error: SyncReportJSON.ErrorJSON?
+    /// `false` when `--within`'s time was up first; then the zones not finished.
+    var finished = true
+    var unfinishedZones: [String] = []
 
     init(database: String) { self.database = database }
 

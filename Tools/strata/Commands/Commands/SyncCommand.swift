@@ -40,12 +40,14 @@ struct SyncCommand: AsyncParsableCommand {
         pushedTransactions; pulledTransactions; appliedEvents; bootstraps; rewinds; unpushable; \
         stateUploads; stateBytes; forks, each {reason, oldReplica, newReplica, keptThrough, \
         reauthored}; token (the change token the store holds, absent before its first pull); \
-        pending (local transactions the server has not acknowledged); and on failure only error, \
+        pending (local transactions the server has not acknowledged); finished, leftToPush and \
+        moreToPull (see --within); and on failure only error, \
         {code, message, status (the HTTP status, when the server answered)}.
 
         On failure ok is false and the exit code is 2 (the message also goes to stderr); \
         pushedTransactions and pulledTransactions count what went through before the error, and \
-        appliedEvents, bootstraps, rewinds, unpushable, stateUploads, stateBytes and forks are \
+        appliedEvents, bootstraps, rewinds, unpushable, stateUploads, stateBytes, forks, finished, \
+        leftToPush and moreToPull are \
         absent. With --watch the output is JSON Lines: that object on one line, then one {phase, \
         pending, pushed, pulled, blocked, lastError} per status change.
 
@@ -58,6 +60,13 @@ struct SyncCommand: AsyncParsableCommand {
         pendingShares: [ZONE], token (the database token)}, ZONE being NAME for your own zones and \
         OWNER/NAME for others'. A zone that failed exits 2 after the output. --watch, \
         --from-scratch and --recreate-zone on a database need --zone.
+
+        --within SECONDS: a sync with a deadline, as an app woken in the background does it \
+        (SyncEngine.syncOnce(deadline:)): push first, then pull in pages, and stop when the time \
+        is up — the request in flight is cancelled, everything that landed before stays, and the \
+        next sync goes on from there. Running out of time is no failure (exit 0); --json then \
+        says finished false, with leftToPush and moreToPull (for a database, each zone's, and \
+        unfinishedZones). Not with --watch, --from-scratch or --recreate-zone.
         """
     )
 
@@ -81,6 +90,9 @@ struct SyncCommand: AsyncParsableCommand {
 
     @Option(help: "Trust the server's certificate through this PEM file (a private CA, or a self-signed server's own certificate) instead of the system's roots.")
     var caFile: String?
+
+    @Option(help: ArgumentHelp("Sync for at most this long (a deadline, as in the background): stop when the time is up, keeping what landed, and say what is left.", valueName: "SECONDS"))
+    var within: Double?
 
     @Flag(help: "Keep syncing with long polls until interrupted.")
     var watch = false
@@ -107,12 +119,26 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
+    /// `--within` as a duration.
+    var budget: Duration? { within.map { .milliseconds(Int64($0 * 1000)) } }
+
+    /// The line saying what a sync cut short by `--within` left.
+    static func unfinished(_ report: SyncReport) -> String {
+        "the time was up: \(report.leftToPush) local transaction(s) left to push\(report.moreToPull ? ", more to pull" : ""); the next sync goes on from here"
+    }
+
     /// What the sync does: `mode` in the JSON.
     var mode: String { recreateZone ? "recreateZone" : fromScratch ? "fromScratch" : "sync" }
 
     func validate() throws {
         guard URL(string: server)?.scheme?.hasPrefix("http") == true else {
             throw ValidationError("--server must be an http(s) URL, got \(server)")
+        }
+        if let within, !(within.isFinite && within > 0 && within <= 86_400) {
+            throw ValidationError("--within takes a number of seconds above 0 and at most 86400, got \(within)")
+        }
+        if within != nil && (watch || fromScratch || recreateZone) {
+            throw ValidationError("--within is a sync with a deadline; it does not go with --watch, --from-scratch or --recreate-zone")
         }
         if fromScratch && recreateZone {
             throw ValidationError("--from-scratch and --recreate-zone do not go together: --recreate-zone already starts the zone over from this store (its whole history and state are sent again, and the zone pulled from its start)")
@@ -184,6 +210,8 @@ struct SyncCommand: AsyncParsableCommand {
                 report = try await engine.recreateZone()
             } else if fromScratch {
                 report = try await engine.resync()
+            } else if let budget {
+                report = try await engine.syncOnce(within: budget)
             } else {
                 report = try await engine.sync()
             }
@@ -198,6 +226,7 @@ struct SyncCommand: AsyncParsableCommand {
                     emit("read-only: \(report.unpushable) local transaction(s) wait until you may push to the zone")
                 }
                 emit("pushed \(report.pushedTransactions) transaction(s), pulled \(report.pulledTransactions) (\(report.appliedEvents) new event(s)); token \(report.token ?? "-")")
+                if !report.finished { emit(Self.unfinished(report)) }
             }
         } catch {
             // A SyncError carries the server's code; anything else (the cursor could not be

@@ -13,6 +13,8 @@ import StrataCore
 /// - `token`: the change token the store holds (absent before its first pull);
 /// - `pending`: the store's local transactions the server has not acknowledged (absent when the
 ///   store could not be read);
+/// - `finished`, `leftToPush`, `moreToPull`: whether the sync ended before `--within`'s time was
+///   up (always, without it), and what it left; present when the sync succeeded;
 /// - `error`: on failure only — `code` (the server's or the client's stable code, e.g.
 ///   `zoneDeleted`, `unauthorized`, `clockSkew`, `transport`), `message`, `status` (the HTTP
 ///   status, when the server answered).
@@ -33,6 +35,10 @@ struct SyncReportJSON: Codable, Hashable {
     var token: String?
     var pending: Int?
     var error: ErrorJSON?
+    /// `--within`: `false` when the time was up first (absent on failure), then what is left.
+    var finished: Bool?
+    var leftToPush: Int?
+    var moreToPull: Bool?
 
     /// A replica fork the sync made (the store was a copy, its replica was another user's, or its
     /// edits were re-stamped).
@@ -88,6 +94,9 @@ struct SyncReportJSON: Codable, Hashable {
         stateBytes = report.stateBytes
         token = report.token
         self.pending = pending
+        finished = report.finished
+        leftToPush = report.leftToPush
+        moreToPull = report.moreToPull
     }
 
     /// A sync that failed: what the engine counted before the error, and the error.
