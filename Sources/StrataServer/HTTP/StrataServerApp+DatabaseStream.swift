@@ -28,7 +28,7 @@ extension StrataServerApp {
         let user = try context.requireUser()
         let query = request.uri.queryParameters
         let limit = try databaseLimit(query.get(StrataQuery.limit))
-        // The standard reconnection header first: a browser's EventSource sends it by itself.
+        // The standard reconnection header first (SSE clients send it when they reconnect).
         let resumed = request.headers[Self.lastEventID].flatMap { $0.isEmpty ? nil : $0 }
         let start = try databaseToken(resumed ?? query.get(StrataQuery.after).map { String($0) })
         let limits = configuration.limits
