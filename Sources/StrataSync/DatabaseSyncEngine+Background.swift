@@ -46,9 +46,10 @@ extension DatabaseSyncEngine {
         } catch let error where error is SyncBudget.Spent || Task.isCancelled {
             // (A cancelled calling task ends the round as the deadline does.)
             spent = true
-            // Every zone still marked is left (those the round reached are in the list already).
-            let left = Set(report.unfinishedZones)
-            report.unfinishedZones += state.dirty.filter { database.store(for: $0) != nil && !left.contains($0) }
+            // Every zone still marked is left, and so is a zone added by a round cut before it
+            // saved its marks (the token was not saved either: the next round lists it again).
+            report.unfinishedZones += state.dirty.filter { database.store(for: $0) != nil }
+            report.unfinishedZones += report.added.filter { report.zones[$0]?.finished != true }
         } catch {
             roundEnded(report, failure: error as? SyncError ?? SyncError(.store, "\(error)"))
             throw error

@@ -204,6 +204,27 @@ struct WebhookTests {
         }
     }
 
+    @Test("the webhook's deliveries run beside the server over HTTPS too, and a server run again after a stop delivers again")
+    func overTLSAndRunAgain() async throws {
+        let receiver = WebhookReceiver()
+        try await receiver.serve { url in
+            let server = try TestServer(webhook: try Self.configuration(url, coalesce: .milliseconds(100)))
+            let tls = try ResourceBoundsTests().selfSignedCertificate(in: server.directory).serverConfiguration()
+            #expect(try server.app.buildApplication(tls: tls).services.count == 1, "the HTTPS application runs the webhook's deliveries")
+            // The same server app run twice (stopped, then run again): each run delivers.
+            for round in 1...2 {
+                try await server.app.buildApplication().test(.live) { client in
+                    if round == 1 { _ = try await client.createZone("notes") }
+                    let replica = ReplicaID.random()
+                    #expect(try await client.push("notes", [transaction(replica, 1...1)]).status == .ok)
+                    try await receiver.waitFor(round)
+                    #expect(receiver.requests.count == round, "round \(round)")
+                }
+            }
+            try await server.storage.close()
+        }
+    }
+
     @Test("a receiver that holds every request never slows a push: pushes go on while its first notification waits, and the changes meanwhile gather into the next one")
     func deadReceiverNeverSlowsPushes() async throws {
         let receiver = WebhookReceiver { index in (.ok, index == 0 ? .seconds(20) : .zero) }

@@ -30,12 +30,12 @@ public final class WebhookNotifier: Sendable {
         var changes: UInt64 = 0
     }
     private let pending = Mutex(Pending())
-    private let wake: AsyncStream<Void>.Continuation
-    private let wakes: AsyncStream<Void>
+    /// Wakes the running delivery loop: each `run` makes its own stream (a loop that ended —
+    /// its server stopped — finishes its stream, and a server run again gets a fresh one).
+    private let wake = Mutex<AsyncStream<Void>.Continuation?>(nil)
 
     init(configuration: WebhookConfiguration) {
         self.configuration = configuration
-        (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Marks `zone` as changed; returns at once. `false` when too many zones wait already (the
@@ -55,7 +55,7 @@ public final class WebhookNotifier: Sendable {
             if deleted { pending.deleted.insert(zone) } else { pending.deleted.remove(zone) }
             return true
         }
-        if marked { wake.yield(()) } else { metrics.webhookDropped.increment() }
+        if marked { wake.withLock { $0 }?.yield(()) } else { metrics.webhookDropped.increment() }
         return marked
     }
 
@@ -80,6 +80,9 @@ public final class WebhookNotifier: Sendable {
 
     /// Delivers until the calling task is cancelled.
     func run(storage: any ZoneStorage, metrics: ServerMetrics, logger: Logger) async {
+        let (wakes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        wake.withLock { $0 = continuation }
+        defer { continuation.finish() }
         var iterator = wakes.makeAsyncIterator()
         while !Task.isCancelled {
             if pendingCount == 0 {
