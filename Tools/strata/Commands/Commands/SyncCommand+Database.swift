@@ -36,16 +36,7 @@ extension SyncCommand {
         do {
             if let selected {
                 let zoneEngine = try await engine.engine(for: selected)
-                let report: SyncReport
-                if recreateZone {
-                    report = try await zoneEngine.recreateZone()
-                } else if fromScratch {
-                    report = try await zoneEngine.resync()
-                } else if let budget {
-                    report = try await zoneEngine.syncOnce(within: budget)
-                } else {
-                    report = try await zoneEngine.sync()
-                }
+                let report = try await syncAsAsked(zoneEngine)
                 if !report.finished { output.finished = false }
                 output.zones[selected.description] = SyncReportJSON(zone: selected, mode: mode, report: report,
                                                                     pending: await pendingCount(database, selected, zoneEngine))

@@ -119,6 +119,14 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
+    /// One zone's sync as the flags ask: a recreation, from scratch, with a deadline, or plain.
+    func syncAsAsked(_ engine: SyncEngine) async throws -> SyncReport {
+        if recreateZone { return try await engine.recreateZone() }
+        if fromScratch { return try await engine.resync() }
+        if let budget { return try await engine.syncOnce(within: budget) }
+        return try await engine.sync()
+    }
+
     /// `--within` as a duration.
     var budget: Duration? { within.map { .milliseconds(Int64($0 * 1000)) } }
 
@@ -205,16 +213,7 @@ struct SyncCommand: AsyncParsableCommand {
             throw error
         }
         do {
-            let report: SyncReport
-            if recreateZone {
-                report = try await engine.recreateZone()
-            } else if fromScratch {
-                report = try await engine.resync()
-            } else if let budget {
-                report = try await engine.syncOnce(within: budget)
-            } else {
-                report = try await engine.sync()
-            }
+            let report = try await syncAsAsked(engine)
             if json {
                 let pending = await pendingCount(opened, engine)
                 emit(try JSONOutput.string(SyncReportJSON(zone: reference, mode: mode, report: report, pending: pending), pretty: !watch))
