@@ -28,11 +28,15 @@ extension DatabaseSyncEngine {
     public func syncOnce(deadline: ContinuousClock.Instant) async throws -> DatabaseSyncReport {
         var report = DatabaseSyncReport()
         var spent = false
+        // Whether this call got its turn: one whose deadline passed while another round ran
+        // leaves the status to that round.
+        var began = false
         updateStatus { $0.phase = .syncing }
         do {
             try await SyncBudget.$current.withValue(SyncBudget(deadline: deadline)) {
                 try SyncBudget.check()
                 try await exclusively {
+                    began = true
                     // The zones with local edits push before anything else is asked: a listing
                     // of many pages (a first sync, an old token) that does not fit the budget
                     // must not keep them from the server every time.
@@ -58,7 +62,7 @@ extension DatabaseSyncEngine {
         for lost in report.removed { report.failures[lost.zone] = nil }
         report.unfinishedZones = Array(Set(report.unfinishedZones)).sorted()
         report.finished = !spent && report.unfinishedZones.isEmpty
-        roundEnded(report, failure: nil)
+        if began { roundEnded(report, failure: nil) }
         return report
     }
 

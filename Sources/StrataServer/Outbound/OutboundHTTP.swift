@@ -34,6 +34,8 @@ enum OutboundHTTP {
         let tls = scheme == "https" ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
         // An address is not a name to check a certificate against (nor to send as SNI).
         let isAddress = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+        // At most a day: a larger timeout would only overflow the conversions below.
+        let timeout = min(max(timeout, .milliseconds(1)), .seconds(86_400))
         let seconds = Int64(timeout.components.seconds)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(max(1, seconds)))

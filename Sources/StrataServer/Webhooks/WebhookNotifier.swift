@@ -42,8 +42,10 @@ public final class WebhookNotifier: Sendable {
     /// change is dropped and counted).
     /// `losing`: users who lost the zone by this change (read before it: a revoked grantee, a
     /// user who left, every reader of a deleted zone), woken too so that their devices drop it.
+    /// `deleted`: whether the change deleted the zone (`nil`: as marked already — a zone marked
+    /// again because the storage could not be read keeps a deletion that came meanwhile).
     @discardableResult
-    func zoneChanged(_ zone: ZoneID, losing: Set<String> = [], deleted: Bool = false, metrics: ServerMetrics) -> Bool {
+    func zoneChanged(_ zone: ZoneID, losing: Set<String> = [], deleted: Bool? = false, metrics: ServerMetrics) -> Bool {
         let marked = pending.withLock { pending -> Bool in
             pending.changes &+= 1
             if !pending.marked.contains(zone) {
@@ -52,7 +54,11 @@ public final class WebhookNotifier: Sendable {
                 pending.order.append(zone)
             }
             if !losing.isEmpty { pending.losing[zone, default: []].formUnion(losing.prefix(Self.maxUsersPerZone)) }
-            if deleted { pending.deleted.insert(zone) } else { pending.deleted.remove(zone) }
+            switch deleted {
+            case true?: pending.deleted.insert(zone)
+            case false?: pending.deleted.remove(zone)
+            case nil: break
+            }
             return true
         }
         if marked { wake.withLock { $0 }?.yield(()) } else { metrics.webhookDropped.increment() }
@@ -92,12 +98,13 @@ public final class WebhookNotifier: Sendable {
             let started = ContinuousClock.now
             var seen = pending.withLock { $0.changes }
             while true {
-                do { try await Task.sleep(for: configuration.coalesce) } catch { return }
+                // (At least a millisecond: a zero window would spin while changes keep coming.)
+                do { try await Task.sleep(for: max(.milliseconds(1), configuration.coalesce)) } catch { return }
                 let now = pending.withLock { $0.changes }
                 if now == seen || ContinuousClock.now - started >= configuration.maxDelay { break }
                 seen = now
             }
-            let zones = take(configuration.maxZonesPerNotification)
+            let zones = take(max(1, configuration.maxZonesPerNotification))
             guard !zones.isEmpty else { continue }
             var changes: [WebhookNotification.ZoneChange] = []
             for (zone, losing, deleted) in zones {
@@ -113,7 +120,7 @@ public final class WebhookNotifier: Sendable {
                     } catch {
                         // The storage failing now (a restart of PostgreSQL) is no reason to wake
                         // no one: the zone goes in the next notification.
-                        zoneChanged(zone, losing: losing, metrics: metrics)
+                        zoneChanged(zone, losing: losing, deleted: nil, metrics: metrics)
                         continue
                     }
                 }
