@@ -185,6 +185,10 @@ struct KillRun {
     /// Where the kills are aimed (ms after a child's start): an upload of 8–12 chunks takes
     /// ~0.25 s after a startup of ~0.1 s; a download as long, then ~0.25 s of verifying.
     var uploadAim = KillAim(start: 100, spread: 250)
+    /// Kills of one transfer after which its next life is left to finish. Without it a transfer
+    /// could be killed forever: under CI's second round a restarted download spent longer
+    /// verifying its held chunks than any aimed delay, and was killed there 120 s long.
+    static let killsPerTransfer = 8
     var downloadAim = KillAim(start: 100, spread: 450)
     var checkedGetAgain = false
     /// Completed downloads that left their chunk list behind (see ``checkFetched(_:asset:output:)``).
@@ -299,7 +303,7 @@ struct KillRun {
         let deadline = Date().addingTimeInterval(120)
         while Date() < deadline {
             let child = try KilledChild(strataBinary, ["sync", device.path] + serverArguments(server), output: directory.sub("\(device.name)-sync-\(asset.number)-\(kills)"))
-            let delay = killing ? uploadAim.delay(&random) : 600_000
+            let delay = !killing ? 600_000 : kills >= Self.killsPerTransfer ? 90_000 : uploadAim.delay(&random)
             let lifeStart = Date()
             let exited = await child.wait(for: .milliseconds(delay))
             spent[exited == nil ? "client lives killed" : "client lives finished", default: 0] += Date().timeIntervalSince(lifeStart)
@@ -339,7 +343,7 @@ struct KillRun {
                 child = try KilledChild(strataBinary, ["sync", device.path] + serverArguments(server), output: directory.sub("\(device.name)-sync-\(asset.number)-run\(runs)"))
             }
             guard let running = child else { continue }
-            let delay = uploadAim.delay(&random)
+            let delay = kills >= Self.killsPerTransfer ? 90_000 : uploadAim.delay(&random)
             if let status = await running.wait(for: .milliseconds(delay)) {
                 child = nil
                 if status == 0 {
@@ -387,7 +391,8 @@ struct KillRun {
         while Date() < deadline {
             let child = try KilledChild(strataBinary, ["asset", "get", device.path, asset.sha256.hex, "--output", output] + serverArguments(server),
                                         output: directory.sub("\(device.name)-get-\(kills)"))
-            if let status = await child.wait(for: .milliseconds(downloadAim.delay(&random))) {
+            let delay = kills >= Self.killsPerTransfer ? 90_000 : downloadAim.delay(&random)
+            if let status = await child.wait(for: .milliseconds(delay)) {
                 downloadAim.landed("finished")
                 guard status == 0 else {
                     problems.append("strata asset get into \(device.name) failed with the server up (\(status)): \(child.stderr)")
@@ -423,7 +428,8 @@ struct KillRun {
                                         output: directory.sub("\(device.name)-get-run\(runs)"))
             }
             guard let running = child else { continue }
-            if let status = await running.wait(for: .milliseconds(downloadAim.delay(&random))) {
+            let delay = kills >= Self.killsPerTransfer ? 90_000 : downloadAim.delay(&random)
+            if let status = await running.wait(for: .milliseconds(delay)) {
                 child = nil
                 if status == 0 {
                     downloadAim.landed("finished")
