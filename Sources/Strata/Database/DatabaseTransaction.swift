@@ -71,7 +71,7 @@ public final class DatabaseTransaction {
 
     /// The object in whatever zone holds it, or `nil`.
     public func object(_ id: ObjectID) -> ObjectSnapshot? {
-        holder(of: id).flatMap { cores[$0].core.projection.snapshot(id, includeToMany: true) }
+        holder(of: id).flatMap { cores[$0].core.projection.appSnapshot(id, includeToMany: true) }
     }
 
     /// The zone that holds the object, or `nil`.
@@ -158,6 +158,7 @@ public final class DatabaseTransaction {
         guard source != destination else { return }
         let sourceTx = transaction(at: source)
         let projection = cores[source].core.projection
+        // Under stored names: the move carries every field, those of other app versions too.
         guard let snapshot = projection.snapshot(id, includeToMany: true) else {
             throw StoreError(.objectNotFound, "no zone of the database holds this object", object: id)
         }
@@ -187,9 +188,9 @@ public final class DatabaseTransaction {
         }
         try sourceTx.deleteMovingOut(id)
         let destinationTx = transaction(at: destination)
-        try destinationTx.insert(snapshot.entity, id: id, values)
+        try destinationTx.insert(stored: snapshot.entity, id: id, values)
         for (relationship, targets) in members {
-            for target in targets { try destinationTx.add(id, relationship, target) }
+            for target in targets { try destinationTx.add(id, stored: relationship, target) }
         }
     }
 }

@@ -47,7 +47,7 @@ public final class DatabaseView {
     /// The object with this ID (its to-many relationships included), or `nil` when no zone of
     /// the view holds it.
     public func object(_ id: ObjectID) -> ObjectSnapshot? {
-        Self.winner(id, in: views).flatMap { views[$0].projection.snapshot(id, includeToMany: true) }
+        Self.winner(id, in: views).flatMap { views[$0].projection.appSnapshot(id, includeToMany: true) }
     }
 
     /// The zone that holds the object, or `nil`.
@@ -99,12 +99,12 @@ public final class DatabaseView {
         let asked = views.indices.filter { zones?.contains(views[$0].zone) ?? true }
         if views.count == 1, let only = asked.first {
             // One zone: its own count, without building the objects.
-            return views[only].projection.objectIDs(of: entity).count
+            return views[only].projection.appObjectIDs(of: entity).count
         }
         // Each object once, in the zone whose copy it is.
         var count = 0
         for index in asked {
-            for id in views[index].projection.objectIDs(of: entity) where Self.winner(id, in: views) == index { count += 1 }
+            for id in views[index].projection.appObjectIDs(of: entity) where Self.winner(id, in: views) == index { count += 1 }
         }
         return count
     }
@@ -113,7 +113,7 @@ public final class DatabaseView {
     /// view does not hold are left out (they read as absent).
     public func related(_ id: ObjectID, _ relationship: String) -> [ObjectSnapshot] {
         guard let index = Self.winner(id, in: views) else { return [] }
-        return views[index].projection.related(id, relationship: relationship).compactMap(object)
+        return views[index].projection.appRelated(id, relationship: relationship).compactMap(object)
     }
 
     /// The object as a model, or `nil`.

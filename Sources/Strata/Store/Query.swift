@@ -22,8 +22,8 @@ struct Query {
 
     func run(on projection: Projection) -> [ObjectSnapshot] {
         var results: [ObjectSnapshot] = []
-        for id in projection.objectIDs(of: entity) {
-            guard let snapshot = projection.snapshot(id, includeToMany: includeToMany) else { continue }
+        for id in projection.appObjectIDs(of: entity) {
+            guard let snapshot = projection.appSnapshot(id, includeToMany: includeToMany) else { continue }
             if let predicate, !predicate(snapshot) { continue }
             results.append(snapshot)
         }

@@ -121,6 +121,7 @@ extension Store {
         }
         projection.commitBatch(report: false)
         projection.schema = projection.recordedSchema.merged(with: core.projection.schema)
+        projection.appSchema = core.projection.appSchema
 
         try StoreIdentityFile.write(identity, in: directory)
         // From here on `store.json` names the successor: if the append does not happen, this
@@ -247,8 +248,8 @@ extension Store {
         }
         var changes: [ObjectChange] = []
         for id in touched.sorted() {
-            let before = old.snapshot(id, includeToMany: true)
-            let after = new.snapshot(id, includeToMany: true)
+            let before = old.appSnapshot(id, includeToMany: true)
+            let after = new.appSnapshot(id, includeToMany: true)
             guard before != after else { continue }
             switch (before, after) {
             case (nil, let after?):

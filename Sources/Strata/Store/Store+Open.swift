@@ -267,12 +267,18 @@ extension Store {
     /// Checks the app's schema against the recorded one and records it when it adds anything.
     func adopt(_ appSchema: Schema) async throws {
         let recorded = core.withLock { $0.projection.recordedSchema }
-        let problems = recorded.incompatibilities(with: appSchema)
+        // The log records schemas under stored names: a rename is no change there, a type change
+        // a field of its own (see `SchemaLineage`).
+        let stored = appSchema.stored
+        let problems = recorded.incompatibilities(with: stored)
         guard problems.isEmpty else {
-            throw StoreError(.incompatibleSchema, "the app's schema is not an additive change of the recorded one: " + problems.joined(separator: "; "))
+            throw StoreError(.incompatibleSchema, "the app's schema is not an additive change of the recorded one (declare a migration for a change that is not): " + problems.joined(separator: "; "))
         }
-        let merged = recorded.merged(with: appSchema)
-        core.withLock { $0.projection.schema = merged }
+        let merged = recorded.merged(with: stored)
+        core.withLock {
+            $0.projection.schema = merged
+            $0.projection.appSchema = appSchema
+        }
         if merged != recorded {
             try await commit { tx in try tx.recordSchema(merged) }
         }

@@ -58,7 +58,7 @@ public final class Store: Sendable {
 
     /// The object with this ID, or `nil` when it does not exist.
     public func object(_ id: ObjectID) -> ObjectSnapshot? {
-        core.withLock { $0.projection.snapshot(id, includeToMany: true) }
+        core.withLock { $0.projection.appSnapshot(id, includeToMany: true) }
     }
 
     /// The existing objects of `entity` that match `predicate`, sorted by `sort` (then by ID), at
@@ -74,13 +74,13 @@ public final class Store: Sendable {
 
     /// The number of existing objects of `entity`.
     public func count(_ entity: String) -> Int {
-        core.withLock { $0.projection.objectIDs(of: entity).count }
+        core.withLock { $0.projection.appObjectIDs(of: entity).count }
     }
 
     /// The objects related to `id` through `relationship`, sorted by ID.
     public func related(_ id: ObjectID, _ relationship: String) -> [ObjectSnapshot] {
         core.withLock { core in
-            core.projection.related(id, relationship: relationship).compactMap { core.projection.snapshot($0) }
+            core.projection.appRelated(id, relationship: relationship).compactMap { core.projection.appSnapshot($0) }
         }
     }
 

@@ -23,7 +23,7 @@ public final class StoreView {
 
     /// The object with this ID (its to-many relationships included), or `nil`.
     public func object(_ id: ObjectID) -> ObjectSnapshot? {
-        projection.snapshot(id, includeToMany: true)
+        projection.appSnapshot(id, includeToMany: true)
     }
 
     /// The existing objects of `entity` that match `predicate`, sorted by `sort` (then by ID), at
@@ -35,12 +35,12 @@ public final class StoreView {
 
     /// The number of existing objects of `entity`.
     public func count(_ entity: String) -> Int {
-        projection.objectIDs(of: entity).count
+        projection.appObjectIDs(of: entity).count
     }
 
     /// The objects related to `id` through `relationship`, sorted by ID.
     public func related(_ id: ObjectID, _ relationship: String) -> [ObjectSnapshot] {
-        projection.related(id, relationship: relationship).compactMap { projection.snapshot($0) }
+        projection.appRelated(id, relationship: relationship).compactMap { projection.appSnapshot($0) }
     }
 
     /// The object with this ID as a model, or `nil`.

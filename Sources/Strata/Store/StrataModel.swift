@@ -94,7 +94,7 @@ extension Transaction {
     ///
     /// - Throws: `StoreError` naming the entity and the property.
     public func insert<M: StrataModel>(_ model: M) throws {
-        let encoded = try ModelCoding.encode(model, schema: schema)
+        let encoded = try ModelCoding.encode(model, schema: appSchema)
         let members = encoded.toMany.sorted { $0.key < $1.key }
         for (relationship, targets) in members {
             try checkMembers(targets, of: relationship, entity: M.entityName, object: model.id, inserting: true)
@@ -121,14 +121,14 @@ extension Transaction {
     /// - Throws: `StoreError` naming the entity and the property (checked before anything is
     ///   written).
     public func update<M: StrataModel>(_ model: M, from original: M? = nil) throws {
-        let encoded = try ModelCoding.encode(model, schema: schema)
+        let encoded = try ModelCoding.encode(model, schema: appSchema)
         let before: [String: Value]
         let membersBefore: [String: [ObjectID]]
         if let original {
             guard original.id == model.id else {
                 throw StoreError(.invalidArgument, "the original of \(M.self) \(model.id) is object \(original.id)", entity: M.entityName, object: model.id)
             }
-            let encodedOriginal = try ModelCoding.encode(original, schema: schema)
+            let encodedOriginal = try ModelCoding.encode(original, schema: appSchema)
             before = encodedOriginal.values
             membersBefore = encodedOriginal.toMany
         } else {

@@ -33,14 +33,20 @@ public final class Transaction {
 
     var projection: Projection { core.projection }
     var schema: Schema { core.projection.schema }
+    /// The schema under the app's names: its own once any version declared migrations (see
+    /// `SchemaView`), else the schema in effect (the app's merged with the recorded one).
+    var appSchema: Schema {
+        guard core.projection.view != nil, let app = core.projection.appSchema else { return schema }
+        return app
+    }
 
     // MARK: Reads (see this transaction's changes)
 
-    public func object(_ id: ObjectID) -> ObjectSnapshot? { projection.snapshot(id, includeToMany: true) }
+    public func object(_ id: ObjectID) -> ObjectSnapshot? { projection.appSnapshot(id, includeToMany: true) }
 
     public func exists(_ id: ObjectID) -> Bool { projection.exists(id) }
 
-    public func related(_ id: ObjectID, _ relationship: String) -> [ObjectID] { projection.related(id, relationship: relationship) }
+    public func related(_ id: ObjectID, _ relationship: String) -> [ObjectID] { projection.appRelated(id, relationship: relationship) }
 
     public func fetch(_ entity: String, where predicate: ((ObjectSnapshot) -> Bool)? = nil,
                       sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
@@ -56,7 +62,17 @@ public final class Transaction {
     ///   an existing ID, a reference to an object that does not exist).
     @discardableResult
     public func insert(_ entity: String, id: ObjectID = ObjectID(), _ values: [String: Value] = [:]) throws -> ObjectID {
-        let layout = try layout(for: entity, object: id)
+        guard let view = projection.view else { return try insert(stored: entity, id: id, values) }
+        // The app's names to stored ones; the insert writes this version's fields only.
+        let storedEntity = view.storedEntity(entity)
+        return try insert(stored: storedEntity, id: id, view.storedValues(values, in: storedEntity), as: view.writeEntity(storedEntity))
+    }
+
+    /// An insert under stored names: of `description` when given (an app version's fields),
+    /// else of every field the schema in effect knows (a move between zones carries them all).
+    @discardableResult
+    func insert(stored entity: String, id: ObjectID, _ values: [String: Value], as description: Entity? = nil) throws -> ObjectID {
+        let layout = try layout(for: entity, object: id, description: description)
         let description = layout.entity
         if projection.exists(id) {
             throw StoreError(.objectExists, "an object with this ID already exists", entity: entity, object: id)
@@ -107,7 +123,9 @@ public final class Transaction {
     /// Changes some attributes and to-one relationships of an existing object.
     public func update(_ id: ObjectID, _ values: [String: Value]) throws {
         let entity = try existingEntity(id)
-        guard let description = schema.entity(entity) else {
+        let view = projection.view
+        let values = view?.storedValues(values, in: entity) ?? values
+        guard let description = view?.writeEntity(entity) ?? schema.entity(entity) else {
             throw StoreError(.unknownEntity, "entity \(entity) is not in this app's schema", entity: entity, object: id)
         }
         try checkKeys(values, of: description, object: id)
@@ -173,6 +191,12 @@ public final class Transaction {
     /// the concurrent remove win.)
     public func add(_ id: ObjectID, _ relationship: String, _ target: ObjectID) throws {
         let entity = try existingEntity(id)
+        try add(id, stored: projection.view?.storedKey(relationship, in: entity) ?? relationship, target)
+    }
+
+    /// An add under the relationship's stored name.
+    func add(_ id: ObjectID, stored relationship: String, _ target: ObjectID) throws {
+        let entity = try existingEntity(id)
         let r = try toMany(relationship, of: entity, object: id)
         _ = try checkReference(.reference(target), r, entity: entity, object: id)
         switch projection.storage(entity: entity, relationship: relationship)?.1 {
@@ -191,6 +215,7 @@ public final class Transaction {
     /// not there).
     public func remove(_ id: ObjectID, _ relationship: String, _ target: ObjectID) throws {
         let entity = try existingEntity(id)
+        let relationship = projection.view?.storedKey(relationship, in: entity) ?? relationship
         _ = try toMany(relationship, of: entity, object: id)
         switch projection.storage(entity: entity, relationship: relationship)?.1 {
         case .derived(let otherEntity, let other, let storedIsToMany)?:
@@ -210,6 +235,9 @@ public final class Transaction {
     /// part way writes nothing. With `inserting`, `object` itself may be a target (it exists by
     /// the time it is added).
     func checkMembers(_ targets: [ObjectID], of relationship: String, entity: String, object: ObjectID, inserting: Bool) throws {
+        // The app's names (a model's) to stored ones.
+        let entity = projection.storedEntity(entity)
+        let relationship = projection.view?.storedKey(relationship, in: entity) ?? relationship
         let r = try toMany(relationship, of: entity, object: object)
         for target in targets where !(inserting && target == object && r.destination == entity) {
             _ = try checkReference(.reference(target), r, entity: entity, object: object)
@@ -274,9 +302,9 @@ public final class Transaction {
     ///
     /// - Throws: `StoreError.Code.unknownEntity`; `StoreError.Code.invalidSchema` for an
     ///   entity that names a field twice (which a checked schema never does).
-    private func layout(for entity: String, object: ObjectID) throws -> InsertLayout {
-        if let layout = layouts.first(where: { $0.entity.name == entity }) { return layout }
-        guard let description = schema.entity(entity) else {
+    private func layout(for entity: String, object: ObjectID, description given: Entity? = nil) throws -> InsertLayout {
+        if let layout = layouts.first(where: { $0.entity.name == entity && (given == nil || $0.entity == given) }) { return layout }
+        guard let description = given ?? schema.entity(entity) else {
             throw StoreError(.unknownEntity, "no entity \(entity) in the schema", entity: entity, object: object)
         }
         var named: [(name: String, source: Int)] = description.attributes.enumerated().map { ($1.name, $0) }

@@ -92,6 +92,15 @@ extension Projection {
                 result.append(ObjectChange(id: target, entity: entityName(of: record), kind: .updated, keys: [key]))
             }
         }
-        return result.sorted { $0.id < $1.id }
+        result.sort { $0.id < $1.id }
+        // Observers are the app's: they see its names.
+        if let view {
+            for i in result.indices {
+                let stored = result[i].entity
+                result[i].entity = view.appEntity(stored)
+                result[i].keys = view.appKeys(result[i].keys, in: stored)
+            }
+        }
+        return result
     }
 }

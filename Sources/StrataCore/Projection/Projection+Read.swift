@@ -191,6 +191,27 @@ extension Projection {
         return ObjectSnapshot(id: id, entity: entityName, values: values, toMany: toMany)
     }
 
+    // MARK: Reads under the app's names
+
+    /// The visible object as the app's version reads it (see ``SchemaView``).
+    package func appSnapshot(_ id: ObjectID, includeToMany: Bool = false) -> ObjectSnapshot? {
+        guard let stored = snapshot(id, includeToMany: includeToMany) else { return nil }
+        guard let view, let record = records[id] else { return stored }
+        return view.snapshot(stored, record: record, in: self)
+    }
+
+    /// The stored name of the entity the app calls `name`.
+    package func storedEntity(_ name: String) -> String { view?.storedEntity(name) ?? name }
+
+    /// The existing objects of the entity the app calls `entity` (unsorted).
+    package func appObjectIDs(of entity: String) -> [ObjectID] { objectIDs(of: storedEntity(entity)) }
+
+    /// The objects related to `id` through the relationship the app calls `relationship`.
+    package func appRelated(_ id: ObjectID, relationship: String) -> [ObjectID] {
+        guard let view, let record = records[id] else { return related(id, relationship: relationship) }
+        return related(id, relationship: view.storedKey(relationship, in: entityName(of: record)))
+    }
+
     /// Which event set each visible field.
     package func provenance(_ id: ObjectID) -> [String: FieldProvenance] {
         guard let record = records[id] else { return [:] }

@@ -44,7 +44,21 @@ package final class Projection {
 
     /// The schema reads interpret records with: the recorded one merged with the app's.
     package var schema = Schema.empty {
-        didSet { storageCache = [:] }
+        didSet {
+            storageCache = [:]
+            if schema.migrations != oldValue.migrations || schema.version != oldValue.version { rebuildView() }
+        }
+    }
+    /// The app's schema under its own names (`nil` for tools, which read stored names).
+    package var appSchema: Schema? {
+        didSet { rebuildView() }
+    }
+    /// How the app's version reads and writes, once any version has declared migrations (see
+    /// ``SchemaView``); `nil` while names and stored names are the same.
+    package private(set) var view: SchemaView?
+
+    private func rebuildView() {
+        view = appSchema.flatMap { SchemaView(app: $0, recorded: schema) }
     }
     private var storageCache: [String: RelationshipStorage] = [:]
 
@@ -467,6 +481,7 @@ package final class Projection {
         copy.maxHLC = maxHLC
         copy.eventCount = eventCount
         copy.schema = schema
+        copy.appSchema = appSchema
         copy.storageCache = storageCache
         return copy
     }

@@ -6,19 +6,30 @@ public import Foundation
 //     {"entities": [{"name": "Note",
 //                    "attributes": [{"name": "title", "type": "string", "optional": false, "default": ""},
 //                                   {"name": "draft", "type": "string", "localOnly": true}],
-//                    "relationships": [{"name": "folder", "destination": "Folder", "inverse": "notes"}]}]}
+//                    "relationships": [{"name": "folder", "destination": "Folder", "inverse": "notes"}]}],
+//      "version": 2,
+//      "migrations": [{"version": 2, "kind": "renameAttribute", "entity": "Note", "from": "name", "to": "title"}]}
+//
+// "version" (default 1) and "migrations" (default none) are left out when they have their
+// default. The log records a schema under its stored names (see `Schema.stored`).
 
 extension Schema: Codable {
-    package enum CodingKeys: String, CodingKey { case entities }
+    package enum CodingKeys: String, CodingKey { case entities, version, migrations }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         entities = try container.decodeIfPresent([Entity].self, forKey: .entities) ?? []
+        version = try container.decodeIfPresent(Int.self, forKey: .version) ?? 1
+        migrations = try container.decodeIfPresent([SchemaMigration].self, forKey: .migrations) ?? []
     }
 
+    // A schema of version 1 without migrations encodes as it always has (the recorded schemas
+    // of existing logs and fixtures stay byte for byte what they were).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(entities, forKey: .entities)
+        if version != 1 { try container.encode(version, forKey: .version) }
+        if !migrations.isEmpty { try container.encode(migrations, forKey: .migrations) }
     }
 
     /// Decodes a schema from JSON and checks it.

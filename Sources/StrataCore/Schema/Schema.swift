@@ -118,10 +118,27 @@ public struct Entity: Sendable, Hashable {
 /// ```
 public struct Schema: Sendable, Hashable {
     public var entities: [Entity]
+    /// The app's schema version (1 unless migrations lead further): what the server's oldest
+    /// supported version is compared with, and which names and types this app reads through.
+    public var version: Int
+    /// Every step from version 1 to ``version`` that was not purely additive (see
+    /// ``SchemaMigration``), in version order. Adding attributes, entities and relationships
+    /// needs no step.
+    public var migrations: [SchemaMigration]
 
-    public init(entities: [Entity]) { self.entities = entities }
+    public init(entities: [Entity], version: Int = 1, migrations: [SchemaMigration] = []) {
+        self.entities = entities
+        self.version = version
+        self.migrations = migrations
+    }
 
-    public init(@SchemaBuilder _ build: () -> [Entity]) { self.entities = build() }
+    public init(@SchemaBuilder _ build: () -> [Entity]) { self.init(entities: build()) }
+
+    /// A versioned schema: the entities as version `version` names them, and the steps that led
+    /// there.
+    public init(version: Int, migrations: [SchemaMigration], @SchemaBuilder _ build: () -> [Entity]) {
+        self.init(entities: build(), version: version, migrations: migrations)
+    }
 
     public static let empty = Schema(entities: [])
 
@@ -139,8 +156,17 @@ public struct Schema: Sendable, Hashable {
     /// version's reads nor writes fail for it. (Opening a store with a schema that adds such an
     /// attribute to an entity the store already records is refused instead, see
     /// ``incompatibilities(with:)``: this only happens when two versions meet through sync.)
+    ///
+    /// The version is the higher of the two, the migrations those of both (each once, in version
+    /// order).
     public func merged(with other: Schema) -> Schema {
         var result = self
+        result.version = max(version, other.version)
+        if !other.migrations.isEmpty {
+            var steps = migrations
+            for step in other.migrations where !steps.contains(step) { steps.append(step) }
+            result.migrations = SchemaLineage.ordered(steps)
+        }
         for entity in other.entities {
             guard let index = result.entities.firstIndex(where: { $0.name == entity.name }) else {
                 result.entities.append(entity)

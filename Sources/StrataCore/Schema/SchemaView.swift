@@ -1,0 +1,217 @@
+import Foundation
+
+/// How one app version sees the store once any version of its fleet has declared migrations: its
+/// entity and field names mapped to the stored ones (for writes), and each attribute read from
+/// every representation the fleet has stored it in (for reads).
+///
+/// Reading an attribute whose representation changed (a type change, a split, a merge, made by
+/// this version or by any other one recorded in the log): of its own field and of the fields
+/// related to it by a ``SchemaTransform`` — older ones converted forward, newer ones converted
+/// back, through as many steps as it takes — the most recently written wins, by the merge order
+/// of the events that wrote them. So a version-1 device that writes `age` as `"42"` and a
+/// version-3 device that writes it as `41` later both read the version-3 write, each in its own
+/// type. A newest value that does not convert reads as the attribute's default, and nothing
+/// stored is changed by a read.
+///
+/// Writes go to this version's own fields only, so nothing another version wrote is dropped or
+/// rewritten: it stays in the log and is pushed on as it is.
+package struct SchemaView: Sendable {
+    package let version: Int
+    private let lineage: SchemaLineage
+    /// By stored entity name.
+    private var plans: [String: EntityPlan] = [:]
+    private var storedEntityNames: [String: String] = [:]
+    /// Transforms by each field they touch.
+    private var transformsByField: [StoredField: [SchemaTransform]] = [:]
+
+    struct EntityPlan: Sendable {
+        var appName: String
+        /// The entity as this version writes it: its attributes and relationships under their
+        /// stored names, with this version's types, options and defaults.
+        var writeEntity: Entity
+        var appToStored: [String: String]
+        /// Attributes: app name, stored key, and whether other representations exist.
+        var attributes: [(app: String, key: String, related: Bool)]
+        var relationships: [(app: String, key: String)]
+        /// Every stored key this version reads under a name of its own (its fields and the
+        /// representations related to them), and that name: not shown again as an unknown field.
+        var claimed: [String: String]
+    }
+
+    /// The view of `app` (the app's schema, under its own names) given the steps `recorded`
+    /// holds (the store's merged schema, migrations of every version seen); `nil` when neither
+    /// declares a step, where names and stored names are the same and reads need no mapping.
+    package init?(app: Schema, recorded: Schema) {
+        guard !app.migrations.isEmpty || recorded.migrations.contains(where: { $0.version > app.version }) else { return nil }
+        version = app.version
+        // This version's own steps up to its version, then the fleet's newer ones: every version
+        // works out its own names from its own steps.
+        lineage = SchemaLineage(app.migrations.filter { $0.version <= app.version } + recorded.migrations.filter { $0.version > app.version })
+        let position = lineage.position(of: app.version)
+        for transform in lineage.transforms {
+            for field in transform.olds + transform.news { transformsByField[field, default: []].append(transform) }
+        }
+        let stored = app.stored
+        for (entity, storedEntity) in zip(app.entities, stored.entities) {
+            // The stored form made from the app's own steps names the same keys as the lineage
+            // here: up to this version, the lineage holds exactly those steps.
+            var plan = EntityPlan(appName: entity.name, writeEntity: storedEntity, appToStored: [:], attributes: [], relationships: [], claimed: [:])
+            for attribute in entity.attributes {
+                let field = lineage.origin(entity: entity.name, attribute.name, before: position)
+                plan.appToStored[attribute.name] = field.key
+                let family = family(of: field)
+                plan.attributes.append((attribute.name, field.key, family.count > 1))
+                for member in family where plan.claimed[member.key] == nil { plan.claimed[member.key] = attribute.name }
+                plan.claimed[field.key] = attribute.name
+            }
+            for relationship in entity.relationships {
+                let field = lineage.origin(entity: entity.name, relationship.name, before: position)
+                plan.appToStored[relationship.name] = field.key
+                plan.relationships.append((relationship.name, field.key))
+                plan.claimed[field.key] = relationship.name
+            }
+            let storedName = lineage.storedEntity(entity.name, before: position)
+            plan.writeEntity.name = storedName
+            storedEntityNames[entity.name] = storedName
+            plans[storedName] = plan
+        }
+    }
+
+    /// Every field related to `field` through transforms, itself included.
+    private func family(of field: StoredField) -> Set<StoredField> {
+        var seen: Set<StoredField> = [field]
+        var queue = [field]
+        while let next = queue.popLast() {
+            for transform in transformsByField[next] ?? [] {
+                for other in transform.olds + transform.news where seen.insert(other).inserted { queue.append(other) }
+            }
+        }
+        return seen
+    }
+
+    // MARK: Names
+
+    /// The stored name of the entity this version calls `name` (itself when unknown).
+    package func storedEntity(_ name: String) -> String { storedEntityNames[name] ?? name }
+
+    /// The name this version gives the stored entity `name`.
+    package func appEntity(_ storedName: String) -> String { plans[storedName]?.appName ?? storedName }
+
+    /// The stored key of the field this version calls `name` in the stored entity `entity`.
+    package func storedKey(_ name: String, in entity: String) -> String { plans[entity]?.appToStored[name] ?? name }
+
+    /// The entity as this version writes it (stored names), if this version knows it.
+    package func writeEntity(_ storedName: String) -> Entity? { plans[storedName]?.writeEntity }
+
+    /// `values` keyed by this version's names, keyed by stored keys.
+    package func storedValues(_ values: [String: Value], in entity: String) -> [String: Value] {
+        guard let plan = plans[entity] else { return values }
+        var result: [String: Value] = [:]
+        for (name, value) in values { result[plan.appToStored[name] ?? name] = value }
+        return result
+    }
+
+    /// The stored keys a change of `keys` (stored) touches, as this version names them: a
+    /// change to any representation of an attribute is a change of the attribute.
+    package func appKeys(_ keys: Set<String>, in entity: String) -> Set<String> {
+        guard let plan = plans[entity] else { return keys }
+        return Set(keys.map { plan.claimed[$0] ?? $0 })
+    }
+
+    // MARK: Reads
+
+    /// The object as this version reads it: `stored` (the projection's snapshot under stored
+    /// names) renamed, with each attribute read from its newest representation.
+    package func snapshot(_ stored: ObjectSnapshot, record: ObjectRecord, in projection: Projection) -> ObjectSnapshot {
+        guard let plan = plans[stored.entity] else { return stored }
+        var values: [String: Value] = [:]
+        for attribute in plan.attributes {
+            let own = stored.values[attribute.key] ?? .null
+            guard attribute.related else {
+                values[attribute.app] = own
+                continue
+            }
+            switch read(StoredField(entity: stored.entity, key: attribute.key), via: nil, record: record, projection: projection).state {
+            case .value(let value): values[attribute.app] = value
+            // Absent everywhere: the default, as the projection gave it for the own field.
+            case .absent: values[attribute.app] = own
+            // The newest write does not convert: this version's default (the write stays stored).
+            case .unconvertible: values[attribute.app] = defaultValue(attribute.key, plan: plan)
+            }
+        }
+        var toMany: [String: [ObjectID]] = [:]
+        for relationship in plan.relationships {
+            if let value = stored.values[relationship.key] { values[relationship.app] = value }
+            if let members = stored.toMany[relationship.key] { toMany[relationship.app] = members }
+        }
+        // Fields this version has no name for (written by another version): shown under their
+        // stored keys, unless that is a name of this version's.
+        for (key, value) in stored.values where plan.claimed[key] == nil && values[key] == nil { values[key] = value }
+        for (key, members) in stored.toMany where plan.claimed[key] == nil && toMany[key] == nil { toMany[key] = members }
+        return ObjectSnapshot(id: stored.id, entity: plan.appName, values: values, toMany: toMany)
+    }
+
+    private func defaultValue(_ key: String, plan: EntityPlan) -> Value {
+        guard let attribute = plan.writeEntity.attribute(key) else { return .null }
+        return attribute.defaultValue ?? (attribute.isOptional ? .null : attribute.type.zeroValue)
+    }
+
+    enum ReadState {
+        case absent
+        case value(Value)
+        case unconvertible
+    }
+
+    /// The newest representation of `field` and its value in `field`'s type, not going back
+    /// through the transform `via` (the one the read came from).
+    private func read(_ field: StoredField, via: Int?, record: ObjectRecord, projection: Projection) -> (state: ReadState, ref: Ref) {
+        var best: (state: ReadState, ref: Ref) = (.absent, .none)
+        if let id = projection.nameID(field.key), let visible = projection.visibleValue(record, key: id) {
+            best = (.value(visible.value), visible.ref)
+        }
+        for transform in transformsByField[field] ?? [] where transform.index != via {
+            let index = transform.index
+            let forward = transform.news.contains(field)
+            var sources = (forward ? transform.olds : transform.news).map { read($0, via: index, record: record, projection: projection) }
+            var newest = Ref.none
+            var present = false
+            for source in sources {
+                if case .absent = source.state { continue }
+                present = true
+                if newest.isNone || projection.isNewer(source.ref, than: newest) { newest = source.ref }
+            }
+            guard present, best.ref.isNone || projection.isNewer(newest, than: best.ref) else { continue }
+            // Several fields on the other side (the parts of a split, read from the whole): a part
+            // not written since the whole was reads as the whole's part, as the other version
+            // reads it — so changing one part keeps the others.
+            if sources.count > 1, case .value(let whole) = best.state {
+                let parts = forward ? transform.backward([whole]) : transform.forward([whole])
+                for i in sources.indices where i < parts.count {
+                    let stale: Bool
+                    switch sources[i].state {
+                    case .absent: stale = true
+                    default: stale = projection.isNewer(best.ref, than: sources[i].ref)
+                    }
+                    if stale, let part = parts[i] { sources[i] = (.value(part), best.ref) }
+                }
+            }
+            var inputs: [Value] = []
+            var convertible = true
+            for source in sources {
+                switch source.state {
+                case .absent: inputs.append(.null)
+                case .value(let value): inputs.append(value)
+                case .unconvertible: convertible = false
+                }
+            }
+            let position = (forward ? transform.news : transform.olds).firstIndex(of: field) ?? 0
+            let outputs = convertible ? (forward ? transform.forward(inputs) : transform.backward(inputs)) : []
+            if position < outputs.count, let value = outputs[position] {
+                best = (.value(value), newest)
+            } else {
+                best = (.unconvertible, newest)
+            }
+        }
+        return best
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Synchronization
+import Testing
+@_spi(StrataInternals) @testable import Strata
+import StrataCore
+
+/// The versions of one app's `Person`, as a fleet runs them side by side.
+enum PersonVersions {
+    static let v1 = Schema {
+        Entity("Person", attributes: [Attribute("name", .string), Attribute("age", .string)])
+    }
+    static let v2 = Schema(version: 2, migrations: [.renameAttribute("Person", "name", to: "fullName", in: 2)]) {
+        Entity("Person", attributes: [Attribute("fullName", .string), Attribute("age", .string)])
+    }
+    static let v3 = Schema(version: 3, migrations: [
+        .renameAttribute("Person", "name", to: "fullName", in: 2),
+        .changeType("Person", "age", from: .string, to: .integer, in: 3),
+    ]) {
+        Entity("Person", attributes: [Attribute("fullName", .string), Attribute("age", .integer)])
+    }
+    static let v4 = Schema(version: 4, migrations: v3.migrations + [
+        .split("Person", "fullName", into: ["first", "last"], separator: " ", in: 4),
+    ]) {
+        Entity("Person", attributes: [
+            Attribute("first", .string), Attribute("last", .string), Attribute("age", .integer),
+            Attribute("nickname", .string, optional: false, default: "none"),
+        ])
+    }
+}
+
+/// Sends every transaction of `from` that `to` lacks, as sync does.
+private func deliver(_ from: Store, to: Store) async throws {
+    try await to.applyRemote(try from.transactions().map(\.transaction))
+}
+
+@Suite("Versioned schemas: renames, type changes, splits across a fleet")
+struct SchemaMigrationTests {
+    @Test("a rename keeps the stored key: version 1 and version 2 read and write the same field, each under its own name")
+    func renameSharesTheField() async throws {
+        let dirs = (StoreDirectory(), StoreDirectory())
+        let old = try await Store.open(at: dirs.0.path, schema: PersonVersions.v1, options: storeOptions())
+        let new = try await Store.open(at: dirs.1.path, schema: PersonVersions.v2, options: storeOptions())
+        let id = try await old.transaction { tx in try tx.insert("Person", ["name": "Ada", "age": "36"]) }
+        try await deliver(old, to: new)
+        #expect(new.object(id)?["fullName"] == "Ada")
+        #expect(new.object(id)?.values["name"] == nil, "the old name is not shown beside the new one")
+        #expect(new.fetch("Person", where: { $0["fullName"] == "Ada" }).map(\.id) == [id])
+        try await new.transaction { tx in try tx.update(id, ["fullName": "Ada Lovelace"]) }
+        try await deliver(new, to: old)
+        #expect(old.object(id)?["name"] == "Ada Lovelace")
+        // The events carry the stored key: a tool without app code reads `name`.
+        let lastEvent = try #require(try new.transactions().last?.transaction.events.last)
+        guard case .update(_, _, let fields) = lastEvent.change else { Issue.record("expected an update, got \(lastEvent.change)"); return }
+        #expect(Array(fields.keys) == ["name"])
+        #expect(old.digest() == new.digest(), "both hold the same events")
+        try await old.close()
+        try await new.close()
+    }
+
+    @Test("a type change: each version reads the newest write in its own type, through both conversions; a value that does not convert reads as the default and stays stored")
+    func typeChangeConvertsBothWays() async throws {
+        let dirs = (StoreDirectory(), StoreDirectory())
+        let v1 = try await Store.open(at: dirs.0.path, schema: PersonVersions.v1, options: storeOptions())
+        let v3 = try await Store.open(at: dirs.1.path, schema: PersonVersions.v3, options: storeOptions())
+        let id = try await v1.transaction { tx in try tx.insert("Person", ["name": "Ada", "age": "36"]) }
+        try await deliver(v1, to: v3)
+        #expect(v3.object(id)?["age"] == .integer(36))
+        try await v3.transaction { tx in try tx.update(id, ["age": .integer(37)]) }
+        try await deliver(v3, to: v1)
+        #expect(v1.object(id)?["age"] == "37", "version 1 reads version 3's integer as its string")
+        try await v1.transaction { tx in try tx.update(id, ["age": "38"]) }
+        try await deliver(v1, to: v3)
+        #expect(v3.object(id)?["age"] == .integer(38), "the newer write wins, whichever version made it")
+        try await v1.transaction { tx in try tx.update(id, ["age": "thirty-nine"]) }
+        try await deliver(v1, to: v3)
+        #expect(v3.object(id)?["age"] == .null, "not an integer: version 3 reads its default")
+        #expect(v1.object(id)?["age"] == "thirty-nine", "and version 1 keeps what it wrote")
+        // An insert by version 3 is read by version 1.
+        let other = try await v3.transaction { tx in try tx.insert("Person", ["fullName": "Grace", "age": .integer(85)]) }
+        try await deliver(v3, to: v1)
+        #expect(v1.object(other)?["name"] == "Grace")
+        #expect(v1.object(other)?["age"] == "85")
+        #expect(v1.digest() == v3.digest())
+        try await v1.close()
+        try await v3.close()
+    }
+
+    @Test("a split: version 4 reads first and last from version 1's name and version 1 reads them joined; an attribute added with a default reads as it")
+    func splitAndJoin() async throws {
+        let dirs = (StoreDirectory(), StoreDirectory())
+        let v1 = try await Store.open(at: dirs.0.path, schema: PersonVersions.v1, options: storeOptions())
+        let v4 = try await Store.open(at: dirs.1.path, schema: PersonVersions.v4, options: storeOptions())
+        let id = try await v1.transaction { tx in try tx.insert("Person", ["name": "Ada Lovelace", "age": "36"]) }
+        try await deliver(v1, to: v4)
+        let read = try #require(v4.object(id))
+        #expect(read["first"] == "Ada")
+        #expect(read["last"] == "Lovelace")
+        #expect(read["age"] == .integer(36), "through two steps: the rename and the type change")
+        #expect(read["nickname"] == "none")
+        try await v4.transaction { tx in try tx.update(id, ["last": "King"]) }
+        try await deliver(v4, to: v1)
+        #expect(v1.object(id)?["name"] == "Ada King", "version 1 reads the parts joined")
+        try await v1.transaction { tx in try tx.update(id, ["name": "Grace Brewster Hopper"]) }
+        try await deliver(v1, to: v4)
+        #expect(v4.object(id)?["first"] == "Grace")
+        #expect(v4.object(id)?["last"] == "Brewster Hopper", "the last part takes the rest")
+        try await v1.close()
+        try await v4.close()
+    }
+
+    @Test("an entity rename: each version fetches, inserts and observes under its own name, the objects are the same")
+    func entityRename() async throws {
+        let old = Schema { Entity("Note", attributes: [Attribute("text", .string)]) }
+        let new = Schema(version: 2, migrations: [.renameEntity("Note", to: "Memo", in: 2), .renameAttribute("Memo", "text", to: "body", in: 2)]) {
+            Entity("Memo", attributes: [Attribute("body", .string)])
+        }
+        let dirs = (StoreDirectory(), StoreDirectory())
+        let v1 = try await Store.open(at: dirs.0.path, schema: old, options: storeOptions())
+        let v2 = try await Store.open(at: dirs.1.path, schema: new, options: storeOptions())
+        var changes = v2.changes().makeAsyncIterator()
+        let id = try await v1.transaction { tx in try tx.insert("Note", ["text": "hello"]) }
+        try await deliver(v1, to: v2)
+        #expect(v2.fetch("Memo").map(\.id) == [id])
+        #expect(v2.object(id)?.entity == "Memo")
+        #expect(v2.object(id)?["body"] == "hello")
+        #expect(v2.count("Memo") == 1)
+        let seen = try #require(try await changes.next())
+        #expect(seen.changes.contains { $0.entity == "Memo" && $0.id == id }, "observers see the app's entity name: \(seen.changes)")
+        try await v2.transaction { tx in
+            try tx.update(id, ["body": "hello again"])
+            _ = try tx.insert("Memo", ["body": "second"])
+        }
+        try await deliver(v2, to: v1)
+        #expect(v1.fetch("Note").count == 2)
+        #expect(v1.object(id)?["text"] == "hello again")
+        try await v1.close()
+        try await v2.close()
+    }
+
+    @Test("the log records stored names, the version and the steps; reopened without app code the store reads stored names, and JSON round-trips (an unknown step kind is kept, not applied)")
+    func recordedForTools() async throws {
+        let dir = StoreDirectory()
+        let store = try await Store.open(at: dir.path, schema: PersonVersions.v4, options: storeOptions())
+        try await store.close()
+        let reader = try Store.open(at: dir.path, options: storeOptions())
+        let recorded = reader.schema
+        #expect(recorded.version == 4)
+        #expect(recorded.migrations == PersonVersions.v4.migrations)
+        #expect(Set(recorded.entity("Person")?.attributes.map(\.name) ?? []) == ["first@4", "last@4", "age@3", "nickname"])
+        try await reader.close()
+
+        let json = PersonVersions.v4.jsonData()
+        #expect(try Schema.fromJSON(json) == PersonVersions.v4)
+        let future = Data(#"{"entities": [], "version": 9, "migrations": [{"version": 9, "kind": "teleport", "entity": "X"}]}"#.utf8)
+        let decoded = try Schema.fromJSON(future)
+        #expect(decoded.migrations == [SchemaMigration(version: 9, .unrecognized(kind: "teleport"))])
+        // A schema without versions encodes as before (logs and fixtures stay byte for byte).
+        #expect(String(decoding: PersonVersions.v1.jsonData(), as: UTF8.self).contains("version") == false)
+    }
+
+    @Test("a version-1 store that has never seen a migration reads as before: no view, the same digest")
+    func noViewWithoutMigrations() async throws {
+        let dir = StoreDirectory()
+        let store = try await Store.open(at: dir.path, schema: PersonVersions.v1, options: storeOptions())
+        #expect(store.core.withLock { $0.projection.view == nil })
+        try await store.close()
+    }
+}
