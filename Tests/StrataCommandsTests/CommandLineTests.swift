@@ -321,3 +321,32 @@ struct CommandLineTests {
         #expect(result.stderr.isEmpty, "\(result.stderr)")
     }
 }
+
+@Suite("strata schema check, the executable")
+struct SchemaCheckCommandTests {
+    @Test("exit 0 and \"safe\" for a declared rename; exit 1 naming the attribute for an undeclared one; exit 2 for a file that is not a schema")
+    func exitCodes() throws {
+        let dir = TemporaryDirectory()
+        func write(_ name: String, _ json: String) throws -> String {
+            let path = dir.sub(name)
+            try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+        let v1 = try write("v1.json", #"{"entities": [{"name": "Person", "attributes": [{"name": "name", "type": "string"}]}]}"#)
+        let v2 = try write("v2.json", #"{"version": 2, "migrations": [{"version": 2, "kind": "renameAttribute", "entity": "Person", "from": "name", "to": "fullName"}], "entities": [{"name": "Person", "attributes": [{"name": "fullName", "type": "string"}]}]}"#)
+        let bad = try write("v2-bad.json", #"{"version": 2, "entities": [{"name": "Person", "attributes": [{"name": "fullName", "type": "string"}]}]}"#)
+        let strata = try ChildProcess.executable("strata")
+        let safe = try ChildProcess.run(strata, ["schema", "check", v1, v2])
+        #expect(safe.status == 0, "\(safe.stdout) \(safe.stderr)")
+        #expect(safe.stdout.contains("safe: version 1 and version 2 can run side by side"))
+        let unsafe = try ChildProcess.run(strata, ["schema", "check", v1, bad, "--json"])
+        #expect(unsafe.status == 1, "\(unsafe.stdout) \(unsafe.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(unsafe.stdout.utf8)) as? [String: Any]
+        #expect(report?["safe"] as? Bool == false)
+        let findings = report?["findings"] as? [[String: Any]] ?? []
+        #expect(findings.contains { $0["subject"] as? String == "Person.name" && $0["severity"] as? String == "error" }, "\(unsafe.stdout)")
+        let notSchema = try ChildProcess.run(strata, ["schema", "check", v1, try write("x.json", "[1]")])
+        #expect(notSchema.status == 2)
+        #expect(notSchema.stderr.contains("x.json"))
+    }
+}

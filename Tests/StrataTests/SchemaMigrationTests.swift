@@ -166,3 +166,84 @@ struct SchemaMigrationTests {
         try await store.close()
     }
 }
+
+@Suite("strata schema check: what is safe to ship to a fleet running the old version")
+struct SchemaFleetCheckTests {
+    func errors(_ old: Schema, _ new: Schema) -> [String] {
+        new.fleetFindings(from: old).filter { $0.severity == .error }.map { "\($0.subject): \($0.message)" }
+    }
+
+    func warnings(_ old: Schema, _ new: Schema) -> [String] {
+        new.fleetFindings(from: old).filter { $0.severity == .warning }.map { "\($0.subject): \($0.message)" }
+    }
+
+    @Test("safe: additions, a declared rename, a type change, a split, a deprecation; a lossy conversion is a warning")
+    func safeChanges() {
+        #expect(errors(PersonVersions.v1, PersonVersions.v2).isEmpty)
+        #expect(errors(PersonVersions.v2, PersonVersions.v3).isEmpty)
+        #expect(errors(PersonVersions.v1, PersonVersions.v4).isEmpty)
+        #expect(errors(PersonVersions.v3, PersonVersions.v4).isEmpty)
+        let warned = warnings(PersonVersions.v2, PersonVersions.v3)
+        #expect(warned.count == 1 && warned[0].contains("some string values have no integer value"), "\(warned)")
+        let added = Schema { Entity("Person", attributes: [Attribute("name", .string), Attribute("age", .string), Attribute("email", .string)]) }
+        #expect(errors(PersonVersions.v1, added).isEmpty)
+        let deprecated = Schema(version: 2, migrations: [.deprecate("Person", "age", in: 2)]) { Entity("Person", attributes: [Attribute("name", .string)]) }
+        #expect(errors(PersonVersions.v1, deprecated).isEmpty)
+    }
+
+    @Test("unsafe, each with its message")
+    func unsafeChanges() {
+        let v1 = PersonVersions.v1
+        func only(_ new: Schema, _ expected: String, from old: Schema = PersonVersions.v1) {
+            let found = errors(old, new)
+            #expect(found.count == 1 && found.first?.contains(expected) == true, "expected one error containing \"\(expected)\", got \(found)")
+        }
+        // A rename without a migration: a remove plus an add.
+        only(Schema { Entity("Person", attributes: [Attribute("fullName", .string), Attribute("age", .string)]) },
+             "Person.name: the attribute is gone without a migration")
+        // A type change without a migration.
+        only(Schema { Entity("Person", attributes: [Attribute("name", .string), Attribute("age", .integer)]) },
+             "type changed from string to integer")
+        // A new required attribute without a default.
+        only(Schema { Entity("Person", attributes: [Attribute("name", .string), Attribute("age", .string), Attribute("email", .string, optional: false)]) },
+             "a new attribute must be optional or have a default")
+        // An entity dropped.
+        only(Schema { Entity("Animal", attributes: [Attribute("name", .string)]) }, "Person: the entity is gone without a migration")
+        // A step naming what the old version does not have.
+        only(Schema(version: 2, migrations: [.renameAttribute("Person", "nmae", to: "fullName", in: 2)]) {
+            Entity("Person", attributes: [Attribute("fullName", .string), Attribute("name", .string), Attribute("age", .string)])
+        }, "the version before it has no Person.nmae")
+        // The old steps rewritten.
+        let rewritten = Schema(version: 3, migrations: [.renameAttribute("Person", "name", to: "displayName", in: 2), .changeType("Person", "age", from: .string, to: .integer, in: 3)]) {
+            Entity("Person", attributes: [Attribute("displayName", .string), Attribute("age", .integer)])
+        }
+        only(rewritten, "the old version's steps are not kept as they were", from: PersonVersions.v2)
+        // A new step at an old version.
+        let late = Schema(version: 2, migrations: [.renameAttribute("Person", "name", to: "fullName", in: 2), .deprecate("Person", "age", in: 2)]) {
+            Entity("Person", attributes: [Attribute("fullName", .string)])
+        }
+        only(late, "a new step needs a version above the old one's (2)", from: PersonVersions.v2)
+        // A type change with no conversion is not even a valid schema.
+        let noConversion = Schema(version: 2, migrations: [.changeType("Person", "age", from: .string, to: .bytes, in: 2)]) {
+            Entity("Person", attributes: [Attribute("name", .string), Attribute("age", .bytes)])
+        }
+        only(noConversion, "there is no conversion from string to bytes")
+        // Splitting a non-string.
+        let numbers = Schema { Entity("Person", attributes: [Attribute("name", .string), Attribute("age", .integer)]) }
+        let splitNumber = Schema(version: 2, migrations: [.split("Person", "age", into: ["a", "b"], separator: "-", in: 2)]) {
+            Entity("Person", attributes: [Attribute("name", .string), Attribute("a", .string), Attribute("b", .string)])
+        }
+        only(splitNumber, "only a string attribute splits (it is a integer)", from: numbers)
+        #expect(errors(v1, v1).isEmpty)
+    }
+
+    @Test("a store refuses to open with a schema whose steps are not valid")
+    func invalidStepsRefused() async throws {
+        let dir = StoreDirectory()
+        let collide = Schema(version: 2, migrations: [.renameAttribute("Person", "name", to: "fullName", in: 2)]) {
+            Entity("Person", attributes: [Attribute("fullName", .string), Attribute("name", .string)])
+        }
+        await #expect(throws: StoreError.self) { try await Store.open(at: dir.path, schema: collide, options: storeOptions()) }
+        #expect(collide.problems().contains { $0.contains("are both stored as name") }, "\(collide.problems())")
+    }
+}

@@ -226,7 +226,7 @@ public struct Schema: Sendable, Hashable {
 
     /// Checks names, destinations and inverses; returns the problems found.
     public func problems() -> [String] {
-        var problems: [String] = []
+        var problems: [String] = migrationProblems()
         var seen = Set<String>()
         for entity in entities {
             if entity.name.isEmpty { problems.append("an entity has an empty name") }

@@ -23,7 +23,7 @@ public struct StrataCLI: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self, InitCommand.self, ApplyCommand.self, GetCommand.self, ExportCommand.self,
             InspectCommand.self, LogCommand.self, VerifyCommand.self, ReplayCommand.self, DiffCommand.self,
-            CompactCommand.self, AssetCommand.self, SyncCommand.self, ZonesCommand.self, ShareCommand.self, ServeCommand.self, MigrateCommand.self, UsersCommand.self,
+            CompactCommand.self, AssetCommand.self, SyncCommand.self, ZonesCommand.self, ShareCommand.self, ServeCommand.self, MigrateCommand.self, UsersCommand.self, SchemaCommand.self,
         ]
     )
 
