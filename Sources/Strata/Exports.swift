@@ -22,6 +22,9 @@
 @_exported public import struct StrataCore.StoreError
 @_exported public import struct StrataCore.Schema
 @_exported public import enum StrataCore.SchemaBuilder
+@_exported public import struct StrataCore.SchemaMigration
+@_exported public import enum StrataCore.TypeConversion
+@_exported public import struct StrataCore.SchemaFinding
 @_exported public import struct StrataCore.Entity
 @_exported public import struct StrataCore.Attribute
 @_exported public import enum StrataCore.AttributeType
