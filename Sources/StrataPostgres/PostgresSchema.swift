@@ -126,7 +126,7 @@ import StrataServer
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 12
+    static let version = 13
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -405,6 +405,8 @@ enum PostgresSchema {
             "CREATE INDEX strata_asset_uploads_uploader ON strata_asset_uploads (uploader)",
         ],
         12: databaseChanges,
+        // A zone's oldest supported app schema version (`ZoneSettings.minSchemaVersion`).
+        13: ["ALTER TABLE strata_zones ADD COLUMN min_schema_version integer NOT NULL DEFAULT 1"],
     ]
 
     /// Brings the database to ``version``; returns the version it was at.

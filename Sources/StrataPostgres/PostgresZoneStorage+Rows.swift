@@ -25,8 +25,9 @@ struct ZoneRow: Sendable {
 
     /// ``columns`` and the acceptances and change stamp (schema version 12): where a zone is
     /// described (looked up, listed, updated), not where a push reads it.
-    static let describedColumns = columns + ", accepted, change_stamp"
-    typealias Described = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, [Int64], [String], Int64)
+    /// And the oldest supported app schema version (schema version 13).
+    static let describedColumns = columns + ", accepted, change_stamp, min_schema_version"
+    typealias Described = (Int64, String, String, Int64, String, String, [Int64], Int64, Int64, Int64, Int64, [Int64], [String], Int64, Int32)
     /// The database counter's value at the zone's latest change (0 when read without it).
     var stamp: UInt64 = 0
 
@@ -34,6 +35,7 @@ struct ZoneRow: Sendable {
         self.init((c.0, c.1, c.2, c.3, c.4, c.5, c.6, c.7, c.8, c.9, c.10, c.11))
         info.accepted = Set(c.12)
         stamp = UInt64(bitPattern: c.13)
+        info.minSchemaVersion = Int(c.14)
     }
 
     /// The row as read; ``decoded()`` checks its access and grants.

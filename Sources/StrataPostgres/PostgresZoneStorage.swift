@@ -320,6 +320,18 @@ public final class PostgresZoneStorage: ZoneStorage {
         return try updated.decoded().info
     }
 
+    public func setMinSchemaVersion(_ id: ZoneID, _ version: Int) async throws(ZoneStorageError) -> ZoneInfo {
+        let updated = try await withConnection("updating zone \(id)", zone: id) { connection in
+            try await self.rows(connection.query("""
+                UPDATE strata_zones SET min_schema_version = \(Int32(clamping: version))
+                WHERE owner = \(id.owner) AND name = \(id.name) RETURNING \(unescaped: ZoneRow.describedColumns)
+                """, logger: self.logger), as: ZoneRow.Described.self).first.map { ZoneRow(described: $0) }
+        }
+        guard let updated else { throw Self.notFound(id) }
+        logger.info("zone updated", metadata: ["zone": "\(id)", "minSchemaVersion": "\(version)"])
+        return try updated.decoded().info
+    }
+
     public func deleteZone(_ id: ZoneID) async throws(ZoneStorageError) {
         try await transaction("deleting zone \(id)", zone: id) { connection in
             guard let zone = try await self.zoneRow(id, on: connection, lock: true) else { throw Self.notFound(id) }

@@ -64,6 +64,10 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// An event stamped further ahead of the server's clock than it accepts (`serverTime`,
     /// `maxOffset`).
     public static let clockSkew = ErrorCode("clockSkew", status: 422)
+    /// The client's schema version (`Strata-Schema-Version`, 1 when absent) is older than the
+    /// zone's oldest supported one (`minSchemaVersion`): the app must update before it syncs the
+    /// zone again. Nothing was done; its edits stay on the device.
+    public static let schemaTooOld = ErrorCode("schemaTooOld", status: 426)
     /// Over the per-user rate, or too many failed authentications (`Retry-After`).
     public static let rateLimited = ErrorCode("rateLimited", status: 429)
     /// The server failed; nothing the client did.
@@ -77,7 +81,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let all: [ErrorCode] = [
         .badRequest, .unauthorized, .forbidden, .replicaNotYours, .quotaExceeded, .zoneNotFound, .notFound, .sequenceGap,
         .replicaForked, .tokenExpired, .zoneReset, .zoneRewound, .tooLarge, .clockSkew, .unheldAdd, .rateLimited, .internalError,
-        .serverBusy, .storageFull, .assetMissing, .assetNotFound, .assetMismatch, .anotherUser,
+        .serverBusy, .storageFull, .assetMissing, .assetNotFound, .assetMismatch, .anotherUser, .schemaTooOld,
     ]
 }
 
@@ -104,9 +108,13 @@ public struct ErrorEnvelope: Sendable, Hashable, Codable {
         /// For `unauthorized`: why a bearer JWT was refused, an ``AuthRefusalReason`` name
         /// (absent for a missing or unknown static token).
         public var reason: String?
+        /// For `schemaTooOld`: the zone's oldest supported schema version.
+        public var minSchemaVersion: Int?
 
         public init(code: String, message: String, expected: UInt64? = nil, retryAfter: Int? = nil, sequence: UInt64? = nil,
-                    serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil, reason: String? = nil) {
+                    serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil, reason: String? = nil,
+                    minSchemaVersion: Int? = nil) {
+            self.minSchemaVersion = minSchemaVersion
             self.reason = reason
             self.assets = assets
             self.code = code

@@ -22,6 +22,10 @@ public enum StrataHeader {
     /// applied (its canonical text form). A client that sent a mask and finds no such header (an
     /// older server, which ignores `omit`) refuses the answer rather than store what it masks.
     public static let omitted = "Strata-Omitted"
+    /// On a request (optional, 1 when absent): the schema version of the app that sends it. A zone
+    /// with a higher `minSchemaVersion` answers its pushes, pulls, snapshots and states
+    /// `426 schemaTooOld`.
+    public static let schemaVersion = "Strata-Schema-Version"
 }
 
 /// The protocol's media types.

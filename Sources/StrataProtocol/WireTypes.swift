@@ -23,9 +23,14 @@ public struct ZoneDescription: Sendable, Hashable, Codable {
     /// The users the zone is shared with, their grant and whether they accepted, sorted by user
     /// (shown to whoever is shown ``grants``); absent from servers older than sharing's accept.
     public var participants: [ZoneParticipant]?
+    /// The oldest app schema version the zone syncs with (absent: any, and from servers older
+    /// than the setting).
+    public var minSchemaVersion: Int?
 
     public init(name: String, owner: String, access: ZoneAccess, grants: [String: ZoneGrant], epoch: UInt64, token: String,
-                canPush: Bool? = nil, limits: ServerLimits? = nil, continues: [UInt64]? = nil, participants: [ZoneParticipant]? = nil) {
+                canPush: Bool? = nil, limits: ServerLimits? = nil, continues: [UInt64]? = nil, participants: [ZoneParticipant]? = nil,
+                minSchemaVersion: Int? = nil) {
+        self.minSchemaVersion = minSchemaVersion
         self.participants = participants
         self.continues = continues
         self.name = name
@@ -97,8 +102,12 @@ public struct ZoneSettings: Sendable, Hashable, Codable {
     /// ``ZoneDescription/continues``; the lives that one continued are added). Ignored when the
     /// zone exists.
     public var continues: UInt64?
+    /// The oldest app schema version the zone syncs with, from 1 (every version) up: a client
+    /// that says an older one (`Strata-Schema-Version`) is answered `426 schemaTooOld`.
+    public var minSchemaVersion: Int?
 
-    public init(access: ZoneAccess? = nil, grants: [String: ZoneGrant]? = nil, continues: UInt64? = nil) {
+    public init(access: ZoneAccess? = nil, grants: [String: ZoneGrant]? = nil, continues: UInt64? = nil, minSchemaVersion: Int? = nil) {
+        self.minSchemaVersion = minSchemaVersion
         self.access = access
         self.grants = grants
         self.continues = continues

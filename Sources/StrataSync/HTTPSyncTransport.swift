@@ -16,6 +16,8 @@ public struct HTTPSyncTransport: SyncTransport {
     public var timeout: Duration = .seconds(30)
     /// The user every request says it is for (``expecting(user:)``).
     var expectedUser: @Sendable () -> String? = { nil }
+    /// The app schema version every request says it runs (``reporting(schemaVersion:)``).
+    var schemaVersion: @Sendable () -> Int? = { nil }
 
     /// The protocol over `URLSession` (``URLSessionExchange/shared``): the default transport,
     /// with no dependency (on Linux, FoundationNetworking's `URLSession`).
@@ -89,6 +91,7 @@ public struct HTTPSyncTransport: SyncTransport {
         var request = request
         request.headers.append(("Authorization", "Bearer \(token)"))
         if let user = expectedUser() { request.headers.append((StrataHeader.user, user)) }
+        if let version = schemaVersion() { request.headers.append((StrataHeader.schemaVersion, String(version))) }
         request.timeout = timeout + extra
         let response = try await exchange.send(request)
         guard (200..<300).contains(response.status) else { throw Self.error(from: response) }
@@ -108,12 +111,19 @@ public struct HTTPSyncTransport: SyncTransport {
                               serverTime: envelope.error.serverTime, maxOffset: envelope.error.maxOffset)
         // Bounded: a list longer than any push could name is not believed past its start.
         error.assets = envelope.error.assets.map { $0.prefix(4096).compactMap(AssetHash.init(hex:)) }
+        error.minSchemaVersion = envelope.error.minSchemaVersion
         return error
     }
 
     public func expecting(user: @escaping @Sendable () -> String?) -> any SyncTransport {
         var copy = self
         copy.expectedUser = user
+        return copy
+    }
+
+    public func reporting(schemaVersion: @escaping @Sendable () -> Int?) -> any SyncTransport {
+        var copy = self
+        copy.schemaVersion = schemaVersion
         return copy
     }
 

@@ -112,7 +112,8 @@ public actor SyncEngine {
     /// to push what it holds; it pulls with the new mask, and records nothing.
     init(store: Store, transport: any SyncTransport, zone: String, owner: String?, options: SyncOptions, checkingMask: Bool) throws {
         self.store = store
-        self.transport = transport
+        // Every request says which app schema version sends it (a zone may no longer support it).
+        self.transport = transport.reporting(schemaVersion: { [store] in store.schemaVersion })
         self.zone = zone
         self.zoneReference = ZoneReference(zone, owner: owner)
         self.options = options

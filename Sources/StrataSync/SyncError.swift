@@ -88,6 +88,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     /// For `assetMissing`: the assets the zone does not hold (the server names them; what a
     /// newer or broken server sends that is not a SHA-256 in lower-case hex is left out).
     public var assets: [AssetHash]?
+    /// For `schemaTooOld`: the zone's oldest supported app schema version (update the app to it
+    /// or later; its edits stay on the device meanwhile).
+    public var minSchemaVersion: Int?
 
     /// An error with one of the client's own codes, or a code by name.
     public init(_ code: Code, _ message: String, status: Int? = nil, expectedSequence: UInt64? = nil, retryAfter: Double? = nil,

@@ -128,6 +128,12 @@ public protocol SyncTransport: Sendable {
     /// engine makes one for the user its database belongs to. A transport that cannot say it
     /// returns itself (the engine still checks the database changes' `user`).
     func expecting(user: @escaping @Sendable () -> String?) -> any SyncTransport
+
+    /// A transport whose requests say which app schema version sends them
+    /// (`Strata-Schema-Version`), so that a zone that no longer supports it answers
+    /// `schemaTooOld`. The sync engine makes one with its store's version. A transport that
+    /// cannot say it returns itself.
+    func reporting(schemaVersion: @escaping @Sendable () -> Int?) -> any SyncTransport
 }
 
 /// A zone's state as the server serves it to clients whose token has expired.
@@ -143,6 +149,7 @@ public struct ZoneSnapshotPayload: Sendable, Hashable {
 
 extension SyncTransport {
     public func expecting(user: @escaping @Sendable () -> String?) -> any SyncTransport { self }
+    public func reporting(schemaVersion: @escaping @Sendable () -> Int?) -> any SyncTransport { self }
 
     public func ensureZone(_ zone: ZoneReference, create: Bool, continuing: UInt64?) async throws -> ZoneAccessInfo {
         try await ensureZone(zone, create: create)

@@ -61,6 +61,9 @@ struct RevocationWindowTests {
             try await base.createZone(id, access: access, grants: grants)
         }
         func zones() async throws(ZoneStorageError) -> [ZoneInfo] { try await base.zones() }
+        func setMinSchemaVersion(_ id: ZoneID, _ version: Int) async throws(ZoneStorageError) -> ZoneInfo {
+            try await base.setMinSchemaVersion(id, version)
+        }
         func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
             try await base.updateZone(id, access: access, grants: grants)
         }

@@ -89,6 +89,9 @@ struct RetiringStorage: ZoneStorage {
     func zone(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneInfo? { try await base.zone(id) }
     func zones() async throws(ZoneStorageError) -> [ZoneInfo] { try await base.zones() }
     func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot? { try await base.snapshot(zone: zone) }
+    func setMinSchemaVersion(_ id: ZoneID, _ version: Int) async throws(ZoneStorageError) -> ZoneInfo {
+        try await base.setMinSchemaVersion(id, version)
+    }
     func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
         try await base.updateZone(id, access: access, grants: grants)
     }

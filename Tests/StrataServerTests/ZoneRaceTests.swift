@@ -43,6 +43,9 @@ struct ZoneRaceTests {
             try await base.deleteZone(id)
         }
 
+        func setMinSchemaVersion(_ id: ZoneID, _ version: Int) async throws(ZoneStorageError) -> ZoneInfo {
+            try await base.setMinSchemaVersion(id, version)
+        }
         func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
             try await deleteOnce(id, at: .beforeUpdate)
             let updated = try await base.updateZone(id, access: access, grants: grants)

@@ -100,6 +100,12 @@ public final class Store: Sendable {
         core.withLock { $0.projection.schema }
     }
 
+    /// The app's schema version (``Schema/version``); for a store opened without app code, the
+    /// newest version recorded. What sync tells the server it runs.
+    public var schemaVersion: Int {
+        core.withLock { $0.projection.appSchema?.version ?? $0.projection.schema.version }
+    }
+
     /// How far each replica's events have been applied.
     public func appliedSequences() -> [(replica: ReplicaID, contiguous: UInt64, highest: UInt64)] {
         core.withLock { $0.projection.appliedSummary() }

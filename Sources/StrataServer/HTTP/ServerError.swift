@@ -30,6 +30,8 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     public var assets: [String]?
     /// For `ErrorCode.unauthorized`: why a bearer JWT was refused (`AuthRefusalReason`).
     public var reason: AuthRefusalReason?
+    /// For `ErrorCode.schemaTooOld`: the zone's oldest supported schema version.
+    public var minSchemaVersion: Int?
 
     public init(_ code: ErrorCode, _ message: String, expected: UInt64? = nil, retryAfter: Int? = nil,
                 sequence: UInt64? = nil, serverTime: UInt64? = nil, maxOffset: UInt64? = nil, assets: [String]? = nil,
@@ -57,7 +59,7 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible, H
     public var jsonBody: [UInt8] {
         let body = ErrorEnvelope(error: .init(code: code.name, message: message, expected: expected, retryAfter: retryAfter,
                                               sequence: sequence, serverTime: serverTime, maxOffset: maxOffset, assets: assets,
-                                              reason: reason?.name))
+                                              reason: reason?.name, minSchemaVersion: minSchemaVersion))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return (try? Array(encoder.encode(body))) ?? Array(#"{"error":{"code":"internalError","message":"unencodable error"}}"#.utf8)

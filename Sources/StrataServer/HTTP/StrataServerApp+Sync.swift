@@ -12,6 +12,7 @@ extension StrataServerApp {
     /// event stamped too far ahead of the server's clock.
     func push(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.writableZone()
+        try Self.requireSchemaVersion(request, zone)
         let id = zone.id
         // The life the device syncs with, when it says: a push meant for a zone's previous life
         // (deleted and created again since the device's last sync) takes nothing.
@@ -78,6 +79,7 @@ extension StrataServerApp {
     /// replica and `through` how far a server had acknowledged it: those sequences count as held.
     func uploadState(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.writableZone()
+        try Self.requireSchemaVersion(request, zone)
         let id = zone.id
         let basis: UInt64? = await {
             guard let after = request.uri.queryParameters.get(StrataQuery.after), !after.isEmpty else { return nil }
@@ -158,6 +160,7 @@ extension StrataServerApp {
     /// frames; with `wait`, a long poll.
     func changes(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.readableZone()
+        try Self.requireSchemaVersion(request, zone)
         let name = zone.id
         let query = request.uri.queryParameters
 
@@ -324,6 +327,7 @@ extension StrataServerApp {
     /// token has expired), with the change token it corresponds to in `Strata-Snapshot-Token`.
     func snapshot(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.readableZone()
+        try Self.requireSchemaVersion(request, zone)
         let name = zone.id
         let mask = try downloadMask(request.uri.queryParameters.get(StrataQuery.omit))
         guard let snapshot = try await storageCall({ () async throws(ZoneStorageError) in try await storage.snapshot(zone: name) }) else {
@@ -347,5 +351,28 @@ extension StrataServerApp {
             }
         }
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: payload)))
+    }
+}
+
+extension StrataServerApp {
+    static let schemaVersionHeader = HTTPField.Name(StrataHeader.schemaVersion)!
+
+    /// Refuses a client whose app schema is older than the zone supports (`426 schemaTooOld`,
+    /// after the access checks, so that a stranger learns nothing of the zone): its pushes,
+    /// pulls, snapshots and states. A client that does not say its version runs version 1. The
+    /// zone's description stays readable, so that an old client can show why it stopped.
+    static func requireSchemaVersion(_ request: Request, _ zone: ZoneInfo) throws(ServerError) {
+        var version = 1
+        if let text = request.headers[schemaVersionHeader] {
+            guard let parsed = Int(text), (1...maxSchemaVersion).contains(parsed) else {
+                throw ServerError(.badRequest, "\(StrataHeader.schemaVersion) \"\(text.prefix(32))\" is not a schema version (1 to \(maxSchemaVersion))")
+            }
+            version = parsed
+        }
+        guard version >= zone.minSchemaVersion else {
+            var refusal = ServerError(.schemaTooOld, "zone \(zone.id) syncs with app schema version \(zone.minSchemaVersion) and later; this app runs version \(version): update the app (its edits stay on the device)")
+            refusal.minSchemaVersion = zone.minSchemaVersion
+            throw refusal
+        }
     }
 }

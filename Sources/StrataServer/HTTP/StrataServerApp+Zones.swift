@@ -53,9 +53,12 @@ extension StrataServerApp {
                 guard existing.canAdminister(user) else {
                     throw ServerError(.forbidden, "only the owner (\(existing.owner)) may change zone \(name)")
                 }
-                let updated: ZoneInfo
+                var updated: ZoneInfo
                 do {
                     updated = try await storage.updateZone(name, access: settings.access ?? existing.access, grants: settings.grants ?? existing.grants)
+                    if let version = settings.minSchemaVersion, version != updated.minSchemaVersion {
+                        updated = try await storage.setMinSchemaVersion(name, version)
+                    }
                 } catch {
                     if error.code == .zoneNotFound { continue }
                     throw answer(error)
@@ -67,7 +70,15 @@ extension StrataServerApp {
                 guard let described = try await descriptionIfPresent(updated, for: user) else { continue }
                 return try json(described)
             }
-            if let created = try await create(name, settings) {
+            if var created = try await create(name, settings) {
+                if let version = settings.minSchemaVersion, version != created.minSchemaVersion {
+                    do {
+                        created = try await storage.setMinSchemaVersion(name, version)
+                    } catch {
+                        if error.code == .zoneNotFound { continue }
+                        throw answer(error)
+                    }
+                }
                 logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
                 // Shared as it was made: the grantees' devices are woken to find the share.
                 if !created.grants.isEmpty { webhooks?.zoneChanged(name, metrics: metrics) }
@@ -124,6 +135,8 @@ extension StrataServerApp {
     /// The body of a PUT: empty (all defaults) or JSON settings.
     /// The largest body of a zone's `PUT`.
     static let maxSettingsBytes = 1 << 20
+    /// The highest schema version a zone may require (and a client may say it runs).
+    static let maxSchemaVersion = 1_000_000
 
     static func settings(from body: [UInt8]) throws(ServerError) -> ZoneSettings {
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return ZoneSettings() }
@@ -138,6 +151,9 @@ extension StrataServerApp {
         }
         if let grants = settings.grants, let bad = grants.keys.first(where: { $0.isEmpty || $0.count > 256 }) {
             throw ServerError(.badRequest, "invalid user name \"\(bad.prefix(64))\" in grants")
+        }
+        if let version = settings.minSchemaVersion, !(1...maxSchemaVersion).contains(version) {
+            throw ServerError(.badRequest, "minSchemaVersion \(version) is not from 1 to \(maxSchemaVersion)")
         }
         return settings
     }

@@ -5,7 +5,7 @@ extension ZoneDescription {
     public init(_ zone: ZoneInfo, token: ChangeToken, canPush: Bool? = nil, limits: ServerLimits? = nil) {
         self.init(name: zone.name, owner: zone.owner, access: zone.access, grants: zone.grants, epoch: zone.epoch,
                   token: token.description, canPush: canPush, limits: limits, continues: zone.lineage,
-                  participants: zone.participants)
+                  participants: zone.participants, minSchemaVersion: zone.minSchemaVersion > 1 ? zone.minSchemaVersion : nil)
     }
 }
 

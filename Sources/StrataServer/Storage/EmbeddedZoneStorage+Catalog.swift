@@ -119,6 +119,22 @@ extension EmbeddedZoneStorage {
         return state.info
     }
 
+    public func setMinSchemaVersion(_ id: ZoneID, _ version: Int) async throws(ZoneStorageError) -> ZoneInfo {
+        try checkOpen()
+        guard var state = zoneStates[id] else { throw Self.notFound(id) }
+        let previous = state.info
+        state.info.minSchemaVersion = version
+        zoneStates[id] = state
+        do {
+            try writeCatalog()
+        } catch {
+            zoneStates[id]?.info = previous
+            throw error
+        }
+        logger.info("zone updated", metadata: ["zone": "\(id)", "minSchemaVersion": "\(version)"])
+        return state.info
+    }
+
     public func deleteZone(_ id: ZoneID) async throws(ZoneStorageError) {
         try checkOpen()
         guard let state = zoneStates[id] else { throw Self.notFound(id) }

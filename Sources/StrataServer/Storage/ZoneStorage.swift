@@ -58,6 +58,10 @@ public protocol ZoneStorage: Service, AssetStorage {
     /// and returns the zone as stored.
     func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo
 
+    /// Sets the oldest app schema version the zone syncs with (1: every version) and returns the
+    /// zone as stored.
+    func setMinSchemaVersion(_ id: ZoneID, _ version: Int) async throws(ZoneStorageError) -> ZoneInfo
+
     /// Deletes a zone and its log, keeping its access and grants (``deletedZoneRules(_:)``) for
     /// a recreation. A zone later created with the same name gets a new epoch.
     func deleteZone(_ id: ZoneID) async throws(ZoneStorageError)

@@ -40,6 +40,9 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
     /// took the share. In `zones.json` when the zone has grants; a catalog written before
     /// acceptance was kept has none, and its grants read as accepted.
     public var accepted: Set<String> = []
+    /// The oldest app schema version the zone syncs with (1: every version; see
+    /// `ZoneSettings.minSchemaVersion`). In `zones.json` when above 1.
+    public var minSchemaVersion = 1
 
     /// The most earlier lives a zone remembers continuing.
     public static let maxLineage = 64
@@ -59,7 +62,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         self.merges = merges
     }
 
-    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, merges, lineage, accepted }
+    enum CodingKeys: String, CodingKey { case name, owner, access, grants, epoch, merges, lineage, accepted, minSchemaVersion }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -72,6 +75,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         lineage = try c.decodeIfPresent([UInt64].self, forKey: .lineage) ?? []
         // Written before acceptance was kept: every grant counts as accepted.
         accepted = try c.decodeIfPresent(Set<String>.self, forKey: .accepted) ?? Set(grants.keys)
+        minSchemaVersion = try c.decodeIfPresent(Int.self, forKey: .minSchemaVersion) ?? 1
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -84,6 +88,7 @@ public struct ZoneInfo: Sendable, Hashable, Codable {
         if !merges.isEmpty { try c.encode(merges, forKey: .merges) }
         if !lineage.isEmpty { try c.encode(lineage, forKey: .lineage) }
         if !grants.isEmpty { try c.encode(accepted.intersection(grants.keys).sorted(), forKey: .accepted) }
+        if minSchemaVersion > 1 { try c.encode(minSchemaVersion, forKey: .minSchemaVersion) }
     }
 
     /// A change token of this zone at `position`.
