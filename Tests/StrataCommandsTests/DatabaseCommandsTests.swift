@@ -222,4 +222,33 @@ struct DatabaseCommandsTests: NoteStoreCLI {
             #expect(stranger.status == 2 && stranger.stderr.contains("describing zone alice/groceries"), "\(stranger.stderr)")
         }
     }
+
+    @Test("zones set --min-schema-version: the owner raises a zone's minimum, zones show says it, a sync of an older app fails on that zone with schemaTooOld and succeeds once it is lowered; a zone that does not exist is not created")
+    func minimumSchemaVersion() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url in
+            let server = url.absoluteString
+            let alice = dir.sub("alice")
+            _ = try await makeDatabase(alice, [ZoneReference("default"): ["private"], ZoneReference("groceries"): ["milk"]])
+            #expect(try await run("sync", alice, "--server", server, "--token", "alice-secret").status == 0)
+            let set = try await run("zones", "set", "groceries", "--min-schema-version", "3", "--server", server, "--token", "alice-secret")
+            #expect(set.status == 0, "\(set.stderr)")
+            #expect(set.stdout.contains("syncs with app schema version 3 and later"))
+            let shown = try await run("zones", "show", "groceries", "--server", server, "--token", "alice-secret")
+            #expect(shown.stdout.contains("syncs with app schema version 3 and later"), "\(shown.stdout)")
+            // A new note makes the zone one to sync (a database syncs the zones with edits or changes).
+            _ = try await makeDatabase(alice, [ZoneReference("groceries"): ["bread"]])
+            let refused = try await run("sync", alice, "--server", server, "--token", "alice-secret", "--json")
+            #expect(refused.status != 0)
+            #expect(refused.stdout.contains("schemaTooOld") || refused.stderr.contains("schemaTooOld"), "\(refused.stdout) \(refused.stderr)")
+            #expect(try await run("zones", "set", "groceries", "--min-schema-version", "1", "--server", server, "--token", "alice-secret").status == 0)
+            #expect(try await run("sync", alice, "--server", server, "--token", "alice-secret").status == 0)
+            let typo = try await run("zones", "set", "grocerise", "--min-schema-version", "2", "--server", server, "--token", "alice-secret")
+            #expect(typo.status == 2, "\(typo.stdout)")
+            let listed = try array(try await run("zones", "list", "--server", server, "--token", "alice-secret", "--json").stdout)
+            #expect(!listed.contains { $0["name"] as? String == "grocerise" }, "a zone was created by a typo")
+            let zero = try await run("zones", "set", "groceries", "--min-schema-version", "0", "--server", server, "--token", "alice-secret")
+            #expect(zero.status == 2)
+        }
+    }
 }

@@ -62,8 +62,8 @@ func zoneReference(_ text: String, owner: String?) throws -> ZoneReference {
 struct ZonesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "zones",
-        abstract: "List the zones a user has on a server (owned and shared with them), or show one with its participants.",
-        subcommands: [ZonesListCommand.self, ZonesShowCommand.self]
+        abstract: "List the zones a user has on a server (owned and shared with them), show one with its participants, or change one's settings.",
+        subcommands: [ZonesListCommand.self, ZonesShowCommand.self, ZonesSetCommand.self]
     )
 }
 
@@ -133,10 +133,53 @@ struct ZonesShowCommand: AsyncParsableCommand {
             return
         }
         print("zone \(description.owner)/\(description.name): access \(description.access.rawValue), epoch \(description.epoch), token \(description.token)")
+        if let version = description.minSchemaVersion { print("syncs with app schema version \(version) and later") }
         let participants = description.participants ?? []
         if participants.isEmpty { print("shared with nobody") }
         for participant in participants.sorted(by: { $0.user < $1.user }) {
             print("  \(participant.user)  \(participant.grant.rawValue)  \(participant.accepted ? "accepted" : "not accepted")")
+        }
+    }
+}
+
+/// `strata zones set ZONE --min-schema-version N --server URL …`: the owner's settings of a zone.
+struct ZonesSetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set",
+        abstract: "Change a zone's settings (its owner only): the oldest app schema version it syncs with.",
+        discussion: """
+        --min-schema-version N: apps whose schema version is older than N are refused \
+        (schemaTooOld) on every push and pull of the zone, and keep their edits until updated; 1 \
+        lets every version sync again. Prints the zone as `zones show` does (--json: the server's \
+        description).
+        """
+    )
+
+    @Argument(help: "The zone: NAME (one of yours).")
+    var zone: String
+
+    @Option(name: .customLong("min-schema-version"), help: "The oldest app schema version the zone syncs with (1 to 1000000).")
+    var minSchemaVersion: Int
+
+    @OptionGroup var connection: ServerConnection
+    @OptionGroup var output: JSONFlag
+
+    func validate() throws {
+        _ = try zoneReference(zone, owner: nil)
+        guard (1...1_000_000).contains(minSchemaVersion) else { throw ValidationError("--min-schema-version must be from 1 to 1000000") }
+    }
+
+    func run() async throws {
+        let reference = try zoneReference(zone, owner: nil)
+        let description = try await connection.with("changing zone \(reference)") { transport in
+            // A PUT of a zone that does not exist creates it: a typo must not make a zone.
+            _ = try await transport.describeZone(reference)
+            return try await transport.updateZone(reference, settings: ZoneSettings(minSchemaVersion: minSchemaVersion))
+        }
+        if output.json {
+            print(try JSONOutput.string(description))
+        } else {
+            print("zone \(description.owner)/\(description.name) syncs with app schema version \(description.minSchemaVersion ?? 1) and later")
         }
     }
 }
