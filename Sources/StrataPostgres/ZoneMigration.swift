@@ -94,10 +94,11 @@ extension PostgresZoneStorage {
             }
             let merges = export.info.merges.map { Int64(bitPattern: $0) }
             let key = try await self.values(connection.query("""
-                INSERT INTO strata_zones (owner, name, epoch, access, grants, merges, start_position, end_position, chain, lineage, accepted)
+                INSERT INTO strata_zones (owner, name, epoch, access, grants, merges, start_position, end_position, chain, lineage, accepted, min_schema_version)
                 VALUES (\(id.owner), \(id.name), \(Int64(bitPattern: export.info.epoch)), \(export.info.access.rawValue), \(grants), \(merges),
                         \(Int64(export.start)), \(Int64(export.end)), \(Int64(bitPattern: export.chain.last ?? 0)),
-                        \(export.info.lineage.map { Int64(bitPattern: $0) }), \(export.info.accepted.intersection(export.info.grants.keys).sorted()))
+                        \(export.info.lineage.map { Int64(bitPattern: $0) }), \(export.info.accepted.intersection(export.info.grants.keys).sorted()),
+                        \(Int32(clamping: export.info.minSchemaVersion)))
                 RETURNING zone_id
                 """, logger: self.logger), as: Int64.self).first ?? 0
             // Replicas, and the digests of retired transactions (rows without bytes): the fork

@@ -410,7 +410,7 @@ struct SyncStateMachine: Sendable {
     /// credentials (and the fresh token after them), with the error it failed with.
     func status(afterSyncFailing error: SyncError?) -> (phase: SyncStatus.Phase, lastError: SyncError?) {
         guard let error else { return (.idle, nil) }
-        return (error.code == .unauthorized ? .unauthorized : .idle, error)
+        return (error.code == .unauthorized ? .unauthorized : error.code == .schemaTooOld ? .updateRequired : .idle, error)
     }
 
     // MARK: Continuous mode
@@ -437,6 +437,14 @@ struct SyncStateMachine: Sendable {
             let delay = backoff(loop.refusals, retryAfter: nil, initial: policy.unauthorizedBackoff, cap: policy.maxUnauthorizedBackoff,
                                 jitter: environment.jitter)
             return .backOff(delay, phase: .unauthorized, lastError: error)
+        case .refused(let error) where error.code == .schemaTooOld:
+            // Only an app update (or the owner lowering the zone's minimum) helps: asked again
+            // rarely, and the app is told it is an update it needs, not a network problem.
+            loop.failures += 1
+            loop.refusals += 1
+            let delay = backoff(loop.refusals, retryAfter: nil, initial: policy.unauthorizedBackoff, cap: policy.maxUnauthorizedBackoff,
+                                jitter: environment.jitter)
+            return .backOff(delay, phase: .updateRequired, lastError: error)
         case .refused(let error):
             loop.failures += 1
             return .backOff(backoff(loop.failures, retryAfter: error.retryAfter, jitter: environment.jitter), phase: .backingOff, lastError: error)

@@ -6,6 +6,7 @@ public struct SyncStatus: Sendable, Hashable {
     /// for await status in await engine.statusUpdates() {
     ///     switch status.phase {
     ///     case .unauthorized: showSignInPrompt()      // resumes by itself once the tokens work
+    ///     case .updateRequired: showUpdatePrompt()     // the zone needs a newer app version
     ///     case .backingOff: showOfflineBadge(status.pending)
     ///     default: hideBanners()
     ///     }
@@ -19,6 +20,12 @@ public struct SyncStatus: Sendable, Hashable {
         /// (``SyncOptions/unauthorizedBackoff``), asking the provider for a fresh token once per
         /// try — never in a tight loop — and goes on by itself once a token works.
         case unauthorized
+        /// The zone no longer syncs with this app's schema version (`schemaTooOld`;
+        /// ``SyncError/minSchemaVersion`` of ``SyncStatus/lastError`` says the version to update
+        /// to): the app should ask the user to update. The edits stay on the device. Continuous
+        /// mode keeps asking with the long backoff of ``SyncOptions/unauthorizedBackoff`` (the
+        /// zone's owner may lower the minimum again) and goes on by itself once it is let in.
+        case updateRequired
     }
 
     public var phase: Phase

@@ -251,9 +251,11 @@ struct SyncStateMachineTests {
         #expect(machine.status(afterSyncFailing: refused) == (.unauthorized, refused))
         let down = SyncError(.transport, "down")
         #expect(machine.status(afterSyncFailing: down) == (.idle, down))
+        let tooOld = SyncError(.schemaTooOld, "update", status: 426)
+        #expect(machine.status(afterSyncFailing: tooOld) == (.updateRequired, tooOld))
     }
 
-    @Test("continuous mode after every code: refused credentials back off on their own doubling schedule in phase unauthorized, any other refusal backs off in phase backingOff, an answered round resets both")
+    @Test("continuous mode after every code: refused credentials back off on their own doubling schedule in phase unauthorized, an app too old for the zone in phase updateRequired, any other refusal backs off in phase backingOff, an answered round resets both")
     func continuousRounds() {
         for code in ErrorCode.all {
             var loop = SyncStateMachine.LoopState(knowsLimits: true)
@@ -261,6 +263,8 @@ struct SyncStateMachineTests {
             let action = machine.next(after: .refused(refusal), loop: &loop, cancelled: false, environment: environment)
             let expected: SyncStateMachine.LoopAction = code == .unauthorized
                 ? .backOff(.seconds(2), phase: .unauthorized, lastError: refusal)
+                : code == .schemaTooOld
+                ? .backOff(.seconds(2), phase: .updateRequired, lastError: refusal)
                 : .backOff(.seconds(1), phase: .backingOff, lastError: refusal)
             #expect(action == expected, "\(code): \(action)")
             #expect(machine.refreshesAccess(loop), "\(code): the next round asks for the caller's rights again")

@@ -158,6 +158,108 @@ struct SchemaMigrationTests {
         #expect(String(decoding: PersonVersions.v1.jsonData(), as: UTF8.self).contains("version") == false)
     }
 
+    @Test("opening refuses an app whose shipped steps differ from those the store recorded, and a step leading to a name the schema does not declare")
+    func shippedStepsAreKept() async throws {
+        let dir = StoreDirectory()
+        let store = try await Store.open(at: dir.path, schema: PersonVersions.v3, options: storeOptions())
+        try await store.close()
+        // Version 3 again, its version-2 rename dropped: fullName would be a new, empty field.
+        let dropped = Schema(version: 3, migrations: [.changeType("Person", "age", from: .string, to: .integer, in: 3)]) {
+            Entity("Person", attributes: [Attribute("fullName", .string), Attribute("age", .integer)])
+        }
+        let refusal = await #expect(throws: StoreError.self) { try await Store.open(at: dir.path, schema: dropped, options: storeOptions()) }
+        #expect(refusal?.code == .incompatibleSchema)
+        #expect(refusal?.message.contains("recorded, not the app's: v2: Person.name renamed fullName") == true, "\(String(describing: refusal?.message))")
+        // An older version (its steps a prefix of the recorded ones) and a newer one still open.
+        try await Store.open(at: dir.path, schema: PersonVersions.v2, options: storeOptions()).close()
+        try await Store.open(at: dir.path, schema: PersonVersions.v4, options: storeOptions()).close()
+
+        let misspelled = Schema(version: 2, migrations: [.renameAttribute("Person", "name", to: "fullname", in: 2)]) {
+            Entity("Person", attributes: [Attribute("fullName", .string), Attribute("age", .string)])
+        }
+        #expect(misspelled.problems().contains { $0.contains("it leads to Person.fullname, which the schema does not declare") }, "\(misspelled.problems())")
+        let unraised = Schema(entities: PersonVersions.v2.entities, version: 1, migrations: PersonVersions.v2.migrations)
+        #expect(unraised.problems().contains { $0.contains("raise Schema.version to 2") }, "\(unraised.problems())")
+    }
+
+    @Test("typed models under a versioned schema: version 1's model and version 2's (a renamed property) read and write the same objects")
+    func typedModels() async throws {
+        struct PersonV1: StrataModel, Equatable {
+            static let entityName = "Person"
+            static let entity: Entity? = Entity("Person", attributes: [Attribute("name", .string, optional: false, default: "")])
+            var id: ObjectID
+            var name: String
+        }
+        struct PersonV2: StrataModel, Equatable {
+            static let entityName = "Person"
+            static let entity: Entity? = Entity("Person", attributes: [Attribute("displayName", .string, optional: false, default: "")])
+            var id: ObjectID
+            var displayName: String
+        }
+        let dirs = (StoreDirectory(), StoreDirectory())
+        let old = try await Store.open(at: dirs.0.path, schema: try Schema(models: PersonV1.self), options: storeOptions())
+        let new = try await Store.open(at: dirs.1.path, schema: try Schema(version: 2, migrations: [.renameAttribute("Person", "name", to: "displayName", in: 2)],
+                                                                             models: PersonV2.self), options: storeOptions())
+        let ada = PersonV1(id: ObjectID(), name: "Ada")
+        try await old.transaction { tx in try tx.insert(ada) }
+        try await deliver(old, to: new)
+        #expect(try new.fetch(PersonV2.self) == [PersonV2(id: ada.id, displayName: "Ada")])
+        try await new.transaction { tx in try tx.update(PersonV2(id: ada.id, displayName: "Ada Lovelace")) }
+        try await deliver(new, to: old)
+        #expect(try old.object(PersonV1.self, ada.id) == PersonV1(id: ada.id, name: "Ada Lovelace"))
+        try await old.close()
+        try await new.close()
+    }
+
+    @Test("a move to another zone (one event writing every representation) keeps the newest value in every version")
+    func moveKeepsTheNewest() async throws {
+        let dir = StoreDirectory()
+        var db = try await Database.open(at: dir.path, schema: PersonVersions.v1)
+        let id = try await db.transaction { tx in try tx.insert("Person", ["name": "Ada", "age": "42"]) }
+        try await db.close()
+        db = try await Database.open(at: dir.path, schema: PersonVersions.v3)
+        try await db.transaction { tx in try tx.update(id, ["age": .integer(41)]) }
+        let work = ZoneReference("work")
+        try await db.addZone(work)
+        try await db.move(id, to: work)
+        #expect(db.zone(of: id) == work)
+        #expect(db.object(id)?["age"] == .integer(41))
+        #expect(db.object(id)?["fullName"] == "Ada")
+        try await db.close()
+        db = try await Database.open(at: dir.path, schema: PersonVersions.v1)
+        #expect(db.object(id)?["age"] == "41", "version 1 reads the newest age after the move, not its own older one")
+        #expect(db.object(id)?["name"] == "Ada")
+        try await db.close()
+    }
+
+    @Test("a hostile recorded schema (two splits of one attribute, entities and fields named like stored keys) neither loops nor crashes a reader")
+    func hostileLineage() async throws {
+        let hostile = Schema(entities: [Entity("Person", attributes: [Attribute("name", .string), Attribute("age", .string), Attribute("a@99", .string)])],
+                             version: 99, migrations: [
+                                .split("Person", "name", into: ["a", "b"], separator: " ", in: 99),
+                                .split("Person", "name", into: ["a", "c"], separator: " ", in: 99),
+                                .merge("Person", ["a", "b"], into: "name", separator: " ", in: 99),
+                             ])
+        let dirs = (StoreDirectory(), StoreDirectory())
+        let victim = try await Store.open(at: dirs.0.path, schema: PersonVersions.v1, options: storeOptions())
+        let id = try await victim.transaction { tx in try tx.insert("Person", ["name": "Ada Lovelace", "age": "3"]) }
+        // The hostile device records its schema (as it would through sync: unchecked).
+        let attacker = try await Store.open(at: dirs.1.path, schema: .empty, options: storeOptions())
+        try await attacker.transaction { tx in try tx.recordSchema(hostile.stored) }
+        try await deliver(attacker, to: victim)
+        #expect(victim.object(id)?["age"] == "3")
+        #expect(victim.object(id)?["name"] != nil)
+        #expect(victim.fetch("Person").count == 1)
+        try await victim.close()
+        try await attacker.close()
+
+        let twoAsOne = Schema(version: 3, migrations: [.renameEntity("Person", to: "Contact", in: 2)]) {
+            Entity("Contact", attributes: [Attribute("name", .string)])
+            Entity("Person", attributes: [Attribute("name", .string)])
+        }
+        #expect(twoAsOne.problems().contains { $0.contains("entities Person and Contact are both stored as Person") }, "\(twoAsOne.problems())")
+    }
+
     @Test("a version-1 store that has never seen a migration reads as before: no view, the same digest")
     func noViewWithoutMigrations() async throws {
         let dir = StoreDirectory()
@@ -233,7 +335,7 @@ struct SchemaFleetCheckTests {
         let splitNumber = Schema(version: 2, migrations: [.split("Person", "age", into: ["a", "b"], separator: "-", in: 2)]) {
             Entity("Person", attributes: [Attribute("name", .string), Attribute("a", .string), Attribute("b", .string)])
         }
-        only(splitNumber, "only a string attribute splits (it is a integer)", from: numbers)
+        only(splitNumber, "only a string attribute splits (this one is of type integer)", from: numbers)
         #expect(errors(v1, v1).isEmpty)
     }
 

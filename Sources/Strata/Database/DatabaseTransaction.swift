@@ -186,8 +186,23 @@ public final class DatabaseTransaction {
                 values[relationship.name] = snapshot.values[relationship.name] ?? .null
             }
         }
+        // Representations of one attribute (a type change, a split) all get the newest's value.
+        if let view = projection.view, let record = projection.existing(id) {
+            values = view.movedValues(values, entity: snapshot.entity, record: record, in: projection)
+        }
         try sourceTx.deleteMovingOut(id)
         let destinationTx = transaction(at: destination)
+        // Fields the destination zone's schema does not know (another app version's, written in
+        // the source zone) travel with their definitions: the source's schema is recorded in the
+        // destination first, in this same transaction, so that nothing of the object is dropped.
+        let target = cores[destination].core.projection
+        let known = target.schema.entity(snapshot.entity)
+        if known == nil || values.keys.contains(where: { known?.attribute($0) == nil && known?.relationship($0) == nil })
+            || members.contains(where: { known?.relationship($0.0) == nil }) {
+            let merged = target.schema.merged(with: projection.schema)
+            try destinationTx.recordSchema(target.recordedSchema.merged(with: projection.schema))
+            target.schema = merged
+        }
         try destinationTx.insert(stored: snapshot.entity, id: id, values)
         for (relationship, targets) in members {
             for target in targets { try destinationTx.add(id, stored: relationship, target) }

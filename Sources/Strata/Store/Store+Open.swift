@@ -267,6 +267,25 @@ extension Store {
     /// Checks the app's schema against the recorded one and records it when it adds anything.
     func adopt(_ appSchema: Schema) async throws {
         let recorded = core.withLock { $0.projection.recordedSchema }
+        // Every version works out its stored keys from its own steps: an app whose steps are not
+        // those this device's earlier app versions recorded, for the versions both know (a
+        // shipped step changed or dropped), would read and write other fields than before. Only
+        // this store's own schema records count: another device's (any writer of the zone) must
+        // not be able to keep the app from opening its store.
+        let earlier = core.withLock { core in
+            core.projection.schemaEvents.filter { core.projection.replica(of: $0.ref) == core.replica }
+                .reduce(Schema.empty) { $0.merged(with: $1.schema) }
+        }
+        let known = min(appSchema.version, earlier.version)
+        let ownSteps = SchemaLineage.ordered(appSchema.migrations.filter { $0.version <= known })
+        let recordedSteps = earlier.migrations.filter { $0.version <= known }
+        if recordedSteps != ownSteps {
+            let missing = recordedSteps.filter { !ownSteps.contains($0) }.map(\.summary)
+            let other = ownSteps.filter { !recordedSteps.contains($0) }.map(\.summary)
+            throw StoreError(.incompatibleSchema, "the app's migration steps up to version \(known) are not those this store recorded when it ran that version: keep every shipped step as it was"
+                             + (missing.isEmpty ? "" : "; recorded, not the app's: " + missing.joined(separator: ", "))
+                             + (other.isEmpty ? "" : "; the app's, not recorded: " + other.joined(separator: ", ")))
+        }
         // The log records schemas under stored names: a rename is no change there, a type change
         // a field of its own (see `SchemaLineage`).
         let stored = appSchema.stored

@@ -86,7 +86,7 @@ public final class Store: Sendable {
 
     /// Which event set each visible field of an object ("blame").
     public func provenance(_ id: ObjectID) -> [String: FieldProvenance] {
-        core.withLock { $0.projection.provenance(id) }
+        core.withLock { $0.projection.appProvenance(id) }
     }
 
     /// A canonical SHA-256 (hex) of the visible object graph, local-only attributes excluded: two
@@ -101,9 +101,11 @@ public final class Store: Sendable {
     }
 
     /// The app's schema version (``Schema/version``); for a store opened without app code, the
-    /// newest version recorded. What sync tells the server it runs.
+    /// newest version recorded. What sync tells the server it runs (from 1 to 1,000,000: a
+    /// recorded version is any device's claim).
     public var schemaVersion: Int {
-        core.withLock { $0.projection.appSchema?.version ?? $0.projection.schema.version }
+        let version = core.withLock { $0.projection.appSchema?.version ?? $0.projection.schema.version }
+        return min(max(version, 1), 1_000_000)
     }
 
     /// How far each replica's events have been applied.

@@ -50,6 +50,23 @@ extension Schema {
     /// - Throws: `StoreError.Code.invalidSchema` when a model declares no entity, or one
     ///   named other than its ``StrataModel/entityName``.
     public init(models: any StrataModel.Type...) throws {
+        try self.init(models: models)
+    }
+
+    /// A versioned schema of typed models: their entities under this version's names, and every
+    /// migration step since version 1 (see <doc:ShippingAppUpdates>).
+    ///
+    /// ```swift
+    /// let schema = try Schema(version: 2, migrations: [.renameAttribute("Note", "title", to: "heading", in: 2)],
+    ///                         models: Note.self)
+    /// ```
+    public init(version: Int, migrations: [SchemaMigration], models: any StrataModel.Type...) throws {
+        try self.init(models: models)
+        self.version = version
+        self.migrations = migrations
+    }
+
+    private init(models: [any StrataModel.Type]) throws {
         var entities: [Entity] = []
         for model in models {
             guard let entity = model.entity else {

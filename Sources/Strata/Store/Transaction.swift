@@ -15,6 +15,9 @@ public final class Transaction {
     private var replicaIndex: UInt32?
     /// How inserts of each entity used so far lay out their fields (see ``InsertLayout``).
     private var layouts: [InsertLayout] = []
+    /// Per layout: whether it is an app version's (an insert under the app's names) or the
+    /// whole stored entity's (a move between zones).
+    private var layoutIsApp: [Bool] = []
     /// Per insert, reused: the values given per attribute and to-one relationship, and the fields
     /// in layout order.
     private var given: [Value?] = []
@@ -303,7 +306,8 @@ public final class Transaction {
     /// - Throws: `StoreError.Code.unknownEntity`; `StoreError.Code.invalidSchema` for an
     ///   entity that names a field twice (which a checked schema never does).
     private func layout(for entity: String, object: ObjectID, description given: Entity? = nil) throws -> InsertLayout {
-        if let layout = layouts.first(where: { $0.entity.name == entity && (given == nil || $0.entity == given) }) { return layout }
+        let app = given != nil
+        if let i = layouts.indices.first(where: { layouts[$0].entity.name == entity && layoutIsApp[$0] == app }) { return layouts[i] }
         guard let description = given ?? schema.entity(entity) else {
             throw StoreError(.unknownEntity, "no entity \(entity) in the schema", entity: entity, object: object)
         }
@@ -325,6 +329,7 @@ public final class Transaction {
         let layout = InsertLayout(entity: description, names: named.map(\.name), position: position,
                                   hasReferenceFields: hasReferenceFields)
         layouts.append(layout)
+        layoutIsApp.append(app)
         return layout
     }
 

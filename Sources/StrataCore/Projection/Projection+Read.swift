@@ -222,6 +222,20 @@ extension Projection {
         return result
     }
 
+    /// ``provenance(_:)`` under the app's names: an attribute with several representations is
+    /// blamed on the event that wrote the newest of them (the one its read shows).
+    package func appProvenance(_ id: ObjectID) -> [String: FieldProvenance] {
+        guard let view, let record = records[id] else { return provenance(id) }
+        let entity = entityName(of: record)
+        var result: [String: (FieldProvenance, Ref)] = [:]
+        for slot in record.fields where isCurrent(slot.ref, in: record) {
+            guard let name = view.appKeys([names[Int(slot.key)]], in: entity).first else { continue }
+            if let held = result[name], !isNewer(slot.ref, than: held.1) { continue }
+            result[name] = (FieldProvenance(event: eventID(of: slot.ref), hlc: HLC(rawValue: slot.ref.hlc)), slot.ref)
+        }
+        return result.mapValues(\.0)
+    }
+
     /// The IDs of the existing objects of `entity` (unsorted).
     package func objectIDs(of entity: String) -> [ObjectID] {
         guard let entityID = nameID(entity) else { return [] }

@@ -436,6 +436,9 @@ package final class Projection {
 
     package func eventID(of ref: Ref) -> EventID { EventID(replica: replicas[Int(ref.replica)], sequence: ref.sequence) }
 
+    /// The replica of the event at `ref` (`nil` for ``Ref/none``).
+    package func replica(of ref: Ref) -> ReplicaID? { ref.isNone || Int(ref.replica) >= replicas.count ? nil : replicas[Int(ref.replica)] }
+
     // MARK: Loading (snapshots)
 
     /// Replaces the whole state (used when loading a snapshot). Indexes are built by the caller

@@ -20,7 +20,8 @@ extension Schema: Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         entities = try container.decodeIfPresent([Entity].self, forKey: .entities) ?? []
         version = try container.decodeIfPresent(Int.self, forKey: .version) ?? 1
-        migrations = try container.decodeIfPresent([SchemaMigration].self, forKey: .migrations) ?? []
+        // Bounded: a recorded schema may come from any device (see `SchemaLineage.maxSteps`).
+        migrations = Array((try container.decodeIfPresent([SchemaMigration].self, forKey: .migrations) ?? []).prefix(SchemaLineage.maxSteps))
     }
 
     // A schema of version 1 without migrations encodes as it always has (the recorded schemas

@@ -164,7 +164,8 @@ public struct Schema: Sendable, Hashable {
         result.version = max(version, other.version)
         if !other.migrations.isEmpty {
             var steps = migrations
-            for step in other.migrations where !steps.contains(step) { steps.append(step) }
+            var seen = Set(migrations)
+            for step in other.migrations where seen.insert(step).inserted { steps.append(step) }
             result.migrations = SchemaLineage.ordered(steps)
         }
         for entity in other.entities {

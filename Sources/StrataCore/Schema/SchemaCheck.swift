@@ -25,9 +25,12 @@ extension Schema {
     /// a conversion, a split or merge of too few fields, two fields under one stored key.
     func migrationProblems() -> [String] {
         var problems: [String] = []
+        if migrations.count > SchemaLineage.maxSteps {
+            problems.append("\(migrations.count) migration steps: at most \(SchemaLineage.maxSteps)")
+        }
         for step in migrations {
             if step.version < 2 || step.version > version {
-                problems.append("migration \(step.summary): its version must be from 2 to the schema's version \(version)")
+                problems.append("migration \(step.summary): its version must be from 2 to the schema's version \(version)" + (step.version > version ? " (raise Schema.version to \(step.version) or more)" : ""))
             }
             switch step.change {
             case .changeType(_, _, let from, let to):
@@ -43,8 +46,58 @@ extension Schema {
             }
         }
         guard !migrations.isEmpty else { return problems }
-        // Two names of this version stored under one key would be one field.
+        // What the steps lead to must be declared: a step renaming to a misspelled name would
+        // make the declared one a new, empty field.
+        var produced: [(entity: String, name: String, step: String)] = []
+        for step in SchemaLineage.ordered(migrations) {
+            switch step.change {
+            case .renameEntity(let from, let to):
+                for i in produced.indices where produced[i].entity == from { produced[i].entity = to }
+                produced.append((to, "", step.summary))
+            case .renameAttribute(let entity, let from, let to):
+                produced.removeAll { $0.entity == entity && $0.name == from }
+                produced.append((entity, to, step.summary))
+            case .changeType(let entity, let attribute, _, _):
+                produced.removeAll { $0.entity == entity && $0.name == attribute }
+                produced.append((entity, attribute, step.summary))
+            case .split(let entity, let attribute, let parts, _):
+                produced.removeAll { $0.entity == entity && $0.name == attribute }
+                produced += parts.map { (entity, $0, step.summary) }
+            case .merge(let entity, let attributes, let into, _):
+                produced.removeAll { $0.entity == entity && attributes.contains($0.name) }
+                produced.append((entity, into, step.summary))
+            case .deprecate(let entity, let attribute):
+                produced.removeAll { $0.entity == entity && $0.name == attribute }
+            case .unrecognized:
+                break
+            }
+        }
+        for (entityName, name, step) in produced {
+            guard let entity = entity(entityName) else {
+                problems.append("migration \(step): it leads to entity \(entityName), which the schema does not declare (a misspelling, or a later step missing?)")
+                continue
+            }
+            if !name.isEmpty, entity.attribute(name) == nil, entity.relationship(name) == nil {
+                problems.append("migration \(step): it leads to \(entityName).\(name), which the schema does not declare (a misspelling, or a later step missing?)")
+            }
+        }
+        // `@` marks the stored keys of fields born of a migration (`age@3`): a name with one
+        // could be taken for such a key.
+        for entity in entities {
+            for name in entity.attributes.map(\.name) + entity.relationships.map(\.name) where name.contains("@") {
+                problems.append("\(entity.name).\(name): a schema with migrations may not name a field with @ (it marks the stored keys of migrated fields)")
+            }
+        }
+        // Two names of this version stored under one key would be one field; two entities under
+        // one stored name, one entity.
         let stored = self.stored
+        var entityOwner: [String: String] = [:]
+        for (entity, storedEntity) in zip(entities, stored.entities) {
+            if let other = entityOwner[storedEntity.name] {
+                problems.append("entities \(entity.name) and \(other) are both stored as \(storedEntity.name): give one of them another name (an entity renamed away keeps its stored name)")
+            }
+            entityOwner[storedEntity.name] = entity.name
+        }
         for (entity, storedEntity) in zip(entities, stored.entities) {
             let names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
             let keys = storedEntity.attributes.map(\.name) + storedEntity.relationships.map(\.name)
@@ -114,7 +167,7 @@ extension Schema {
             case .changeType(let entity, let attribute, let from, let to):
                 guard has(entity, attribute) else { continue }
                 if let known = types[entity + "." + attribute], known != from {
-                    error("\(entity).\(attribute)", "\(step.summary): the attribute is a \(known), not a \(from)")
+                    error("\(entity).\(attribute)", "\(step.summary): the attribute is of type \(known), not \(from)")
                 }
                 if TypeConversion.isLossy(from: from, to: to) {
                     warning("\(entity).\(attribute)", "\(step.summary): some \(from) values have no \(to) value; the new version reads those as its default (they stay stored, and the old version keeps reading them)")
@@ -123,14 +176,16 @@ extension Schema {
                     warning("\(entity).\(attribute)", "\(step.summary): some \(to) values have no \(from) value; the old version reads those as its default")
                 }
                 types[entity + "." + attribute] = to
-            case .split(let entity, let attribute, let parts, _):
+            case .split(let entity, let attribute, let parts, let separator):
                 guard has(entity, attribute) else { continue }
-                if let known = types[entity + "." + attribute], known != .string { error("\(entity).\(attribute)", "\(step.summary): only a string attribute splits (it is a \(known))") }
+                warning("\(entity).\(attribute)", "\(step.summary): a value holding the separator \"\(separator)\" in a part does not split back the same; an older version editing one part rewrites the whole from its parts")
+                if let known = types[entity + "." + attribute], known != .string { error("\(entity).\(attribute)", "\(step.summary): only a string attribute splits (this one is of type \(known))") }
                 names[entity]?.remove(attribute)
                 for part in parts { names[entity]?.insert(part); types[entity + "." + part] = .string }
-            case .merge(let entity, let attributes, let into, _):
+            case .merge(let entity, let attributes, let into, let separator):
+                warning("\(entity).\(into)", "\(step.summary): a part holding the separator \"\(separator)\" does not split back the same for older versions")
                 for attribute in attributes where has(entity, attribute) {
-                    if let known = types[entity + "." + attribute], known != .string { error("\(entity).\(attribute)", "\(step.summary): only string attributes merge (it is a \(known))") }
+                    if let known = types[entity + "." + attribute], known != .string { error("\(entity).\(attribute)", "\(step.summary): only string attributes merge (this one is of type \(known))") }
                     names[entity]?.remove(attribute)
                 }
                 names[entity]?.insert(into)

@@ -24,11 +24,25 @@ package struct SchemaLineage: Sendable {
     package let steps: [SchemaMigration]
     package let transforms: [SchemaTransform]
 
+    /// The most steps a lineage reads (a recorded schema may come from any device: one with more
+    /// is read up to there). An app's schema with more is refused (``Schema/problems()``).
+    package static let maxSteps = 1000
+
     package init(_ steps: [SchemaMigration]) {
-        self.steps = SchemaLineage.ordered(steps)
+        self.steps = Array(SchemaLineage.ordered(steps).prefix(Self.maxSteps))
         var transforms: [SchemaTransform] = []
+        // Each field is born of at most one step and consumed by at most one: a recorded schema
+        // from any device may declare more (two splits of one attribute), which would link the
+        // fields in a loop. The later such step is not applied.
+        var born: Set<StoredField> = [], consumed: Set<StoredField> = []
         for (index, step) in self.steps.enumerated() {
-            if let transform = SchemaLineage.transform(of: step, at: index, in: self.steps) { transforms.append(transform) }
+            guard let transform = SchemaLineage.transform(of: step, at: index, in: self.steps) else { continue }
+            let news = Set(transform.news), olds = Set(transform.olds)
+            guard news.isDisjoint(with: born), olds.isDisjoint(with: consumed), news.isDisjoint(with: olds),
+                  news.count == transform.news.count, olds.count == transform.olds.count else { continue }
+            born.formUnion(news)
+            consumed.formUnion(olds)
+            transforms.append(transform)
         }
         self.transforms = transforms
     }

@@ -103,7 +103,8 @@ public enum TypeConversion {
     /// default where the other wrote something).
     public static func isLossy(from: AttributeType, to: AttributeType) -> Bool {
         switch (from, to) {
-        case (.string, _), (.double, .integer), (.integer, .bool), (.date, .integer), (.double, .date): true
+        // integer → double loses precision above 2^53; integer → date overflows past ±292,000 years.
+        case (.string, _), (.double, .integer), (.integer, .bool), (.date, .integer), (.double, .date), (.integer, .double), (.integer, .date): true
         default: false
         }
     }

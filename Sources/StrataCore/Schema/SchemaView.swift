@@ -131,7 +131,8 @@ package struct SchemaView: Sendable {
                 values[attribute.app] = own
                 continue
             }
-            switch read(StoredField(entity: stored.entity, key: attribute.key), via: nil, record: record, projection: projection).state {
+            var budget = Self.readBudget
+            switch read(StoredField(entity: stored.entity, key: attribute.key), visited: [], budget: &budget, record: record, projection: projection).state {
             case .value(let value): values[attribute.app] = value
             // Absent everywhere: the default, as the projection gave it for the own field.
             case .absent: values[attribute.app] = own
@@ -151,6 +152,23 @@ package struct SchemaView: Sendable {
         return ObjectSnapshot(id: stored.id, entity: plan.appName, values: values, toMany: toMany)
     }
 
+    /// `values` (the stored fields of an object of the stored entity `entity`, all to be written
+    /// by one event: a move to another zone) with each field that has other representations set
+    /// to the newest of them, converted: one event stamps them all alike, and the newest-wins
+    /// read could no longer tell which was written last — so they must all say the same.
+    package func movedValues(_ values: [String: Value], entity: String, record: ObjectRecord, in projection: Projection) -> [String: Value] {
+        var result = values
+        for key in values.keys {
+            let field = StoredField(entity: entity, key: key)
+            guard transformsByField[field] != nil else { continue }
+            var budget = Self.readBudget
+            if case .value(let value) = read(field, visited: [], budget: &budget, record: record, projection: projection).state {
+                result[key] = value
+            }
+        }
+        return result
+    }
+
     private func defaultValue(_ key: String, plan: EntityPlan) -> Value {
         guard let attribute = plan.writeEntity.attribute(key) else { return .null }
         return attribute.defaultValue ?? (attribute.isOptional ? .null : attribute.type.zeroValue)
@@ -162,17 +180,26 @@ package struct SchemaView: Sendable {
         case unconvertible
     }
 
+    /// The most transforms one attribute's read goes through. A fleet's real lineage has a few;
+    /// a hostile recorded schema could chain or loop them (stored keys with `@` chosen by hand).
+    static let readBudget = 64
+
     /// The newest representation of `field` and its value in `field`'s type, not going back
-    /// through the transform `via` (the one the read came from).
-    private func read(_ field: StoredField, via: Int?, record: ObjectRecord, projection: Projection) -> (state: ReadState, ref: Ref) {
+    /// through a transform already on the path (`visited`: the read came through them).
+    private func read(_ field: StoredField, visited: Set<Int>, budget: inout Int, record: ObjectRecord, projection: Projection) -> (state: ReadState, ref: Ref) {
         var best: (state: ReadState, ref: Ref) = (.absent, .none)
         if let id = projection.nameID(field.key), let visible = projection.visibleValue(record, key: id) {
             best = (.value(visible.value), visible.ref)
         }
-        for transform in transformsByField[field] ?? [] where transform.index != via {
-            let index = transform.index
+        for transform in transformsByField[field] ?? [] where !visited.contains(transform.index) {
+            guard budget > 0 else { break }
+            budget -= 1
             let forward = transform.news.contains(field)
-            var sources = (forward ? transform.olds : transform.news).map { read($0, via: index, record: record, projection: projection) }
+            let path = visited.union([transform.index])
+            var sources: [(state: ReadState, ref: Ref)] = []
+            for source in forward ? transform.olds : transform.news {
+                sources.append(read(source, visited: path, budget: &budget, record: record, projection: projection))
+            }
             var newest = Ref.none
             var present = false
             for source in sources {
