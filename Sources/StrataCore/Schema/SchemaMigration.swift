@@ -123,8 +123,8 @@ public enum TypeConversion {
         case (.double(let v), .string): return .string(String(v))
         case (.uuid(let v), .string): return .string(v.uuidString.lowercased())
         case (.bool(let v), .string): return .string(v ? "true" : "false")
-        case (.string(let v), .integer): return Int64(v.trimmingCharacters(in: .whitespaces)).map(Value.integer)
-        case (.string(let v), .double): return Double(v.trimmingCharacters(in: .whitespaces)).flatMap { $0.isFinite ? Value.double($0) : nil }
+        case (.string(let v), .integer): return (Int64(v) ?? Int64(v.trimmingCharacters(in: .whitespaces))).map(Value.integer)
+        case (.string(let v), .double): return (Double(v) ?? Double(v.trimmingCharacters(in: .whitespaces))).flatMap { $0.isFinite ? Value.double($0) : nil }
         case (.string(let v), .uuid): return UUID(uuidString: v).map(Value.uuid)
         case (.string(let v), .bool):
             switch v.lowercased() { case "true": return .bool(true); case "false": return .bool(false); default: return nil }

@@ -36,6 +36,12 @@ package struct SchemaView: Sendable {
         /// Every stored key this version reads under a name of its own (its fields and the
         /// representations related to them), and that name: not shown again as an unknown field.
         var claimed: [String: String]
+        /// For reads, worked out once: fields this version reads under another name than their
+        /// stored key (stored key, app name), the attributes read from several representations,
+        /// and the stored keys to leave out (claimed, and no name of this version).
+        var renamed: [(key: String, app: String)] = []
+        var related: [(app: String, key: String)] = []
+        var hidden: [String] = []
     }
 
     /// The view of `app` (the app's schema, under its own names) given the steps `recorded`
@@ -70,6 +76,11 @@ package struct SchemaView: Sendable {
                 plan.relationships.append((relationship.name, field.key))
                 plan.claimed[field.key] = relationship.name
             }
+            let appNames = Set(plan.attributes.map(\.app) + plan.relationships.map(\.app))
+            plan.renamed = plan.attributes.filter { !$0.related && $0.key != $0.app }.map { ($0.key, $0.app) }
+                + plan.relationships.filter { $0.key != $0.app }.map { ($0.key, $0.app) }
+            plan.related = plan.attributes.filter(\.related).map { ($0.app, $0.key) }
+            plan.hidden = plan.claimed.keys.filter { !appNames.contains($0) }.sorted()
             let storedName = lineage.storedEntity(entity.name, before: position)
             plan.writeEntity.name = storedName
             storedEntityNames[entity.name] = storedName
@@ -122,34 +133,42 @@ package struct SchemaView: Sendable {
 
     /// The object as this version reads it: `stored` (the projection's snapshot under stored
     /// names) renamed, with each attribute read from its newest representation.
-    package func snapshot(_ stored: ObjectSnapshot, record: ObjectRecord, in projection: Projection) -> ObjectSnapshot {
-        guard let plan = plans[stored.entity] else { return stored }
-        var values: [String: Value] = [:]
-        for attribute in plan.attributes {
-            let own = stored.values[attribute.key] ?? .null
-            guard attribute.related else {
-                values[attribute.app] = own
-                continue
-            }
+    /// Changed in place, key by key (most keys are the same under both names): fields this
+    /// version has no name for (another version's) stay under their stored keys.
+    package func snapshot(_ stored: consuming ObjectSnapshot, record: ObjectRecord, in projection: Projection) -> ObjectSnapshot {
+        var snapshot = stored
+        guard let plan = plans[snapshot.entity] else { return snapshot }
+        // Read before anything moves: each related attribute from its newest representation.
+        var readValues: [(String, Value)] = []
+        readValues.reserveCapacity(plan.related.count)
+        for (app, key) in plan.related {
+            let own = snapshot.values[key] ?? .null
             var budget = Self.readBudget
-            switch read(StoredField(entity: stored.entity, key: attribute.key), visited: [], budget: &budget, record: record, projection: projection).state {
-            case .value(let value): values[attribute.app] = value
+            switch read(StoredField(entity: snapshot.entity, key: key), visited: [], budget: &budget, record: record, projection: projection).state {
+            case .value(let value): readValues.append((app, value))
             // Absent everywhere: the default, as the projection gave it for the own field.
-            case .absent: values[attribute.app] = own
+            case .absent: readValues.append((app, own))
             // The newest write does not convert: this version's default (the write stays stored).
-            case .unconvertible: values[attribute.app] = defaultValue(attribute.key, plan: plan)
+            case .unconvertible: readValues.append((app, defaultValue(key, plan: plan)))
             }
         }
-        var toMany: [String: [ObjectID]] = [:]
-        for relationship in plan.relationships {
-            if let value = stored.values[relationship.key] { values[relationship.app] = value }
-            if let members = stored.toMany[relationship.key] { toMany[relationship.app] = members }
+        // Renames: every value taken out first (two fields may swap names), then put back.
+        var moved: [(String, Value?, [ObjectID]?)] = []
+        moved.reserveCapacity(plan.renamed.count)
+        for (key, app) in plan.renamed {
+            moved.append((app, snapshot.values.removeValue(forKey: key), snapshot.toMany.removeValue(forKey: key)))
         }
-        // Fields this version has no name for (written by another version): shown under their
-        // stored keys, unless that is a name of this version's.
-        for (key, value) in stored.values where plan.claimed[key] == nil && values[key] == nil { values[key] = value }
-        for (key, members) in stored.toMany where plan.claimed[key] == nil && toMany[key] == nil { toMany[key] = members }
-        return ObjectSnapshot(id: stored.id, entity: plan.appName, values: values, toMany: toMany)
+        for key in plan.hidden {
+            snapshot.values.removeValue(forKey: key)
+            snapshot.toMany.removeValue(forKey: key)
+        }
+        for (app, value, members) in moved {
+            if let value { snapshot.values[app] = value }
+            if let members { snapshot.toMany[app] = members }
+        }
+        for (app, value) in readValues { snapshot.values[app] = value }
+        snapshot.entity = plan.appName
+        return snapshot
     }
 
     /// `values` (the stored fields of an object of the stored entity `entity`, all to be written
@@ -186,7 +205,7 @@ package struct SchemaView: Sendable {
 
     /// The newest representation of `field` and its value in `field`'s type, not going back
     /// through a transform already on the path (`visited`: the read came through them).
-    private func read(_ field: StoredField, visited: Set<Int>, budget: inout Int, record: ObjectRecord, projection: Projection) -> (state: ReadState, ref: Ref) {
+    private func read(_ field: StoredField, visited: [Int], budget: inout Int, record: ObjectRecord, projection: Projection) -> (state: ReadState, ref: Ref) {
         var best: (state: ReadState, ref: Ref) = (.absent, .none)
         if let id = projection.nameID(field.key), let visible = projection.visibleValue(record, key: id) {
             best = (.value(visible.value), visible.ref)
@@ -195,8 +214,9 @@ package struct SchemaView: Sendable {
             guard budget > 0 else { break }
             budget -= 1
             let forward = transform.news.contains(field)
-            let path = visited.union([transform.index])
+            let path = visited + [transform.index]
             var sources: [(state: ReadState, ref: Ref)] = []
+            sources.reserveCapacity(forward ? transform.olds.count : transform.news.count)
             for source in forward ? transform.olds : transform.news {
                 sources.append(read(source, visited: path, budget: &budget, record: record, projection: projection))
             }
