@@ -100,7 +100,7 @@ public final class Store: Sendable {
         core.withLock { $0.projection.schema }
     }
 
-    /// The app's schema version (``Schema/version``); for a store opened without app code, the
+    /// The app's schema version (`Schema.version`); for a store opened without app code, the
     /// newest version recorded. What sync tells the server it runs (from 1 to 1,000,000: a
     /// recorded version is any device's claim).
     public var schemaVersion: Int {

@@ -187,7 +187,7 @@ package struct SchemaTransform: Sendable {
 }
 
 extension Schema {
-    /// The schema under its stored names (see ``SchemaLineage``): what the log records and the
+    /// The schema under its stored names (see `SchemaLineage`): what the log records and the
     /// events carry. A schema without migrations is its own stored form.
     public var stored: Schema {
         guard !migrations.isEmpty else { return self }
