@@ -95,44 +95,44 @@ extension EmbeddedZoneStorage {
         return zoneStates.values.map(\.info).sorted { $0.id < $1.id }
     }
 
-    public func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+    /// Changes a zone's description with `change` and writes the catalog; the zone stays as it
+    /// was when the write fails. The description before and after.
+    private func changingZone(_ id: ZoneID, _ change: (inout ZoneInfo) -> Void) throws(ZoneStorageError) -> (previous: ZoneInfo, now: ZoneInfo) {
         try checkOpen()
         guard var state = zoneStates[id] else { throw Self.notFound(id) }
         let previous = state.info
-        state.info.access = access
-        state.info.grants = grants
-        state.info.accepted = previous.acceptedKept(under: grants)
+        change(&state.info)
         zoneStates[id] = state
         do {
             try writeCatalog()
         } catch {
             zoneStates[id]?.info = previous
             throw error
+        }
+        return (previous, state.info)
+    }
+
+    public func updateZone(_ id: ZoneID, access: ZoneAccess, grants: [String: ZoneGrant]) async throws(ZoneStorageError) -> ZoneInfo {
+        let (previous, info) = try changingZone(id) { info in
+            let accepted = info.acceptedKept(under: grants)
+            info.access = access
+            info.grants = grants
+            info.accepted = accepted
         }
         // Those who lost the zone (a grant taken, the zone made private) are told, then everyone
         // who keeps it sees the change.
-        let lost = previous.members.subtracting(state.info.members)
+        let lost = previous.members.subtracting(info.members)
         if !lost.isEmpty { database.remove(id, from: lost, .revoked) }
-        database.members(of: id, from: previous.members, to: state.info.members)
+        database.members(of: id, from: previous.members, to: info.members)
         database.touch(id)
         logger.info("zone updated", metadata: ["zone": "\(id)", "access": "\(access.rawValue)"])
-        return state.info
+        return info
     }
 
     public func setMinSchemaVersion(_ id: ZoneID, _ version: Int) async throws(ZoneStorageError) -> ZoneInfo {
-        try checkOpen()
-        guard var state = zoneStates[id] else { throw Self.notFound(id) }
-        let previous = state.info
-        state.info.minSchemaVersion = version
-        zoneStates[id] = state
-        do {
-            try writeCatalog()
-        } catch {
-            zoneStates[id]?.info = previous
-            throw error
-        }
+        let info = try changingZone(id) { $0.minSchemaVersion = version }.now
         logger.info("zone updated", metadata: ["zone": "\(id)", "minSchemaVersion": "\(version)"])
-        return state.info
+        return info
     }
 
     public func deleteZone(_ id: ZoneID) async throws(ZoneStorageError) {

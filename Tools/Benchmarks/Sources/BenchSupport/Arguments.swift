@@ -45,3 +45,27 @@ public struct Arguments {
     /// Ends the run: a usage error.
     public func wrong(_ message: String) -> Never { fail(message + "\n\n" + usage, status: 2) }
 }
+
+/// The whole life of a harness whose only flags are `--quick`, `--dir PATH` and `--keep`: reads
+/// them, makes the data place (removed at the end unless `--keep`), runs `body`, and ends the
+/// process with the error when it throws.
+public func runQuickHarness(_ name: String, _ body: @Sendable (DataPlace, _ quick: Bool) async throws -> Void) async {
+    var arguments = Arguments(usage: "usage: \(name) [--quick] [--dir PATH] [--keep]")
+    var quick = false, keep = false
+    var parent: String?
+    while let argument = arguments.next() {
+        switch argument {
+        case "--quick": quick = true
+        case "--keep": keep = true
+        case "--dir": parent = arguments.value(of: "--dir", "a directory")
+        default: arguments.wrong("unknown argument \(argument)")
+        }
+    }
+    do {
+        let place = try DataPlace.make(parent: parent, prefix: name)
+        defer { if !keep { place.remove() } }
+        try await body(place, quick)
+    } catch {
+        fail("\(name): \(error)", status: 1)
+    }
+}

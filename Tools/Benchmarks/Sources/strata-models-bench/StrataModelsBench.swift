@@ -61,24 +61,7 @@ let schema = Schema {
 @main
 struct StrataModelsBench {
     static func main() async {
-        var arguments = Arguments(usage: "usage: strata-models-bench [--quick] [--dir PATH] [--keep]")
-        var quick = false, keep = false
-        var parent: String?
-        while let argument = arguments.next() {
-            switch argument {
-            case "--quick": quick = true
-            case "--keep": keep = true
-            case "--dir": parent = arguments.value(of: "--dir", "a directory")
-            default: arguments.wrong("unknown argument \(argument)")
-            }
-        }
-        do {
-            let place = try DataPlace.make(parent: parent, prefix: "strata-models-bench")
-            defer { if !keep { place.remove() } }
-            try await run(place: place, quick: quick)
-        } catch {
-            fail("strata-models-bench: \(error)", status: 1)
-        }
+        await runQuickHarness("strata-models-bench") { place, quick in try await run(place: place, quick: quick) }
     }
 
     static func run(place: DataPlace, quick: Bool) async throws {

@@ -39,24 +39,7 @@ let benchOptions: StoreOptions = {
 @main
 struct StrataSchemaBench {
     static func main() async {
-        var arguments = Arguments(usage: "usage: strata-schema-bench [--quick] [--dir PATH] [--keep]")
-        var quick = false, keep = false
-        var parent: String?
-        while let argument = arguments.next() {
-            switch argument {
-            case "--quick": quick = true
-            case "--keep": keep = true
-            case "--dir": parent = arguments.value(of: "--dir", "a directory")
-            default: arguments.wrong("unknown argument \(argument)")
-            }
-        }
-        do {
-            let place = try DataPlace.make(parent: parent, prefix: "strata-schema-bench")
-            defer { if !keep { place.remove() } }
-            try await run(place: place, quick: quick)
-        } catch {
-            fail("strata-schema-bench: \(error)", status: 1)
-        }
+        await runQuickHarness("strata-schema-bench") { place, quick in try await run(place: place, quick: quick) }
     }
 
     static func run(place: DataPlace, quick: Bool) async throws {
