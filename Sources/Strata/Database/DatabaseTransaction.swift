@@ -16,6 +16,9 @@ public final class DatabaseTransaction {
     let defaultZone: ZoneReference
     /// The zones' transactions begun so far (by index in `cores`).
     private(set) var opened: [Int: Transaction] = [:]
+    /// The schemas in effect of zones a move widened in this transaction, as they were before
+    /// (restored when the transaction is rolled back).
+    private var widened: [Int: Schema] = [:]
 
     init(cores: [LockedZone], defaultZone: ZoneReference) {
         self.cores = cores
@@ -31,6 +34,12 @@ public final class DatabaseTransaction {
         tx.outside = { [unowned self] id in self.entity(of: id, outsideOf: index) }
         opened[index] = tx
         return tx
+    }
+
+    /// Puts back the schemas a move widened (the transaction is rolled back).
+    func restoreWidenedSchemas() {
+        for (index, schema) in widened { cores[index].core.projection.schema = schema }
+        widened = [:]
     }
 
     func index(of zone: ZoneReference) throws -> Int {
@@ -199,9 +208,17 @@ public final class DatabaseTransaction {
         let known = target.schema.entity(snapshot.entity)
         if known == nil || values.keys.contains(where: { known?.attribute($0) == nil && known?.relationship($0) == nil })
             || members.contains(where: { known?.relationship($0.0) == nil }) {
-            let merged = target.schema.merged(with: projection.schema)
-            try destinationTx.recordSchema(target.recordedSchema.merged(with: projection.schema))
-            target.schema = merged
+            // Recorded under this device's replica: the entities, with this app's own steps only
+            // (another device's steps must not count as this app's, see `Store.adopt`). The
+            // values written are consistent across representations (above), so the destination
+            // needs no other version's steps to read them.
+            var carried = projection.schema
+            carried.version = projection.appSchema?.version ?? 1
+            carried.migrations = SchemaLineage.ordered(projection.appSchema?.migrations ?? [])
+            if widened[destination] == nil { widened[destination] = target.schema }
+            try destinationTx.recordSchema(carried)
+            target.schema = target.schema.merged(with: projection.schema)
+            destinationTx.forgetLayouts()
         }
         try destinationTx.insert(stored: snapshot.entity, id: id, values)
         for (relationship, targets) in members {
@@ -266,6 +283,7 @@ extension Database {
                 }
             } catch {
                 for (_, zoneTx) in opened() { zoneTx.core.projection.rollbackBatch() }
+                tx.restoreWidenedSchemas()
                 throw error
             }
             var waiters: [DurabilityWaiter] = []
@@ -274,6 +292,7 @@ extension Database {
                 if let interruption, number >= interruption {
                     // Tests: a crash after `interruption` parts (the rest never reach their logs).
                     for rest in parts[number...] { cores[rest.index].core.projection.rollbackBatch() }
+                    tx.restoreWidenedSchemas()
                     throw StoreError(.storeFailed, "interrupted after \(interruption) parts (a test's simulated crash)")
                 }
                 let store = cores[part.index].store

@@ -299,7 +299,10 @@ extension Store {
             $0.projection.appSchema = appSchema
         }
         if merged != recorded {
-            try await commit { tx in try tx.recordSchema(merged) }
+            // The app's own schema, not the merge: this replica's schema records are what the
+            // check of shipped steps above reads, and must hold only this app's steps. (The
+            // recorded schema is the merge of every record anyway.)
+            try await commit { tx in try tx.recordSchema(stored) }
         }
     }
 }

@@ -333,6 +333,12 @@ public final class Transaction {
         return layout
     }
 
+    /// Forgets the insert layouts made so far (the schema in effect changed: a move widened it).
+    func forgetLayouts() {
+        layouts = []
+        layoutIsApp = []
+    }
+
     /// Makes `array` `count` copies of `value`, reusing its storage.
     private func reset<T>(_ array: inout [T], to value: T, count: Int) {
         if array.count == count {

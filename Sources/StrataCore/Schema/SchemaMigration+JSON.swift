@@ -38,6 +38,7 @@ extension SchemaMigration: Codable {
             change = .deprecate(entity: try c.decode(String.self, forKey: .entity), attribute: try c.decode(String.self, forKey: .attribute))
         default:
             change = .unrecognized(kind: kind)
+            raw = try decoder.singleValueContainer().decode([String: RawJSON].self)
         }
     }
 
@@ -77,7 +78,47 @@ extension SchemaMigration: Codable {
             try c.encode(entity, forKey: .entity)
             try c.encode(attribute, forKey: .attribute)
         case .unrecognized(let kind):
+            if let raw {
+                var whole = encoder.singleValueContainer()
+                try whole.encode(raw)
+                return
+            }
             try c.encode(kind, forKey: .kind)
+        }
+    }
+}
+
+/// Any JSON value, kept as read (an unrecognized migration step's fields).
+package indirect enum RawJSON: Codable, Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case number(Double)
+    case string(String)
+    case array([RawJSON])
+    case object([String: RawJSON])
+
+    package init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let v = try? c.decode(Bool.self) { self = .bool(v) }
+        else if let v = try? c.decode(Int64.self) { self = .integer(v) }
+        else if let v = try? c.decode(Double.self) { self = .number(v) }
+        else if let v = try? c.decode(String.self) { self = .string(v) }
+        else if let v = try? c.decode([RawJSON].self) { self = .array(v) }
+        else { self = .object(try c.decode([String: RawJSON].self)) }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let v): try c.encode(v)
+        case .integer(let v): try c.encode(v)
+        case .number(let v): try c.encode(v)
+        case .string(let v): try c.encode(v)
+        case .array(let v): try c.encode(v)
+        case .object(let v): try c.encode(v)
         }
     }
 }

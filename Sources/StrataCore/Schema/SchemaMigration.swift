@@ -21,6 +21,9 @@ public struct SchemaMigration: Sendable, Hashable {
     /// The version this step leads to (2 or more).
     public var version: Int
     public var change: Change
+    /// For an `unrecognized` step: its JSON as it was read, written back unchanged (a newer
+    /// Strata must find its step whole in a schema this one recorded).
+    package var raw: [String: RawJSON]? = nil
 
     public enum Change: Sendable, Hashable {
         /// The entity is called `to` from now on. Its objects keep their stored name, so every
