@@ -428,23 +428,16 @@ struct SyncStateMachine: Sendable {
             loop.failures = 0
             loop.refusals = 0
             return .nextRound
-        case .refused(let error) where error.code == .unauthorized:
-            // The transport already asked the provider for a fresh token once, and the server
-            // refused it too: waiting is all that helps (until the provider has a working token),
-            // and the app is told it is a sign-in problem, not a network one.
+        case .refused(let error) where error.code == .unauthorized || error.code == .schemaTooOld:
+            // Refused credentials (the transport already asked the provider for a fresh token
+            // once, and the server refused it too), or an app too old for the zone: waiting is
+            // all that helps — a working token, an app update, the owner lowering the minimum —
+            // so it is asked again rarely, and the app is told which it is, not a network problem.
             loop.failures += 1
             loop.refusals += 1
             let delay = backoff(loop.refusals, retryAfter: nil, initial: policy.unauthorizedBackoff, cap: policy.maxUnauthorizedBackoff,
                                 jitter: environment.jitter)
-            return .backOff(delay, phase: .unauthorized, lastError: error)
-        case .refused(let error) where error.code == .schemaTooOld:
-            // Only an app update (or the owner lowering the zone's minimum) helps: asked again
-            // rarely, and the app is told it is an update it needs, not a network problem.
-            loop.failures += 1
-            loop.refusals += 1
-            let delay = backoff(loop.refusals, retryAfter: nil, initial: policy.unauthorizedBackoff, cap: policy.maxUnauthorizedBackoff,
-                                jitter: environment.jitter)
-            return .backOff(delay, phase: .updateRequired, lastError: error)
+            return .backOff(delay, phase: error.code == .unauthorized ? .unauthorized : .updateRequired, lastError: error)
         case .refused(let error):
             loop.failures += 1
             return .backOff(backoff(loop.failures, retryAfter: error.retryAfter, jitter: environment.jitter), phase: .backingOff, lastError: error)
