@@ -204,6 +204,8 @@ let package = Package(
         // until they are killed.
         .executableTarget(name: "log-crash-child", dependencies: ["StrataLog"], path: "Tools/log-crash-child"),
         .executableTarget(name: "store-crash-child", dependencies: ["Strata"], path: "Tools/store-crash-child"),
+        // The processes of the multi-process writer test: each commits to a store they share.
+        .executableTarget(name: "store-writers-child", dependencies: ["Strata"], path: "Tools/store-writers-child"),
         // The second process of the multi-process reader test: follows a store another process writes.
         .executableTarget(name: "store-reader-child", dependencies: ["Strata"], path: "Tools/store-reader-child"),
 
@@ -216,7 +218,7 @@ let package = Package(
         .testTarget(
             name: "StrataTests",
             dependencies: [
-                "Strata", "StrataCore", "StrataTestSupport", "store-crash-child", "store-reader-child",
+                "Strata", "StrataCore", "StrataTestSupport", "store-crash-child", "store-reader-child", "store-writers-child",
                 // Strata's own SHA-256 is checked against swift-crypto's.
                 server("Crypto", "swift-crypto"),
             ]

@@ -127,10 +127,19 @@ public final class DirectoryLock: Sendable {
     private let key: String
     let path: String
 
-    /// Takes the lock on `directory` (creating its `LOCK` file).
+    /// Whether this is a shared (read) lock: held by every process of a log opened for several
+    /// writer processes (``LogSharing/processes``); an exclusive opener is refused while any
+    /// process holds one, and they are refused while an exclusive opener holds its lock.
+    let shared: Bool
+
+    /// Takes the lock on `directory` (creating its `LOCK` file): exclusive, or `shared` with other
+    /// processes that take it shared. A shared lock is retried for up to a second, because a
+    /// process that shares the log holds it exclusively for a moment while it retires segments
+    /// (see ``whileAlone(_:)``).
     ///
     /// - Throws: ``LogError`` with ``LogError/Code/locked`` when it is held elsewhere.
-    public init(directory: String) throws {
+    public init(directory: String, shared: Bool = false) throws {
+        self.shared = shared
         let path = FileSystem.join(directory, DirectoryLock.fileName)
         self.path = path
         let key = FileSystem.canonicalPath(directory)
@@ -144,13 +153,15 @@ public final class DirectoryLock: Sendable {
             DirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) }
             throw FileHandle.ioError("open lock file", path)
         }
-        var region = flock()
-        region.l_type = Int16(F_WRLCK)
-        region.l_whence = Int16(SEEK_SET)
-        region.l_start = 0
-        region.l_len = 0
-        guard retryingEINTR({ fcntl(descriptor, F_SETLK, &region) }) == 0 else {
+        var attempts = shared ? 100 : 1
+        while true {
+            attempts -= 1
+            if DirectoryLock.setLock(descriptor, shared ? F_RDLCK : F_WRLCK, wait: false) == 0 { break }
             let code = errno
+            if attempts > 0 && (code == EACCES || code == EAGAIN) {
+                usleep(10_000)
+                continue
+            }
             _ = systemClose(descriptor)
             DirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) }
             if code == EACCES || code == EAGAIN {
@@ -160,6 +171,32 @@ public final class DirectoryLock: Sendable {
             throw FileHandle.ioError("fcntl(F_SETLK)", path)
         }
         fd = Mutex(descriptor)
+    }
+
+    /// A POSIX record lock of the whole file: `F_RDLCK`, `F_WRLCK` or `F_UNLCK`; 0 or -1 (errno).
+    static func setLock(_ descriptor: Int32, _ type: Int32, wait: Bool) -> Int32 {
+        var region = flock()
+        region.l_type = Int16(type)
+        region.l_whence = Int16(SEEK_SET)
+        region.l_start = 0
+        region.l_len = 0
+        return retryingEINTR { fcntl(descriptor, wait ? F_SETLKW : F_SETLK, &region) }
+    }
+
+    /// Runs `body` when no other process holds the lock (a shared lock is turned exclusive for the
+    /// call, then shared again); returns `nil` without running it when another process holds it.
+    /// An exclusive lock runs `body` at once. What only one process may do to a shared log —
+    /// deleting files another process might still be reading — happens here.
+    public func whileAlone<T>(_ body: () throws -> T) rethrows -> T? {
+        try fd.withLock { descriptor -> T? in
+            guard descriptor >= 0 else { return nil }
+            guard shared else { return try body() }
+            guard DirectoryLock.setLock(descriptor, F_WRLCK, wait: false) == 0 else { return nil }
+            // Shared again whatever `body` does: POSIX converts the lock in place, and nothing can
+            // take it in between (we hold it exclusively).
+            defer { _ = DirectoryLock.setLock(descriptor, F_RDLCK, wait: true) }
+            return try body()
+        }
     }
 
     /// Releases the lock; later calls do nothing.
@@ -363,7 +400,7 @@ package enum FileSystem {
     }
 }
 
-private func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
+func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
     while true {
         let result = call()
         if result < 0 && errno == EINTR { continue }
@@ -371,7 +408,7 @@ private func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
     }
 }
 
-private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
     #if canImport(Glibc)
     return Glibc.open(path, flags, mode)
     #elseif canImport(Musl)
@@ -381,7 +418,7 @@ private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
     #endif
 }
 
-private func systemClose(_ fd: Int32) -> Int32 {
+func systemClose(_ fd: Int32) -> Int32 {
     #if canImport(Glibc)
     return Glibc.close(fd)
     #elseif canImport(Musl)

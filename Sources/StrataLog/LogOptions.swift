@@ -35,6 +35,18 @@ public enum OpenVerification: Sendable, Hashable {
     case tail
 }
 
+/// Whether one process or several append to a log.
+public enum LogSharing: Sendable, Hashable {
+    /// One ``SegmentLog`` appends, in one process; a second open anywhere fails with
+    /// ``LogError/Code/locked``. The default, and the fastest: appends need no cross-process lock.
+    case exclusive
+    /// Several processes (an app, its widget, its share extension) open the log at once, each
+    /// appending through ``SegmentLog/withTurn(appending:_:)``, which takes the log's short
+    /// cross-process commit lock, shows the records the others appended since, and appends after
+    /// them. An exclusive opener is refused while any of them has it open. See <doc:LogFormat>.
+    case processes
+}
+
 /// Options of a ``SegmentLog``.
 public struct LogOptions: Sendable, Hashable {
     /// The format's hard ceiling for one record (header and payload), so lengths fit 32 bits with
@@ -67,6 +79,8 @@ public struct LogOptions: Sendable, Hashable {
     public var fixedTimestamp: LogTimestamp? = nil
     /// Told of every group commit (entries per fsync, the fsync's duration); none by default.
     public var commitObserver: CommitObserver? = nil
+    /// One appending process, or several (see ``LogSharing``).
+    public var sharing: LogSharing = .exclusive
 
     /// The time to write into a new segment header or snapshot file.
     var fileTimestamp: LogTimestamp { fixedTimestamp ?? currentLogTimestamp() }

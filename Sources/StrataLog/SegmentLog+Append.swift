@@ -43,6 +43,10 @@ extension SegmentLog {
     ///   never called.
     @discardableResult
     public func submit(_ entries: [LogEntry], completion: @escaping @Sendable (Result<AppendResult, LogError>) -> Void) throws -> Range<LogPosition> {
+        if isShared {
+            // Another process may have appended since: a turn appends after it.
+            return try withTurn(appending: true) { turn in try turn.append(entries, completion: completion) }
+        }
         let payload = try EncodedPayload(entries: entries, options: options)
         switch options.durability {
         case .buffered:
@@ -76,7 +80,8 @@ extension SegmentLog {
         try await onWriterQueue {
             try self.writer.withLock { w in
                 if let refusal = self.state.withLock({ self.refusal($0) }) { throw refusal }
-                guard w.unsynced else { return }
+                // Shared: other processes' records in this file may not be synced yet.
+                guard w.unsynced || self.isShared else { return }
                 do {
                     try w.file.sync()
                     w.unsynced = false
@@ -113,7 +118,7 @@ extension SegmentLog {
 
     // MARK: Internals
 
-    private func refusal(_ s: SharedState) -> LogError? {
+    func refusal(_ s: SharedState) -> LogError? {
         if s.closed { return LogError(.closed, "the log is closed", file: directory) }
         return s.failure
     }
@@ -121,7 +126,7 @@ extension SegmentLog {
     /// Records the first write or sync failure: from now on every append is refused. After a
     /// failed fsync the kernel may have dropped the dirty pages, so retrying could report success
     /// for bytes that are gone; only a reopen (which re-reads the file) is safe.
-    private func fail(_ error: LogError) -> LogError {
+    func fail(_ error: LogError) -> LogError {
         let failure = LogError(.appenderFailed, "appends refused until the log is reopened: \(error.message)",
                                file: error.file, offset: error.offset, errno: error.errno)
         state.withLock { s in if s.failure == nil { s.failure = failure } }
@@ -248,7 +253,7 @@ extension SegmentLog {
 
     /// Writes one record at the end of the active segment, rolling to a new segment first when it
     /// would not fit (a record larger than a whole segment gets a segment of its own).
-    private func write(_ bytes: [UInt8], into w: inout WriterState, syncBeforeRoll: Bool) throws {
+    func write(_ bytes: [UInt8], into w: inout WriterState, syncBeforeRoll: Bool) throws {
         if needsRoll(w, adding: bytes.count) && w.summary.recordCount > 0 {
             try roll(&w, syncFirst: syncBeforeRoll)
         }
@@ -295,7 +300,7 @@ extension SegmentLog {
     }
 
     /// Makes the writer's progress visible to readers.
-    private func publish(_ w: WriterState) {
+    func publish(_ w: WriterState) {
         state.withLock { s in
             let last = s.segments.count - 1
             if s.segments[last].name == w.segmentName { s.segments[last].summary = w.summary }

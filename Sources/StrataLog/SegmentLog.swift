@@ -32,8 +32,12 @@ public final class SegmentLog: Sendable {
     /// Runs writes and syncs of the durable modes, and flushes, off the cooperative thread pool:
     /// an fsync takes milliseconds and must not block a Swift concurrency thread.
     let writerQueue: DispatchQueue
-    /// Held from open to close: one writer per log.
+    /// Held from open to close: one writer per log, or (shared) a writer per process among
+    /// processes that all opened it with ``LogSharing/processes``.
     let lock: DirectoryLock
+    /// With ``LogSharing/processes``: the cross-process lock around every append (see
+    /// SegmentLog+Shared.swift). `nil` for an exclusive log.
+    let commitLock: CommitLock?
 
     struct Segment: Sendable {
         var name: String
@@ -54,6 +58,9 @@ public final class SegmentLog: Sendable {
         /// Set by the first failed write or sync; appends are refused from then on.
         var failure: LogError?
         var closed = false
+        /// With ``LogSharing/processes``: the completions of turns' appends (and notices) waiting
+        /// for the next sync, in position order.
+        var turnWaiters: [TurnWaiter] = []
     }
 
     struct PendingAppend: Sendable {
@@ -70,8 +77,9 @@ public final class SegmentLog: Sendable {
     }
 
     private init(directory: String, logID: LogID, options: LogOptions, recovery: RecoveryReport,
-                 segments: [Segment], activeFile: FileHandle, lock: DirectoryLock) {
+                 segments: [Segment], activeFile: FileHandle, lock: DirectoryLock, commitLock: CommitLock?) {
         self.lock = lock
+        self.commitLock = commitLock
         self.directory = directory
         self.logID = logID
         self.options = options
@@ -94,7 +102,24 @@ public final class SegmentLog: Sendable {
             guard options.create else { throw LogError(.notFound, "no log directory", file: directory) }
             try FileSystem.makeDirectory(directory)
         }
-        let lock = try DirectoryLock(directory: directory)
+        let shared = options.sharing == .processes
+        let lock = try DirectoryLock(directory: directory, shared: shared)
+        guard shared else {
+            let opened = try recover(directory: directory, options: options)
+            return SegmentLog(directory: directory, logID: opened.logID, options: options, recovery: opened.report,
+                              segments: opened.segments, activeFile: opened.activeFile, lock: lock, commitLock: nil)
+        }
+        // Shared: recovered under the commit lock, so that no other process is appending (its
+        // torn tail, if it died mid-append, is cut off here) or writing a temporary file.
+        let commitLock = try CommitLock(directory: directory)
+        let opened = try commitLock.withLock { try recover(directory: directory, options: options) }
+        return SegmentLog(directory: directory, logID: opened.logID, options: options, recovery: opened.report,
+                          segments: opened.segments, activeFile: opened.activeFile, lock: lock, commitLock: commitLock)
+    }
+
+    /// Creates the first segment when there is none, removes temporary and orphaned files, and
+    /// recovers the segments (see ``LogOpener``).
+    private static func recover(directory: String, options: LogOptions) throws -> LogOpener.Opened {
         let names = try FileSystem.list(directory)
         for name in names where name.hasSuffix(".tmp") {
             try FileSystem.remove(FileSystem.join(directory, name))
@@ -115,9 +140,7 @@ public final class SegmentLog: Sendable {
             let logID = options.newLogID ?? LogID.random()
             try createSegment(directory: directory, logID: logID, first: 0, created: options.fileTimestamp)
         }
-        let opened = try LogOpener(directory: directory, options: options).open()
-        return SegmentLog(directory: directory, logID: opened.logID, options: options, recovery: opened.report,
-                          segments: opened.segments, activeFile: opened.activeFile, lock: lock)
+        return try LogOpener(directory: directory, options: options).open()
     }
 
     /// Writes a new segment's header atomically (temporary file, fsync, rename, fsync of the

@@ -147,10 +147,18 @@ extension SegmentLog {
         // A durable snapshot must never cover records that a power loss could still take away
         // (with buffered appends they may not be synced yet).
         try writer.withLock { w in
-            guard w.unsynced else { return }
+            // Shared: other processes' records may not be synced yet.
+            guard w.unsynced || isShared else { return }
             try w.file.sync()
             w.unsynced = false
         }
+        // Shared: under the commit lock, so that another process's open does not take this
+        // snapshot's temporary file for a crash's leftover.
+        if let commitLock { return try commitLock.withLock { try writeSnapshotFile(payload, position: position) } }
+        return try writeSnapshotFile(payload, position: position)
+    }
+
+    private func writeSnapshotFile(_ payload: [UInt8], position: LogPosition) throws -> SnapshotInfo {
         let end = endPosition
         guard position <= end else {
             throw LogError(.positionOutOfRange, "snapshot position \(position) is past the end of the log (\(end))", file: directory)
@@ -208,7 +216,18 @@ extension SegmentLog {
     /// entries from `keepingFrom` on stay readable although the snapshot covers them (a store
     /// keeps the transactions its sync has not pushed yet).
     @discardableResult
+    ///
+    /// A log shared by several processes (``LogSharing/processes``) retires segments only while
+    /// no other process has it open (another may not have read them yet); otherwise this
+    /// returns `[]` and the segments wait for a compaction that finds the process alone.
     public func retireSegments(coveredBy snapshot: SnapshotInfo, keepingFrom keep: LogPosition) throws -> [String] {
+        if isShared {
+            return try lock.whileAlone { try retireSegmentFiles(coveredBy: snapshot, keepingFrom: keep) } ?? []
+        }
+        return try retireSegmentFiles(coveredBy: snapshot, keepingFrom: keep)
+    }
+
+    private func retireSegmentFiles(coveredBy snapshot: SnapshotInfo, keepingFrom keep: LogPosition) throws -> [String] {
         _ = try readSnapshot(snapshot)
         let limit = min(snapshot.position, keep)
         return try writer.withLock { _ in
@@ -234,6 +253,26 @@ extension SegmentLog {
     /// Deletes snapshot files older than the newest `keep` that verify (damaged ones are not
     /// counted, so the last good snapshot is never deleted because newer ones are bad).
     public func pruneSnapshots(keeping keep: Int = 2) throws {
+        // Shared: under the commit lock, which another process's open holds while it reads one.
+        if let commitLock { return try commitLock.withLock { try pruneSnapshotFiles(keeping: keep) } }
+        try pruneSnapshotFiles(keeping: keep)
+    }
+
+    /// Runs `body` holding the commit lock of a log shared by several processes (at once for an
+    /// exclusive log): for deleting files another process's open may be reading.
+    public func withCommitLock<T: Sendable>(_ body: () throws -> T) throws -> T {
+        if let commitLock { return try commitLock.withLock(body) }
+        return try body()
+    }
+
+    /// Runs `body` when no other process has the log open (always for an exclusive log);
+    /// `nil` without running it otherwise. For what must not happen under another process's
+    /// feet: deleting files it may still need.
+    public func whileAlone<T>(_ body: () throws -> T) rethrows -> T? {
+        try lock.whileAlone(body)
+    }
+
+    private func pruneSnapshotFiles(keeping keep: Int) throws {
         var valid = 0
         for info in try snapshots() {
             if valid >= max(keep, 1) {

@@ -16,7 +16,7 @@ extension DatabaseSyncEngine {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await change in commits {
-                        if case .changes(let set) = change.kind, set.origin == .local { await self.localCommitted() }
+                        if case .changes(let set) = change.kind, set.origin != .remote { await self.localCommitted() }
                     }
                 }
                 group.addTask { await self.runRounds() }

@@ -8,6 +8,7 @@
 ///     case .stopped: if status.stoppedWith?.code == .anotherUser { showSignedOutDatabase() }
 ///     default: showFailingZones(status.failingZones)     // each zone with why it fails
 ///     }
+///     if let version = status.requiredSchemaVersion { showUpdatePrompt(version) }
 /// }
 /// ```
 public struct DatabaseSyncStatus: Sendable {
@@ -41,6 +42,15 @@ public struct DatabaseSyncStatus: Sendable {
     public var stoppedWith: SyncError?
     /// Rounds completed since the engine was made (one-shot syncs and continuous mode's).
     public var rounds: Int = 0
+
+    /// The app schema version some zone now requires, when one no longer syncs with this app's
+    /// (its sync refused with `schemaTooOld`, in ``failingZones``): the highest such minimum, for
+    /// an update prompt; 0 when a server did not say which. `nil` while every zone takes this
+    /// version. The other zones go on syncing, and the refused zones' local edits stay until the
+    /// app is updated.
+    public var requiredSchemaVersion: Int? {
+        failingZones.values.filter { $0.code == .schemaTooOld }.map { $0.minSchemaVersion ?? 0 }.max()
+    }
 
     public init(phase: Phase) {
         self.phase = phase

@@ -66,7 +66,7 @@ extension SyncEngine {
         let commits = store.changes()
         await withTaskGroup(of: Part.self) { group in
             group.addTask {
-                for await change in commits where change.origin == .local {
+                for await change in commits where change.origin != .remote {
                     await self.localCommitted()
                 }
                 return .commitWatcher

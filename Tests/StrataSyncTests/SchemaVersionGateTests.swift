@@ -76,4 +76,33 @@ struct SchemaVersionGateTests {
         try await updated.close()
         try await new.close()
     }
+
+    @Test("A database whose zone needs a newer app: that zone fails with schemaTooOld, the status names the version, the other zones sync on")
+    func databaseStatusNamesTheVersion() async throws {
+        let dir = TemporaryDirectory()
+        let gated = ZoneReference("people"), open = ZoneReference("drafts")
+        let database = try await Database.open(at: dir.sub("phone"), schema: Self.v1)
+        _ = try await database.addZone(gated)
+        _ = try await database.addZone(open)
+        try await withServer(dir.sub("server")) { url, _ in
+            let sync = DatabaseSyncEngine(database: database, server: url, credentials: "alice-secret")
+            try await database.transaction { tx in _ = try tx.insert("Person", ["name": "Ada"], in: gated) }
+            try await sync.sync()
+            #expect(await sync.currentStatus.requiredSchemaVersion == nil)
+            _ = try await HTTPSyncTransport(server: url, bearer: "alice-secret").updateZone(gated, settings: ZoneSettings(minSchemaVersion: 2))
+            try await database.transaction { tx in
+                _ = try tx.insert("Person", ["name": "Grace"], in: gated)
+                _ = try tx.insert("Person", ["name": "Draft"], in: open)
+            }
+            let report = try await sync.sync()
+            #expect(report.failures[gated]?.code == .schemaTooOld, "\(report.failures)")
+            #expect(report.failures[open] == nil, "the other zone syncs on")
+            #expect(await sync.currentStatus.requiredSchemaVersion == 2)
+            // The draft reached the server; Grace stays on the device until the app is updated.
+            let other = try await Store.open(at: dir.sub("other"), schema: Self.v2)
+            _ = try await SyncEngine(store: other, server: url, zone: open.name, credentials: "alice-secret").sync()
+            #expect(other.fetch("Person").map { $0["fullName"].stringValue } == ["Draft"])
+            try await other.close()
+        }
+    }
 }

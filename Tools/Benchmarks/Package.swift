@@ -7,6 +7,7 @@
 //     swift run -c release --package-path Tools/Benchmarks strata-sync-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-models-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-schema-bench [--quick]
+//     swift run -c release --package-path Tools/Benchmarks strata-processes-bench [--quick]
 //     swift run -c release --package-path Tools/Benchmarks strata-asset-bench [--quick] [--big]
 //     bash Tools/scripts/postgres-bench.sh     # strata-postgres-bench on a throwaway PostgreSQL cluster
 //     bash Tools/scripts/bench-compare.sh     # strata-vs-sqlite + catch-up, into Benchmarks.md
@@ -99,6 +100,11 @@ let package = Package(
         // Typed model fetches next to GRDB's FetchableRecord, and remote apply → observed query latency.
         .executableTarget(
             name: "strata-schema-bench",
+            dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(
+            name: "strata-processes-bench",
             dependencies: ["BenchSupport", .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

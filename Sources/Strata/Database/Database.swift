@@ -69,10 +69,17 @@ public final class Database: Sendable {
     /// ``DatabaseTransaction``): no zone ends up with only part of it.
     ///
     /// - Throws: `StoreError` — `corruptDatabase` when `database.json` is damaged, or what
-    ///   opening a zone's store throws (naming the zone).
+    ///   opening a zone's store throws (naming the zone); `invalidArgument` for
+    ///   `StoreSharing.processes`, which a database does not support yet.
     public static func open(at directory: String, schema: Schema, defaultZone: ZoneReference = ZoneReference("default"),
                             options: StoreOptions = StoreOptions()) async throws -> Database {
         try defaultZone.validate()
+        // Its zone list (`database.json`), the journal of multi-zone commits and a transaction's
+        // several zone stores are written by one process: a shared database would need them all
+        // under the cross-process lock. Refused rather than half-shared.
+        guard options.sharing == .exclusive else {
+            throw StoreError(.invalidArgument, "a database cannot be shared by several processes yet (StoreSharing.processes): share a single store, or open the database in one process")
+        }
         var zoneOptions = options
         // Every zone's store authors under its own replica.
         zoneOptions.newReplicaID = nil

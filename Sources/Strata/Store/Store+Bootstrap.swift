@@ -22,6 +22,7 @@ extension Store {
     @discardableResult
     @_spi(StrataInternals)
     public func adoptSnapshot(_ payload: [UInt8], origin: String = "a snapshot") async throws -> Int {
+        try requireExclusive("adopting a snapshot")
         // The state is on disk before the log names it (see `AdoptedStates`). No compaction runs
         // from here until the record naming it is durable: a compaction prunes the states no
         // record names, and would take this one before its record is appended.

@@ -23,7 +23,7 @@ extension Store {
 
     nonisolated(nonsending)
     func commit<T: Sendable>(_ body: (Transaction) throws -> T) async throws -> T {
-        let (value, waiter) = try core.withLock { core -> (T, DurabilityWaiter?) in
+        let (value, waiter) = try locked { core, turn -> (T, DurabilityWaiter?) in
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             let projection = core.projection
@@ -49,7 +49,7 @@ extension Store {
             }
             let changes = projection.commitBatch(report: hasObservers)
             core.nextSequence += UInt64(tx.eventCount)
-            let waiter = try submit([bytes], origin: .local, changes: changes, core: core)
+            let waiter = try submit([bytes], origin: .local, changes: changes, core: core, turn: turn)
             return (value, waiter)
         }
         try await waiter?.wait()
@@ -77,7 +77,7 @@ extension Store {
     @_spi(StrataInternals)
     public func applyRemote(encoded transactions: [[UInt8]]) async throws -> Int {
         let decoded = try transactions.map { try EventCodec.decodeRaw($0, position: nil) }
-        let (count, waiter) = try core.withLock { core -> (Int, DurabilityWaiter?) in
+        let (count, waiter) = try locked { core, turn -> (Int, DurabilityWaiter?) in
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             let projection = core.projection
@@ -125,31 +125,42 @@ extension Store {
             // of the store (a restored backup): never author those sequences again (the server
             // then tells the copies apart, and the one that pushes second forks).
             core.nextSequence = max(core.nextSequence, projection.highestSequence(of: core.replica) + 1)
-            return (applied, try submit(entries, origin: .remote, changes: changes, schemaChanged: schemaChanged, core: core))
+            return (applied, try submit(entries, origin: .remote, changes: changes, schemaChanged: schemaChanged, core: core, turn: turn))
         }
         try await waiter?.wait()
         return count
     }
 
-    /// Hands committed transactions to the log. The projection already holds them; if the log
-    /// cannot take them, the store fails (it must be reopened, which rebuilds the projection from
-    /// what is really on disk).
+    /// Hands committed transactions to the log — in a store shared by processes, to the turn
+    /// `locked` took. The projection already holds them; if the log cannot take them, the store
+    /// fails (it must be reopened, which rebuilds the projection from what is really on disk).
     func submit(_ entries: [[UInt8]], origin: ChangeSet.Origin, changes: [ObjectChange], schemaChanged: Bool = false,
-                core: StoreCore) throws -> DurabilityWaiter {
+                core: StoreCore, turn: LogTurn? = nil) throws -> DurabilityWaiter {
         let waiter = DurabilityWaiter()
         let timestamp = currentLogTimestamp()
+        let completion: @Sendable (Result<AppendResult, LogError>) -> Void = { [weak self] result in
+            switch result {
+            case .success(let appended):
+                self?.deliver(ChangeSet(origin: origin, positions: appended.positions, changes: changes, schemaChanged: schemaChanged))
+                waiter.complete(.success(()))
+            case .failure(let error):
+                let failure = StoreError(.storeFailed, "a commit could not be made durable; reopen the store", logError: error)
+                self?.core.withLock { $0.failure = $0.failure ?? failure }
+                waiter.complete(.failure(failure))
+            }
+        }
         let positions: Range<UInt64>
         do {
-            positions = try log.submit(entries.map { LogEntry($0, timestamp: timestamp) }) { [weak self] result in
-                switch result {
-                case .success(let appended):
-                    self?.deliver(ChangeSet(origin: origin, positions: appended.positions, changes: changes, schemaChanged: schemaChanged))
-                    waiter.complete(.success(()))
-                case .failure(let error):
-                    let failure = StoreError(.storeFailed, "a commit could not be made durable; reopen the store", logError: error)
-                    self?.core.withLock { $0.failure = $0.failure ?? failure }
-                    waiter.complete(.failure(failure))
+            let logEntries = entries.map { LogEntry($0, timestamp: timestamp) }
+            if let turn {
+                positions = try turn.append(logEntries, completion: completion)
+            } else {
+                // A shared log's own submit would skip the records other processes appended:
+                // every append of a shared store goes through `locked`, which applies them first.
+                guard !log.isShared else {
+                    throw StoreError(.storeFailed, "internal: an append to a store shared by processes outside a turn")
                 }
+                positions = try log.submit(logEntries, completion: completion)
             }
         } catch let error as LogError {
             let failure = StoreError(.storeFailed, "the log refused a commit; reopen the store", logError: error)

@@ -47,12 +47,14 @@ extension Store {
     func compact(automatic: Bool) async throws -> SnapshotInfo {
         await compactionGate.enter()
         defer { compactionGate.leave() }
-        let (payload, position, events, bytes) = try core.withLock { core -> ([UInt8], UInt64, Int, Int) in
+        // Shared by processes: in a turn that applies the others' commits first, so the
+        // snapshot's position is where this projection really stands.
+        let (payload, position, events, bytes) = try locked(appending: false) { core, turn -> ([UInt8], UInt64, Int, Int) in
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             // Everything the projection holds has been submitted to the log, up to here, and
             // counted (`submit` counts under this lock).
-            return (ProjectionCodec.encode(core.projection), log.nextPosition, core.autoCompaction.events, core.autoCompaction.bytes)
+            return (ProjectionCodec.encode(core.projection), turn?.nextPosition ?? log.nextPosition, core.autoCompaction.events, core.autoCompaction.bytes)
         }
         do {
             // Wait until those commits are durable: a snapshot never covers what a crash could undo.
@@ -63,7 +65,8 @@ extension Store {
             let base = keep < info.position ? try forkBase(atOrBelow: keep) : nil
             try log.retireSegments(coveredBy: info, keepingFrom: base?.position ?? keep)
             try pruneSnapshots(keeping: base)
-            try pruneAdoptedStates()
+            // Shared by processes: another may have written a state it has not yet recorded.
+            try log.whileAlone { try pruneAdoptedStates() }
             // Assets that only retired history named go with it (after the grace period).
             let grace = assetFetching.withLock { $0.collectionGrace }
             do {
@@ -118,11 +121,17 @@ extension Store {
             try log.pruneSnapshots(keeping: 2)
             return
         }
+        // Shared by processes: under the commit lock, which an opening process holds while it
+        // reads a snapshot.
+        try log.withCommitLock { try pruneSnapshots(keeping: base, above: 2) }
+    }
+
+    private func pruneSnapshots(keeping base: SnapshotInfo, above kept: Int) throws {
         var valid = 0
         for info in try log.snapshots() {
             if info.position == base.position {
                 valid += 1
-            } else if valid >= 2 {
+            } else if valid >= kept {
                 do {
                     try FileManager.default.removeItem(atPath: info.path)
                 } catch {

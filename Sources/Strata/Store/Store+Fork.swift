@@ -35,6 +35,7 @@ extension Store {
     @discardableResult
     @_spi(StrataInternals)
     public func fork(keepingThrough keptThrough: UInt64, reason: ReplicaFork.Reason = .forked, restamp: Bool = false) async throws -> ReplicaFork {
+        try requireExclusive("a fork")
         // The fork must read every transaction submitted before it: commits in flight are made
         // visible first, and the fork runs only when none is left (else it waits and tries again).
         while true {

@@ -75,6 +75,7 @@ extension Store {
         }
         var logOptions = LogOptions(durability: options.durability)
         logOptions.segmentSize = options.segmentSize
+        logOptions.sharing = options.sharing == .processes ? .processes : .exclusive
         let log: SegmentLog
         do {
             log = try SegmentLog.open(at: logPath, options: logOptions)
@@ -83,7 +84,24 @@ extension Store {
         }
         // The log first, then `store.json` naming it: a crash in between leaves a log without an
         // identity, which simply gets a new one (its replica never authored anything).
-        let identity = try reconcile(recorded, log: log, hadLog: hadLog, directory: directory, options: options)
+        let identity: StoreIdentity
+        if log.isShared {
+            // Under the commit lock, reading `store.json` again: two processes creating the store
+            // at once must end up with one identity (the first to write it), not one each.
+            do {
+                identity = try log.withCommitLock {
+                    let now = try StoreIdentityFile.read(in: directory)
+                    // A `store.json` naming this very log was written by the process that just
+                    // created the log with us, not left over from a lost one.
+                    let named = now?.identity.logID == log.logID.description
+                    return try reconcile(now, log: log, hadLog: hadLog || named, directory: directory, options: options)
+                }
+            } catch let error as LogError {
+                throw StoreError(error)
+            }
+        } else {
+            identity = try reconcile(recorded, log: log, hadLog: hadLog, directory: directory, options: options)
+        }
         var report = OpenReport()
         var ownTransactions = OwnTransactions(replica: identity.replicaID)
         let projection = try loadProjection(log, identity: identity, logger: options.logger, report: &report, own: &ownTransactions)
@@ -109,11 +127,13 @@ extension Store {
         let store = Store(directory: directory, log: log, core: core, logger: options.logger, report: report)
         try store.finishInterruptedFork()
         // Imports a crash interrupted left only temporary files (downloads stay: they resume).
-        try? store.assets.clearTemporary()
+        // Shared: only with no other process open, whose imports may be under way.
+        _ = log.whileAlone { try? store.assets.clearTemporary() }
         store.assetFetching.withLock {
             $0.budget = options.assetCacheBudget
             $0.collectionGrace = options.assetCollectionGrace
         }
+        if log.isShared { try store.watchOtherProcesses() }
         return store
     }
 

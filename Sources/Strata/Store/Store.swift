@@ -40,6 +40,8 @@ public final class Store: Sendable {
     /// The asset files (`assets/`) and what fetches them (see Store+Assets).
     let assets: LocalAssets
     let assetFetching = Mutex(AssetFetching())
+    /// With `StoreSharing.processes`: what tells this process that another one committed.
+    let watcher = Mutex<LogWatcher?>(nil)
 
     init(directory: String, log: SegmentLog, core: sending StoreCore, logger: Logger, report: OpenReport) {
         self.assets = LocalAssets(storeDirectory: directory)
@@ -121,6 +123,7 @@ public final class Store: Sendable {
     /// Finishes pending commits, makes them durable and releases the store. A compaction that
     /// is running (automatic, or ``compact()``) is finished first; none starts afterwards.
     public func close() async throws {
+        watcher.withLock { $0?.stop() }
         let compacting = core.withLock { core -> Task<Void, Never>? in
             core.closed = true
             return core.autoCompaction.task

@@ -47,6 +47,10 @@ public struct StoreOptions: Sendable {
     /// until then even before the transaction is committed. 24 hours by default.
     public var assetCollectionGrace: Duration = .seconds(24 * 3600)
 
+    /// Whether other processes open the store at the same time — an app, its widget, its share
+    /// extension — each writing (see ``StoreSharing``). Every process that opens it must say so.
+    public var sharing = StoreSharing.exclusive
+
     /// One hour, in milliseconds.
     public static let defaultMaxClockLead: UInt64 = HybridClock.defaultMaxLead
 
@@ -124,4 +128,25 @@ public struct AutoCompaction: Sendable, Hashable {
         if let limit = bytesSinceSnapshot, bytes > limit { return true }
         return false
     }
+}
+
+/// Whether one process or several open a store.
+public enum StoreSharing: Sendable, Hashable {
+    /// Only this process opens the store (another open fails with `StoreError.Code.log`,
+    /// `locked`). The default, and the fastest: a commit takes no cross-process lock.
+    case exclusive
+    /// Several processes open the store at once, each committing: an app, its widget, its share
+    /// extension, in the app group's shared container. Commits are serialized across processes
+    /// by a short lock around the append: a commit first applies what the others committed
+    /// (its validation, sequence numbers and clock follow theirs), then appends after it; the
+    /// sync runs outside the lock, and commits of one process still share it (group commit).
+    /// Each process follows the others' commits as they land — the log directory is watched
+    /// (inotify on Linux, kqueue on Apple platforms), so ``Store/changes()`` and observed
+    /// queries see them within milliseconds, as `ChangeSet.Origin.otherProcess`.
+    ///
+    /// What changes: a fork and an adopted snapshot need the store to themselves
+    /// (`StoreError.Code.exclusiveAccessRequired`); a compaction writes its snapshot but
+    /// retires log segments only when no other process has the store open; run sync in one
+    /// process (it pushes every process's commits: they are all this device's).
+    case processes
 }

@@ -32,6 +32,10 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A model value could not be converted.
         public static let encoding = Code("encoding")
         public static let invalidArgument = Code("invalidArgument")
+        /// An operation that rewrites what every process of the store relies on (a fork, an
+        /// adopted snapshot) on a store opened for several processes (`StoreSharing.processes`):
+        /// open it exclusively for that.
+        public static let exclusiveAccessRequired = Code("exclusiveAccessRequired")
         /// `store.json` (the store's identity) is damaged, undecodable or of an unknown format:
         /// the store is not opened rather than given a silently different replica ID.
         public static let corruptIdentity = Code("corruptIdentity")

@@ -19,8 +19,13 @@ public struct ObjectChange: Sendable, Hashable {
 /// observers in commit order, exactly once.
 public struct ChangeSet: Sendable, Hashable {
     public enum Origin: Sendable, Hashable {
+        /// Committed by this process.
         case local
+        /// Pulled by sync: other devices' transactions.
         case remote
+        /// Committed (or pulled) by another process sharing the store (`StoreSharing.processes`):
+        /// an app's widget or extension, or the app seen from them.
+        case otherProcess
     }
 
     public var origin: Origin
