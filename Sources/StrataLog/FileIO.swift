@@ -278,6 +278,12 @@ package enum FileSystem {
         return stat(path, &st) == 0
     }
 
+    /// A file's size, or `nil` when it cannot be stat'ed.
+    package static func size(_ path: String) -> Int64? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int64(st.st_size) : nil
+    }
+
     package static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR

@@ -112,6 +112,23 @@ extension SegmentLog {
         }
     }
 
+    /// Whether another process may have appended since this process last looked: the active
+    /// segment is longer than this process has read, or a segment follows it. Cheap (two `stat`s,
+    /// no lock held across them), so a watcher can skip the turn when its notification was this
+    /// process's own write. A `true` may be stale; a `false` is never wrong for long, because the
+    /// other process's write notifies again.
+    public func othersMayHaveAppended() -> Bool {
+        guard isShared else { return false }
+        let (path, length, end) = state.withLock { s -> (String, Int64, LogPosition) in
+            let last = s.segments[s.segments.count - 1]
+            return (last.path, last.summary.length, last.summary.endPosition)
+        }
+        guard let size = FileSystem.size(path) else { return true }
+        if size != length { return true }
+        let next = SegmentName.name(for: end)
+        return next != FileSystem.baseName(path) && FileSystem.exists(FileSystem.join(directory, next))
+    }
+
     /// Writes a turn's records and queues its completions for the next sync. A failed write fails
     /// the log (as in the exclusive modes) and the turn's completions get the error.
     private func finish(_ turn: LogTurn, into w: inout WriterState) {
@@ -191,7 +208,8 @@ extension SegmentLog {
             let size = try w.file.size()
             if size > w.summary.length {
                 var scanner = SegmentScanner(file: w.file, logID: logID, limit: size, offset: w.summary.length,
-                                             expectedPosition: w.summary.endPosition)
+                                             expectedPosition: w.summary.endPosition,
+                                             readAhead: Int(min(size - w.summary.length, 1 << 20)))
                 scanning: while true {
                     switch try scanner.next() {
                     case .record(let header, let offset, let stored):

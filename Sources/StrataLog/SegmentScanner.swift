@@ -22,9 +22,13 @@ struct SegmentScanner: Sendable {
     private var buffer: [UInt8] = []
     private var bufferStart: Int64 = 0
     private var bufferCount = 0
-    private static let readAhead = 1 << 20
+    /// How much one read takes in: 1 MiB for scans of whole segments; a follower of another
+    /// process's few new records asks for about what is there (the buffer is zeroed when made).
+    private let readAhead: Int
 
-    init(file: FileHandle, logID: LogID, limit: Int64, offset: Int64 = Int64(SegmentHeader.size), expectedPosition: LogPosition?) {
+    init(file: FileHandle, logID: LogID, limit: Int64, offset: Int64 = Int64(SegmentHeader.size), expectedPosition: LogPosition?,
+         readAhead: Int = 1 << 20) {
+        self.readAhead = readAhead
         self.file = file
         self.logID = logID
         self.limit = limit
@@ -37,7 +41,7 @@ struct SegmentScanner: Sendable {
     private mutating func fill(_ at: Int64, _ count: Int) throws -> Int {
         let wanted = Int(min(Int64(count), max(0, limit - at)))
         if at >= bufferStart && at + Int64(wanted) <= bufferStart + Int64(bufferCount) { return wanted }
-        let size = max(wanted, SegmentScanner.readAhead)
+        let size = max(wanted, readAhead)
         if buffer.count < size { buffer = [UInt8](repeating: 0, count: size) }
         let toRead = Int(min(Int64(size), max(0, limit - at)))
         let got = try buffer.withUnsafeMutableBytes { raw in

@@ -96,7 +96,7 @@ do {
             try await writers.value
             emit("stopped\n")
         case "digest":
-            try store.followOtherProcesses()
+            try await store.followOtherProcesses()
             // The observers get what was followed once everything before it is durable.
             var verdict = ""
             let now = Set(store.fetch("Note").map(\.id))

@@ -23,7 +23,7 @@ extension Store {
 
     nonisolated(nonsending)
     func commit<T: Sendable>(_ body: (Transaction) throws -> T) async throws -> T {
-        let (value, waiter) = try locked { core, turn -> (T, DurabilityWaiter?) in
+        let (value, waiter) = try await locked { core, turn -> (T, DurabilityWaiter?) in
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             let projection = core.projection
@@ -77,7 +77,7 @@ extension Store {
     @_spi(StrataInternals)
     public func applyRemote(encoded transactions: [[UInt8]]) async throws -> Int {
         let decoded = try transactions.map { try EventCodec.decodeRaw($0, position: nil) }
-        let (count, waiter) = try locked { core, turn -> (Int, DurabilityWaiter?) in
+        let (count, waiter) = try await locked { core, turn -> (Int, DurabilityWaiter?) in
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             let projection = core.projection

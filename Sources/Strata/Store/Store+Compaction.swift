@@ -49,7 +49,7 @@ extension Store {
         defer { compactionGate.leave() }
         // Shared by processes: in a turn that applies the others' commits first, so the
         // snapshot's position is where this projection really stands.
-        let (payload, position, events, bytes) = try locked(appending: false) { core, turn -> ([UInt8], UInt64, Int, Int) in
+        let (payload, position, events, bytes) = try await locked(appending: false) { core, turn -> ([UInt8], UInt64, Int, Int) in
             if let failure = core.failure { throw failure }
             if core.closed { throw StoreError(.storeFailed, "the store is closed") }
             // Everything the projection holds has been submitted to the log, up to here, and

@@ -18,7 +18,18 @@ extension Store {
     /// log (appending, unless `appending` is false), after the other processes' new records
     /// have been applied: `work` sees the state every earlier commit left, and appends through
     /// the turn it is given. In an exclusive store the turn is `nil`.
-    func locked<R: Sendable>(appending: Bool = true, _ work: (StoreCore, LogTurn?) throws -> R) throws -> R {
+    nonisolated(nonsending)
+    func locked<R: Sendable>(appending: Bool = true, _ work: (StoreCore, LogTurn?) throws -> R) async throws -> R {
+        guard log.isShared else { return try core.withLock { try work($0, nil) } }
+        // One turn at a time in this process, the others waiting suspended (not blocking a
+        // thread on the log's writer lock, as they would inside `withTurn`).
+        await turnGate.enter()
+        defer { turnGate.leave() }
+        return try lockedNow(appending: appending, work)
+    }
+
+    /// `locked` inside the turn gate (or for an exclusive store).
+    private func lockedNow<R: Sendable>(appending: Bool = true, _ work: (StoreCore, LogTurn?) throws -> R) throws -> R {
         guard log.isShared else { return try core.withLock { try work($0, nil) } }
         do {
             return try log.withTurn(appending: appending) { turn in
@@ -38,21 +49,29 @@ extension Store {
     ///
     /// - Throws: `StoreError` when their records do not read or apply (the store then fails:
     ///   reopen it).
-    public func followOtherProcesses() throws {
+    public func followOtherProcesses() async throws {
         guard log.isShared else { return }
-        try locked(appending: false) { _, _ in () }
+        try await locked(appending: false) { _, _ in () }
     }
 
     /// Starts the watcher that follows the other processes' commits as they land.
     func watchOtherProcesses() throws {
+        let scheduled = followScheduled
         let watching = try LogWatcher(directory: log.directory) { [weak self] in
-            guard let self else { return }
-            do {
-                try self.followOtherProcesses()
-            } catch {
-                let closed = self.core.withLock { $0.closed }
-                if !closed {
-                    self.logger.error("following the other processes' commits failed", metadata: ["store": "\(self.directory)", "error": "\(error)"])
+            // Most notifications are this process's own writes: skipped without a turn. The
+            // others' are followed in a task that waits its turn with the commits (never
+            // spinning on the log's writer lock against them), one at a time: notifications
+            // that arrive meanwhile are coalesced into the next.
+            guard let self, self.log.othersMayHaveAppended(), !scheduled.set() else { return }
+            Task {
+                scheduled.clear()
+                do {
+                    try await self.followOtherProcesses()
+                } catch {
+                    let closed = self.core.withLock { $0.closed }
+                    if !closed {
+                        self.logger.error("following the other processes' commits failed", metadata: ["store": "\(self.directory)", "error": "\(error)"])
+                    }
                 }
             }
         }
@@ -77,6 +96,7 @@ extension Store {
         let report = hasObservers
         let schemaEventsBefore = projection.schemaEvents.count
         projection.beginBatch(tracking: report)
+        var ownNewest: UInt64 = 0
         do {
             let adopted = AdoptedStates(storeDirectory: directory)
             for entry in entries {
@@ -87,7 +107,12 @@ extension Store {
                 }
                 let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
                 if !core.identity.lineage.isEmpty, core.identity.isAbandoned(header: header, position: entry.position) { continue }
-                _ = try projection.apply(try EventCodec.decodeRaw(entry.payload, position: entry.position))
+                let transaction = try EventCodec.decodeRaw(entry.payload, position: entry.position)
+                if transaction.replica == core.replica {
+                    // This store's own events, from another of its processes: never stamp below them.
+                    for event in transaction.events where event.hlc > ownNewest { ownNewest = event.hlc }
+                }
+                _ = try projection.apply(transaction)
                 core.autoCompaction.events += Int(header.eventCount)
                 core.own.note(header, position: entry.position)
             }
@@ -106,7 +131,7 @@ extension Store {
         }
         // This process's next commit comes after theirs: later clock, next sequence numbers.
         core.clock.observe(HLC(rawValue: projection.maxHLC))
-        core.clock.advance(past: HLC(rawValue: projection.newestHLC(of: core.replica)))
+        core.clock.advance(past: HLC(rawValue: ownNewest))
         core.nextSequence = max(core.nextSequence, projection.highestSequence(of: core.replica) + 1)
         let set = ChangeSet(origin: .otherProcess, positions: first.position..<(last.position + 1), changes: changes, schemaChanged: schemaChanged)
         turn.afterEarlierAppends { [weak self] in self?.deliver(set) }

@@ -40,6 +40,11 @@ public final class Store: Sendable {
     /// The asset files (`assets/`) and what fetches them (see Store+Assets).
     let assets: LocalAssets
     let assetFetching = Mutex(AssetFetching())
+    /// With `StoreSharing.processes`: the commits of this process waiting for their turn at the
+    /// shared log.
+    let turnGate = AsyncGate()
+    /// Whether the watcher has a follow of the other processes' commits scheduled.
+    let followScheduled = SharedFlag()
     /// With `StoreSharing.processes`: what tells this process that another one committed.
     let watcher = Mutex<LogWatcher?>(nil)
 
@@ -187,4 +192,12 @@ final class AsyncGate: Sendable {
         }
         next?.resume()
     }
+}
+
+/// An atomic flag that closures can capture (an `Atomic` cannot be).
+final class SharedFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    /// Sets the flag; whether it was set already.
+    func set() -> Bool { value.exchange(true, ordering: .acquiringAndReleasing) }
+    func clear() { value.store(false, ordering: .releasing) }
 }

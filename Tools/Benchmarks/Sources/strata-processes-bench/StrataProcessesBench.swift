@@ -92,8 +92,7 @@ func childObserve(_ a: [String]) async throws {
         }
         return latencies
     }
-    print("ready")
-    fflush(stdout)
+    FileHandle.standardOutput.write(Data("ready\n".utf8))
     var latencies: [UInt64] = []
     for await set in changes where set.origin == .otherProcess {
         let now = monotonicNanos()
