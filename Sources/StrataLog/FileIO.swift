@@ -133,7 +133,7 @@ public final class DirectoryLock: Sendable {
     let shared: Bool
 
     /// Takes the lock on `directory` (creating its `LOCK` file): exclusive, or `shared` with other
-    /// processes that take it shared. A shared lock is retried for up to a second, because a
+    /// processes that take it shared. A shared lock is retried for up to ten seconds, because a
     /// process that shares the log holds it exclusively for a moment while it retires segments
     /// (see ``whileAlone(_:)``).
     ///
@@ -153,7 +153,7 @@ public final class DirectoryLock: Sendable {
             DirectoryLock.lockedInProcess.withLock { _ = $0.remove(key) }
             throw FileHandle.ioError("open lock file", path)
         }
-        var attempts = shared ? 100 : 1
+        var attempts = shared ? 1000 : 1
         while true {
             attempts -= 1
             if DirectoryLock.setLock(descriptor, shared ? F_RDLCK : F_WRLCK, wait: false) == 0 { break }

@@ -98,6 +98,7 @@ extension SegmentLog {
     public func close() async throws {
         defer {
             state.withLock { $0.closed = true }
+            commitLock?.close()
             lock.release()
         }
         do {
@@ -113,6 +114,7 @@ extension SegmentLog {
     /// ``LogError/Code/closed``.
     package func releaseUnwritten() {
         state.withLock { $0.closed = true }
+        commitLock?.close()
         lock.release()
     }
 

@@ -72,6 +72,15 @@ extension SegmentLog {
     /// Whether several processes share this log (``LogSharing/processes``).
     public var isShared: Bool { commitLock != nil }
 
+    /// The end of what is durable: ``endPosition`` for an exclusive log (which publishes records
+    /// once synced); for a shared log, the end as of this process's last completed sync — the
+    /// records it or another process wrote since may not be synced yet. What may be sent off the
+    /// device (a push) ends here.
+    public var durableEndPosition: LogPosition {
+        guard isShared else { return endPosition }
+        return state.withLock { s in min(s.durableEnd, s.segments[s.segments.count - 1].summary.endPosition) }
+    }
+
     /// Takes this process's turn at a shared log: reads the records other processes appended
     /// since the last turn (``LogTurn/appendedByOthers``), runs `body`, and writes what it
     /// appended at the end. With `appending`, the whole turn holds the cross-process commit
@@ -92,7 +101,14 @@ extension SegmentLog {
         return try writer.withLock { w -> T in
             if let refusal = state.withLock({ refusal($0) }) { throw refusal }
             func turn(_ w: inout WriterState) throws -> T {
-                let others = try follow(&w, locked: appending)
+                let others: [StoredEntry]
+                do {
+                    others = try follow(&w, locked: appending)
+                } catch {
+                    // The view may have moved past records it did not return: appending after
+                    // them, or following on, would skip them. Refused until a reopen.
+                    throw fail(error as? LogError ?? LogError(.io, "\(error)", file: directory))
+                }
                 let turn = LogTurn(others: others, next: w.summary.endPosition, appending: appending, log: self)
                 let value: T
                 do {
@@ -177,9 +193,9 @@ extension SegmentLog {
             if batch.isEmpty { return }
             // Every record of the batch is in this file or in an earlier segment, which was
             // synced before the roll that sealed it (ours, or another process's).
-            let (file, needed) = writer.withLock { w -> (FileHandle, Bool) in
+            let (file, needed, end) = writer.withLock { w -> (FileHandle, Bool, LogPosition) in
                 defer { w.unsynced = false }
-                return (w.file, w.unsynced)
+                return (w.file, w.unsynced, w.summary.endPosition)
             }
             var outcome: Result<Void, LogError> = state.withLock { $0.failure }.map { .failure($0) } ?? .success(())
             if case .success = outcome, needed {
@@ -190,6 +206,9 @@ extension SegmentLog {
                 } catch {
                     outcome = .failure(fail(error as? LogError ?? LogError(.io, "\(error)", file: file.path)))
                 }
+            }
+            if case .success = outcome {
+                state.withLock { $0.durableEnd = max($0.durableEnd, end) }
             }
             for waiter in batch {
                 waiter.completion(outcome.map { AppendResult(positions: waiter.positions, storedSize: waiter.storedSize) })
@@ -220,6 +239,9 @@ extension SegmentLog {
                             entries.append(contentsOf: decoded)
                         }
                         w.summary.add(header, at: offset, interval: options.indexInterval)
+                        // Perhaps not synced by its writer yet: the next drain syncs it before
+                        // this process hands it on (observers, the durable end sync pushes from).
+                        w.unsynced = true
                     case .end:
                         break scanning
                     case .damaged(let offset, let reason):
@@ -243,8 +265,11 @@ extension SegmentLog {
             }
             let next = SegmentName.name(for: w.summary.endPosition)
             guard next != w.segmentName, FileSystem.exists(FileSystem.join(directory, next)) else { break }
-            // Another process sealed this segment (syncing it first) and went on in the next.
-            if w.unsynced { try w.file.sync() }
+            // Another process sealed this segment and went on in the next. It synced it first
+            // unless its durability is buffered: synced here, so that nothing durable in the
+            // next segment ever sits behind a gap.
+            try w.file.sync()
+            w.unsynced = false
             publish(w)
             let path = FileSystem.join(directory, next)
             let file = try FileHandle.open(path, write: true)

@@ -61,6 +61,10 @@ public final class SegmentLog: Sendable {
         /// With ``LogSharing/processes``: the completions of turns' appends (and notices) waiting
         /// for the next sync, in position order.
         var turnWaiters: [TurnWaiter] = []
+        /// With ``LogSharing/processes``: the end as of the last completed sync (see
+        /// ``SegmentLog/durableEndPosition``); what was there at open counts as synced (the
+        /// open recovered it).
+        var durableEnd: LogPosition = 0
     }
 
     struct PendingAppend: Sendable {
@@ -85,7 +89,7 @@ public final class SegmentLog: Sendable {
         self.options = options
         self.recovery = recovery
         let last = segments[segments.count - 1]
-        self.state = Mutex(SharedState(segments: segments, nextPosition: last.summary.endPosition))
+        self.state = Mutex(SharedState(segments: segments, nextPosition: last.summary.endPosition, durableEnd: last.summary.endPosition))
         self.writer = Mutex(WriterState(file: activeFile, summary: last.summary, segmentName: last.name))
         self.writerQueue = DispatchQueue(label: "strata.log.writer")
     }

@@ -33,7 +33,9 @@ struct SharedStoreProcessTests {
         var spawned = 0
         func spawn() throws -> WriterChild {
             spawned += 1
-            return try WriterChild(store: store, prefix: spawned, scratch: dir.sub("child\(spawned)"))
+            // 32 KiB segments and a compaction every 3,000 events: rolls, snapshots and (not
+            // alone) unretired segments between the processes, under the kills.
+            return try WriterChild(store: store, prefix: spawned, scratch: dir.sub("child\(spawned)"), extra: ["32768", "3000"])
         }
         var children = try (0..<processes).map { _ in try spawn() }
         var acknowledged: [String: Int] = [:]
@@ -99,14 +101,40 @@ struct SharedStoreProcessTests {
         let exclusive = try await Store.open(at: path, schema: Self.schema)
         let refused = try WriterChild(store: path, prefix: 1, scratch: dir.sub("refused"))
         let line = try await refused.waitFor("error", seed: 0)
-        #expect(line.contains("locked"), "a shared open while the store is open exclusively: \(line)")
+        #expect(line.contains("open in another process"), "a shared open while the store is open exclusively: \(line)")
         refused.kill()
         try await exclusive.close()
 
         let child = try WriterChild(store: path, prefix: 2, scratch: dir.sub("sharing"))
         try await child.waitFor("ready", seed: 0)
-        await #expect(throws: StoreError.self) { _ = try await Store.open(at: path, schema: Self.schema) }
+        let error = await #expect(throws: StoreError.self) { _ = try await Store.open(at: path, schema: Self.schema) }
+        #expect(error?.description.contains("open in another process") == true, "\(String(describing: error))")
         child.kill()
+    }
+
+    @Test("Observers in one process fire for another process's commits without being asked (the watcher), in log order")
+    func watcherDeliversOtherProcessesCommits() async throws {
+        let dir = TemporaryDirectory()
+        let path = dir.sub("store")
+        let store = try await Store.open(at: path, schema: Self.schema, options: Self.sharedOptions)
+        let changes = store.changes()
+        let child = try WriterChild(store: path, prefix: 3, scratch: dir.sub("writer"))
+        var seen = 0
+        var last: UInt64 = 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        for await set in changes {
+            #expect(set.origin == .otherProcess)
+            #expect(set.positions.lowerBound >= last, "out of order: \(set.positions) after \(last)")
+            last = set.positions.upperBound
+            seen += set.inserted.count
+            if seen >= 200 || ContinuousClock.now > deadline { break }
+        }
+        child.kill()
+        #expect(seen >= 200, "the watcher delivered \(seen) notes of the other process's commits")
+        // Everything the observer saw is what a follow finds: the watcher left nothing behind.
+        try await store.followOtherProcesses()
+        #expect(store.count("Note") >= seen)
+        try await store.close()
     }
 
     @Test("A fork and an adopted snapshot need the store to themselves; a database is not shared yet")
@@ -137,13 +165,13 @@ final class WriterChild: @unchecked Sendable {
     private let input = Pipe()
     private let output: String
 
-    init(store: String, prefix: Int, scratch: String) throws {
+    init(store: String, prefix: Int, scratch: String, extra: [String] = []) throws {
         self.prefix = prefix
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         output = scratch + "/out"
         FileManager.default.createFile(atPath: output, contents: nil)
         process.executableURL = try ChildProcess.executable("store-writers-child")
-        process.arguments = [store, String(prefix)]
+        process.arguments = [store, String(prefix)] + extra
         process.standardInput = input
         process.standardOutput = FileHandle(forWritingAtPath: output)
         process.standardError = FileHandle.nullDevice

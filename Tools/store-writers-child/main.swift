@@ -11,6 +11,8 @@
 //                                       they missed or saw twice)
 //     error <message>
 //
+// Arguments: STORE PREFIX [SEGMENT_SIZE [COMPACT_AFTER_EVENTS]].
+//
 // Every note of batch B of N notes has title "b<B>n<N>": the parent checks each batch is wholly
 // present or wholly absent, and present whenever it was acknowledged.
 import Strata
@@ -54,6 +56,10 @@ struct Observed {
 do {
     var options = StoreOptions(durability: .groupCommit)
     options.sharing = .processes
+    // Small segments and compactions, so that rolls, snapshots and the "not alone" retirement
+    // happen between the processes too.
+    if arguments.count > 3, let size = Int(arguments[3]) { options.segmentSize = size }
+    if arguments.count > 4, let events = Int(arguments[4]) { options.autoCompaction = AutoCompaction(eventsSinceSnapshot: events, bytesSinceSnapshot: nil) }
     let store = try await Store.open(at: arguments[1], schema: schema, options: options)
     let shared = ChildState()
     let changes = store.changes()

@@ -92,7 +92,7 @@ extension Store {
     /// (a new zone, a lost cursor): then it reads the log from its start.
     package func unpushedTransactions(after acknowledged: UInt64) throws -> [PendingTransaction] {
         let (replica, known, schema) = core.withLock { core in
-            (core.replica, core.own.pending(after: acknowledged, in: log.startPosition..<log.endPosition), core.projection.schema)
+            (core.replica, core.own.pending(after: acknowledged, in: log.startPosition..<log.durableEndPosition), core.projection.schema)
         }
         let strip = schema.hasLocalOnlyAttributes
         var result: [PendingTransaction] = []
@@ -120,10 +120,12 @@ extension Store {
                 }
             } else {
                 let identity = core.withLock { $0.identity }
+                // A shared log may hold records not synced yet (see `durableEndPosition`).
+                let durable = log.durableEndPosition
                 var cursor = try log.records(from: log.startPosition)
                 while let record = try cursor.next() {
                     entriesReadForSync.add(record.entries.count, ordering: .relaxed)
-                    for entry in record.entries {
+                    for entry in record.entries where entry.position < durable {
                         let header = try TransactionHeader(decoding: entry.payload, position: entry.position)
                         if !identity.lineage.isEmpty, identity.isAbandoned(header: header, position: entry.position) { continue }
                         try take(entry, header)
@@ -140,7 +142,7 @@ extension Store {
     /// (reads the log only when the index cannot say: see ``unpushedTransactions(after:)``).
     /// Schema records count: see ``unpushedEdits(after:)`` for what counts as the user's edits.
     package func unpushedCount(after acknowledged: UInt64) throws -> Int {
-        let known = core.withLock { core in core.own.pending(after: acknowledged, in: log.startPosition..<log.endPosition) }
+        let known = core.withLock { core in core.own.pending(after: acknowledged, in: log.startPosition..<log.durableEndPosition) }
         if let known { return known.count }
         return try unpushedTransactions(after: acknowledged).count
     }
@@ -156,7 +158,7 @@ extension Store {
     /// read as ``unpushedTransactions(after:)`` reads it.
     package func unpushedEdits(after acknowledged: UInt64) throws -> [UInt64: Set<ObjectID>] {
         let (replica, known) = core.withLock { core in
-            (core.replica, core.own.pending(after: acknowledged, in: log.startPosition..<log.endPosition))
+            (core.replica, core.own.pending(after: acknowledged, in: log.startPosition..<log.durableEndPosition))
         }
         var edits: [UInt64: Set<ObjectID>] = [:]
         guard let known else {

@@ -47,6 +47,11 @@ extension Store {
     func compact(automatic: Bool) async throws -> SnapshotInfo {
         await compactionGate.enter()
         defer { compactionGate.leave() }
+        if log.isShared {
+            // The process that syncs records its pins on disk; this one's may be older.
+            let pins = SyncPins.load(in: directory, replica: replicaID)
+            core.withLock { core in if pins.replica == core.replica { core.syncPins = pins } }
+        }
         // Shared by processes: in a turn that applies the others' commits first, so the
         // snapshot's position is where this projection really stands.
         let (payload, position, events, bytes) = try await locked(appending: false) { core, turn -> ([UInt8], UInt64, Int, Int) in

@@ -70,6 +70,8 @@ extension Store {
             guard let last = core.identity.lineage.last, last.reason != .logLost else { return }
             let missing = last.reauthored > 0 && !core.projection.isApplied(EventID(replica: last.successor, sequence: last.reauthored))
             guard missing || log.nextPosition < last.before else { return }
+            // It rewrites the projection and appends outside any turn: not under other processes.
+            try requireExclusive("finishing an interrupted fork")
             logger.warning("finishing an interrupted fork", metadata: ["replica": "\(last.replica)", "successor": "\(last.successor)"])
             let plan = ForkPlan(reason: last.reason, replica: last.replica, keptThrough: last.keptThrough,
                                     successor: last.successor, restamp: last.restamped, resuming: true)

@@ -104,7 +104,20 @@ extension Store {
         }
         var report = OpenReport()
         var ownTransactions = OwnTransactions(replica: identity.replicaID)
-        let projection = try loadProjection(log, identity: identity, logger: options.logger, report: &report, own: &ownTransactions)
+        let projection: Projection
+        if log.isShared {
+            // Under the commit lock: no other process writes or prunes a snapshot meanwhile (one
+            // past this open's view of the log, or the one being read).
+            do {
+                projection = try log.withCommitLock {
+                    try UncheckedBox(loadProjection(log, identity: identity, logger: options.logger, report: &report, own: &ownTransactions))
+                }.value
+            } catch let error as LogError {
+                throw StoreError(error)
+            }
+        } else {
+            projection = try loadProjection(log, identity: identity, logger: options.logger, report: &report, own: &ownTransactions)
+        }
         var clock = HybridClock(now: options.clock, maxLead: options.maxClockLead)
         clock.observe(HLC(rawValue: projection.maxHLC))
         if projection.maxHLC > clock.last.rawValue {
@@ -325,4 +338,11 @@ extension Store {
             try await commit { tx in try tx.recordSchema(stored) }
         }
     }
+}
+
+/// Carries a value out of a closure that requires `Sendable` results (the log's commit lock)
+/// when it never crosses a thread: the closure runs on the caller's.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }

@@ -39,7 +39,11 @@ extension Store {
                 }
             }
         } catch let error as LogError {
-            throw StoreError(.storeFailed, "cannot follow the other processes' commits in \(directory)", logError: error)
+            let failure = StoreError(.storeFailed, "cannot follow the other processes' commits in \(directory); reopen the store", logError: error)
+            // The log refuses appends from now on (its view may have moved past records it
+            // could not return); the store says so too, rather than failing later obscurely.
+            if error.code != .closed { core.withLock { $0.failure = $0.failure ?? failure } }
+            throw failure
         }
     }
 
@@ -76,6 +80,9 @@ extension Store {
             }
         }
         watcher.withLock { $0 = watching }
+        // What the others committed between this open's read of the log and the watch's start
+        // notified nobody: followed once now.
+        Task { [weak self] in try? await self?.followOtherProcesses() }
     }
 
     /// Refuses what a store shared by processes cannot do while they run.
@@ -113,7 +120,8 @@ extension Store {
                     for event in transaction.events where event.hlc > ownNewest { ownNewest = event.hlc }
                 }
                 _ = try projection.apply(transaction)
-                core.autoCompaction.events += Int(header.eventCount)
+                // Not counted towards this process's automatic compaction: the process that
+                // committed it counts it, so that the processes do not all compact the same history.
                 core.own.note(header, position: entry.position)
             }
         } catch {
@@ -122,7 +130,6 @@ extension Store {
             core.failure = failure
             throw failure
         }
-        core.autoCompaction.bytes += entries.reduce(0) { $0 + $1.payload.count }
         let changes = projection.commitBatch(report: report)
         let schemaChanged = projection.schemaEvents.count != schemaEventsBefore
         if schemaChanged {
@@ -135,6 +142,5 @@ extension Store {
         core.nextSequence = max(core.nextSequence, projection.highestSequence(of: core.replica) + 1)
         let set = ChangeSet(origin: .otherProcess, positions: first.position..<(last.position + 1), changes: changes, schemaChanged: schemaChanged)
         turn.afterEarlierAppends { [weak self] in self?.deliver(set) }
-        startAutoCompactionIfDue(core: core)
     }
 }
