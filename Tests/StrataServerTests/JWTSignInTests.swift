@@ -313,7 +313,15 @@ struct JWTSignInTests {
                 #expect(failure.description == "no complete answer within 1 s", "\(failure)")
             }
             #expect(ContinuousClock.now - started < .seconds(150), "the fetch waited for the stalled answer")
-            for (path, why) in [("huge", "bytes"), ("moved", "redirects are not followed"), ("missing", "HTTP 404")] {
+            // The byte bound, with the issuer's limit but a deadline no loaded machine reaches
+            // (under a full first round, the issuer's own 10 s ran out once before 1 MiB came).
+            do {
+                let bytes = try await JWKSFetch.get(try #require(URL(string: url.absoluteString + "/huge")), limit: JWTIssuerKeys.maxJWKSBytes, timeout: .seconds(150))
+                Issue.record("/huge was fetched: \(bytes.count) bytes")
+            } catch let failure as JWKSFetch.Failure {
+                #expect(failure.description.contains("bytes"), "/huge: \(failure)")
+            }
+            for (path, why) in [("moved", "redirects are not followed"), ("missing", "HTTP 404")] {
                 let target = try #require(URL(string: url.absoluteString + "/" + path))
                 do {
                     let bytes = try await JWTIssuerKeys.fetch(target, issuer: Self.iss)

@@ -223,7 +223,7 @@ struct DatabaseTests {
         try await db.close()
     }
 
-    @Test("a whenRemovingZone hook may add a zone, copy the objects into it and make it the default (it ran inside the membership lock and waited for itself); the zone being removed can neither become the default nor be removed again meanwhile", .timeLimit(.minutes(1)))
+    @Test("a whenRemovingZone hook may add a zone, copy the objects into it and make it the default (it ran inside the membership lock and waited for itself); the zone being removed can neither become the default nor be removed again meanwhile", .timeLimit(.minutes(3)))
     func hookKeepsACopyInANewZone() async throws {
         let dir = StoreDirectory()
         let db = try await open(dir)
