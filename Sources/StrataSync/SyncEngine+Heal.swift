@@ -115,6 +115,11 @@ extension SyncEngine {
     /// new replica's acknowledged sequences from 0, and pulls the zone again from its start.
     func fork(keepingThrough kept: UInt64, reason: ReplicaFork.Reason, restamp: Bool, after refusal: SyncError) async throws -> ReplicaFork {
         let old = store.replicaID
+        // Before anything changes (the token below): a shared store cannot fork, and a cleared
+        // token would make every later round pull from the start only to be refused again.
+        guard store.sharing == .exclusive else {
+            throw SyncError(.exclusiveAccessRequired, "the server answered \(refusal): the store must fork, which needs it opened exclusively (it is shared by processes); close it everywhere, open it exclusively and sync once")
+        }
         // The other copy's transactions of the old replica may have been pulled already and
         // skipped, as duplicates of the abandoned ones under the same sequences, so the store never
         // kept them: the zone is pulled again from its start (the store skips what it has; a

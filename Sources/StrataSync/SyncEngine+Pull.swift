@@ -76,6 +76,8 @@ extension SyncEngine {
         guard let snapshot = answer else { throw error }
         do {
             try await store.adoptSnapshot(snapshot.payload, origin: "zone \(zoneReference) snapshot at \(snapshot.token) (\(error.code))")
+        } catch let refusal as StoreError where refusal.code == .exclusiveAccessRequired {
+            throw SyncError(.exclusiveAccessRequired, "the zone's history this store needs has expired (\(error.code)): adopting the zone's snapshot needs the store opened exclusively (it is shared by processes); close it everywhere, open it exclusively and sync once")
         } catch {
             throw SyncError(.store, "the store refused the zone's snapshot: \(error)")
         }

@@ -51,6 +51,13 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let malformedResponse = Code("malformedResponse")
         /// The store refused what the server sent (see the message).
         public static let store = Code("store")
+        /// The server's answer calls for what only a store opened exclusively may do — a fork
+        /// (this store is a copy of another that pushed first: a restored backup) or an adopted
+        /// snapshot (the zone's history this store needs has expired) — and this store is shared
+        /// by processes (`StoreSharing.processes`). Nothing was changed, the sync cursor
+        /// included. Close the store in every process, open it exclusively, sync once, and share
+        /// it again.
+        public static let exclusiveAccessRequired = Code("exclusiveAccessRequired")
         /// A database sync was asked for from inside one of the same engine's rounds (a hook
         /// that runs during a sync, such as `whenRemovingZone`): it would wait for the round it
         /// is part of. Sync once the hook has returned.

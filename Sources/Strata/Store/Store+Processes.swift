@@ -85,6 +85,10 @@ extension Store {
         Task { [weak self] in try? await self?.followOtherProcesses() }
     }
 
+    /// Whether other processes may open this store for writing at the same time
+    /// (`StoreOptions.sharing`, as it was opened).
+    public var sharing: StoreSharing { log.isShared ? .processes : .exclusive }
+
     /// Refuses what a store shared by processes cannot do while they run.
     func requireExclusive(_ operation: String) throws {
         guard log.isShared else { return }

@@ -147,6 +147,7 @@ public enum StoreSharing: Sendable, Hashable {
     /// What changes: a fork and an adopted snapshot need the store to themselves
     /// (`StoreError.Code.exclusiveAccessRequired`); a compaction writes its snapshot but
     /// retires log segments only when no other process has the store open; run sync in one
-    /// process (it pushes every process's commits: they are all this device's).
+    /// process (it pushes every process's commits: they are all this device's). A `Database`
+    /// (several zones) is not shared by processes yet: `Database.open` refuses this option.
     case processes
 }
