@@ -12,7 +12,8 @@ import Darwin
 /// (``LogSharing/processes``): held while a process reads the others' new records, appends its
 /// own and, on open, recovers a torn tail; and while a snapshot is written or pruned. An
 /// append's fsync comes after the lock is released, so processes overlap their syncs; it is held
-/// across one only to seal a segment, cut off a torn record, or write a snapshot.
+/// across one only to seal a segment, to sync one another process sealed before following into
+/// the next, to cut off a torn record, to write a snapshot, and during an open's recovery.
 ///
 /// A POSIX record lock (`fcntl(F_SETLKW)`) on the `COMMIT` file: the kernel drops it when its
 /// holder dies (a process killed mid-append leaves a torn record, which the next holder cuts

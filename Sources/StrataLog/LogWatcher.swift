@@ -92,7 +92,7 @@ public final class LogWatcher: Sendable {
         let queue = DispatchQueue(label: "strata.log.watcher")
         let directoryFD = open(directory, O_EVTONLY)
         guard directoryFD >= 0 else { throw FileHandle.ioError("open (O_EVTONLY)", directory) }
-        let segmentSource = Mutex<(any DispatchSourceFileSystemObject)?>(nil)
+        let sources = VnodeSources()
         @Sendable func watchNewestSegment() {
             let names = (try? FileSystem.list(directory)) ?? []
             guard let newest = names.compactMap(SegmentName.position(of:)).max() else { return }
@@ -102,10 +102,7 @@ public final class LogWatcher: Sendable {
             source.setEventHandler { onChange() }
             source.setCancelHandler { _ = close(fd) }
             source.resume()
-            segmentSource.withLock { old in
-                old?.cancel()
-                old = source
-            }
+            sources.keep(segment: source)
         }
         let directorySource = DispatchSource.makeFileSystemObjectSource(fileDescriptor: directoryFD, eventMask: [.write], queue: queue)
         directorySource.setEventHandler {
@@ -114,13 +111,46 @@ public final class LogWatcher: Sendable {
         }
         directorySource.setCancelHandler { _ = close(directoryFD) }
         directorySource.resume()
+        sources.keep(directory: directorySource)
         queue.async { watchNewestSegment() }
-        let stopped = Atomic<Bool>(false)
-        return {
-            guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            directorySource.cancel()
-            segmentSource.withLock { $0?.cancel() }
-        }
+        return { sources.stop() }
     }
     #endif
 }
+
+#if canImport(Darwin)
+/// The Apple watcher's dispatch sources (`@unchecked Sendable`: every access is under `lock`,
+/// whose value says whether the watcher stopped; a source may be cancelled from any thread). A
+/// source made after the stop (a segment's, from an event already queued) is cancelled at once.
+private final class VnodeSources: @unchecked Sendable {
+    private let lock = Mutex(false)
+    private var directory: (any DispatchSourceFileSystemObject)?
+    private var segment: (any DispatchSourceFileSystemObject)?
+
+    func keep(directory source: any DispatchSourceFileSystemObject) {
+        lock.withLock { stopped in
+            if stopped { source.cancel() } else { directory = source }
+        }
+    }
+
+    func keep(segment source: any DispatchSourceFileSystemObject) {
+        lock.withLock { stopped in
+            if stopped {
+                source.cancel()
+                return
+            }
+            segment?.cancel()
+            segment = source
+        }
+    }
+
+    func stop() {
+        lock.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            directory?.cancel()
+            segment?.cancel()
+        }
+    }
+}
+#endif

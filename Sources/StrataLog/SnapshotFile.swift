@@ -215,11 +215,11 @@ extension SegmentLog {
     /// Retires the segments wholly below both the snapshot's position and `keepingFrom`: the
     /// entries from `keepingFrom` on stay readable although the snapshot covers them (a store
     /// keeps the transactions its sync has not pushed yet).
-    @discardableResult
     ///
     /// A log shared by several processes (``LogSharing/processes``) retires segments only while
     /// no other process has it open (another may not have read them yet); otherwise this
     /// returns `[]` and the segments wait for a compaction that finds the process alone.
+    @discardableResult
     public func retireSegments(coveredBy snapshot: SnapshotInfo, keepingFrom keep: LogPosition) throws -> [String] {
         if isShared {
             return try lock.whileAlone { try retireSegmentFiles(coveredBy: snapshot, keepingFrom: keep) } ?? []

@@ -64,6 +64,10 @@ extension SyncEngine {
     /// zone's snapshot — merged into the store, so unpushed local edits stay and remote deletes
     /// arrive — then go on from its token and push what the server lacks.
     func bootstrap(after error: SyncError, _ report: inout SyncReport) async throws {
+        // Not worth downloading a snapshot a shared store would refuse to adopt.
+        guard store.sharing == .exclusive else {
+            throw SyncError(.exclusiveAccessRequired, "the zone's history this store needs has expired (\(error.code)): adopting the zone's snapshot needs the store opened exclusively (it is shared by processes); close it everywhere, open it exclusively and sync once")
+        }
         options.logger.notice("bootstrapping", metadata: ["zone": "\(zone)", "reason": "\(error.code)"])
         let request = SyncStateMachine.Request.snapshot(reason: error)
         let answer: ZoneSnapshotPayload?

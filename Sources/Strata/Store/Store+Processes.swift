@@ -1,7 +1,7 @@
 import Logging
 import Synchronization
 import StrataLog
-public import StrataCore
+import StrataCore
 
 /// A store that several processes open at once (`StoreSharing.processes`): an app, its widget,
 /// its share extension. They share one log, one replica and one sequence of commits; each keeps
