@@ -184,8 +184,11 @@ final class WriterChild: @unchecked Sendable {
         return Array(text.split(separator: "\n", omittingEmptySubsequences: false).dropLast())
     }
 
+    /// Writes a command line to the child's standard input. The throwing write: a child that
+    /// died leaves a broken pipe, which the older `write(_:)` turns into a crash of the test
+    /// process (the test then fails on the child's missing answer instead).
     func send(_ command: String) {
-        input.fileHandleForWriting.write(Data((command + "\n").utf8))
+        try? input.fileHandleForWriting.write(contentsOf: Data((command + "\n").utf8))
     }
 
     /// The first line starting with `word`, waited for up to 60 s.
