@@ -62,19 +62,26 @@ public final class DatabaseView {
         fetchZoned(entity, where: predicate, sortedBy: sort, limit: limit, in: zones, includeToMany: false).map(\.object)
     }
 
+    /// The existing objects of `entity` in every zone (or in `zones`) that match `filter` (each
+    /// zone planned on its indexes), sorted by `sort` then by ID, at most `limit`.
+    public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil,
+                      in zones: Set<ZoneReference>? = nil) -> [ObjectSnapshot] {
+        fetchZoned(entity, where: nil, filter: filter, sortedBy: sort, limit: limit, in: zones, includeToMany: false).map(\.object)
+    }
+
     /// ``fetch(_:where:sortedBy:limit:in:)->[ObjectSnapshot]`` with the zone of each object.
     public func fetchZoned(_ entity: String, where predicate: ((ObjectSnapshot) -> Bool)? = nil,
                            sortedBy sort: [SortKey] = [], limit: Int? = nil, in zones: Set<ZoneReference>? = nil) -> [(zone: ZoneReference, object: ObjectSnapshot)] {
         fetchZoned(entity, where: predicate, sortedBy: sort, limit: limit, in: zones, includeToMany: false)
     }
 
-    func fetchZoned(_ entity: String, where predicate: ((ObjectSnapshot) -> Bool)?, sortedBy sort: [SortKey], limit: Int?,
+    func fetchZoned(_ entity: String, where predicate: ((ObjectSnapshot) -> Bool)?, filter: Filter? = nil, sortedBy sort: [SortKey], limit: Int?,
                     in zones: Set<ZoneReference>?, includeToMany: Bool) -> [(zone: ZoneReference, object: ObjectSnapshot)] {
         var results: [(zone: ZoneReference, object: ObjectSnapshot)] = []
         var seen: [ObjectID: Int] = [:]
         for (index, view) in views.enumerated() where zones?.contains(view.zone) ?? true {
             // Each zone's matches; the sort and the limit apply to all of them together.
-            let query = Query(entity: entity, predicate: predicate, sort: [], limit: nil, includeToMany: includeToMany)
+            let query = Query(entity: entity, predicate: predicate, filter: filter, sort: [], limit: nil, includeToMany: includeToMany)
             for object in query.run(on: view.projection) {
                 if let earlier = seen[object.id] {
                     // Held by two zones: the newest insert is the object.
@@ -196,6 +203,15 @@ extension Database {
     public func fetch(_ entity: String, where predicate: (@Sendable (ObjectSnapshot) -> Bool)? = nil,
                       sortedBy sort: [SortKey] = [], limit: Int? = nil, in zones: Set<ZoneReference>? = nil) throws -> [ObjectSnapshot] {
         try read(in: zones) { $0.fetch(entity, where: predicate, sortedBy: sort, limit: limit, in: zones) }
+    }
+
+    /// The existing objects of `entity` in every zone (or in `zones`) that match `filter`, each
+    /// zone planned on its indexes (see `StoreOptions.indexes`).
+    ///
+    /// - Throws: `StoreError` (`unknownZone`) for a zone the database does not hold.
+    public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil,
+                      in zones: Set<ZoneReference>? = nil) throws -> [ObjectSnapshot] {
+        try read(in: zones) { $0.fetch(entity, matching: filter, sortedBy: sort, limit: limit, in: zones) }
     }
 
     /// The objects of `M`'s entity as models in every zone (or in `zones`).

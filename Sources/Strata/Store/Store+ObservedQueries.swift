@@ -29,6 +29,16 @@ extension Store {
         }
     }
 
+    /// The objects of `entity` that match `filter`, sorted by `sort` (then by ID), at most `limit`:
+    /// first the current result, then a new one after each commit that changes it. Each
+    /// evaluation is planned on the indexes (see ``fetch(_:matching:sortedBy:limit:)``), so an
+    /// observed query over a large entity costs an index lookup, not a scan, per commit.
+    public func observe(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncStream<[ObjectSnapshot]> {
+        observed(touching: { $0.entity == entity }) { store in
+            store.fetch(entity, matching: filter, sortedBy: sort, limit: limit)
+        }
+    }
+
     /// One object, delivered again whenever a commit changes it; `nil` while it does not exist
     /// (deleted, or not yet pulled).
     public func observe(_ id: ObjectID) -> AsyncStream<ObjectSnapshot?> {

@@ -18,6 +18,7 @@ extension Store {
     public static func open(at directory: String, schema: Schema, options: StoreOptions = StoreOptions()) async throws -> Store {
         let problems = schema.problems()
         guard problems.isEmpty else { throw StoreError(.invalidSchema, problems.joined(separator: "; ")) }
+        try AttributeIndex.check(options.indexes, against: schema)
         // The replay reads and decodes the whole log past the snapshot: not on the cooperative pool.
         let store = try await BlockingIO.run { try openWithoutSchemaCheck(at: directory, options: options) }
         try await store.adopt(schema)
@@ -129,6 +130,7 @@ extension Store {
         let core = StoreCore(identity: identity, projection: projection, clock: clock,
                              nextSequence: (own?.highest ?? 0) + 1)
         core.projection.schema = projection.recordedSchema
+        core.indexes = options.indexes.map(\.declaration)
         core.syncPins = SyncPins.load(in: directory, replica: identity.replicaID)
         core.downloadMasks = DownloadMasks.load(in: directory) ?? DownloadMasks()
         core.own = ownTransactions

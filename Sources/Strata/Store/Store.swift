@@ -79,6 +79,20 @@ public final class Store: Sendable {
         return read { $0.fetch(entity, where: predicate, sortedBy: sort, limit: limit) }
     }
 
+    /// The existing objects of `entity` that match `filter`, sorted by `sort` (then by ID), at
+    /// most `limit`: one state of the store. A filter stated as data is planned: an equality or a
+    /// range on an indexed attribute (``StoreOptions/indexes``) reads only the objects the index
+    /// names, and a sort by an index's first attribute with a limit stops early. It runs under
+    /// the store's lock (it calls no app code), without copying the store's state.
+    ///
+    /// ```swift
+    /// let urgent = store.fetch("Task", matching: .equal("done", .bool(false)) && .lessOrEqual("due", .date(now)),
+    ///                          sortedBy: [SortKey("due")], limit: 50)
+    /// ```
+    public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
+        core.withLock { Query(entity: entity, predicate: nil, filter: filter, sort: sort, limit: limit).run(on: $0.projection) }
+    }
+
     /// The number of existing objects of `entity`.
     public func count(_ entity: String) -> Int {
         core.withLock { $0.projection.appObjectIDs(of: entity).count }

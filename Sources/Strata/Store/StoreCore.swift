@@ -8,8 +8,14 @@ final class StoreCore {
     var identity: StoreIdentity {
         didSet { replica = identity.replicaID }
     }
-    /// Replaced as a whole when a fork rebuilds it.
-    var projection: Projection
+    /// Replaced as a whole when a fork rebuilds it (the new one keeps the declared indexes).
+    var projection: Projection {
+        didSet { projection.declareIndexes(indexes) }
+    }
+    /// The indexes the app declared (`StoreOptions.indexes`).
+    var indexes: [IndexDeclaration] = [] {
+        didSet { projection.declareIndexes(indexes) }
+    }
     var clock: HybridClock
     var nextSequence: UInt64
     /// Set when a commit could not be made durable: the projection may hold changes the log does

@@ -51,6 +51,12 @@ public struct StoreOptions: Sendable {
     /// extension — each writing (see ``StoreSharing``). Every process that opens it must say so.
     public var sharing = StoreSharing.exclusive
 
+    /// The attributes to index (see ``AttributeIndex``): an equality or a range in a ``Filter``
+    /// on them, and a sort by them with a limit, is answered without reading every object of the
+    /// entity. Kept in memory and built from the objects on open; changing the list changes
+    /// nothing stored.
+    public var indexes: [AttributeIndex] = []
+
     /// One hour, in milliseconds.
     public static let defaultMaxClockLead: UInt64 = HybridClock.defaultMaxLead
 

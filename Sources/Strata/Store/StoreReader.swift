@@ -90,6 +90,11 @@ public final class StoreReader: Sendable {
         read { $0.fetch(entity, where: predicate, sortedBy: sort, limit: limit) }
     }
 
+    /// The existing objects of `entity` that match `filter`, sorted by `sort` (then by ID).
+    public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
+        read { $0.fetch(entity, matching: filter, sortedBy: sort, limit: limit) }
+    }
+
     /// The objects of `M`'s entity as models.
     public func fetch<M: StrataModel>(_ type: M.Type, where predicate: ((M) -> Bool)? = nil,
                                       sortedBy sort: [SortKey] = [], limit: Int? = nil) throws -> [M] {

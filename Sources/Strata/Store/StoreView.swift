@@ -33,6 +33,12 @@ public final class StoreView {
         Query(entity: entity, predicate: predicate, sort: sort, limit: limit).run(on: projection)
     }
 
+    /// The existing objects of `entity` that match `filter` (planned on the indexes, see
+    /// ``Store/fetch(_:matching:sortedBy:limit:)``), sorted by `sort` (then by ID), at most `limit`.
+    public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
+        Query(entity: entity, predicate: nil, filter: filter, sort: sort, limit: limit).run(on: projection)
+    }
+
     /// The number of existing objects of `entity`.
     public func count(_ entity: String) -> Int {
         projection.appObjectIDs(of: entity).count

@@ -209,6 +209,17 @@ extension Store {
 }
 
 extension Store {
+    /// The objects of `M`'s entity that match `filter` (stated on attribute names, planned on the
+    /// indexes, see ``Store/fetch(_:matching:sortedBy:limit:)``) as models.
+    public func fetch<M: StrataModel>(_ type: M.Type, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) throws -> [M] {
+        let snapshots = core.withLock { core in
+            Query(entity: M.entityName, predicate: nil, filter: filter, sort: sort, limit: limit, includeToMany: true).run(on: core.projection)
+        }
+        return try snapshots.map { try ModelCoding.model(type, from: $0) }
+    }
+}
+
+extension Store {
     /// The objects of `M`'s entity as models, filtered on the model and sorted by key paths of the
     /// model (`[KeyPathComparator(\Note.title), KeyPathComparator(\Note.due, order: .reverse)]`);
     /// ties keep ID order, so results are deterministic.

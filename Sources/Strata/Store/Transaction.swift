@@ -56,6 +56,13 @@ public final class Transaction {
         Query(entity: entity, predicate: predicate, sort: sort, limit: limit).run(on: projection)
     }
 
+    /// The objects matching `filter`, with this transaction's changes (planned on the indexes;
+    /// what the transaction changed so far is checked besides, see
+    /// ``Store/fetch(_:matching:sortedBy:limit:)``).
+    public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
+        Query(entity: entity, predicate: nil, filter: filter, sort: sort, limit: limit).run(on: projection)
+    }
+
     // MARK: Changes
 
     /// Inserts a new object with `values` for its attributes and to-one relationships; attributes

@@ -85,7 +85,10 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    private var rank: Int {
+    /// The kind's place in the order of values (numbers of both kinds share one).
+    package static let numberRank = 2
+
+    package var rank: Int {
         switch self {
         case .null: 0
         case .bool: 1

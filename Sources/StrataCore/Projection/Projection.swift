@@ -42,16 +42,28 @@ package final class Projection {
     /// an object of this one (what this zone reads as the derived side).
     package var sourcesElsewhere: ((ObjectID, _ sourceEntity: String, _ sourceRelationship: String, _ storedIsToMany: Bool) -> [(ObjectID, EventStamp)])?
 
+    /// Declared indexes (see Projection+Indexes.swift), the entities they cover (by name ID),
+    /// objects of those entities changed since the indexes were last brought up to date, and
+    /// whether they must be rebuilt (the schema changed).
+    var indexes: [ProjectionIndex] = []
+    var indexedEntities: Set<UInt32> = []
+    var indexDirty: Set<ObjectID> = []
+    var indexesStale = false
+
     /// The schema reads interpret records with: the recorded one merged with the app's.
     package var schema = Schema.empty {
         didSet {
             storageCache = [:]
+            if !indexes.isEmpty { indexesStale = true }
             if schema.migrations != oldValue.migrations || schema.version != oldValue.version { rebuildView() }
         }
     }
     /// The app's schema under its own names (`nil` for tools, which read stored names).
     package var appSchema: Schema? {
-        didSet { rebuildView() }
+        didSet {
+            rebuildView()
+            if !indexes.isEmpty { indexesStale = true }
+        }
     }
     /// How the app's version reads and writes, once any version has declared migrations (see
     /// ``SchemaView``); `nil` while names and stored names are the same.
@@ -127,6 +139,9 @@ package final class Projection {
             recomputeSchema()
         }
         resetBatch()
+        // The indexes were not changed by the batch; the records it touched are back as they were.
+        indexDirty.removeAll(keepingCapacity: true)
+        if indexesStale { rebuildIndexes() }
     }
 
     /// Makes the batch permanent and returns what it changed, as seen by readers (computed only
@@ -152,6 +167,7 @@ package final class Projection {
             changes = merge(changes, inverse: inverse)
         }
         resetBatch()
+        if !indexes.isEmpty { refreshIndexes() }
         return changes
     }
 
@@ -388,6 +404,7 @@ package final class Projection {
                 batchOriginals[object] = records.values[index]
                 records.values[index].batch = batchGeneration
             }
+            if !indexedEntities.isEmpty, indexedEntities.contains(records.values[index].entity) { indexDirty.insert(object) }
             body(&records.values[index])
         } else {
             var record = ObjectRecord(entity: entity)
@@ -398,6 +415,7 @@ package final class Projection {
             body(&record)
             records[object] = record
             if indexing { byEntity[entity, default: []].insert(object) }
+            if !indexedEntities.isEmpty, indexedEntities.contains(entity) { indexDirty.insert(object) }
         }
     }
 
@@ -412,6 +430,7 @@ package final class Projection {
         let id = UInt32(names.count)
         names.append(name)
         nameIDs[name] = id
+        if !indexes.isEmpty { indexesNoteInterned(name) }
         return id
     }
 
@@ -459,6 +478,7 @@ package final class Projection {
         self.referrers = referrers
         self.memberships = memberships
         recomputeSchema()
+        if !indexes.isEmpty { rebuildIndexes() }
     }
 
     // MARK: Frozen copies (read views)
@@ -469,6 +489,8 @@ package final class Projection {
     /// open and close under the store's lock).
     package func frozenCopy() -> Projection {
         precondition(!batchOpen, "internal: copy of a projection with an open batch")
+        // A copy is read from several threads: its indexes must need no more work.
+        if !indexes.isEmpty { refreshIndexes() }
         let copy = Projection()
         copy.names = names
         copy.nameIDs = nameIDs
@@ -486,6 +508,10 @@ package final class Projection {
         copy.schema = schema
         copy.appSchema = appSchema
         copy.storageCache = storageCache
+        // After the schemas: setting them marks indexes stale, and these are current.
+        copy.indexes = indexes
+        copy.indexedEntities = indexedEntities
+        copy.indexesStale = false
         return copy
     }
 

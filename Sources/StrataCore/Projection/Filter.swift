@@ -1,0 +1,125 @@
+/// A filter stated as data, so that a fetch or an observed query can be planned: an equality or
+/// a range on an attribute declared indexed (`StoreOptions.indexes`) is answered from the index;
+/// anything else is checked object by object, as a closure filter would be. An index only ever
+/// narrows the objects a filter is checked against, so the result is the same with or without
+/// one.
+///
+/// ```swift
+/// store.fetch("Note", matching: .equal("folder", .string("Inbox")) && .greater("priority", .integer(2)),
+///             sortedBy: [SortKey("due")], limit: 20)
+/// ```
+///
+/// Comparisons follow the order of ``Value``: an integer and a double compare by their numeric
+/// value, and values of different kinds never match a comparison (`.less("due", .date(…))` does
+/// not match a title or a null). A double that is not a number matches no comparison and equals
+/// nothing, not even itself. An attribute an object lacks reads as its default (or null), as in a
+/// fetched snapshot.
+public indirect enum Filter: Sendable, Hashable {
+    /// The attribute's value is exactly this one (`.null` matches an absent value).
+    case equal(String, Value)
+    /// The attribute's value is any of these.
+    case oneOf(String, [Value])
+    case less(String, Value)
+    case lessOrEqual(String, Value)
+    case greater(String, Value)
+    case greaterOrEqual(String, Value)
+    /// Within the closed range `lower...upper`.
+    case between(String, Value, Value)
+    /// Every one of these holds (true when empty).
+    case all([Filter])
+    /// At least one of these holds (false when empty).
+    case any([Filter])
+    /// The filter does not hold.
+    case not(Filter)
+
+    /// Both hold.
+    public static func && (lhs: Filter, rhs: Filter) -> Filter {
+        switch (lhs, rhs) {
+        case (.all(let a), .all(let b)): .all(a + b)
+        case (.all(let a), _): .all(a + [rhs])
+        case (_, .all(let b)): .all([lhs] + b)
+        default: .all([lhs, rhs])
+        }
+    }
+
+    /// Either holds.
+    public static func || (lhs: Filter, rhs: Filter) -> Filter {
+        switch (lhs, rhs) {
+        case (.any(let a), .any(let b)): .any(a + b)
+        case (.any(let a), _): .any(a + [rhs])
+        case (_, .any(let b)): .any([lhs] + b)
+        default: .any([lhs, rhs])
+        }
+    }
+
+    public static prefix func ! (filter: Filter) -> Filter { .not(filter) }
+
+    /// Whether the object matches.
+    public func matches(_ object: ObjectSnapshot) -> Bool {
+        switch self {
+        case .equal(let key, let value): return Value.same(object[key], value)
+        case .oneOf(let key, let values):
+            let held = object[key]
+            return values.contains { Value.same(held, $0) }
+        case .less(let key, let bound): return Value.compare(object[key], bound).map { $0 < 0 } ?? false
+        case .lessOrEqual(let key, let bound): return Value.compare(object[key], bound).map { $0 <= 0 } ?? false
+        case .greater(let key, let bound): return Value.compare(object[key], bound).map { $0 > 0 } ?? false
+        case .greaterOrEqual(let key, let bound): return Value.compare(object[key], bound).map { $0 >= 0 } ?? false
+        case .between(let key, let lower, let upper):
+            let held = object[key]
+            guard let low = Value.compare(held, lower), let high = Value.compare(held, upper) else { return false }
+            return low >= 0 && high <= 0
+        case .all(let filters): return filters.allSatisfy { $0.matches(object) }
+        case .any(let filters): return filters.contains { $0.matches(object) }
+        case .not(let filter): return !filter.matches(object)
+        }
+    }
+
+    /// The attributes the filter reads.
+    public var attributes: Set<String> {
+        switch self {
+        case .equal(let key, _), .oneOf(let key, _), .less(let key, _), .lessOrEqual(let key, _),
+             .greater(let key, _), .greaterOrEqual(let key, _), .between(let key, _, _):
+            return [key]
+        case .all(let filters), .any(let filters): return filters.reduce(into: []) { $0.formUnion($1.attributes) }
+        case .not(let filter): return filter.attributes
+        }
+    }
+}
+
+extension Value {
+    /// Equality as filters see it: the values are identical, except that a double that is not a
+    /// number equals nothing (so that equality agrees with the order an index keeps).
+    package static func same(_ a: Value, _ b: Value) -> Bool {
+        if case .double(let x) = a, x.isNaN { return false }
+        return a == b
+    }
+
+    /// -1, 0 or 1 when `a` and `b` can be compared (the same kind of value, numbers across integer
+    /// and double; neither a NaN nor null), `nil` when they cannot.
+    package static func compare(_ a: Value, _ b: Value) -> Int? {
+        switch (a, b) {
+        case (.null, _), (_, .null): return nil
+        case (.double(let x), _) where x.isNaN: return nil
+        case (_, .double(let y)) where y.isNaN: return nil
+        default:
+            guard a.rank == b.rank else { return nil }
+            return Value.ordered(a, b) ? -1 : (Value.ordered(b, a) ? 1 : 0)
+        }
+    }
+
+    /// A total order for sorting and indexing: by kind, then by ``ordered(_:_:)``, with NaN after
+    /// every other number (``ordered(_:_:)`` alone is not a strict weak order once a NaN is
+    /// among the values). An integer and a double of equal numeric value are equivalent here.
+    package static func precedes(_ a: Value, _ b: Value) -> Bool {
+        let (ra, rb) = (a.rank, b.rank)
+        if ra != rb { return ra < rb }
+        if ra == Value.numberRank {
+            let x = a.isNaN, y = b.isNaN
+            if x || y { return !x && y }
+        }
+        return Value.ordered(a, b)
+    }
+
+    private var isNaN: Bool { if case .double(let x) = self { x.isNaN } else { false } }
+}
