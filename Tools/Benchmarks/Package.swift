@@ -8,6 +8,7 @@
 //     swift run -c release --package-path Tools/Benchmarks strata-models-bench
 //     swift run -c release --package-path Tools/Benchmarks strata-schema-bench [--quick]
 //     swift run -c release --package-path Tools/Benchmarks strata-processes-bench [--quick]
+//     swift run -c release --package-path Tools/Benchmarks strata-index-bench [--quick]
 //     swift run -c release --package-path Tools/Benchmarks strata-asset-bench [--quick] [--big]
 //     bash Tools/scripts/postgres-bench.sh     # strata-postgres-bench on a throwaway PostgreSQL cluster
 //     bash Tools/scripts/bench-compare.sh     # strata-vs-sqlite + catch-up, into Benchmarks.md
@@ -119,6 +120,15 @@ let package = Package(
         ),
         // Strata next to SQLite (GRDB) on the same corpus with the same durability: durable
         // appends and cold opens (fresh child processes: this executable re-run with --open-*).
+        .executableTarget(
+            name: "strata-index-bench",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(
             name: "strata-vs-sqlite",
             dependencies: [

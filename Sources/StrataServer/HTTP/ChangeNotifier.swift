@@ -50,11 +50,30 @@ public final class ChangeNotifier: Sendable {
         var nextID: UInt64 = 0
         var zones: [String: [UInt64: Slot]] = [:]
         var shutDown = false
+        /// Timeouts by tick (see ``tick``): the waiters whose wait ends in that tick. A waiter
+        /// woken earlier stays in its bucket until then (firing it again does nothing).
+        var deadlines: [Int: [Waiter]] = [:]
+        /// The first tick not yet fired.
+        var nextTick = 0
+        var tickerRunning = false
     }
 
     private let state = Mutex(State())
+    /// Timeouts fire in ticks of this length, from one task per notifier that runs while any
+    /// wait has a deadline: a long poll costs no timer task of its own, so ten thousand of them
+    /// cost one sleeping task, not ten thousand (and a poll cut short leaves no timer behind).
+    /// A wait ends at most one tick after its timeout.
+    private let tick: Duration
+    private let origin = ContinuousClock.now
 
-    public init() {}
+    public init() {
+        tick = .milliseconds(50)
+    }
+
+    /// The tick `instant` falls in.
+    private func tickIndex(_ instant: ContinuousClock.Instant) -> Int {
+        Int((instant - origin) / tick)
+    }
 
     /// Registers a waiter for changes of `zone`.
     public func register(zone: String) -> Waiter {
@@ -74,7 +93,8 @@ public final class ChangeNotifier: Sendable {
         let continuations = state.withLock { s -> [CheckedContinuation<Wake, Never>] in
             var woken: [CheckedContinuation<Wake, Never>] = []
             for key in zone == Self.anyZone ? [zone] : [zone, Self.anyZone] {
-                guard var slots = s.zones[key] else { continue }
+                // Taken out while changed, so the dictionary is not copied.
+                guard var slots = s.zones.removeValue(forKey: key) else { continue }
                 for (id, slot) in slots {
                     switch slot {
                     case .waiting(let continuation): woken.append(continuation)
@@ -128,26 +148,57 @@ public final class ChangeNotifier: Sendable {
     /// is cancelled or the notifier is shut down, and says which came first.
     @discardableResult
     public func wait(_ waiter: Waiter, timeout: Duration) async -> Wake {
-        let timer = Task { [weak self] in
-            do { try await Task.sleep(for: timeout) } catch { return }  // cancelled: woken already
-            self?.fire(waiter, .timedOut)
-        }
-        defer { timer.cancel() }
+        // Rounded up: a wait never ends before its timeout.
+        let due = tickIndex(.now + timeout) + 1
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let resumeNow = state.withLock { s -> Wake? in
+                let (resumeNow, startTicker) = state.withLock { s -> (Wake?, Bool) in
                     switch s.zones[waiter.zone]?[waiter.id] {
                     case .armed:
                         s.zones[waiter.zone]?[waiter.id] = .waiting(continuation)
-                        return nil
-                    case .fired(let reason): return reason
-                    case .waiting, nil: return .notified  // removed (or waited twice): nothing to wait for
+                        // After a pause with no deadline the ticker resumes from now, not from
+                        // where it stopped.
+                        if !s.tickerRunning { s.nextTick = max(s.nextTick, tickIndex(.now)) }
+                        s.deadlines[max(due, s.nextTick), default: []].append(waiter)
+                        let start = !s.tickerRunning
+                        s.tickerRunning = true
+                        return (nil, start)
+                    case .fired(let reason): return (reason, false)
+                    case .waiting, nil: return (.notified, false)  // removed (or waited twice): nothing to wait for
                     }
                 }
                 if let resumeNow { continuation.resume(returning: resumeNow) }
+                if startTicker { runTicker() }
             }
         } onCancel: {
             fire(waiter, .cancelled)
+        }
+    }
+
+    /// Fires the timeouts tick by tick while any are pending; stops when none are (the next wait
+    /// with a deadline starts it again).
+    private func runTicker() {
+        Task { [weak self] in
+            while let self {
+                let tick = self.tick
+                try? await Task.sleep(for: tick)
+                let now = self.tickIndex(.now)
+                let (due, more) = self.state.withLock { s -> ([Waiter], Bool) in
+                    var due: [Waiter] = []
+                    while s.nextTick <= now {
+                        if let bucket = s.deadlines.removeValue(forKey: s.nextTick) { due += bucket }
+                        s.nextTick += 1
+                    }
+                    if s.deadlines.isEmpty || s.shutDown {
+                        s.deadlines = [:]
+                        s.tickerRunning = false
+                        return (due, false)
+                    }
+                    return (due, true)
+                }
+                for waiter in due { self.fire(waiter, .timedOut) }
+                if !more { return }
+            }
         }
     }
 

@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+@testable import StrataServer
+
+@Suite("Change notifier timeouts")
+struct ChangeNotifierTests {
+    @Test("a thousand waits time out together from one ticker, none before its timeout; a notify ends a wait before it, and cancelling one ends it as cancelled")
+    func sharedTicker() async throws {
+        let notifier = ChangeNotifier()
+        let start = ContinuousClock.now
+        let wakes = await withTaskGroup(of: (ChangeNotifier.Wake, Duration).self) { group in
+            for i in 0..<1_000 {
+                group.addTask {
+                    let waiter = notifier.register(zone: "z\(i % 10)")
+                    defer { notifier.remove(waiter) }
+                    let wake = await notifier.wait(waiter, timeout: .milliseconds(200))
+                    return (wake, ContinuousClock.now - start)
+                }
+            }
+            var all: [(ChangeNotifier.Wake, Duration)] = []
+            for await wake in group { all.append(wake) }
+            return all
+        }
+        #expect(wakes.allSatisfy { $0.0 == .timedOut })
+        #expect(wakes.allSatisfy { $0.1 >= .milliseconds(200) }, "a wait ended before its timeout")
+
+        // A notify wakes the zone's waiters long before a one-minute timeout.
+        let waiter = notifier.register(zone: "a")
+        let other = notifier.register(zone: "b")
+        async let woken = notifier.wait(waiter, timeout: .seconds(60))
+        try await Task.sleep(for: .milliseconds(50))
+        notifier.notify(zone: "a")
+        #expect(await woken == .notified)
+        notifier.remove(waiter)
+
+        let cancelled = Task { await notifier.wait(other, timeout: .seconds(60)) }
+        try await Task.sleep(for: .milliseconds(50))
+        cancelled.cancel()
+        #expect(await cancelled.value == .cancelled)
+        notifier.remove(other)
+
+        // After the ticker stopped (no deadline pending), a new wait still times out.
+        try await Task.sleep(for: .milliseconds(200))
+        let late = notifier.register(zone: "c")
+        #expect(await notifier.wait(late, timeout: .milliseconds(100)) == .timedOut)
+        notifier.remove(late)
+    }
+}
