@@ -1,4 +1,7 @@
 public import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Serializes starting child processes across the test process: Foundation's `Process.run()`
 /// on Linux crashed (a bad pointer in its memmove) when several tests started children at once
@@ -37,6 +40,16 @@ public enum ChildProcess {
     /// Starts `executable`, lets it run for `microseconds`, kills it with SIGKILL, and returns the
     /// complete lines it wrote (each written with one write(2), so none is torn).
     public static func runAndKill(_ executable: URL, arguments: [String], after microseconds: UInt32) throws -> [Substring] {
+        #if os(Linux)
+        let scratch = NSTemporaryDirectory() + "strata-child-\(UUID().uuidString)"
+        FileManager.default.createFile(atPath: scratch, contents: nil)
+        defer { unlink(scratch) }
+        let pid = try Spawn.start(executable.path, arguments, stdin: "/dev/null", stdout: scratch, stderr: "/dev/null", directory: nil)
+        usleep(microseconds)
+        kill(pid, SIGKILL)
+        _ = Spawn.wait(pid)
+        let output = String(decoding: FileManager.default.contents(atPath: scratch) ?? Data(), as: UTF8.self)
+        #else
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -48,6 +61,7 @@ public enum ChildProcess {
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #endif
         return Array(output.split(separator: "\n", omittingEmptySubsequences: false).dropLast())
     }
 
@@ -67,6 +81,10 @@ public enum ChildProcess {
         FileManager.default.createFile(atPath: scratch + "/out", contents: nil)
         FileManager.default.createFile(atPath: scratch + "/err", contents: nil)
         FileManager.default.createFile(atPath: scratch + "/in", contents: Data((input ?? "").utf8))
+        #if os(Linux)
+        let pid = try Spawn.start(executable.path, arguments, stdin: scratch + "/in", stdout: scratch + "/out", stderr: scratch + "/err", directory: directory)
+        let status = Spawn.wait(pid)
+        #else
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -76,8 +94,59 @@ public enum ChildProcess {
         process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
         try process.runSerialized()
         process.waitUntilExit()
+        let status = process.terminationStatus
+        #endif
         let out = String(decoding: FileManager.default.contents(atPath: scratch + "/out") ?? Data(), as: UTF8.self)
         let err = String(decoding: FileManager.default.contents(atPath: scratch + "/err") ?? Data(), as: UTF8.self)
-        return Result(status: process.terminationStatus, stdout: out, stderr: err)
+        return Result(status: status, stdout: out, stderr: err)
     }
 }
+
+#if os(Linux)
+/// Starting a child with `posix_spawn` directly. Foundation's `Process.run()` on Linux crashed in
+/// its memmove (a bad pointer) when the test process had well over a thousand descriptors open
+/// (a round of tests with many servers, stores and connections alive), in two CI runs: the
+/// tools' tests start hundreds of children, so they start them here instead. The child gets its
+/// three standard streams from files and no other descriptor of the test process.
+enum Spawn {
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+    // glibc 2.34 and 2.29 have these, but its Swift module does not show them.
+    nonisolated(unsafe) private static let closeFrom = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map { unsafeBitCast($0, to: AddCloseFrom.self) }
+    nonisolated(unsafe) private static let changeDirectory = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map { unsafeBitCast($0, to: AddChdir.self) }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Starts `path` with `arguments`, its standard streams opened from these files.
+    static func start(_ path: String, _ arguments: [String], stdin: String, stdout: String, stderr: String, directory: String?) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_APPEND, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_APPEND, 0)
+        if let closeFrom { _ = closeFrom(&actions, 3) }
+        if let directory {
+            guard let changeDirectory else { throw Failure(description: "posix_spawn cannot change the directory here") }
+            _ = changeDirectory(&actions, directory)
+        }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard result == 0 else { throw Failure(description: "posix_spawn \(path): \(String(cString: strerror(result)))") }
+        return pid
+    }
+
+    /// Waits for the child to end: its exit status, or the signal that ended it (as Foundation's
+    /// `terminationStatus` says).
+    static func wait(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : signal
+    }
+}
+#endif

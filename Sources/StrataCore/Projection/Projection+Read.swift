@@ -15,6 +15,18 @@ public struct ObjectSnapshot: Sendable, Hashable {
     public subscript(key: String) -> Value { values[key] ?? .null }
 }
 
+/// How the objects of one entity read: the fields the schema declares (interned key, name, what
+/// it reads as when absent) in declaration order, the derived to-ones and the to-manys.
+struct EntityReadPlan {
+    var entity: String
+    var fields: [(key: UInt32?, name: String, absent: Value)] = []
+    /// Keys of `fields` and of the derived to-ones: stored slots under other names are read as
+    /// they are.
+    var plannedKeys: Set<UInt32> = []
+    var derivedToOne: [String] = []
+    var toMany: [String] = []
+}
+
 /// Which event set a value: the provenance kept per field, for the tools' "blame".
 public struct FieldProvenance: Sendable, Hashable {
     public var event: EventID
@@ -157,38 +169,64 @@ extension Projection {
     }
 
     /// The visible object, or `nil` when it does not exist.
+    ///
+    /// Every attribute and to-one relationship the schema declares is present: one the object
+    /// lacks (written by an app version that did not know it, or an insert older than the
+    /// attribute) reads as its default, a to-one as null; fields the schema does not know are
+    /// present as stored. What to read is planned once per entity (``EntityReadPlan``), so a
+    /// read does no schema lookups.
     package func snapshot(_ id: ObjectID, includeToMany: Bool = false) -> ObjectSnapshot? {
         guard let record = existing(id) else { return nil }
-        let entityName = entityName(of: record)
+        let plan = readPlan(record.entity)
         var values: [String: Value] = [:]
-        for slot in record.fields {
+        values.reserveCapacity(plan.fields.count + record.fields.count)
+        for field in plan.fields {
+            if let key = field.key, let visible = visibleValue(record, key: key) {
+                values[field.name] = visible.value
+            } else {
+                values[field.name] = field.absent
+            }
+        }
+        for slot in record.fields where !plan.plannedKeys.contains(slot.key) {
             if let visible = visibleValue(record, key: slot.key) { values[names[Int(slot.key)]] = visible.value }
         }
-        var toMany: [String: [ObjectID]] = [:]
-        if let entity = schema.entity(entityName) {
-            // Fill in what is declared but not stored here, so every key of the entity is present:
-            // an attribute the object lacks (written by an app version that did not know it, or
-            // an insert older than the attribute) reads as its default.
-            for attribute in entity.attributes where values[attribute.name] == nil {
-                values[attribute.name] = attribute.defaultValue ?? .null
-            }
-            for relationship in entity.relationships {
-                if relationship.isToMany {
-                    if includeToMany { toMany[relationship.name] = related(id, relationship: relationship.name) }
-                } else if case .derived? = storage(entity: entityName, relationship: relationship.name)?.1 {
-                    values[relationship.name] = related(id, relationship: relationship.name).first.map(Value.reference) ?? .null
-                } else if values[relationship.name] == nil {
-                    values[relationship.name] = .null
-                }
-            }
+        for name in plan.derivedToOne {
+            values[name] = related(id, relationship: name).first.map(Value.reference) ?? .null
         }
+        var toMany: [String: [ObjectID]] = [:]
         if includeToMany {
+            for name in plan.toMany { toMany[name] = related(id, relationship: name) }
             // Stored sets under names the schema does not know.
             for member in record.sets where toMany[names[Int(member.key)]] == nil {
                 toMany[names[Int(member.key)]] = visibleMembers(record, key: member.key)
             }
         }
-        return ObjectSnapshot(id: id, entity: entityName, values: values, toMany: toMany)
+        return ObjectSnapshot(id: id, entity: plan.entity, values: values, toMany: toMany)
+    }
+
+    /// The read plan of an entity (by name ID), built on first use.
+    func readPlan(_ entity: UInt32) -> EntityReadPlan {
+        if let plan = readPlans[entity] { return plan }
+        let name = names[Int(entity)]
+        var plan = EntityReadPlan(entity: name)
+        if let declared = schema.entity(name) {
+            for attribute in declared.attributes {
+                plan.fields.append((nameID(attribute.name), attribute.name, attribute.defaultValue ?? .null))
+            }
+            for relationship in declared.relationships {
+                if relationship.isToMany {
+                    plan.toMany.append(relationship.name)
+                } else if case .derived? = storage(entity: name, relationship: relationship.name)?.1 {
+                    plan.derivedToOne.append(relationship.name)
+                } else {
+                    plan.fields.append((nameID(relationship.name), relationship.name, .null))
+                }
+            }
+            // A derived to-one stored under its own name (an older schema) reads as derived.
+            for key in plan.fields.compactMap(\.key) + plan.derivedToOne.compactMap(nameID) { plan.plannedKeys.insert(key) }
+        }
+        readPlans[entity] = plan
+        return plan
     }
 
     // MARK: Reads under the app's names

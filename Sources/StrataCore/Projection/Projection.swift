@@ -54,6 +54,7 @@ package final class Projection {
     package var schema = Schema.empty {
         didSet {
             storageCache = [:]
+            readPlans = [:]
             if !indexes.isEmpty { indexesStale = true }
             if schema.migrations != oldValue.migrations || schema.version != oldValue.version { rebuildView() }
         }
@@ -73,6 +74,9 @@ package final class Projection {
         view = appSchema.flatMap { SchemaView(app: $0, recorded: schema) }
     }
     private var storageCache: [String: RelationshipStorage] = [:]
+    /// How each entity's objects read (by entity name ID): built on first read, dropped when the
+    /// schema changes or a name is interned (a key the plan lacked may now exist).
+    var readPlans: [UInt32: EntityReadPlan] = [:]
 
     package init() {}
 
@@ -431,6 +435,7 @@ package final class Projection {
         names.append(name)
         nameIDs[name] = id
         if !indexes.isEmpty { indexesNoteInterned(name) }
+        if !readPlans.isEmpty { readPlans = [:] }
         return id
     }
 
@@ -508,6 +513,7 @@ package final class Projection {
         copy.schema = schema
         copy.appSchema = appSchema
         copy.storageCache = storageCache
+        copy.readPlans = readPlans
         // After the schemas: setting them marks indexes stale, and these are current.
         copy.indexes = indexes
         copy.indexedEntities = indexedEntities
