@@ -38,6 +38,7 @@ struct ChangeNotifierTests {
         cancelled.cancel()
         #expect(await cancelled.value == .cancelled)
         notifier.remove(other)
+        #expect(notifier.pendingTimeoutCount == 0, "a wait that ended early left its timeout behind")
 
         // After the ticker stopped (no deadline pending), a new wait still times out.
         try await Task.sleep(for: .milliseconds(200))

@@ -47,7 +47,7 @@ public enum ChildProcess {
         let pid = try Spawn.start(executable.path, arguments, stdin: "/dev/null", stdout: scratch, stderr: "/dev/null", directory: nil)
         usleep(microseconds)
         kill(pid, SIGKILL)
-        _ = Spawn.wait(pid)
+        _ = try Spawn.wait(pid)
         let output = String(decoding: FileManager.default.contents(atPath: scratch) ?? Data(), as: UTF8.self)
         #else
         let process = Process()
@@ -83,7 +83,7 @@ public enum ChildProcess {
         FileManager.default.createFile(atPath: scratch + "/in", contents: Data((input ?? "").utf8))
         #if os(Linux)
         let pid = try Spawn.start(executable.path, arguments, stdin: scratch + "/in", stdout: scratch + "/out", stderr: scratch + "/err", directory: directory)
-        let status = Spawn.wait(pid)
+        let status = try Spawn.wait(pid)
         #else
         let process = Process()
         process.executableURL = executable
@@ -127,24 +127,42 @@ enum Spawn {
         posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_APPEND, 0)
         posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_APPEND, 0)
-        if let closeFrom { _ = closeFrom(&actions, 3) }
+        // No descriptor of the test process but the three streams (its pipes and listening
+        // sockets would otherwise stay open in the child).
+        guard let closeFrom, closeFrom(&actions, 3) == 0 else {
+            throw Failure(description: "posix_spawn cannot close the other descriptors here (glibc before 2.34)")
+        }
         if let directory {
             guard let changeDirectory else { throw Failure(description: "posix_spawn cannot change the directory here") }
             _ = changeDirectory(&actions, directory)
         }
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        // Default signal handling and an empty mask in the child: the spawning thread (a
+        // concurrency pool thread) may block or ignore signals the child must get (SIGTERM).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
         guard result == 0 else { throw Failure(description: "posix_spawn \(path): \(String(cString: strerror(result)))") }
         return pid
     }
 
     /// Waits for the child to end: its exit status, or the signal that ended it (as Foundation's
     /// `terminationStatus` says).
-    static func wait(_ pid: pid_t) -> Int32 {
+    static func wait(_ pid: pid_t) throws -> Int32 {
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        while waitpid(pid, &status, 0) == -1 {
+            if errno == EINTR { continue }
+            throw Failure(description: "waitpid \(pid): \(String(cString: strerror(errno)))")
+        }
         let signal = status & 0x7f
         return signal == 0 ? (status >> 8) & 0xff : signal
     }

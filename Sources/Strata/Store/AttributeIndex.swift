@@ -11,8 +11,9 @@ import StrataCore
 /// A ``Filter`` uses an index whose leading attributes it fixes by equality (`.equal`, `.oneOf`),
 /// then one it bounds by a range; a fetch sorted by an index's first attribute with a limit
 /// walks the index in order and stops early. Filters and sorts give the same results with or
-/// without an index: only the time changes. Closure filters (`where:`) cannot be planned and
-/// always read every object of the entity.
+/// without an index: only the time changes. Closure filters (`where:`) cannot be planned: they
+/// read every object of the entity, unless the fetch is sorted by an index's first attribute
+/// with a limit (it then walks that index and stops early, checking the closure on the way).
 ///
 /// Indexes live in memory (each entry holds the values and the object's ID), are built from
 /// the objects when the store opens, and follow every commit, sync and schema change. Index

@@ -40,7 +40,7 @@ struct Query {
         if let limit, limit <= 0 { return [] }
         var results: [ObjectSnapshot] = []
         if let filter, let candidates = projection.indexCandidates(entity: entity, filter: filter) {
-            for id in candidates { consider(id, on: projection, into: &results) }
+            for id in candidates where projection.isRecord(id, of: entity) { consider(id, on: projection, into: &results) }
         } else if let limit, let first = sort.first, walkInOrder(first, limit: limit, on: projection, into: &results) {
             // Read in index order up to the limit (and its ties).
         } else {
@@ -69,7 +69,7 @@ struct Query {
         var collected: [ObjectSnapshot] = []
         let walked = projection.walkInOrder(entity: entity, attribute: first.key, reverse: !first.ascending) { id, value in
             if let boundary, Value.precedes(boundary, value) || Value.precedes(value, boundary) { return false }
-            guard let snapshot = projection.appSnapshot(id, includeToMany: includeToMany), matches(snapshot) else { return true }
+            guard projection.isRecord(id, of: entity), let snapshot = projection.appSnapshot(id, includeToMany: includeToMany), matches(snapshot) else { return true }
             collected.append(snapshot)
             if boundary == nil, collected.count >= limit { boundary = value }
             return true

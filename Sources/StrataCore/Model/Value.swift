@@ -72,8 +72,8 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         case (.string(let x), .string(let y)): return x < y
         case (.integer(let x), .integer(let y)): return x < y
         case (.double(let x), .double(let y)): return x < y
-        case (.integer(let x), .double(let y)): return Double(x) < y
-        case (.double(let x), .integer(let y)): return x < Double(y)
+        case (.integer(let x), .double(let y)): return Value.less(x, y)
+        case (.double(let x), .integer(let y)): return Value.less(x, y)
         case (.bool(let x), .bool(let y)): return !x && y
         case (.date(let x), .date(let y)): return x < y
         case (.bytes(let x), .bytes(let y)): return x.lexicographicallyPrecedes(y)
@@ -83,6 +83,27 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
             return (x.sha256, x.byteCount, x.mediaType, x.fileName ?? "") < (y.sha256, y.byteCount, y.mediaType, y.fileName ?? "")
         default: return a.rank < b.rank
         }
+    }
+
+    /// `x < y` exactly (converting a large integer to a double would round it, and make two
+    /// different integers tie with one double: no sort order then). A NaN is below nothing.
+    package static func less(_ x: Int64, _ y: Double) -> Bool {
+        if y.isNaN { return false }
+        if y >= 9_223_372_036_854_775_808.0 { return true }
+        if y < -9_223_372_036_854_775_808.0 { return false }
+        let whole = y.rounded(.down)
+        let w = Int64(whole)
+        return x < w || (x == w && y > whole)
+    }
+
+    /// `x < y` exactly (see the other overload).
+    package static func less(_ x: Double, _ y: Int64) -> Bool {
+        if x.isNaN { return false }
+        if x >= 9_223_372_036_854_775_808.0 { return false }
+        if x < -9_223_372_036_854_775_808.0 { return true }
+        let whole = x.rounded(.down)
+        let w = Int64(whole)
+        return w < y
     }
 
     /// The kind's place in the order of values (numbers of both kinds share one).

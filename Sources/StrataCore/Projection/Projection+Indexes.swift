@@ -67,6 +67,7 @@ extension Projection {
             let (stored, resolution) = resolve(indexes[i].declaration)
             indexes[i].storedEntity = stored
             indexes[i].resolution = resolution
+            // The old entries go first, so that their storage is freed before the new is built.
             indexes[i].entries = SortedIndex()
             var entries: [SortedIndex.Entry] = []
             if let entityID = resolution.entityID, resolution.usable {
@@ -119,6 +120,15 @@ extension Projection {
         return key
     }
 
+    /// An object of an indexed entity is about to change (called before the change): the first
+    /// time in a batch, its keys now are noted, to find its entries when the batch ends.
+    func noteIndexed(_ object: ObjectID, existed: Bool) {
+        guard !indexesStale, indexDirty[object] == nil else { return }
+        indexDirty[object] = indexes.map { index in
+            existed && index.resolution.usable ? indexKey(object, index.resolution) : nil
+        }
+    }
+
     /// Brings the indexes up to date with the records (the end of a batch, a read view).
     func refreshIndexes() {
         if indexesStale {
@@ -128,9 +138,9 @@ extension Projection {
         guard !indexDirty.isEmpty else { return }
         for i in indexes.indices where indexes[i].resolution.usable && indexes[i].resolution.entityID != nil {
             let resolution = indexes[i].resolution
-            for id in indexDirty {
+            for (id, before) in indexDirty {
                 let key = indexKey(id, resolution)
-                indexes[i].entries.set(id, key: key)
+                indexes[i].entries.update(id, from: i < before.count ? before[i] : nil, to: key)
             }
         }
         indexDirty.removeAll(keepingCapacity: true)
@@ -152,7 +162,7 @@ extension Projection {
         guard batchOpen, !indexDirty.isEmpty, let entityID = indexes[usable[0]].resolution.entityID else { return found }
         // The open batch's changes are not in the indexes yet.
         var all = Set(found)
-        for id in indexDirty where records[id]?.entity == entityID { all.insert(id) }
+        for id in indexDirty.keys where records[id]?.entity == entityID { all.insert(id) }
         return Array(all)
     }
 

@@ -241,6 +241,13 @@ extension Projection {
     /// The stored name of the entity the app calls `name`.
     package func storedEntity(_ name: String) -> String { view?.storedEntity(name) ?? name }
 
+    /// Whether `id` is an object (existing or not) of the entity the app calls `entity`: an index
+    /// entry may be left from what the object was before the open batch changed it.
+    package func isRecord(_ id: ObjectID, of entity: String) -> Bool {
+        guard let record = records[id], let entityID = nameID(storedEntity(entity)) else { return false }
+        return record.entity == entityID
+    }
+
     /// The existing objects of the entity the app calls `entity` (unsorted).
     package func appObjectIDs(of entity: String) -> [ObjectID] { objectIDs(of: storedEntity(entity)) }
 

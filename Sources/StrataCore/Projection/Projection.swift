@@ -47,7 +47,8 @@ package final class Projection {
     /// whether they must be rebuilt (the schema changed).
     var indexes: [ProjectionIndex] = []
     var indexedEntities: Set<UInt32> = []
-    var indexDirty: Set<ObjectID> = []
+    /// With, per index, the key each had when the batch first touched it (to find its entry).
+    var indexDirty: [ObjectID: [IndexKey?]] = [:]
     var indexesStale = false
 
     /// The schema reads interpret records with: the recorded one merged with the app's.
@@ -408,8 +409,13 @@ package final class Projection {
                 batchOriginals[object] = records.values[index]
                 records.values[index].batch = batchGeneration
             }
-            if !indexedEntities.isEmpty, indexedEntities.contains(records.values[index].entity) { indexDirty.insert(object) }
+            let before = records.values[index].entity
+            if !indexedEntities.isEmpty, indexedEntities.contains(before) { noteIndexed(object, existed: true) }
             body(&records.values[index])
+            // An insert can make it an object of another entity (an ID reused after a delete):
+            // it then enters that entity's index.
+            let after = records.values[index].entity
+            if after != before, !indexedEntities.isEmpty, indexedEntities.contains(after) { noteIndexed(object, existed: false) }
         } else {
             var record = ObjectRecord(entity: entity)
             if tracking {
@@ -419,7 +425,7 @@ package final class Projection {
             body(&record)
             records[object] = record
             if indexing { byEntity[entity, default: []].insert(object) }
-            if !indexedEntities.isEmpty, indexedEntities.contains(entity) { indexDirty.insert(object) }
+            if !indexedEntities.isEmpty, indexedEntities.contains(entity) { noteIndexed(object, existed: false) }
         }
     }
 
@@ -482,6 +488,7 @@ package final class Projection {
         self.byEntity = byEntity
         self.referrers = referrers
         self.memberships = memberships
+        readPlans = [:]
         recomputeSchema()
         if !indexes.isEmpty { rebuildIndexes() }
     }
@@ -494,7 +501,7 @@ package final class Projection {
     /// open and close under the store's lock).
     package func frozenCopy() -> Projection {
         precondition(!batchOpen, "internal: copy of a projection with an open batch")
-        // A copy is read from several threads: its indexes must need no more work.
+        // A copy is read outside the store's lock: its indexes must need no more work.
         if !indexes.isEmpty { refreshIndexes() }
         let copy = Projection()
         copy.names = names

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The key an index keeps for one object: the values of its indexed attributes, in the order
 /// the index names them. The first is kept apart so that a one-attribute index allocates
 /// nothing per object (an empty array shares one empty storage).
@@ -54,8 +56,8 @@ package enum IndexBound: Sendable, Equatable {
 /// The objects of one entity in the order of their index keys (then IDs): a sorted array cut into
 /// chunks of a few hundred entries, so that an insert or a removal moves at most one chunk's
 /// entries and a lookup is two binary searches. A copy shares the chunks until it changes one
-/// (the store's read views are copies). Also remembers each object's key, to find the entry
-/// again when the object changes.
+/// (the store's read views are copies). It does not remember each object's key (that would
+/// cost a dictionary entry per object): whoever changes an object says which key it had.
 package struct SortedIndex: Sendable {
     package struct Entry: Sendable {
         package var key: IndexKey
@@ -63,33 +65,31 @@ package struct SortedIndex: Sendable {
     }
 
     private var chunks: [[Entry]] = []
-    private var keys: [ObjectID: IndexKey] = [:]
-    /// A chunk splits in two beyond this many entries.
-    static let chunkLimit = 512
+    package private(set) var count = 0
+    /// A chunk splits in two beyond this many entries (tests make it small, so that their few
+    /// objects split, empty and walk across chunks).
+    private static let chunkLimitSetting = Atomic<Int>(512)
+    static var chunkLimit: Int { chunkLimitSetting.load(ordering: .relaxed) }
+    package static func setChunkLimit(_ limit: Int) { chunkLimitSetting.store(max(2, limit), ordering: .relaxed) }
 
     package init() {}
 
     /// Builds the index from unsorted entries at once (an open, a schema change).
-    package init(entries: [Entry]) {
-        let sorted = entries.sorted(by: SortedIndex.precedes)
+    package init(entries: consuming [Entry]) {
+        var sorted = entries
+        sorted.sort(by: SortedIndex.precedes)
         var chunks: [[Entry]] = []
-        chunks.reserveCapacity(sorted.count / (Self.chunkLimit / 2) + 1)
+        chunks.reserveCapacity(sorted.count / max(1, Self.chunkLimit / 2) + 1)
         var start = 0
+        let size = max(1, Self.chunkLimit / 2)
         while start < sorted.count {
-            let end = min(start + Self.chunkLimit / 2, sorted.count)
+            let end = min(start + size, sorted.count)
             chunks.append(Array(sorted[start..<end]))
             start = end
         }
         self.chunks = chunks
-        var keys: [ObjectID: IndexKey] = [:]
-        keys.reserveCapacity(sorted.count)
-        for entry in sorted { keys[entry.id] = entry.key }
-        self.keys = keys
+        count = sorted.count
     }
-
-    package var count: Int { keys.count }
-
-    package func key(of id: ObjectID) -> IndexKey? { keys[id] }
 
     static func precedes(_ a: Entry, _ b: Entry) -> Bool {
         if IndexKey.precedes(a.key, b.key) { return true }
@@ -97,14 +97,15 @@ package struct SortedIndex: Sendable {
         return a.id < b.id
     }
 
-    /// Sets (or with `nil` removes) an object's key.
-    package mutating func set(_ id: ObjectID, key: IndexKey?) {
-        if let old = keys[id] {
-            if let key, old == key { return }
-            remove(Entry(key: old, id: id))
+    /// Moves an object from the key it had (`nil`: not in the index) to its new one (`nil`:
+    /// out of the index).
+    package mutating func update(_ id: ObjectID, from old: IndexKey?, to new: IndexKey?) {
+        if let old, let new, old == new { return }
+        if let old, remove(Entry(key: old, id: id)) { count -= 1 }
+        if let new {
+            insert(Entry(key: new, id: id))
+            count += 1
         }
-        keys[id] = key
-        if let key { insert(Entry(key: key, id: id)) }
     }
 
     /// The first chunk whose last entry does not precede `entry` (the last chunk when all do).
@@ -134,20 +135,22 @@ package struct SortedIndex: Sendable {
         let c = chunk(for: entry)
         let p = Self.position(of: entry, in: chunks[c])
         chunks[c].insert(entry, at: p)
-        if chunks[c].count > Self.chunkLimit {
-            let upper = Array(chunks[c][(Self.chunkLimit / 2)...])
-            chunks[c].removeSubrange((Self.chunkLimit / 2)...)
+        let limit = Self.chunkLimit
+        if chunks[c].count > limit {
+            let upper = Array(chunks[c][(limit / 2)...])
+            chunks[c].removeSubrange((limit / 2)...)
             chunks.insert(upper, at: c + 1)
         }
     }
 
-    private mutating func remove(_ entry: Entry) {
-        guard !chunks.isEmpty else { return }
+    private mutating func remove(_ entry: Entry) -> Bool {
+        guard !chunks.isEmpty else { return false }
         let c = chunk(for: entry)
         let p = Self.position(of: entry, in: chunks[c])
-        guard p < chunks[c].count, chunks[c][p].id == entry.id else { return }
+        guard p < chunks[c].count, chunks[c][p].id == entry.id else { return false }
         chunks[c].remove(at: p)
         if chunks[c].isEmpty { chunks.remove(at: c) }
+        return true
     }
 
     /// Calls `body` with every entry whose key lies within `lower...upper` (bounds on the key's

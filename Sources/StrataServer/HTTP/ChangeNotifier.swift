@@ -50,9 +50,11 @@ public final class ChangeNotifier: Sendable {
         var nextID: UInt64 = 0
         var zones: [String: [UInt64: Slot]] = [:]
         var shutDown = false
-        /// Timeouts by tick (see ``tick``): the waiters whose wait ends in that tick. A waiter
-        /// woken earlier stays in its bucket until then (firing it again does nothing).
-        var deadlines: [Int: [Waiter]] = [:]
+        /// Timeouts by tick (see ``tick``): the waiters (ID to zone) whose wait ends in that
+        /// tick, and each waiter's tick. A waiter that wakes or is removed earlier leaves its
+        /// bucket at once, so the buckets hold only waits in progress.
+        var deadlines: [Int: [UInt64: String]] = [:]
+        var deadlineTicks: [UInt64: Int] = [:]
         /// The first tick not yet fired.
         var nextTick = 0
         var tickerRunning = false
@@ -97,7 +99,9 @@ public final class ChangeNotifier: Sendable {
                 guard var slots = s.zones.removeValue(forKey: key) else { continue }
                 for (id, slot) in slots {
                     switch slot {
-                    case .waiting(let continuation): woken.append(continuation)
+                    case .waiting(let continuation):
+                        woken.append(continuation)
+                        Self.dropDeadline(id, &s)
                     case .fired: continue  // keeps the first reason
                     case .armed: break
                     }
@@ -126,7 +130,9 @@ public final class ChangeNotifier: Sendable {
             for (zone, var slots) in s.zones {
                 for (id, slot) in slots {
                     switch slot {
-                    case .waiting(let continuation): woken.append(continuation)
+                    case .waiting(let continuation):
+                        woken.append(continuation)
+                        Self.dropDeadline(id, &s)
                     case .fired: continue
                     case .armed: break
                     }
@@ -159,7 +165,9 @@ public final class ChangeNotifier: Sendable {
                         // After a pause with no deadline the ticker resumes from now, not from
                         // where it stopped.
                         if !s.tickerRunning { s.nextTick = max(s.nextTick, tickIndex(.now)) }
-                        s.deadlines[max(due, s.nextTick), default: []].append(waiter)
+                        let tick = max(due, s.nextTick)
+                        s.deadlines[tick, default: [:]][waiter.id] = waiter.zone
+                        s.deadlineTicks[waiter.id] = tick
                         let start = !s.tickerRunning
                         s.tickerRunning = true
                         return (nil, start)
@@ -186,11 +194,17 @@ public final class ChangeNotifier: Sendable {
                 let (due, more) = self.state.withLock { s -> ([Waiter], Bool) in
                     var due: [Waiter] = []
                     while s.nextTick <= now {
-                        if let bucket = s.deadlines.removeValue(forKey: s.nextTick) { due += bucket }
+                        if let bucket = s.deadlines.removeValue(forKey: s.nextTick) {
+                            for (id, zone) in bucket {
+                                s.deadlineTicks[id] = nil
+                                due.append(Waiter(zone: zone, id: id))
+                            }
+                        }
                         s.nextTick += 1
                     }
                     if s.deadlines.isEmpty || s.shutDown {
                         s.deadlines = [:]
+                        s.deadlineTicks = [:]
                         s.tickerRunning = false
                         return (due, false)
                     }
@@ -205,6 +219,7 @@ public final class ChangeNotifier: Sendable {
     /// Forgets `waiter` (waking it if it still waits).
     public func remove(_ waiter: Waiter) {
         let continuation = state.withLock { s -> CheckedContinuation<Wake, Never>? in
+            Self.dropDeadline(waiter.id, &s)
             let slot = s.zones[waiter.zone]?.removeValue(forKey: waiter.id)
             if s.zones[waiter.zone]?.isEmpty == true { s.zones[waiter.zone] = nil }
             if case .waiting(let continuation) = slot { return continuation }
@@ -216,6 +231,11 @@ public final class ChangeNotifier: Sendable {
     /// How many waiters are registered for `zone` (for tests and metrics).
     public func waiterCount(zone: String) -> Int {
         state.withLock { $0.zones[zone]?.count ?? 0 }
+    }
+
+    /// How many waits have a timeout pending (only waits in progress: for tests).
+    var pendingTimeoutCount: Int {
+        state.withLock { $0.deadlineTicks.count }
     }
 
     /// How many waiters are registered across all zones (the long polls in progress, for metrics).
@@ -231,11 +251,19 @@ public final class ChangeNotifier: Sendable {
                 return nil
             case .waiting(let continuation):
                 s.zones[waiter.zone]?[waiter.id] = .fired(reason)
+                Self.dropDeadline(waiter.id, &s)
                 return continuation
             case .fired, nil:
                 return nil  // the first reason stands
             }
         }
         continuation?.resume(returning: reason)
+    }
+
+    /// Takes a waiter's timeout out of its bucket (it woke, or was removed).
+    private static func dropDeadline(_ id: UInt64, _ s: inout State) {
+        guard let tick = s.deadlineTicks.removeValue(forKey: id) else { return }
+        s.deadlines[tick]?[id] = nil
+        if s.deadlines[tick]?.isEmpty == true { s.deadlines[tick] = nil }
     }
 }
