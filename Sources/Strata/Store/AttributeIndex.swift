@@ -8,7 +8,7 @@ import StrataCore
 /// let due = store.fetch("Note", matching: .equal("folder", "Inbox") && .less("due", .date(soon)))
 /// ```
 ///
-/// A ``Filter`` uses an index whose leading attributes it fixes by equality (`.equal`, `.oneOf`),
+/// A `Filter` uses an index whose leading attributes it fixes by equality (`.equal`, `.oneOf`),
 /// then one it bounds by a range; a fetch sorted by an index's first attribute with a limit
 /// walks the index in order and stops early. Filters and sorts give the same results with or
 /// without an index: only the time changes. Closure filters (`where:`) cannot be planned: they

@@ -13,7 +13,7 @@ public struct SortKey: Sendable, Hashable {
 /// A fetch by entity with a filter, a sort and a limit. Ties (and unsorted fetches) are ordered by
 /// object ID, so results are deterministic.
 ///
-/// The plan: a ``Filter`` that an index answers reads only the index's candidates; otherwise a
+/// The plan: a `Filter` that an index answers reads only the index's candidates; otherwise a
 /// sort with a limit whose first key leads an index walks that index in order and stops once
 /// the limit is reached (and the objects tied with the last one are read); otherwise every
 /// object of the entity is read. Every object read is checked against the whole filter and the
@@ -79,7 +79,7 @@ struct Query {
     }
 
     /// Whether `a` comes before `b` under `sort`, then by ID (a fetch's order, also across a
-    /// database's zones). Values compare in the total order indexes keep (``Value`` kinds
+    /// database's zones). Values compare in the total order indexes keep (`Value` kinds
     /// apart, a number's kind not counting, NaN after every number).
     static func ordered(_ a: ObjectSnapshot, _ b: ObjectSnapshot, by sort: [SortKey]) -> Bool {
         for key in sort {
