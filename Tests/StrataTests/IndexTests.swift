@@ -25,7 +25,11 @@ struct IndexTests {
         #expect(!Filter.less("rank", .integer(10)).matches(nan) && !Filter.greater("rank", .integer(10)).matches(nan))
         #expect(!Filter.equal("rank", .double(.nan)).matches(nan), "NaN equals nothing")
         #expect(Filter.equal("rank", .null).matches(none), "an absent value equals null")
-        #expect(!Filter.equal("rank", .double(3)).matches(three), "equality is exact: 3 is not 3.0")
+        #expect(Filter.equal("rank", .double(3)).matches(three), "3 equals 3.0: equal numbers")
+        #expect(!Filter.equal("rank", .double(3.000001)).matches(three))
+        #expect(Filter.equal("rank", 3).matches(three) && Filter.oneOf("rank", [1, 3]).matches(three), "literals")
+        #expect(!Filter.equal("rank", .integer(9_007_199_254_740_993)).matches(snapshot(["rank": .double(9_007_199_254_740_992)])),
+                "exact above 2^53: no rounding")
         #expect(Filter.oneOf("rank", [.integer(1), .integer(3)]).matches(three))
         #expect(!Filter.oneOf("rank", []).matches(three))
         #expect((Filter.less("rank", .integer(5)) && !Filter.equal("rank", .integer(3))).matches(three) == false)

@@ -5,12 +5,13 @@ import StrataCore
 ///
 /// ```swift
 /// options.indexes = [AttributeIndex("Note", on: "folder", "due"), AttributeIndex("Note", on: "title")]
-/// let due = store.fetch("Note", matching: .equal("folder", "Inbox") && .less("due", .date(soon)))
+/// let due = store.fetch("Note", matching: .equal("folder", "Inbox") && .less("due", Value(soon)))
 /// ```
 ///
 /// A `Filter` uses an index whose leading attributes it fixes by equality (`.equal`, `.oneOf`),
 /// then one it bounds by a range; a fetch sorted by an index's first attribute with a limit
-/// walks the index in order and stops early. Filters and sorts give the same results with or
+/// walks the index in order and stops early (when no index answers its filter: a filter the
+/// index answers reads its candidates, then sorts them). Filters and sorts give the same results with or
 /// without an index: only the time changes. Closure filters (`where:`) cannot be planned: they
 /// read every object of the entity, unless the fetch is sorted by an index's first attribute
 /// with a limit (it then walks that index and stops early, checking the closure on the way).

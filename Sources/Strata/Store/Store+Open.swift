@@ -14,7 +14,9 @@ extension Store {
     ///
     /// - Throws: `StoreError` — `StoreError.Code.invalidSchema`,
     ///   `StoreError.Code.incompatibleSchema` (not an additive change),
-    ///   `StoreError.Code.corruptEvent`, or `StoreError.Code.log` from the segment log.
+    ///   `StoreError.Code.invalidArgument` (an index in `StoreOptions.indexes` that names no
+    ///   attribute of the schema), `StoreError.Code.corruptEvent`, or `StoreError.Code.log` from
+    ///   the segment log.
     public static func open(at directory: String, schema: Schema, options: StoreOptions = StoreOptions()) async throws -> Store {
         let problems = schema.problems()
         guard problems.isEmpty else { throw StoreError(.invalidSchema, problems.joined(separator: "; ")) }
@@ -22,6 +24,11 @@ extension Store {
         // The replay reads and decodes the whole log past the snapshot: not on the cooperative pool.
         let store = try await BlockingIO.run { try openWithoutSchemaCheck(at: directory, options: options) }
         try await store.adopt(schema)
+        if !options.indexes.isEmpty {
+            // Built here, off the caller's thread, once the schemas are set (each setting would
+            // rebuild them), so that the first fetch does not pay for it.
+            try await BlockingIO.run { store.core.withLock { $0.projection.prepareIndexes() } }
+        }
         // A long replay now should not be repeated on the next open (see `AutoCompaction`).
         store.startAutoCompactionIfDue()
         return store
@@ -33,6 +40,7 @@ extension Store {
             throw StoreError(.invalidArgument, "\(directory) is not a Strata store (no \(manifestName))")
         }
         let store = try openWithoutSchemaCheck(at: directory, options: options)
+        store.core.withLock { $0.projection.prepareIndexes() }
         store.startAutoCompactionIfDue()
         return store
     }

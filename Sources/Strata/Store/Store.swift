@@ -86,7 +86,7 @@ public final class Store: Sendable {
     /// the store's lock (it calls no app code), without copying the store's state.
     ///
     /// ```swift
-    /// let urgent = store.fetch("Task", matching: .equal("done", .bool(false)) && .lessOrEqual("due", .date(now)),
+    /// let urgent = store.fetch("Task", matching: .equal("done", false) && .lessOrEqual("due", Value(now)),
     ///                          sortedBy: [SortKey("due")], limit: 50)
     /// ```
     public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {

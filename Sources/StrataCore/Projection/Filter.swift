@@ -5,15 +5,25 @@
 /// one.
 ///
 /// ```swift
-/// store.fetch("Note", matching: .equal("folder", .string("Inbox")) && .greater("priority", .integer(2)),
+/// store.fetch("Note", matching: .equal("folder", "Inbox") && .greater("priority", 2),
 ///             sortedBy: [SortKey("due")], limit: 20)
 /// ```
 ///
-/// Comparisons follow the order of ``Value``: an integer and a double compare by their numeric
-/// value, and values of different kinds never match a comparison (`.less("due", .date(…))` does
-/// not match a title or a null). A double that is not a number matches no comparison and equals
-/// nothing, not even itself. An attribute an object lacks reads as its default (or null), as in a
-/// fetched snapshot.
+/// Values are written as literals (`"Inbox"`, `2`, `true`, `nil`) or as ``Value``s
+/// (`Value(date)`). Comparisons follow the order of ``Value``: an integer and a double compare,
+/// and are equal, by their exact numeric value (`.equal("price", 10)` matches a price of 10.0);
+/// values of other kinds never match a comparison (`.less("due", Value(now))` matches no title
+/// and no null). A double that is not a number matches no comparison and equals nothing, not even
+/// itself. An attribute an object lacks reads as its default (or null), as in a fetched snapshot.
+///
+/// Names are not checked: a misspelled attribute reads as null in every object (so `.equal` on
+/// it matches nothing and `.not` of that matches everything). `.not(.less(k, v))` is not
+/// `.greaterOrEqual(k, v)`: it also matches nulls and values of other kinds.
+///
+/// What an index answers: equalities (`.equal`, `.oneOf` of up to 64 values) on an index's
+/// leading attributes, then one range on the next; an `.any` whose every branch it answers. A
+/// `.not`, a filter on attributes no index leads with, or a longer `.oneOf` is checked on every
+/// object of the entity.
 public indirect enum Filter: Sendable, Hashable {
     /// The attribute's value is exactly this one (`.null` matches an absent value).
     case equal(String, Value)
@@ -88,11 +98,16 @@ public indirect enum Filter: Sendable, Hashable {
 }
 
 extension Value {
-    /// Equality as filters see it: the values are identical, except that a double that is not a
-    /// number equals nothing (so that equality agrees with the order an index keeps).
+    /// Equality as filters see it: the values are identical, or an integer and a double of the
+    /// same exact numeric value (a literal `10` matches a double attribute's 10.0); a double that
+    /// is not a number equals nothing. This is the equivalence of the order an index keeps.
     package static func same(_ a: Value, _ b: Value) -> Bool {
-        if case .double(let x) = a, x.isNaN { return false }
-        return a == b
+        switch (a, b) {
+        case (.double(let x), _) where x.isNaN, (_, .double(let x)) where x.isNaN: return false
+        case (.integer(let x), .double(let y)): return !less(x, y) && !less(y, x)
+        case (.double(let x), .integer(let y)): return !less(x, y) && !less(y, x)
+        default: return a == b
+        }
     }
 
     /// -1, 0 or 1 when `a` and `b` can be compared (the same kind of value, numbers across integer

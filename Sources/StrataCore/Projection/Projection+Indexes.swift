@@ -55,6 +55,12 @@ extension Projection {
 
     package var indexDeclarations: [IndexDeclaration] { indexes.map(\.declaration) }
 
+    /// Builds the declared indexes now if they wait for a build (an open does this, off the
+    /// caller's thread, so that the first read does not pay for it).
+    package func prepareIndexes() {
+        if indexesStale && !batchOpen { rebuildIndexes() }
+    }
+
     /// The number of entries of each index (for tests and tools).
     package var indexSizes: [Int] { indexes.map(\.entries.count) }
 
