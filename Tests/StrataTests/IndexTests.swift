@@ -98,6 +98,7 @@ struct IndexTests {
         #expect(await results.next()?.map(\.id) == [first])
         try await store.transaction { tx in try tx.delete(first) }
         #expect(await results.next()?.isEmpty == true)
+        #expect(store.count("Note", matching: .greater("rank", 0)) == 0)
         try await store.close()
     }
 

@@ -39,6 +39,34 @@ extension Store {
         }
     }
 
+    /// The objects of `M`'s entity that match `filter` as models: the typed form of
+    /// ``observe(_:matching:sortedBy:limit:)``, each evaluation planned on the indexes. An object
+    /// that does not decode as `M` ends the sequence with the `StoreError`.
+    public func observe<M: StrataModel & Equatable>(_ type: M.Type, matching filter: Filter,
+                                                    sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
+        let changes = self.changes()
+        let (stream, continuation) = AsyncThrowingStream<[M], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let task = Task { [weak self] in
+            do {
+                guard let first = try self?.fetch(type, matching: filter, sortedBy: sort, limit: limit) else { return continuation.finish() }
+                var last = first
+                continuation.yield(first)
+                for await change in changes where change.schemaChanged || change.changes.contains(where: { $0.entity == M.entityName }) {
+                    guard let next = try self?.fetch(type, matching: filter, sortedBy: sort, limit: limit) else { break }
+                    if next != last {
+                        last = next
+                        continuation.yield(next)
+                    }
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
     /// One object, delivered again whenever a commit changes it; `nil` while it does not exist
     /// (deleted, or not yet pulled).
     public func observe(_ id: ObjectID) -> AsyncStream<ObjectSnapshot?> {

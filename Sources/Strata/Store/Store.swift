@@ -98,6 +98,12 @@ public final class Store: Sendable {
         core.withLock { $0.projection.appObjectIDs(of: entity).count }
     }
 
+    /// The number of existing objects of `entity` that match `filter` (planned on the indexes,
+    /// see ``fetch(_:matching:sortedBy:limit:)``).
+    public func count(_ entity: String, matching filter: Filter) -> Int {
+        core.withLock { Query(entity: entity, predicate: nil, filter: filter, sort: [], limit: nil).run(on: $0.projection).count }
+    }
+
     /// The objects related to `id` through `relationship`, sorted by ID.
     public func related(_ id: ObjectID, _ relationship: String) -> [ObjectSnapshot] {
         core.withLock { core in

@@ -39,6 +39,12 @@ public final class StoreView {
         Query(entity: entity, predicate: nil, filter: filter, sort: sort, limit: limit).run(on: projection)
     }
 
+    /// The objects of `M`'s entity that match `filter` (planned on the indexes) as models.
+    public func fetch<M: StrataModel>(_ type: M.Type, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) throws -> [M] {
+        try Query(entity: M.entityName, predicate: nil, filter: filter, sort: sort, limit: limit, includeToMany: true).run(on: projection)
+            .map { try ModelCoding.model(type, from: $0) }
+    }
+
     /// The number of existing objects of `entity`.
     public func count(_ entity: String) -> Int {
         projection.appObjectIDs(of: entity).count
