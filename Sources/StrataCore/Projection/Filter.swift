@@ -24,27 +24,48 @@
 /// leading attributes, then one range on the next; an `.any` whose every branch it answers. A
 /// `.not`, a filter on attributes no index leads with, or a longer `.oneOf` is checked on every
 /// object of the entity.
-public indirect enum Filter: Sendable, Hashable {
-    /// The attribute's value is exactly this one (`.null` matches an absent value).
-    case equal(String, Value)
+public struct Filter: Sendable, Hashable {
+    /// What the filter is. A struct around an enum, so that kinds of filters can be added later
+    /// without breaking an app (an app builds filters with the static functions, never switches
+    /// over them).
+    package indirect enum Node: Sendable, Hashable {
+        case equal(String, Value)
+        case oneOf(String, [Value])
+        case less(String, Value)
+        case lessOrEqual(String, Value)
+        case greater(String, Value)
+        case greaterOrEqual(String, Value)
+        case between(String, Value, Value)
+        case all([Filter])
+        case any([Filter])
+        case not(Filter)
+    }
+
+    package let node: Node
+
+    package init(_ node: Node) { self.node = node }
+
+    /// The attribute's value is this one (`nil`/`.null` matches an absent value; an integer and a
+    /// double of the same value are equal).
+    public static func equal(_ attribute: String, _ value: Value) -> Filter { Filter(.equal(attribute, value)) }
     /// The attribute's value is any of these.
-    case oneOf(String, [Value])
-    case less(String, Value)
-    case lessOrEqual(String, Value)
-    case greater(String, Value)
-    case greaterOrEqual(String, Value)
+    public static func oneOf(_ attribute: String, _ values: [Value]) -> Filter { Filter(.oneOf(attribute, values)) }
+    public static func less(_ attribute: String, _ bound: Value) -> Filter { Filter(.less(attribute, bound)) }
+    public static func lessOrEqual(_ attribute: String, _ bound: Value) -> Filter { Filter(.lessOrEqual(attribute, bound)) }
+    public static func greater(_ attribute: String, _ bound: Value) -> Filter { Filter(.greater(attribute, bound)) }
+    public static func greaterOrEqual(_ attribute: String, _ bound: Value) -> Filter { Filter(.greaterOrEqual(attribute, bound)) }
     /// Within the closed range `lower...upper`.
-    case between(String, Value, Value)
+    public static func between(_ attribute: String, _ lower: Value, _ upper: Value) -> Filter { Filter(.between(attribute, lower, upper)) }
     /// Every one of these holds (true when empty).
-    case all([Filter])
+    public static func all(_ filters: [Filter]) -> Filter { Filter(.all(filters)) }
     /// At least one of these holds (false when empty).
-    case any([Filter])
+    public static func any(_ filters: [Filter]) -> Filter { Filter(.any(filters)) }
     /// The filter does not hold.
-    case not(Filter)
+    public static func not(_ filter: Filter) -> Filter { Filter(.not(filter)) }
 
     /// Both hold.
     public static func && (lhs: Filter, rhs: Filter) -> Filter {
-        switch (lhs, rhs) {
+        switch (lhs.node, rhs.node) {
         case (.all(let a), .all(let b)): .all(a + b)
         case (.all(let a), _): .all(a + [rhs])
         case (_, .all(let b)): .all([lhs] + b)
@@ -54,7 +75,7 @@ public indirect enum Filter: Sendable, Hashable {
 
     /// Either holds.
     public static func || (lhs: Filter, rhs: Filter) -> Filter {
-        switch (lhs, rhs) {
+        switch (lhs.node, rhs.node) {
         case (.any(let a), .any(let b)): .any(a + b)
         case (.any(let a), _): .any(a + [rhs])
         case (_, .any(let b)): .any([lhs] + b)
@@ -66,7 +87,7 @@ public indirect enum Filter: Sendable, Hashable {
 
     /// Whether the object matches.
     public func matches(_ object: ObjectSnapshot) -> Bool {
-        switch self {
+        switch node {
         case .equal(let key, let value): return Value.same(object[key], value)
         case .oneOf(let key, let values):
             let held = object[key]
@@ -87,7 +108,7 @@ public indirect enum Filter: Sendable, Hashable {
 
     /// The attributes the filter reads.
     public var attributes: Set<String> {
-        switch self {
+        switch node {
         case .equal(let key, _), .oneOf(let key, _), .less(let key, _), .lessOrEqual(let key, _),
              .greater(let key, _), .greaterOrEqual(let key, _), .between(let key, _, _):
             return [key]

@@ -173,7 +173,7 @@ extension Projection {
     }
 
     private func candidates(_ filter: Filter, _ usable: [Int]) -> [ObjectID]? {
-        switch filter {
+        switch filter.node {
         case .any(let filters):
             var union = Set<ObjectID>()
             for filter in filters {
@@ -185,8 +185,8 @@ extension Projection {
             let conjuncts = Self.flatten(filters)
             if let planned = plan(conjuncts, usable) { return planned }
             // A disjunction among them, each of whose branches an index answers.
-            for case .any(let branches) in conjuncts {
-                if let found = candidates(.any(branches), usable) { return found }
+            for conjunct in conjuncts {
+                if case .any = conjunct.node, let found = candidates(conjunct, usable) { return found }
             }
             return nil
         case .not:
@@ -198,7 +198,7 @@ extension Projection {
 
     private static func flatten(_ filters: [Filter]) -> [Filter] {
         filters.flatMap { filter -> [Filter] in
-            if case .all(let inner) = filter { return flatten(inner) }
+            if case .all(let inner) = filter.node { return flatten(inner) }
             return [filter]
         }
     }
@@ -234,7 +234,7 @@ extension Projection {
             var lower: IndexBound?
             var upper: IndexBound?
             for conjunct in conjuncts {
-                switch conjunct {
+                switch conjunct.node {
                 case .equal(let key, let value) where key == attribute:
                     if equals == nil { equals = [value] }
                 case .oneOf(let key, let values) where key == attribute:
