@@ -31,7 +31,7 @@ extension Store {
 
     /// The objects of `entity` that match `filter`, sorted by `sort` (then by ID), at most `limit`:
     /// first the current result, then a new one after each commit that changes it. Each
-    /// evaluation is planned on the indexes (see ``fetch(_:matching:sortedBy:limit:)``), so an
+    /// evaluation is planned on the indexes (see ``fetch(_:matching:sortedBy:limit:)->[ObjectSnapshot]``), so an
     /// observed query over a large entity costs an index lookup, not a scan, per commit.
     public func observe(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncStream<[ObjectSnapshot]> {
         observed(touching: { $0.entity == entity }) { store in
@@ -40,7 +40,7 @@ extension Store {
     }
 
     /// The objects of `M`'s entity that match `filter` as models: the typed form of
-    /// ``observe(_:matching:sortedBy:limit:)``, each evaluation planned on the indexes. An object
+    /// ``observe(_:matching:sortedBy:limit:)->AsyncStream<[ObjectSnapshot]>``, each evaluation planned on the indexes. An object
     /// that does not decode as `M` ends the sequence with the `StoreError`.
     public func observe<M: StrataModel & Equatable>(_ type: M.Type, matching filter: Filter,
                                                     sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {

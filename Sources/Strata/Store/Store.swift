@@ -99,7 +99,7 @@ public final class Store: Sendable {
     }
 
     /// The number of existing objects of `entity` that match `filter` (planned on the indexes,
-    /// see ``fetch(_:matching:sortedBy:limit:)``).
+    /// see ``fetch(_:matching:sortedBy:limit:)->[ObjectSnapshot]``).
     public func count(_ entity: String, matching filter: Filter) -> Int {
         core.withLock { Query(entity: entity, predicate: nil, filter: filter, sort: [], limit: nil).run(on: $0.projection).count }
     }

@@ -51,7 +51,7 @@ public struct StoreOptions: Sendable {
     /// extension — each writing (see ``StoreSharing``). Every process that opens it must say so.
     public var sharing = StoreSharing.exclusive
 
-    /// The attributes to index (see ``AttributeIndex``): an equality or a range in a ``Filter``
+    /// The attributes to index (see ``AttributeIndex``): an equality or a range in a `Filter`
     /// on them, and a sort by them with a limit, is answered without reading every object of the
     /// entity. Kept in memory and built from the objects on open (and again when a schema from
     /// another app version arrives); changing the list changes nothing stored. An index that

@@ -34,7 +34,7 @@ public final class StoreView {
     }
 
     /// The existing objects of `entity` that match `filter` (planned on the indexes, see
-    /// ``Store/fetch(_:matching:sortedBy:limit:)``), sorted by `sort` (then by ID), at most `limit`.
+    /// ``Store/fetch(_:matching:sortedBy:limit:)->[ObjectSnapshot]``), sorted by `sort` (then by ID), at most `limit`.
     public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
         Query(entity: entity, predicate: nil, filter: filter, sort: sort, limit: limit).run(on: projection)
     }

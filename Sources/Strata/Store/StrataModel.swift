@@ -210,7 +210,7 @@ extension Store {
 
 extension Store {
     /// The objects of `M`'s entity that match `filter` (stated on attribute names, planned on the
-    /// indexes, see ``Store/fetch(_:matching:sortedBy:limit:)``) as models.
+    /// indexes, see ``Store/fetch(_:matching:sortedBy:limit:)->[ObjectSnapshot]``) as models.
     public func fetch<M: StrataModel>(_ type: M.Type, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) throws -> [M] {
         let snapshots = core.withLock { core in
             Query(entity: M.entityName, predicate: nil, filter: filter, sort: sort, limit: limit, includeToMany: true).run(on: core.projection)

@@ -58,7 +58,7 @@ public final class Transaction {
 
     /// The objects matching `filter`, with this transaction's changes (planned on the indexes;
     /// what the transaction changed so far is checked besides, see
-    /// ``Store/fetch(_:matching:sortedBy:limit:)``).
+    /// ``Store/fetch(_:matching:sortedBy:limit:)->[ObjectSnapshot]``).
     public func fetch(_ entity: String, matching filter: Filter, sortedBy sort: [SortKey] = [], limit: Int? = nil) -> [ObjectSnapshot] {
         Query(entity: entity, predicate: nil, filter: filter, sort: sort, limit: limit).run(on: projection)
     }
