@@ -33,7 +33,7 @@
 @_exported public import struct StrataCore.ChangeSet
 @_exported public import struct StrataCore.ObjectChange
 @_exported public import struct StrataCore.ObjectSnapshot
-@_exported public import enum StrataCore.Filter
+@_exported public import struct StrataCore.Filter
 @_exported public import struct StrataCore.FieldProvenance
 @_exported public import struct StrataCore.EventID
 @_exported public import struct StrataCore.HLC
