@@ -54,8 +54,9 @@ public struct StoreOptions: Sendable {
     /// The attributes to index (see ``AttributeIndex``): an equality or a range in a `Filter`
     /// on them, and a sort by them with a limit, is answered without reading every object of the
     /// entity. Kept in memory and built from the objects on open (and again when a schema from
-    /// another app version arrives); changing the list changes nothing stored. An index that
-    /// names no attribute of the schema makes the open fail with `invalidArgument`.
+    /// another app version arrives); changing the list changes nothing stored. An index naming
+    /// an entity or attribute the schema does not declare (or a relationship) makes the open
+    /// fail with `invalidArgument`.
     public var indexes: [AttributeIndex] = []
 
     /// One hour, in milliseconds.

@@ -16,8 +16,8 @@
 /// and no null). A double that is not a number matches no comparison and equals nothing, not even
 /// itself. An attribute an object lacks reads as its default (or null), as in a fetched snapshot.
 ///
-/// Names are not checked: a misspelled attribute reads as null in every object (so `.equal` on
-/// it matches nothing and `.not` of that matches everything). `.not(.less(k, v))` is not
+/// Names are not checked: a misspelled attribute reads as null in every object (so `.equal` with
+/// a value other than null matches nothing on it, and `.not` of that matches everything). `.not(.less(k, v))` is not
 /// `.greaterOrEqual(k, v)`: it also matches nulls and values of other kinds.
 ///
 /// What an index answers: equalities (`.equal`, `.oneOf` of up to 64 values) on an index's

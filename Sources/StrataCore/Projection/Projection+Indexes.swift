@@ -42,9 +42,9 @@ struct ProjectionIndex {
 /// transaction sees its own changes. An index only proposes candidates: every candidate is checked
 /// against the filter, so an index can make a result faster, never different.
 extension Projection {
-    /// Declares the indexes to keep (replacing any). They are built on first use: a read, the
-    /// end of the next batch, a read view (an open sets the schemas after this, which would
-    /// rebuild them again).
+    /// Declares the indexes to keep (replacing any). An open builds them with
+    /// `prepareIndexes()` once it has set the schemas (each setting would rebuild them);
+    /// otherwise the first read, the end of the next batch or a read view does.
     package func declareIndexes(_ declarations: [IndexDeclaration]) {
         guard indexing else { return }
         indexes = declarations.map { ProjectionIndex(declaration: $0, storedEntity: $0.entity) }

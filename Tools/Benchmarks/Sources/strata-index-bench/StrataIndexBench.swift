@@ -116,7 +116,7 @@ func run(_ place: DataPlace, quick: Bool) async throws {
 
     note("index-bench: queries, \(rounds) rounds…")
     let store = try await Store.open(at: storePath, schema: schema, options: options(indexes: 2))
-    _ = store.fetch("Item", matching: .equal("category", .integer(0)))  // builds the indexes
+    _ = store.fetch("Item", matching: .equal("category", .integer(0)))  // warms the caches
     var times: [String: [UInt64]] = [:]
     var answers = (strata: 0, sqlite: 0)
     for round in 0..<rounds {
