@@ -44,27 +44,7 @@ extension Store {
     /// that does not decode as `M` ends the sequence with the `StoreError`.
     public func observe<M: StrataModel & Equatable>(_ type: M.Type, matching filter: Filter,
                                                     sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
-        let changes = self.changes()
-        let (stream, continuation) = AsyncThrowingStream<[M], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let task = Task { [weak self] in
-            do {
-                guard let first = try self?.fetch(type, matching: filter, sortedBy: sort, limit: limit) else { return continuation.finish() }
-                var last = first
-                continuation.yield(first)
-                for await change in changes where change.schemaChanged || change.changes.contains(where: { $0.entity == M.entityName }) {
-                    guard let next = try self?.fetch(type, matching: filter, sortedBy: sort, limit: limit) else { break }
-                    if next != last {
-                        last = next
-                        continuation.yield(next)
-                    }
-                }
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: error)
-            }
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
+        observedModels(type) { store in try store.fetch(type, matching: filter, sortedBy: sort, limit: limit) }
     }
 
     /// One object, delivered again whenever a commit changes it; `nil` while it does not exist
@@ -89,15 +69,24 @@ extension Store {
     /// `StoreError` naming the model, the entity and the object.
     public func observe<M: StrataModel & Equatable>(_ type: M.Type, where predicate: (@Sendable (M) -> Bool)? = nil,
                                                     sortedBy sort: [SortKey] = [], limit: Int? = nil) -> AsyncThrowingStream<[M], any Error> {
+        observedModels(type) { store in try store.fetch(type, where: predicate, sortedBy: sort, limit: limit) }
+    }
+
+    /// A typed observed query: subscribes first, then fetches; fetches again on commits that touch
+    /// `M`'s entity (or change the schema) and delivers results that differ from the last; ends
+    /// with the error when a fetch throws (an object that does not decode as `M`).
+    private func observedModels<M: StrataModel & Equatable>(_ type: M.Type, fetch: @escaping @Sendable (Store) throws -> [M]) -> AsyncThrowingStream<[M], any Error> {
         let changes = self.changes()
         let (stream, continuation) = AsyncThrowingStream<[M], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let task = Task { [weak self] in
             do {
-                guard let first = try self?.fetch(type, where: predicate, sortedBy: sort, limit: limit) else { return continuation.finish() }
+                // The store only for the time of each fetch: an observer never cancelled must
+                // not keep it alive.
+                guard let first = try self.map(fetch) else { return continuation.finish() }
                 var last = first
                 continuation.yield(first)
                 for await change in changes where change.schemaChanged || change.changes.contains(where: { $0.entity == M.entityName }) {
-                    guard let next = try self?.fetch(type, where: predicate, sortedBy: sort, limit: limit) else { break }
+                    guard let next = try self.map(fetch) else { break }
                     if next != last {
                         last = next
                         continuation.yield(next)
