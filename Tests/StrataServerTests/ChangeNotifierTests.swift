@@ -46,4 +46,32 @@ struct ChangeNotifierTests {
         #expect(await notifier.wait(late, timeout: .milliseconds(100)) == .timedOut)
         notifier.remove(late)
     }
+
+    @Test("a change wakes the database long polls of the zone's users only; a change of unknown users, and a reload, wake every database long poll")
+    func databaseWaitersByUser() async throws {
+        let notifier = ChangeNotifier()
+        let bob = notifier.register(databaseOf: "bob")
+        let carol = notifier.register(databaseOf: "carol")
+        let zone = notifier.register(zone: "alice/notes")
+        notifier.notify(zone: "alice/notes", users: ["alice", "bob"])
+        #expect(await notifier.wait(bob, timeout: .seconds(60)) == .notified)
+        #expect(await notifier.wait(zone, timeout: .seconds(60)) == .notified)
+        // Carol has no part in alice/notes: her poll sleeps on to its timeout.
+        #expect(await notifier.wait(carol, timeout: .milliseconds(100)) == .timedOut)
+        for waiter in [bob, carol, zone] { notifier.remove(waiter) }
+        #expect(notifier.databaseWaiterCount == 0)
+
+        // Announced by another process, users unknown: every database poll wakes.
+        let dave = notifier.register(databaseOf: "dave")
+        #expect(notifier.databaseWaiterCount == 1)
+        notifier.notify(zone: "erin/photos")
+        #expect(await notifier.wait(dave, timeout: .seconds(60)) == .notified)
+        notifier.remove(dave)
+
+        // The users file reloaded: everyone looks again.
+        let frank = notifier.register(databaseOf: "frank")
+        notifier.notifyAll()
+        #expect(await notifier.wait(frank, timeout: .seconds(60)) == .notified)
+        notifier.remove(frank)
+    }
 }

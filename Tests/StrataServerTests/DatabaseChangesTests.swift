@@ -71,7 +71,8 @@ extension TestClientProtocol {
 func databasePoll(port: Int?, as token: String, after: String, wait: Int = 60, app: StrataServerApp) async throws -> RawConnection {
     let poll = try RawConnection(port: try #require(port), readLimit: 90)
     #expect(poll.send("GET \(StrataEndpoint.databaseChanges)?after=\(after)&wait=\(wait) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"))
-    try await waitForWaiter(app.notifier, zone: ChangeNotifier.anyZone)
+    for _ in 0..<2000 where app.notifier.databaseWaiterCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+    #expect(app.notifier.databaseWaiterCount > 0, "no database long poll registered within ten seconds")
     return poll
 }
 

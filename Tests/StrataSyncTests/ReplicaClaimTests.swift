@@ -110,4 +110,55 @@ struct ReplicaClaimTests {
         }
         try await reopened.close()
     }
+
+    @Test("new replicas' bindings go to a journal, one synced line each: a copy of the directory taken without a close (a crash) has them all, a torn last line is cut off, a damaged line is refused with its byte offset, and a close folds the journal into replica-owners.json")
+    func bindingJournal() async throws {
+        let dir = TemporaryDirectory()
+        func record(_ replica: ReplicaID) throws -> PushedTransaction {
+            try #require(PushedTransaction(TransactionRecord(replica: replica, events: [
+                Event(id: EventID(replica: replica, sequence: 1), hlc: HLC(milliseconds: 1_700_000_000_000, counter: 0),
+                      change: .insert(entity: "Folder", object: ObjectID(), fields: ["name": "x"])),
+            ])))
+        }
+        let storage = try EmbeddedZoneStorage(directory: dir.path)
+        let notes = ZoneID(owner: "alice", name: "notes")
+        _ = try await storage.createZone(name: "notes", owner: "alice", access: .private, grants: [:])
+        _ = try await storage.createZone(name: "mine", owner: "bob", access: .private, grants: [:])
+        let replicas = (0..<12).map { _ in ReplicaID.random() }
+        for replica in replicas {
+            _ = try await storage.append(zone: notes, user: "alice", replica: replica, transactions: [try record(replica)])
+        }
+        let journal = try String(contentsOfFile: dir.sub("replica-owners.journal"), encoding: .utf8)
+        #expect(journal.split(separator: "\n").count == 12, "one line per new replica: \(journal)")
+
+        // A crash: the directory as it is while the server runs (every acknowledged push synced).
+        let crashed = TemporaryDirectory()
+        try FileManager.default.removeItem(atPath: crashed.path)
+        try FileManager.default.copyItem(atPath: dir.path, toPath: crashed.path)
+        try? FileManager.default.removeItem(atPath: crashed.sub("LOCK"))
+        // The append of a 13th binding torn by the crash (its push never acknowledged).
+        let handle = try #require(FileHandle(forWritingAtPath: crashed.sub("replica-owners.journal")))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(#"{"replica":"0000"#.utf8))
+        try handle.close()
+        let recovered = try EmbeddedZoneStorage(directory: crashed.path)
+        #expect(await recovered.replicaOwners() == Dictionary(uniqueKeysWithValues: replicas.map { ($0, "alice") }))
+        await #expect { _ = try await recovered.append(zone: ZoneID(owner: "bob", name: "mine"), user: "bob", replica: replicas[5], transactions: [try record(replicas[5])]) } throws: {
+            ($0 as? ZoneStorageError)?.code == .replicaNotYours
+        }
+        try await recovered.close()
+        // Closed: folded into the one file, the journal gone.
+        #expect(!FileManager.default.fileExists(atPath: crashed.sub("replica-owners.journal")))
+        let reopened = try EmbeddedZoneStorage(directory: crashed.path)
+        #expect(await reopened.replicaOwners().count == 12)
+        try await reopened.close()
+
+        // A damaged line before the last: refused, with where.
+        try await storage.close()
+        let damaged = Array(journal.utf8.prefix(10)) + Array("not json\n".utf8) + Array(journal.utf8)
+        try Data(damaged).write(to: URL(fileURLWithPath: dir.sub("replica-owners.journal")))
+        #expect { _ = try EmbeddedZoneStorage(directory: dir.path) } throws: {
+            ($0 as? ZoneStorageError)?.code == .storageFailure && "\($0)".contains("at byte 0")
+        }
+    }
 }

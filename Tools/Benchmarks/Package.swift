@@ -45,10 +45,13 @@ let package = Package(
         ),
         // Sync over loopback HTTP against the log server, which runs in a child process (this
         // executable re-run with --serve).
+        // <sys/epoll.h> for strata-sync-bench's fleet load generator (Linux only).
+        .target(name: "CEpoll"),
         .executableTarget(
             name: "strata-sync-bench",
             dependencies: [
                 "BenchSupport",
+                .target(name: "CEpoll", condition: .when(platforms: [.linux])),
                 .product(name: "Strata", package: "Strata"), .product(name: "StrataCore", package: "Strata"),
                 .product(name: "StrataSync", package: "Strata"),
                 .product(name: "StrataServer", package: "Strata"),

@@ -86,15 +86,36 @@ public final class ChangeNotifier: Sendable {
         }
     }
 
-    /// The key of the waiters that wake on a change of any zone: the database changes' long
-    /// polls (`GET /v1/database/changes`), which then look whether a zone of their caller changed.
-    public static let anyZone = "\u{0}database"
+    /// Registers a waiter for changes of any zone in `user`'s database (a database changes long
+    /// poll, `GET /v1/database/changes`, which then looks which of its caller's zones changed).
+    public func register(databaseOf user: String) -> Waiter {
+        register(zone: Self.databaseKey(of: user))
+    }
 
-    /// Wakes every waiter of `zone`, and those of ``anyZone``.
+    /// The key database waiters of `user` register under: a zone name never starts with NUL.
+    static func databaseKey(of user: String) -> String { databasePrefix + user }
+    private static let databasePrefix = "\u{0}database\u{0}"
+
+    /// Wakes every waiter of `zone`, and the database waiters of `users`: the users whose
+    /// database lists the zone (its owner and grantees; for a change of who those are, the users
+    /// before and after). Waking only them keeps a push's cost independent of how many devices
+    /// of other users hold a database long poll.
+    public func notify(zone: String, users: some Sequence<String>) {
+        wake([zone] + users.map(Self.databaseKey(of:)), .notified)
+    }
+
+    /// Wakes every waiter of `zone` and every database waiter: for a change whose zone's users
+    /// are not known here (announced by another process sharing the storage, when its
+    /// description could not be read). Correct, but a cost in every database long poll.
     public func notify(zone: String) {
+        let keys = state.withLock { s in [zone] + s.zones.keys.filter { $0.hasPrefix(Self.databasePrefix) } }
+        wake(keys, .notified)
+    }
+
+    private func wake(_ keys: [String], _ reason: Wake) {
         let continuations = state.withLock { s -> [CheckedContinuation<Wake, Never>] in
             var woken: [CheckedContinuation<Wake, Never>] = []
-            for key in zone == Self.anyZone ? [zone] : [zone, Self.anyZone] {
+            for key in Set(keys) {
                 // Taken out while changed, so the dictionary is not copied.
                 guard var slots = s.zones.removeValue(forKey: key) else { continue }
                 for (id, slot) in slots {
@@ -105,20 +126,19 @@ public final class ChangeNotifier: Sendable {
                     case .fired: continue  // keeps the first reason
                     case .armed: break
                     }
-                    slots[id] = .fired(.notified)
+                    slots[id] = .fired(reason)
                 }
                 s.zones[key] = slots
             }
             return woken
         }
-        for continuation in continuations { continuation.resume(returning: .notified) }
+        for continuation in continuations { continuation.resume(returning: reason) }
     }
 
-    /// Wakes every waiter of every zone once, as ``notify(zone:)`` does for one (the users were
+    /// Wakes every waiter of every zone and every database waiter once (the users were
     /// reloaded: each long poll checks its caller again).
     public func notifyAll() {
-        let zones = state.withLock { Array($0.zones.keys) }
-        for zone in zones { notify(zone: zone) }
+        wake(state.withLock { Array($0.zones.keys) }, .notified)
     }
 
     /// Wakes every waiter of every zone, now and from now on: after this, waits return at once.
@@ -216,6 +236,12 @@ public final class ChangeNotifier: Sendable {
         }
     }
 
+    /// Ends `waiter`'s wait (now, or at once when it begins) as ``Wake/cancelled``: its client
+    /// went away.
+    public func cancel(_ waiter: Waiter) {
+        fire(waiter, .cancelled)
+    }
+
     /// Forgets `waiter` (waking it if it still waits).
     public func remove(_ waiter: Waiter) {
         let continuation = state.withLock { s -> CheckedContinuation<Wake, Never>? in
@@ -236,6 +262,11 @@ public final class ChangeNotifier: Sendable {
     /// How many waits have a timeout pending (only waits in progress: for tests).
     var pendingTimeoutCount: Int {
         state.withLock { $0.deadlineTicks.count }
+    }
+
+    /// How many database waiters are registered, of every user (for tests and metrics).
+    public var databaseWaiterCount: Int {
+        state.withLock { s in s.zones.reduce(0) { $0 + ($1.key.hasPrefix(Self.databasePrefix) ? $1.value.count : 0) } }
     }
 
     /// How many waiters are registered across all zones (the long polls in progress, for metrics).

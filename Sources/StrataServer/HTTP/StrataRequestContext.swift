@@ -20,10 +20,15 @@ public struct StrataRequestContext: RequestContext {
     /// That zone, when it exists (looked up with it).
     var zone: ZoneInfo?
 
+    /// The connection the request came on (its channel's identity), which a long poll watches
+    /// for its client going away (``ConnectionWatch``).
+    let connection: ObjectIdentifier
+
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.user = nil
         self.clientAddress = source.channel.remoteAddress?.ipAddress
+        self.connection = ObjectIdentifier(source.channel)
     }
 
     /// The authenticated user.

@@ -21,7 +21,11 @@ extension StrataServerApp {
         let deadline = clock.now + wait
         while true {
             // Registered before looking, so that a change landing in between wakes the wait.
-            let waiter = notifier.register(zone: ChangeNotifier.anyZone)
+            let waiter = notifier.register(databaseOf: user)
+            let notifier = self.notifier
+            // The client going away ends the wait (as a cancellation: the empty page).
+            let watching = ConnectionWatch.shared.onClose(context.connection) { notifier.cancel(waiter) }
+            defer { ConnectionWatch.shared.forget(context.connection, watching) }
             let page: DatabaseChanges
             do {
                 page = try await databasePage(for: user, after: after, limit: limit)
@@ -169,7 +173,7 @@ extension StrataServerApp {
         let user = try context.requireUser()
         let id = try context.requestedZoneID()
         let info = try await shareCall(id) { () async throws(ZoneStorageError) in try await storage.acceptShare(id, user: user) }
-        notifier.notify(zone: id.description)
+        notifier.notify(zone: id.description, users: Self.databaseUsers(of: info).union([user]))
         logger.info("share accepted", metadata: ["zone": "\(id)", "user": "\(user)"])
         return try json(try await description(of: info, for: user))
     }
@@ -179,8 +183,8 @@ extension StrataServerApp {
     func leaveShare(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let user = try context.requireUser()
         let id = try context.requestedZoneID()
-        _ = try await shareCall(id) { () async throws(ZoneStorageError) in try await storage.leaveShare(id, user: user) }
-        notifier.notify(zone: id.description)
+        let info = try await shareCall(id) { () async throws(ZoneStorageError) in try await storage.leaveShare(id, user: user) }
+        notifier.notify(zone: id.description, users: Self.databaseUsers(of: info).union([user]))
         // The user's other devices drop the zone; the owner's see the participant gone.
         webhooks?.zoneChanged(id, losing: [user], metrics: metrics)
         logger.info("share left", metadata: ["zone": "\(id)", "user": "\(user)"])

@@ -45,7 +45,7 @@ extension StrataServerApp {
                 let remaining = end - clock.now
                 if remaining <= .zero || server.notifier.isShutDown { break }
                 // Registered before looking, so that a change landing in between wakes the wait.
-                let waiter = server.notifier.register(zone: ChangeNotifier.anyZone)
+                let waiter = server.notifier.register(databaseOf: user)
                 let page: DatabaseChanges
                 do {
                     page = try await server.databasePage(for: user, after: after, limit: limit)

@@ -58,7 +58,7 @@ extension StrataServerApp {
         metrics.pushTransactions.increment(by: Int64(outcome.appended))
         metrics.pushBytes.increment(by: Int64(body.count))
         if outcome.appended > 0 {
-            notifier.notify(zone: id.description)
+            notifier.notify(zone: id.description, users: Self.databaseUsers(of: zone))
             webhooks?.zoneChanged(id, metrics: metrics)
             logger.info("push appended", metadata: [
                 "zone": "\(id)", "user": "\(user)", "replica": "\(replica)",
@@ -133,7 +133,7 @@ extension StrataServerApp {
             throw answer(error)
         }
         if outcome.merged {
-            notifier.notify(zone: id.description)
+            notifier.notify(zone: id.description, users: Self.databaseUsers(of: zone))
             webhooks?.zoneChanged(id, metrics: metrics)
         }
         logger.notice(outcome.merged ? "state merged" : "state brought nothing new",
@@ -177,15 +177,21 @@ extension StrataServerApp {
             let clock = ContinuousClock()
             let deadline = clock.now + wait
             // A shutdown ends the wait at once: the poll is answered empty, with the same token.
-            while result.transactions.isEmpty && !Task.isCancelled && !notifier.isShutDown {
+            // So does the client going away (its connection closed: nobody reads the answer).
+            var clientGone = false
+            while result.transactions.isEmpty && !Task.isCancelled && !notifier.isShutDown && !clientGone {
                 let remaining = deadline - clock.now
                 guard remaining > .zero else { break }
                 // Registered before looking, so that an append landing in between wakes us.
                 let waiter = notifier.register(zone: name.description)
+                let notifier = self.notifier
+                let watching = ConnectionWatch.shared.onClose(context.connection) { notifier.cancel(waiter) }
+                defer { ConnectionWatch.shared.forget(context.connection, watching) }
                 do {
                     result = try await readPage(name, epoch: epoch, after: position, limit: limit)
                     if result.transactions.isEmpty {
                         let wake = await notifier.wait(waiter, timeout: signedInWait(remaining, context))
+                        clientGone = wake == .cancelled
                         // A caller whose token expired during the wait (the wait ends with it)
                         // or was revoked (a reload wakes every wait) gets no further.
                         if wake == .notified || wake == .timedOut { try requireStillSignedIn(request, as: user) }

@@ -65,7 +65,7 @@ extension StrataServerApp {
                 }
                 // Long polls of the zone wake and check their callers' access again; a new
                 // grantee's devices are woken to find the share.
-                notifier.notify(zone: name.description)
+                notifier.notify(zone: name.description, users: Self.databaseUsers(of: existing).union(Self.databaseUsers(of: updated)))
                 webhooks?.zoneChanged(name, losing: Self.readers(of: existing).subtracting(Self.readers(of: updated)), metrics: metrics)
                 guard let described = try await descriptionIfPresent(updated, for: user) else { continue }
                 return try json(described)
@@ -80,6 +80,9 @@ extension StrataServerApp {
                     }
                 }
                 logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
+                // The owner's other devices, and the grantees' of a zone shared as it was made,
+                // find it at once rather than when their database long polls end.
+                notifier.notify(zone: name.description, users: Self.databaseUsers(of: created))
                 // Shared as it was made: the grantees' devices are woken to find the share.
                 if !created.grants.isEmpty { webhooks?.zoneChanged(name, metrics: metrics) }
                 guard let described = try await descriptionIfPresent(created, for: user) else { continue }
@@ -87,6 +90,12 @@ extension StrataServerApp {
             }
         }
         throw ServerError(.internalError, "zone \(name) changed while it was being created; try again")
+    }
+
+    /// The users whose database may list `zone`, whose database long polls a change of it wakes:
+    /// its owner and every grantee (a superset: a private zone's grants are ignored).
+    static func databaseUsers(of zone: ZoneInfo) -> Set<String> {
+        Set([zone.owner] + zone.grants.keys)
     }
 
     /// The users who may read `zone`: its owner and its grantees who may (the webhook's users).
@@ -104,7 +113,7 @@ extension StrataServerApp {
             throw ServerError(.forbidden, "only the owner (\(zone.owner)) may delete zone \(name)")
         }
         try await storageCall { () async throws(ZoneStorageError) in try await storage.deleteZone(name) }
-        notifier.notify(zone: name.description)
+        notifier.notify(zone: name.description, users: Self.databaseUsers(of: zone))
         webhooks?.zoneChanged(name, losing: Self.readers(of: zone), deleted: true, metrics: metrics)
         logger.info("zone deleted", metadata: ["zone": "\(name)", "user": "\(user)"])
         return Response(status: .noContent)

@@ -159,9 +159,22 @@ public struct StrataServerApp: Sendable {
     /// storage announces them (``ZoneStorage/changesByOthers()``), until it stops announcing or
     /// the task is cancelled. `strata serve` runs it as a service.
     public func followChangesByOthers() async {
+        // The users each zone had when last announced: a change of who they are (a revoked
+        // grant) wakes those it removed as well as those it has now.
+        var known: [ZoneID: Set<String>] = [:]
         for await zone in storage.changesByOthers() {
             if Task.isCancelled { return }
-            notifier.notify(zone: zone.description)
+            let now = try? await storage.zone(zone)
+            if let now, let before = known[zone] {
+                let users = Self.databaseUsers(of: now)
+                known[zone] = users
+                notifier.notify(zone: zone.description, users: users.union(before))
+            } else {
+                // First seen, or gone (deleted) or unreadable: every database long poll wakes
+                // and looks, which is always right.
+                known[zone] = now.map(Self.databaseUsers(of:))
+                notifier.notify(zone: zone.description)
+            }
         }
     }
 

@@ -168,10 +168,16 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
     func channelInactive(context: ChannelHandlerContext) {
         cancelTimer()
         admission?.busy(connection)
+        ConnectionWatch.shared.ended(ObjectIdentifier(context.channel))
         context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // The client closed its side (remote half-closure is allowed): a long poll it was
+        // waiting for has nobody to answer, and ends now rather than when its wait would.
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            ConnectionWatch.shared.clientClosed(ObjectIdentifier(context.channel))
+        }
         if event is ShedIfIdle {
             guard inFlight == 0, headStarted == nil, bodyProgress == nil, buffered(context) == 0 else {
                 // Not closed (a request began, or the last answer is still draining): listed

@@ -19,8 +19,30 @@ extension EmbeddedZoneStorage {
         }
         var next = replicaBindings
         next[replica] = user
-        try ZoneLedgerFiles.saveOwners(next, in: directory, named: Self.replicaBindingsName)
+        if bindingJournal.count + 1 >= max(Self.journalFoldMinimum, replicaBindings.count) {
+            // Folded once the journal holds as many bindings as the file: the rewrite's cost,
+            // shared among them, stays constant per binding.
+            try ZoneLedgerFiles.saveOwners(next, in: directory, named: Self.replicaBindingsName)
+            try bindingJournal.clear()
+        } else {
+            try bindingJournal.append(replica, user)
+        }
         replicaBindings = next
+    }
+
+    /// The fewest bindings the journal holds before it is folded into the file.
+    static let journalFoldMinimum = 1_024
+
+    /// Writes every binding to `replica-owners.json` and removes the journal (on open and close:
+    /// a data directory at rest has the one file).
+    func foldBindingJournal() throws(ZoneStorageError) {
+        try Self.fold(replicaBindings, in: directory, journal: &bindingJournal)
+    }
+
+    static func fold(_ bindings: [ReplicaID: String], in directory: String, journal: inout ReplicaBindingJournal) throws(ZoneStorageError) {
+        guard journal.count > 0 else { return }
+        try ZoneLedgerFiles.saveOwners(bindings, in: directory, named: replicaBindingsName)
+        try journal.clear()
     }
 
     /// Every binding (for `strata migrate`).
@@ -29,7 +51,16 @@ extension EmbeddedZoneStorage {
     /// The bindings on disk; in a data directory written before they were kept, made from the
     /// zones' owners (a replica two users own in different zones, which older servers let
     /// happen, stays unbound and is checked per zone as before) and written.
-    static func openReplicaBindings(in directory: String, zones: [ZoneID: ZoneState], logger: Logger) throws(ZoneStorageError) -> [ReplicaID: String] {
+    static func openReplicaBindings(in directory: String, zones: [ZoneID: ZoneState], logger: Logger) throws(ZoneStorageError) -> (bindings: [ReplicaID: String], journal: ReplicaBindingJournal) {
+        let (journal, journaled) = try ReplicaBindingJournal.load(in: directory)
+        var bindings = try baseReplicaBindings(in: directory, zones: zones, logger: logger)
+        // What the journal holds came after the file was written (each acknowledged).
+        for (replica, user) in journaled { bindings[replica] = user }
+        return (bindings, journal)
+    }
+
+    /// The bindings of `replica-owners.json` (made from the zones when there is none).
+    private static func baseReplicaBindings(in directory: String, zones: [ZoneID: ZoneState], logger: Logger) throws(ZoneStorageError) -> [ReplicaID: String] {
         if let bindings = try ZoneLedgerFiles.loadOwnersIfPresent(in: directory, zone: nil, named: replicaBindingsName) { return bindings }
         var owners: [ReplicaID: Set<String>] = [:]
         for state in zones.values {

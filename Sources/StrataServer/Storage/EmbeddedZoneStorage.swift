@@ -18,8 +18,10 @@ import StrataProtocol
 ///   log, `replicas.json` (which user each replica belongs to) and `retired-digests` (the digests
 ///   of transactions compaction retired): see `ZoneLedgerFiles`.
 /// - `replica-owners.json`: which user each replica belongs to, server-wide (the layout of a
-///   zone's `replicas.json`); written before the first push or state upload of a new replica is
-///   acknowledged. A data directory from before it existed gets it on open, from the zones' owners.
+///   zone's `replicas.json`). A new replica's binding is appended to `replica-owners.journal` before
+///   its first push or state upload is acknowledged, and the journal is folded into the file when
+///   it holds as many bindings as the file, on open and on close (``ReplicaBindingJournal``). A
+///   data directory from before the file existed gets it on open, from the zones' owners.
 /// - `assets/`: the bytes of assets, by owner, and which zone holds which (see `EmbeddedAssets`).
 /// - `LOCK`: held while the storage is open.
 ///
@@ -77,6 +79,8 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// Which user each replica belongs to, server-wide (`replica-owners.json`): see
     /// ``claimReplica(_:for:zone:)``.
     var replicaBindings: [ReplicaID: String] = [:]
+    /// The bindings made since `replica-owners.json` was last written (``ReplicaBindingJournal``).
+    var bindingJournal = ReplicaBindingJournal(path: "")
     /// The assets' bytes, links and uploads (`assets/`, see `EmbeddedAssets`).
     nonisolated let assets: EmbeddedAssets
     /// The assets' confirmations and the lock a sweep takes per owner (see `EmbeddedAssets+Sweep.swift`).
@@ -165,7 +169,10 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         self.keptRules = kept
         self.usage = states.values.reduce(into: [:]) { $0[$1.info.owner, default: 0] += $1.storedBytes }
         do {
-            self.replicaBindings = try Self.openReplicaBindings(in: directory, zones: states, logger: logger)
+            var (bindings, journal) = try Self.openReplicaBindings(in: directory, zones: states, logger: logger)
+            try Self.fold(bindings, in: directory, journal: &journal)
+            self.replicaBindings = bindings
+            self.bindingJournal = journal
             let assets = try EmbeddedAssets(dataDirectory: directory)
             try assets.removeZones(except: states.values.map(\.info))
             self.assets = assets
@@ -192,6 +199,12 @@ public actor EmbeddedZoneStorage: ZoneStorage {
             } catch {
                 failures.append("\(name): \(error)")
             }
+        }
+        // A data directory at rest holds its bindings in the one file older servers read.
+        do {
+            try foldBindingJournal()
+        } catch {
+            failures.append("replica bindings: \(error)")
         }
         lock.release()
         if !failures.isEmpty {

@@ -30,6 +30,10 @@ enum ServeChild {
         limits.rateLimit = .unlimited
         // The zones rows give one user a database of 1,000 zones next to others (default: 1,000).
         limits.maxZonesPerUser = 10_000
+        // The fleet row holds two connections per device (a long poll and a push connection)
+        // for 10,000 devices: above the default cap, and above the default descriptor limit.
+        limits.maxConnections = 30_000
+        raiseDescriptorLimit(to: 65_536)
         do {
             try await runServer(dataDirectory: data, port: port, usersFile: users, limits: limits, logger: logger)
             exit(0)
@@ -62,11 +66,13 @@ final class ServerProcess {
     /// Writes the users file into `directory`, starts the child on a free port and returns once
     /// it accepts connections (a few attempts if the port was taken in between). With `port`, the
     /// first attempt is on that port (a restart over the same data keeps the server's address).
-    static func start(data: String, directory: String, port preferred: Int? = nil) throws -> ServerProcess {
+    /// `moreUsers` (name, token) join the two users every workload has (the fleet row's).
+    static func start(data: String, directory: String, port preferred: Int? = nil, moreUsers: [(name: String, token: String)] = []) throws -> ServerProcess {
         let usersPath = directory + "/users.json"
-        let users = #"{"users": [{"name": "\#(user)", "tokenSHA256": "\#(UserDirectory.digest(of: token))"}, "#
-            + #"{"name": "\#(sharer)", "tokenSHA256": "\#(UserDirectory.digest(of: sharerToken))"}]}"#
-        try Data(users.utf8).write(to: URL(fileURLWithPath: usersPath))
+        let entries = ([(user, token), (sharer, sharerToken)] + moreUsers).map {
+            #"{"name": "\#($0.0)", "tokenSHA256": "\#(UserDirectory.digest(of: $0.1))"}"#
+        }
+        try Data(#"{"users": [\#(entries.joined(separator: ", "))]}"#.utf8).write(to: URL(fileURLWithPath: usersPath))
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         var problems: [String] = []
         for attempt in 0..<3 {
@@ -168,6 +174,21 @@ final class ServerProcess {
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         return address
+    }
+}
+
+/// Raises this process's open-descriptor limit (soft, and hard when allowed) to at least `count`;
+/// children inherit it. Best effort: a lower limit shows up as refused connections in the row.
+func raiseDescriptorLimit(to count: Int) {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(count) else { return }
+    var wanted = limit
+    wanted.rlim_cur = rlim_t(count)
+    wanted.rlim_max = max(limit.rlim_max, rlim_t(count))
+    if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &wanted) != 0 {
+        wanted.rlim_cur = limit.rlim_max
+        wanted.rlim_max = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &wanted)
     }
 }
 

@@ -26,8 +26,11 @@ struct Settings {
     /// 7a–7b: the server's merge of an uploaded state, decoded whole vs streamed, peak memory).
     /// `zones` (rows 8a–8d): a database of 1,000 zones against one of 1 zone, idle sync rounds
     /// and one long poll for all; a newly shared zone of 100k events until it is queryable.
-    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental", "state-merge", "zones"]
+    /// `fleet` (rows 9a–9c): one server holding 10,000 devices (idle memory, then 1,000 pushes/s:
+    /// acknowledgement and delivery latency), in its own server child.
+    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental", "state-merge", "zones", "fleet"]
     var abuse = AbuseSettings()
+    var fleet = FleetSettings()
     var only = Settings.workloads
 
     /// Events in the store that is pushed and then pulled by the fresh store.
@@ -45,12 +48,31 @@ struct Settings {
     var healEventsOverride: Int?
     var healEvents: Int { healEventsOverride ?? (quick ? 100_000 : 1_000_000) }
     let healPerTransaction = 100
+    var fleetDevices: Int?
+    var fleetRate: Int?
+    var fleetSeconds: Int?
+    var fleetSettings: FleetSettings {
+        var fleet = fleet
+        if quick {
+            fleet.devices = 1_000
+            fleet.pushesPerSecond = 100
+            fleet.seconds = 5
+            fleet.warmupSeconds = 2
+            fleet.idleSeconds = 2
+        }
+        if let fleetDevices { fleet.devices = fleetDevices }
+        if let fleetRate { fleet.pushesPerSecond = Double(fleetRate) }
+        if let fleetSeconds { fleet.seconds = Double(fleetSeconds) }
+        return fleet
+    }
     /// Refuse to start with less free space than this where the data goes.
     var requiredFreeBytes: Double { quick ? 512 * 1_048_576 : 3 * 1_073_741_824 }
 }
 
 let usage = """
-    usage: strata-sync-bench [--quick] [--only LIST] [--heal-events N] [--dir PATH] [--keep]
+    usage: strata-sync-bench [--quick] [--only LIST] [--heal-events N] [--fleet-devices N] [--fleet-rate N]
+                             [--fleet-seconds S] [--fleet-database] [--fleet-two-connections]
+                             [--dir PATH] [--keep]
            strata-sync-bench --serve DATA PORT USERS
 
       --quick         100k events instead of 1M (push, catch-up and heal) and 50 wake-ups instead
@@ -65,9 +87,19 @@ let usage = """
                       server's merge of a 64 MiB uploaded state, decoded whole vs streamed object by
                       object, peak memory of each in a child process) and zones (rows 8a-8d: idle
                       sync rounds of a database with 1,000 zones vs 1 zone, one long poll for all,
-                      a newly shared zone of 100k events until queryable), comma-separated
+                      a newly shared zone of 100k events until queryable) and fleet (rows 9a-9c: one
+                      server with 10,000 devices, 4 per zone, each holding a long poll: memory per
+                      idle device, then 1,000 pushes/s: ack and delivery latency), comma-separated
       --heal-events N the heal workload's events (default 1M, 100k with --quick), in transactions
                       of 100 inserts
+      --fleet-devices N  devices of the fleet row (default 10,000; 1,000 with --quick)
+      --fleet-rate N  pushes per second of the whole fleet (default 1,000; 100 with --quick)
+      --fleet-seconds S  the fleet row's measured phase (default 30; 5 with --quick)
+      --fleet-database   the fleet's devices long poll their database (GET /v1/database/changes,
+                      then a pull of the zone named), as DatabaseSyncEngine does: rows 9d-9f
+      --fleet-two-connections  each device keeps a second connection for its pushes (by default a
+                      push cuts the device's long poll short and goes out on a new connection, as
+                      the sync engines do today)
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
                       tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
       --keep          leave the data directory (stores, server data) in place
@@ -98,6 +130,11 @@ struct StrataSyncBench {
             case "--keep": settings.keep = true
             case "--only": settings.only = arguments.names(of: argument, from: Settings.workloads)
             case "--heal-events": settings.healEventsOverride = arguments.number(of: argument, atLeast: 1)
+            case "--fleet-devices": settings.fleetDevices = arguments.number(of: argument, atLeast: 2)
+            case "--fleet-rate": settings.fleetRate = arguments.number(of: argument, atLeast: 1)
+            case "--fleet-seconds": settings.fleetSeconds = arguments.number(of: argument, atLeast: 1)
+            case "--fleet-database": settings.fleet.database = true
+            case "--fleet-two-connections": settings.fleet.twoConnections = true
             case "--dir": settings.parent = arguments.value(of: argument, "a path")
             case "-h", "--help":
                 print(usage)
@@ -152,6 +189,11 @@ struct StrataSyncBench {
         if let server, settings.only.contains("zones") {
             let run = try await zonesRun(in: place.path("zones"), server: server, zones: settings.quick ? 200 : 1_000,
                                          sharedEvents: settings.quick ? 20_000 : 100_000, samples: settings.quick ? 5 : 15)
+            run.addRows(to: &report)
+        }
+        if settings.only.contains("fleet") {
+            let fleet = settings.fleetSettings
+            let run = try await FleetWorkload.run(in: place, settings: fleet)
             run.addRows(to: &report)
         }
         if settings.only.contains("state-merge") {
