@@ -41,7 +41,9 @@ struct SegmentScanner: Sendable {
     private mutating func fill(_ at: Int64, _ count: Int) throws -> Int {
         let wanted = Int(min(Int64(count), max(0, limit - at)))
         if at >= bufferStart && at + Int64(wanted) <= bufferStart + Int64(bufferCount) { return wanted }
-        let size = max(wanted, readAhead)
+        // No more than the segment holds past `at`: a pull of a zone's few newest records (a
+        // long poll's answer) would otherwise make and zero a whole read-ahead buffer for them.
+        let size = max(wanted, Int(min(Int64(readAhead), max(0, limit - at))))
         if buffer.count < size { buffer = [UInt8](repeating: 0, count: size) }
         let toRead = Int(min(Int64(size), max(0, limit - at)))
         let got = try buffer.withUnsafeMutableBytes { raw in

@@ -146,6 +146,10 @@ final class RequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimer()
         admission?.busy(connection)
+        // Always reached when the channel goes (its pipeline is torn down), even where
+        // channelInactive did not pass this handler: the watch forgets the channel before its
+        // identity can be reused.
+        ConnectionWatch.shared.ended(ObjectIdentifier(context.channel))
     }
 
     func channelActive(context: ChannelHandlerContext) {

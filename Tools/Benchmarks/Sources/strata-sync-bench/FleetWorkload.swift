@@ -8,6 +8,7 @@ import BenchSupport
 import Foundation
 import StrataCore
 import StrataProtocol
+import StrataServer
 
 #if canImport(Glibc)
 import Glibc
@@ -80,8 +81,12 @@ enum FleetWorkload {
     static func run(in place: DataPlace, settings: FleetSettings) async throws -> FleetRun {
         raiseDescriptorLimit(to: 65_536)
         let zoneCount = max(1, settings.devices / settings.devicesPerZone)
-        let users = (0..<zoneCount).map { (name: "fleet-\($0)", token: "fleet-secret-\($0)") }
-        let server = try ServerProcess.start(data: place.path("fleet-server"), directory: place.run, moreUsers: users)
+        // Generated tokens (an ID, a salted hash): the server finds each by its ID. (Tokens of the
+        // older kind, a chosen token's bare SHA-256, are compared against every such entry.)
+        let generated = (0..<zoneCount).map { _ in UserToken.generate() }
+        let users = generated.enumerated().map { (name: "fleet-\($0.offset)", token: $0.element.text) }
+        let entries = generated.enumerated().map { UserDirectory.User.hashing($0.element, name: "fleet-\($0.offset)") }
+        let server = try ServerProcess.start(data: place.path("fleet-server"), directory: place.run, moreUsers: entries)
         defer { server.stop() }
         note("fleet: server pid \(server.pid); making \(grouped(zoneCount)) zones…")
 

@@ -66,13 +66,14 @@ final class ServerProcess {
     /// Writes the users file into `directory`, starts the child on a free port and returns once
     /// it accepts connections (a few attempts if the port was taken in between). With `port`, the
     /// first attempt is on that port (a restart over the same data keeps the server's address).
-    /// `moreUsers` (name, token) join the two users every workload has (the fleet row's).
-    static func start(data: String, directory: String, port preferred: Int? = nil, moreUsers: [(name: String, token: String)] = []) throws -> ServerProcess {
+    /// `moreUsers` join the two users every workload has (the fleet row's: generated tokens,
+    /// which the server finds by their ID, as a deployment with many users would have).
+    static func start(data: String, directory: String, port preferred: Int? = nil, moreUsers: [UserDirectory.User] = []) throws -> ServerProcess {
         let usersPath = directory + "/users.json"
-        let entries = ([(user, token), (sharer, sharerToken)] + moreUsers).map {
-            #"{"name": "\#($0.0)", "tokenSHA256": "\#(UserDirectory.digest(of: $0.1))"}"#
-        }
-        try Data(#"{"users": [\#(entries.joined(separator: ", "))]}"#.utf8).write(to: URL(fileURLWithPath: usersPath))
+        let users = [UserDirectory.User(name: user, tokenSHA256: UserDirectory.digest(of: token)),
+                     UserDirectory.User(name: sharer, tokenSHA256: UserDirectory.digest(of: sharerToken))] + moreUsers
+        struct File: Encodable { var users: [UserDirectory.User] }
+        try JSONEncoder().encode(File(users: users)).write(to: URL(fileURLWithPath: usersPath))
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         var problems: [String] = []
         for attempt in 0..<3 {
