@@ -74,4 +74,24 @@ struct ChangeNotifierTests {
         #expect(await notifier.wait(frank, timeout: .seconds(60)) == .notified)
         notifier.remove(frank)
     }
+
+    @Test("a push that read the zone before a grant landed still wakes the new grantee's database poll (the last change of the zone's users is remembered); a deleted zone's users are forgotten")
+    func rememberedUsers() async throws {
+        let notifier = ChangeNotifier()
+        // A grant gives bob the zone: alice and bob now.
+        notifier.notify(zone: "alice/notes", users: ["alice", "bob"], nowUsers: ["alice", "bob"])
+        let bob = notifier.register(databaseOf: "bob")
+        // A push whose request read the zone before the grant names alice only.
+        notifier.notify(zone: "alice/notes", users: ["alice"])
+        #expect(await notifier.wait(bob, timeout: .seconds(60)) == .notified)
+        notifier.remove(bob)
+
+        // The zone deleted: its users are forgotten, and a later zone of the same name that bob
+        // has no part in does not wake him.
+        notifier.notify(zone: "alice/notes", users: ["alice", "bob"], nowUsers: [])
+        let again = notifier.register(databaseOf: "bob")
+        notifier.notify(zone: "alice/notes", users: ["alice"])
+        #expect(await notifier.wait(again, timeout: .milliseconds(100)) == .timedOut)
+        notifier.remove(again)
+    }
 }

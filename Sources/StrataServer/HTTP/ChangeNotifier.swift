@@ -58,6 +58,10 @@ public final class ChangeNotifier: Sendable {
         /// The first tick not yet fired.
         var nextTick = 0
         var tickerRunning = false
+        /// Per zone, its users as the last change of them here said (see
+        /// ``notify(zone:users:nowUsers:)``): a push whose request read the zone before a grant
+        /// landed still wakes the new grantee.
+        var zoneUsers: [String: Set<String>] = [:]
     }
 
     private let state = Mutex(State())
@@ -96,12 +100,23 @@ public final class ChangeNotifier: Sendable {
     static func databaseKey(of user: String) -> String { databasePrefix + user }
     private static let databasePrefix = "\u{0}database\u{0}"
 
-    /// Wakes every waiter of `zone`, and the database waiters of `users`: the users whose
-    /// database lists the zone (its owner and grantees; for a change of who those are, the users
-    /// before and after). Waking only them keeps a push's cost independent of how many devices
-    /// of other users hold a database long poll.
-    public func notify(zone: String, users: some Sequence<String>) {
-        wake([zone] + users.map(Self.databaseKey(of:)), .notified)
+    /// Wakes every waiter of `zone`, and the database waiters of `users` — the users whose
+    /// database lists the zone, as the caller read it — and of the users the last change of the
+    /// zone's users here left it with. Waking only them keeps a push's cost independent of how
+    /// many devices of other users hold a database long poll.
+    ///
+    /// - Parameter nowUsers: for a change of who the zone's users are (a grant, a revocation, a
+    ///   creation, a deletion: empty), the users it has now; they are remembered, so that a
+    ///   request that read the zone before this change (a push whose body took a while) still
+    ///   wakes them. `users` then holds the users before and after.
+    public func notify(zone: String, users: some Sequence<String>, nowUsers: Set<String>? = nil) {
+        let keys = state.withLock { s -> [String] in
+            var all = Set(users)
+            if let remembered = s.zoneUsers[zone] { all.formUnion(remembered) }
+            if let nowUsers { s.zoneUsers[zone] = nowUsers.isEmpty ? nil : nowUsers }
+            return [zone] + all.map(Self.databaseKey(of:))
+        }
+        wake(keys, .notified)
     }
 
     /// Wakes every waiter of `zone` and every database waiter: for a change whose zone's users

@@ -173,7 +173,7 @@ extension StrataServerApp {
         let user = try context.requireUser()
         let id = try context.requestedZoneID()
         let info = try await shareCall(id) { () async throws(ZoneStorageError) in try await storage.acceptShare(id, user: user) }
-        notifier.notify(zone: id.description, users: Self.databaseUsers(of: info).union([user]))
+        notifier.notify(zone: id.description, users: Self.databaseUsers(of: info).union([user]), nowUsers: Self.databaseUsers(of: info))
         logger.info("share accepted", metadata: ["zone": "\(id)", "user": "\(user)"])
         return try json(try await description(of: info, for: user))
     }
@@ -184,7 +184,7 @@ extension StrataServerApp {
         let user = try context.requireUser()
         let id = try context.requestedZoneID()
         let info = try await shareCall(id) { () async throws(ZoneStorageError) in try await storage.leaveShare(id, user: user) }
-        notifier.notify(zone: id.description, users: Self.databaseUsers(of: info).union([user]))
+        notifier.notify(zone: id.description, users: Self.databaseUsers(of: info).union([user]), nowUsers: Self.databaseUsers(of: info))
         // The user's other devices drop the zone; the owner's see the participant gone.
         webhooks?.zoneChanged(id, losing: [user], metrics: metrics)
         logger.info("share left", metadata: ["zone": "\(id)", "user": "\(user)"])

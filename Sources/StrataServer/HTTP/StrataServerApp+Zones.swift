@@ -65,7 +65,8 @@ extension StrataServerApp {
                 }
                 // Long polls of the zone wake and check their callers' access again; a new
                 // grantee's devices are woken to find the share.
-                notifier.notify(zone: name.description, users: Self.databaseUsers(of: existing).union(Self.databaseUsers(of: updated)))
+                notifier.notify(zone: name.description, users: Self.databaseUsers(of: existing).union(Self.databaseUsers(of: updated)),
+                                nowUsers: Self.databaseUsers(of: updated))
                 webhooks?.zoneChanged(name, losing: Self.readers(of: existing).subtracting(Self.readers(of: updated)), metrics: metrics)
                 guard let described = try await descriptionIfPresent(updated, for: user) else { continue }
                 return try json(described)
@@ -82,7 +83,7 @@ extension StrataServerApp {
                 logger.info("zone created", metadata: ["zone": "\(name)", "user": "\(user)"])
                 // The owner's other devices, and the grantees' of a zone shared as it was made,
                 // find it at once rather than when their database long polls end.
-                notifier.notify(zone: name.description, users: Self.databaseUsers(of: created))
+                notifier.notify(zone: name.description, users: Self.databaseUsers(of: created), nowUsers: Self.databaseUsers(of: created))
                 // Shared as it was made: the grantees' devices are woken to find the share.
                 if !created.grants.isEmpty { webhooks?.zoneChanged(name, metrics: metrics) }
                 guard let described = try await descriptionIfPresent(created, for: user) else { continue }
@@ -113,7 +114,7 @@ extension StrataServerApp {
             throw ServerError(.forbidden, "only the owner (\(zone.owner)) may delete zone \(name)")
         }
         try await storageCall { () async throws(ZoneStorageError) in try await storage.deleteZone(name) }
-        notifier.notify(zone: name.description, users: Self.databaseUsers(of: zone))
+        notifier.notify(zone: name.description, users: Self.databaseUsers(of: zone), nowUsers: [])
         webhooks?.zoneChanged(name, losing: Self.readers(of: zone), deleted: true, metrics: metrics)
         logger.info("zone deleted", metadata: ["zone": "\(name)", "user": "\(user)"])
         return Response(status: .noContent)

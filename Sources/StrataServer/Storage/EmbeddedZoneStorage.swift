@@ -170,7 +170,13 @@ public actor EmbeddedZoneStorage: ZoneStorage {
         self.usage = states.values.reduce(into: [:]) { $0[$1.info.owner, default: 0] += $1.storedBytes }
         do {
             var (bindings, journal) = try Self.openReplicaBindings(in: directory, zones: states, logger: logger)
-            try Self.fold(bindings, in: directory, journal: &journal)
+            // Best effort: a journal that cannot be folded now (a full disk) is kept and read
+            // as it is; the server still starts.
+            do {
+                try Self.fold(bindings, in: directory, journal: &journal)
+            } catch {
+                logger.warning("could not fold the replica bindings' journal; it is kept", metadata: ["error": "\(error)"])
+            }
             self.replicaBindings = bindings
             self.bindingJournal = journal
             let assets = try EmbeddedAssets(dataDirectory: directory)

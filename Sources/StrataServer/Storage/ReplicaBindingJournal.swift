@@ -22,6 +22,9 @@ import Darwin
 /// as many bindings as that file, which keeps the work per binding constant, and when the
 /// storage closes, so that a server stopped cleanly leaves the one file older servers read.
 ///
+/// A server older than the journal ignores it: downgrade only after a clean stop (which folds
+/// it), or the bindings since the last fold are lost to the older server.
+///
 /// Each line is `{"replica":"<uuid>","user":"<name>"}` and a newline. A last line without its
 /// newline (a crash during the append, whose push was never acknowledged) is dropped on open and
 /// cut off the file; any other line that does not parse is damage, refused with its byte offset.
@@ -31,6 +34,9 @@ struct ReplicaBindingJournal {
     let path: String
     /// Bindings the journal holds (what a fold would take in).
     private(set) var count = 0
+    /// Whether the journal's directory entry is known durable (synced once it was created, or
+    /// found on open). A failed sync leaves it false, so the next append syncs again.
+    private var directorySynced = false
 
     init(path: String) {
         self.path = path
@@ -62,6 +68,7 @@ struct ReplicaBindingJournal {
             }
         }
         journal.count = bindings.count
+        journal.directorySynced = true
         return (journal, bindings)
     }
 
@@ -71,21 +78,33 @@ struct ReplicaBindingJournal {
             throw ZoneStorageError(.storageFailure, "cannot encode the binding of replica \(replica)")
         }
         let bytes = Array(encoded) + [UInt8(ascii: "\n")]
-        let created = !FileSystem.exists(path)
         let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Self.failure("open", path) }
         defer { close(fd) }
+        // Where this line starts: a write or sync that fails cuts the file back here, so that a
+        // fragment never ends up before later lines (where it would read as damage, not a tear).
+        let start = lseek(fd, 0, SEEK_END)
+        guard start >= 0 else { throw Self.failure("lseek", path) }
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if written < 0 {
                 if errno == EINTR { continue }
-                throw Self.failure("write", path)
+                let failure = Self.failure("write", path)
+                _ = ftruncate(fd, start)
+                throw failure
             }
             offset += written
         }
-        guard fsync(fd) == 0 else { throw Self.failure("fsync", path) }
-        if created { try DurableFile.syncDirectory(DurableFile.parent(of: path)) }
+        guard fsync(fd) == 0 else {
+            let failure = Self.failure("fsync", path)
+            _ = ftruncate(fd, start)
+            throw failure
+        }
+        if !directorySynced {
+            try DurableFile.syncDirectory(DurableFile.parent(of: path))
+            directorySynced = true
+        }
         count += 1
     }
 
@@ -96,8 +115,9 @@ struct ReplicaBindingJournal {
             return
         }
         guard unlink(path) == 0 || errno == ENOENT else { throw Self.failure("unlink", path) }
-        try DurableFile.syncDirectory(DurableFile.parent(of: path))
         count = 0
+        directorySynced = false
+        try DurableFile.syncDirectory(DurableFile.parent(of: path))
     }
 
     private static func failure(_ call: String, _ path: String) -> ZoneStorageError {
