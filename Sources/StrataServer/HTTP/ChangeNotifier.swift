@@ -105,10 +105,13 @@ public final class ChangeNotifier: Sendable {
     /// zone's users here left it with. Waking only them keeps a push's cost independent of how
     /// many devices of other users hold a database long poll.
     ///
-    /// - Parameter nowUsers: for a change of who the zone's users are (a grant, a revocation, a
-    ///   creation, a deletion: empty), the users it has now; they are remembered, so that a
-    ///   request that read the zone before this change (a push whose body took a while) still
-    ///   wakes them. `users` then holds the users before and after.
+    /// - Parameters:
+    ///   - zone: the zone that changed (its ID's description).
+    ///   - users: the users whose database lists the zone as the caller read it; for a change of
+    ///     who they are, the users before and after.
+    ///   - nowUsers: for a change of who the zone's users are (a grant, a revocation, a creation,
+    ///     a deletion: empty), the users it has now; they are remembered, so that a request that
+    ///     read the zone before this change (a push whose body took a while) still wakes them.
     public func notify(zone: String, users: some Sequence<String>, nowUsers: Set<String>? = nil) {
         let keys = state.withLock { s -> [String] in
             var all = Set(users)

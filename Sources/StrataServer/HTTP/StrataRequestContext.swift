@@ -21,7 +21,7 @@ public struct StrataRequestContext: RequestContext {
     var zone: ZoneInfo?
 
     /// The connection the request came on (its channel's identity), which a long poll watches
-    /// for its client going away (``ConnectionWatch``).
+    /// for its client going away (`ConnectionWatch`).
     let connection: ObjectIdentifier
 
     public init(source: ApplicationRequestContextSource) {

@@ -20,7 +20,7 @@ import StrataProtocol
 /// - `replica-owners.json`: which user each replica belongs to, server-wide (the layout of a
 ///   zone's `replicas.json`). A new replica's binding is appended to `replica-owners.journal` before
 ///   its first push or state upload is acknowledged, and the journal is folded into the file when
-///   it holds as many bindings as the file, on open and on close (``ReplicaBindingJournal``). A
+///   it holds as many bindings as the file, on open and on close (`ReplicaBindingJournal`). A
 ///   data directory from before the file existed gets it on open, from the zones' owners.
 /// - `assets/`: the bytes of assets, by owner, and which zone holds which (see `EmbeddedAssets`).
 /// - `LOCK`: held while the storage is open.
@@ -79,7 +79,7 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     /// Which user each replica belongs to, server-wide (`replica-owners.json`): see
     /// ``claimReplica(_:for:zone:)``.
     var replicaBindings: [ReplicaID: String] = [:]
-    /// The bindings made since `replica-owners.json` was last written (``ReplicaBindingJournal``).
+    /// The bindings made since `replica-owners.json` was last written (`ReplicaBindingJournal`).
     var bindingJournal = ReplicaBindingJournal(path: "")
     /// The assets' bytes, links and uploads (`assets/`, see `EmbeddedAssets`).
     nonisolated let assets: EmbeddedAssets
