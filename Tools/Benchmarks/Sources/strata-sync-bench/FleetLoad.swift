@@ -61,6 +61,10 @@ struct FleetMeasurements {
     var ackLatencies: [UInt64] = []
     var deliveryLatencies: [UInt64] = []
     var pushes = 0
+    /// Pushes sent again, the same bytes, after a failure or a lost connection (not in `pushes`).
+    var retries = 0
+    /// Pushes sent while measuring with no answer after the drain.
+    var unanswered = 0
     /// Pushes due while the device's previous push was still unanswered (not sent: the schedule
     /// fell behind the server).
     var pushesSkipped = 0
@@ -83,9 +87,10 @@ final class FleetLoad {
     private let epoll: Int32
     private var measuring = false
     private(set) var measured = FleetMeasurements()
-    /// Pushes not yet delivered to every other device of their zone: (replica, sequence) → (sent
-    /// at, deliveries still owed).
-    private var pending: [PendingKey: (sentAt: UInt64, owed: Int)] = [:]
+    /// Pushes not yet delivered to every other device of their zone: (replica, sequence) → (when
+    /// it was due, the devices still owed it). A device is crossed off once, so a second copy
+    /// delivered to one device cannot hide one missing at another.
+    private var pending: [PendingKey: (sentAt: UInt64, owed: Set<Int>)] = [:]
     private let devicesPerZone: Int
     private let wait: Int
     /// Whether devices long poll their database (`GET /v1/database/changes`, then pull the zone
@@ -190,6 +195,10 @@ final class FleetLoad {
     /// Closes a connection on the device's own account (a long poll cut short).
     private func drop(_ fd: Int32) {
         guard let connection = connections.removeValue(forKey: fd) else { return }
+        // Until its replacement is open, the device has no connection (a descriptor number
+        // reused by another device's socket must not be taken for this one's).
+        if devices[connection.device].poll == Int(fd) { devices[connection.device].poll = -1 }
+        if devices[connection.device].push == Int(fd) { devices[connection.device].push = -1 }
         if connection.state == .connecting { connectingCount -= 1 }
         epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
         close(fd)
@@ -226,7 +235,9 @@ final class FleetLoad {
             if rate > 0 {
                 let due = Int(Double(now - start) / 1e9 * rate)
                 while sent < due {
-                    push(device: cursor)
+                    // Latency counts from when the push was due, not from when the loop got to
+                    // it: a generator falling behind shows as latency, not as fewer samples.
+                    push(device: cursor, due: start + UInt64(Double(sent) / rate * 1e9))
                     cursor = (cursor + 1) % devices.count
                     sent += 1
                 }
@@ -243,13 +254,17 @@ final class FleetLoad {
 
     /// The deliveries still owed, counted (after a drain).
     func countUndelivered() -> Int {
-        pending.values.reduce(0) { $0 + $1.owed }
+        pending.values.reduce(0) { $0 + $1.owed.count }
+    }
+
+    /// Pushes sent while measuring that have no answer yet (after a drain: never answered).
+    func countUnanswered() -> Int {
+        connections.values.filter { $0.stage == .push && $0.counted && ($0.state == .waiting || $0.queued != nil || $0.state == .connecting) }.count
     }
 
     /// Forgets what is pending (between the warm-up and the measured phase).
     func resetMeasurements() {
         measured = FleetMeasurements()
-        for key in pending.keys { pending[key]?.owed = 0 }
         pending.removeAll()
     }
 
@@ -359,7 +374,7 @@ final class FleetLoad {
         send(fd, request("GET", "/v1/zones/\(zone)/changes?after=\(devices[device].token)", device: device))
     }
 
-    private func push(device: Int) {
+    private func push(device: Int, due: UInt64) {
         // The connection the push goes out on: the device's push connection, or a new one that
         // replaces its long poll's (the poll is cut short, as a local commit does).
         let current = Int32(twoConnections ? devices[device].push : devices[device].poll)
@@ -384,17 +399,24 @@ final class FleetLoad {
             let body = TransactionFrames.encode([record.encoded()])
             bytes = request("POST", "/v1/zones/\(zones[devices[device].zone].name)/push", device: device, body: body)
         }
+        let retry = devices[device].unacknowledged != nil
         devices[device].unacknowledged = (sequence, bytes)
-        let now = monotonicNanos()
+        let now = due
         if measuring {
-            measured.pushes += 1
+            // A retry is the same push again: counted once.
+            if retry { measured.retries += 1 } else { measured.pushes += 1 }
             let key = PendingKey(replica: devices[device].replica, sequence: sequence)
-            if pending[key] == nil { pending[key] = (now, devicesPerZone - 1) }
+            if pending[key] == nil {
+                let zone = devices[device].zone
+                let others = Set((zone * devicesPerZone)..<((zone + 1) * devicesPerZone)).subtracting([device])
+                pending[key] = (now, others)
+            }
         }
         let fd: Int32
         if twoConnections {
             fd = current
             send(fd, bytes)
+            connections[fd]?.sentAt = now
         } else {
             drop(current)
             do {
@@ -534,9 +556,9 @@ final class FleetLoad {
         for frame in frames {
             guard let header = try? TransactionHeader(decoding: frame), header.replica != own else { continue }
             let key = PendingKey(replica: header.replica, sequence: header.firstSequence)
-            guard let entry = pending[key] else { continue }
-            measured.deliveryLatencies.append(now - entry.sentAt)
-            if entry.owed <= 1 { pending[key] = nil } else { pending[key] = (entry.sentAt, entry.owed - 1) }
+            guard var entry = pending[key], entry.owed.remove(device) != nil else { continue }
+            measured.deliveryLatencies.append(now &- entry.sentAt)
+            pending[key] = entry.owed.isEmpty ? nil : entry
         }
     }
 }

@@ -1,4 +1,4 @@
-// Rows 9a–9c: one server instance holding a fleet. Thousands of devices, a few per zone (one user
+// Rows 9a–9c (9d–9f with database long polls): one server instance holding a fleet. Thousands of devices, a few per zone (one user
 // per zone, as an app's users each with their phone, tablet and laptop), each holding a long poll
 // and pushing about once every `devices / rate` seconds, against the server in its own child
 // process. Measured: the server's memory per idle connected device, the push acknowledgement
@@ -61,13 +61,13 @@ struct FleetRun {
                    "≤ 20 KiB per idle device",
                    verdict(20 * 1024 / max(1, idleBytesPerDevice), goal: 1, unit: "× headroom"))
         report.add("\(s.database ? "9e" : "9b"). the same fleet pushing \(rate(s.pushesPerSecond)) one-insert tx/s for \(fixed(s.seconds, 0)) s (after a warm-up of \(fixed(s.warmupSeconds + Double(s.devices) / s.pushesPerSecond, 0)) s in which every device pushed): push sent → answered",
-                   "p50 \(latency(percentile(acks, 50))), p99 \(latency(ackP99)), max \(latency(acks.last ?? 0)); \(grouped(m.pushes)) pushes (\(rate(achieved))/s), \(m.pushesSkipped) skipped (the device's previous push unanswered), \(m.pushFailures) failed; server CPU \(fixed(serverCPU / measuredSeconds * 100, 0)) % of a core, generator CPU \(fixed(generatorCPU / measuredSeconds * 100, 0)) %; server RSS \(bytes(Double(loadedRSS)))",
+                   "p50 \(latency(percentile(acks, 50))), p99 \(latency(ackP99)), max \(latency(acks.last ?? 0)); \(grouped(m.pushes)) pushes (\(rate(achieved))/s), \(m.pushesSkipped) skipped (the device's previous push unanswered), \(m.pushFailures) failed (\(m.retries) sent again), \(m.unanswered) never answered; server CPU \(fixed(serverCPU / measuredSeconds * 100, 0)) % of a core, generator CPU \(fixed(generatorCPU / measuredSeconds * 100, 0)) %; server RSS \(bytes(Double(loadedRSS)))",
                    "p99 ≤ 100 ms, none failed or skipped",
-                   m.pushes == 0 ? "**MISS** (nothing pushed)" : latencyVerdict(ackP99, bound: 100_000_000, clean: m.pushesSkipped + m.pushFailures == 0) + (m.pushesSkipped + m.pushFailures > 0 ? " (**\(m.pushesSkipped) skipped, \(m.pushFailures) failed**)" : ""))
+                   m.pushes == 0 ? "**MISS** (nothing pushed)" : latencyVerdict(ackP99, bound: 100_000_000, clean: m.pushesSkipped + m.pushFailures + m.unanswered == 0) + (m.pushesSkipped + m.pushFailures + m.unanswered > 0 ? " (**\(m.pushesSkipped) skipped, \(m.pushFailures) failed, \(m.unanswered) never answered**)" : ""))
         report.add("\(s.database ? "9f" : "9c"). the same: push sent → received by each other device of its zone through its \(s.database ? "database long poll and zone pull" : "long poll")",
                    "p50 \(latency(percentile(deliveries, 50))), p99 \(latency(deliveryP99)), max \(latency(deliveries.last ?? 0)); \(grouped(deliveries.count)) deliveries, \(grouped(m.undelivered)) missing 3 s after the last push; \(grouped(m.pollAnswers)) long-poll answers, \(m.pollFailures) failed; \(m.closedByServer) connections closed by the server, \(m.connectFailures) connects failed",
                    "p99 ≤ 100 ms, none missing",
-                   deliveries.isEmpty ? "**MISS** (nothing delivered)" : latencyVerdict(deliveryP99, bound: 100_000_000, clean: m.undelivered == 0) + (m.undelivered > 0 ? " (**\(m.undelivered) missing**)" : ""))
+                   deliveries.isEmpty ? "**MISS** (nothing delivered)" : latencyVerdict(deliveryP99, bound: 100_000_000, clean: m.undelivered + m.pollFailures + m.connectFailures == 0) + (m.undelivered + m.pollFailures + m.connectFailures > 0 ? " (**\(m.undelivered) missing, \(m.pollFailures) polls failed, \(m.connectFailures) connects failed**)" : ""))
     }
 
     private func latencyVerdict(_ p99: UInt64, bound: UInt64, clean: Bool) -> String {
@@ -81,6 +81,9 @@ enum FleetWorkload {
     static func run(in place: DataPlace, settings: FleetSettings) async throws -> FleetRun {
         raiseDescriptorLimit(to: 65_536)
         let zoneCount = max(1, settings.devices / settings.devicesPerZone)
+        // Whole zones: the devices run (and what is reported per device) are these.
+        var settings = settings
+        settings.devices = zoneCount * settings.devicesPerZone
         // Generated tokens (an ID, a salted hash): the server finds each by its ID. (Tokens of the
         // older kind, a chosen token's bare SHA-256, are compared against every such entry.)
         let generated = (0..<zoneCount).map { _ in UserToken.generate() }
@@ -131,8 +134,8 @@ enum FleetWorkload {
         note("fleet: idle RSS \(bytes(Double(run.idleRSS))) (baseline \(bytes(Double(run.baselineRSS)))), \(grouped(run.heldPolls)) long polls held; warm-up \(fixed(warmup, 0)) s at \(rate(settings.pushesPerSecond)) pushes/s…")
 
         // Every device pushes at least once before the measurement: a fleet in service has its
-        // replicas known to the server (a device's first push registers its replica, which
-        // rewrites the server's replica-owners file — a cost of a new device, not of a push).
+        // replicas known to the server (a device's first push binds its replica to its user, a
+        // cost of a new device, not of a push).
         load.run(seconds: warmup, rate: settings.pushesPerSecond, measure: false)
         load.resetMeasurements()
         let serverCPU = server.cpuSeconds()
@@ -150,6 +153,8 @@ enum FleetWorkload {
         measured.deliveryLatencies = load.measured.deliveryLatencies
         measured.ackLatencies = load.measured.ackLatencies
         measured.pushFailures = load.measured.pushFailures
+        measured.retries = load.measured.retries
+        measured.unanswered = load.countUnanswered()
         measured.undelivered = load.countUndelivered()
         run.measured = measured
         return run

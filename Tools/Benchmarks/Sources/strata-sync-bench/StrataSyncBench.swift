@@ -26,7 +26,7 @@ struct Settings {
     /// 7a–7b: the server's merge of an uploaded state, decoded whole vs streamed, peak memory).
     /// `zones` (rows 8a–8d): a database of 1,000 zones against one of 1 zone, idle sync rounds
     /// and one long poll for all; a newly shared zone of 100k events until it is queryable.
-    /// `fleet` (rows 9a–9c): one server holding 10,000 devices (idle memory, then 1,000 pushes/s:
+    /// `fleet` (rows 9a–9c, 9d–9f with `--fleet-database`): one server holding 10,000 devices (idle memory, then 1,000 pushes/s:
     /// acknowledgement and delivery latency), in its own server child.
     static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental", "state-merge", "zones", "fleet"]
     var abuse = AbuseSettings()
