@@ -123,8 +123,8 @@ public final class ChangeNotifier: Sendable {
     }
 
     /// Wakes every waiter of `zone` and every database waiter: for a change whose zone's users
-    /// are not known here (announced by another process sharing the storage, when its
-    /// description could not be read). Correct, but a cost in every database long poll.
+    /// are not known here (announced by another process sharing the storage). Correct, but a
+    /// cost in every database long poll.
     public func notify(zone: String) {
         let keys = state.withLock { s in [zone] + s.zones.keys.filter { $0.hasPrefix(Self.databasePrefix) } }
         wake(keys, .notified)
