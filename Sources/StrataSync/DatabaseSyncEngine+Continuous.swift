@@ -1,8 +1,8 @@
-import Strata
+@_spi(StrataInternals) import Strata
 import Logging
 
 /// Continuous mode for a database: a sync, then one long poll of the database's changes for
-/// every zone, cut short by a local commit in any zone; backoff between failed rounds.
+/// every zone, local commits in any zone pushed while it waits; backoff between failed rounds.
 extension DatabaseSyncEngine {
     /// Keeps every zone in sync until ``stop()``. Calling it while it runs does nothing.
     public func start() {
@@ -44,7 +44,7 @@ extension DatabaseSyncEngine {
         for engine in engines.values { await engine.stop() }
     }
 
-    /// A local commit: the next round does not wait, and a waiting long poll ends.
+    /// A local commit: the next round does not wait, and while a long poll waits it is pushed.
     func localCommitted() {
         localDirty = true
         waker?.yield(())
@@ -67,20 +67,23 @@ extension DatabaseSyncEngine {
                 // what it brings is applied inside, unless such a sync ran meanwhile.
                 var polled: DatabaseChangeBatch?
                 let roundsBefore = roundNumber
+                // Push rounds during the poll (they apply no batch of changes).
+                var pushRounds: UInt64 = 0
                 if first || localDirty {
                     first = false
                     localDirty = false
                 } else {
                     updateStatus { $0.phase = .waiting }
                     let wait = min(retryFailingZonesAfter ?? options.sync.longPoll, options.sync.longPoll)
-                    guard let batch = try await pollUnlessWoken(&report, wait: wait) else { continue }
+                    guard let batch = try await pollPushing(&report, wait: wait, pushRounds: &pushRounds) else { continue }
                     polled = batch
                 }
                 updateStatus { $0.phase = .syncing }
                 try await exclusively {
-                    // Applied only if no round ran while it waited (a `sync()`): that round may
-                    // have re-added a zone the batch still lists as removed.
-                    let changes = if let polled, roundNumber == roundsBefore + 1 { polled } else {
+                    // Applied only if no round but its own push rounds ran while it waited (a
+                    // `sync()`): that round may have re-added a zone the batch still lists as
+                    // removed.
+                    let changes = if let polled, roundNumber == roundsBefore + pushRounds + 1 { polled } else {
                         try await fetchChanges(after: state.token, &report)
                     }
                     try await apply(changes, &report)
@@ -154,45 +157,88 @@ extension DatabaseSyncEngine {
         try Task.checkCancellation()
     }
 
-    /// The long poll of the database's changes, raced with local commits: `nil` when a commit
-    /// ended the wait first (the poll is cancelled, and the next round pushes).
-    private func pollUnlessWoken(_ report: inout DatabaseSyncReport, wait: Duration) async throws -> DatabaseChangeBatch? {
+    /// The long poll of the database's changes, while local commits are pushed as they come (a
+    /// push round of the zones with edits, on another connection): the poll is not cut short —
+    /// cancelling it would close its connection, one per commit, and the changes others make
+    /// meanwhile would wait for the next poll. A push lands in its zone, so the poll then answers
+    /// with it (and whatever else came). `nil` when a commit came before the poll began (the
+    /// round then runs at once, without waiting). `pushRounds` counts the push rounds that ran.
+    private func pollPushing(_ report: inout DatabaseSyncReport, wait: Duration, pushRounds: inout UInt64) async throws -> DatabaseChangeBatch? {
         let (wakes, waker) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.waker = waker
-        defer { self.waker = nil }
+        defer {
+            self.waker = nil
+            waker.finish()
+        }
         if localDirty { return nil }
         let token = state.token
         let transport = self.transport
         let pageSize = options.databaseChangesPageSize
-        let outcome: PollOutcome = await withTaskGroup(of: PollOutcome.self) { group in
+        var polled: DatabaseChanges?
+        var failure: (any Error)?
+        var pushes: UInt64 = 0
+        await withTaskGroup(of: PollPart.self) { group in
             group.addTask {
                 do { return .polled(try await transport.databaseChanges(after: token, limit: pageSize, wait: wait)) } catch {
                     return .failed(error as? SyncError ?? SyncError(.transport, "\(error)"))
                 }
             }
             group.addTask {
-                for await _ in wakes { return .woken }
-                return .woken
+                var rounds: UInt64 = 0
+                for await _ in wakes {
+                    do {
+                        try await self.pushRound()
+                        rounds += 1
+                    } catch {
+                        return .pushFailed(error, rounds: rounds)
+                    }
+                }
+                return .pushesEnded(rounds: rounds)
             }
-            let first = await group.next() ?? .woken
-            group.cancelAll()
-            return first
+            while let part = await group.next() {
+                switch part {
+                case .polled(let page):
+                    polled = page
+                    // The push round under way (if any) finishes — cancelling it would leave its
+                    // answer unknown — and the next commit waits for the next round.
+                    waker.finish()
+                case .failed(let error):
+                    failure = failure ?? error
+                    group.cancelAll()
+                case .pushFailed(let error, let rounds):
+                    pushes += rounds
+                    failure = failure ?? error
+                    group.cancelAll()
+                case .pushesEnded(let rounds):
+                    pushes += rounds
+                }
+            }
         }
-        switch outcome {
-        case .polled(let page):
-            // The rest of the pages from the first one's token; the kept token moves only once
-            // `apply` has taken the whole batch (a failure part way asks again from where it was).
-            return try await fetchChanges(after: token, first: page, &report)
-        case .woken:
-            return nil
-        case .failed(let error):
-            throw error
+        pushRounds += pushes
+        if let failure { throw failure }
+        guard let polled else { throw CancellationError() }
+        // The rest of the pages from the first one's token; the kept token moves only once
+        // `apply` has taken the whole batch (a failure part way asks again from where it was).
+        return try await fetchChanges(after: token, first: polled, &report)
+    }
+
+    /// A round that pushes the zones with local edits (and pulls them, as a zone's sync does),
+    /// in its turn with other rounds (`exclusively`).
+    private func pushRound() async throws {
+        var report = DatabaseSyncReport()
+        try await exclusively {
+            localDirty = false
+            let zones = database.zones.filter { (try? database.hasUnpushedEdits(in: $0)) ?? true }
+            try await syncZones(zones, &report)
         }
+        roundEnded(report, failure: nil)
     }
 }
 
-enum PollOutcome: Sendable {
+/// How a part of the database's long poll ended.
+private enum PollPart: Sendable {
     case polled(DatabaseChanges)
-    case woken
     case failed(SyncError)
+    case pushFailed(any Error, rounds: UInt64)
+    case pushesEnded(rounds: UInt64)
 }

@@ -3,7 +3,7 @@ import StrataCore
 import Logging
 import StrataProtocol
 
-/// Continuous mode: rounds of push and long poll, a local commit cutting a waiting poll short,
+/// Continuous mode: rounds of push and long poll, local commits pushed while the poll waits,
 /// backoffs between failed rounds. Its parts are child tasks of one task group, so that ending
 /// continuous mode (``SyncEngine/stop()``, a service group's shutdown, a cancelled
 /// ``SyncEngine/run()``) ends them all, and none outlives it.
@@ -62,7 +62,7 @@ extension SyncEngine {
     /// Continuous mode until `stops` yields (or the task is cancelled): the rounds and the watcher
     /// of local commits, as children of one group.
     func syncContinuously(until stops: AsyncStream<Void>) async {
-        // Local commits cut a waiting long poll short, so they go out at once.
+        // Local commits go out at once, also while a long poll waits.
         let commits = store.changes()
         await withTaskGroup(of: Part.self) { group in
             group.addTask {
@@ -136,7 +136,7 @@ extension SyncEngine {
         }
     }
 
-    /// One round: push what waits, then a long poll (cut short by a local commit). Returns the
+    /// One round: push what waits, then a long poll (local commits pushed while it waits). Returns the
     /// refusal the push waited out, if any.
     private func round(refreshingAccess: Bool) async throws -> SyncError? {
         dirty = false
@@ -167,39 +167,81 @@ extension SyncEngine {
     }
 
     /// A pull that waits for changes — none when a local commit came since the round began —
-    /// until it has them, or until a local commit cuts it short (then the round ends answered,
-    /// and the next pushes the commit). Both are children of one group.
+    /// while local commits are pushed as they come, on a second connection. The poll is not cut
+    /// short by a commit: cancelling an HTTP request closes its connection, so a device committing
+    /// every few seconds would open a connection (and make the server tear one down) per commit,
+    /// and the changes others push meanwhile would wait for the new poll. The push lands in the
+    /// zone, so the poll then answers with it (and whatever else came), and the round ends.
+    ///
+    /// The push and the processing of the poll's answer take turns (``TurnLock``): the poll gives
+    /// up its turn only while its request waits.
     private func longPoll() async throws {
         let wait: Duration? = dirty ? nil : options.longPoll
         // Made and stored in the same turn of the actor as `dirty` is read: a commit after it
-        // reaches this poll's waker.
+        // reaches this poll's pusher.
         let (wakes, waker) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let turn = TurnLock()
         pollWaker = waker
+        pollTurn = turn
         defer {
             pollWaker = nil
+            pollTurn = nil
             waker.finish()
         }
-        let pulled: Result<Void, any Error>? = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
+        var failure: (any Error)?
+        await withTaskGroup(of: PollPart.self) { group in
             group.addTask {
+                await turn.acquire()
+                defer { turn.release() }
                 do {
                     var report = SyncReport()
                     try await self.pullAll(wait: wait, &report)
-                    return .success(())
+                    return .polled(nil)
                 } catch {
-                    return .failure(error)
+                    return .polled(error)
                 }
             }
             group.addTask {
-                // A local commit (or the group's cancellation) ends this child.
-                for await _ in wakes { break }
-                return nil
+                for await _ in wakes {
+                    await turn.acquire()
+                    defer { turn.release() }
+                    do { try await self.pushWhilePolling() } catch { return .pushed(error) }
+                }
+                return .pushed(nil)
             }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+            while let part = await group.next() {
+                switch part {
+                case .polled(nil):
+                    // The push under way (if any) finishes — cancelling it would leave its
+                    // answer unknown — and the next commit waits for the next round.
+                    waker.finish()
+                case .polled(let error?), .pushed(let error?):
+                    failure = failure ?? error
+                    group.cancelAll()
+                case .pushed(nil):
+                    break
+                }
+            }
         }
-        // Woken by a local commit: the round is answered and the next one pushes it. A pull
-        // failing because continuous mode was stopped ends the round as cancelled.
-        if case .failure(let error) = pulled, !Task.isCancelled { throw error }
+        // A pull or push failing because continuous mode was stopped ends the round as cancelled.
+        if let failure, !Task.isCancelled { throw failure }
+    }
+
+    /// How a part of the long poll ended: with the error it failed with, if any.
+    private enum PollPart: Sendable {
+        case polled((any Error)?)
+        case pushed((any Error)?)
+    }
+
+    /// A push of local commits while the long poll waits (what a round's push does, without the
+    /// checks the round made before its poll).
+    private func pushWhilePolling() async throws {
+        var report = SyncReport()
+        let refused = try await pushOrDefer(&report, continuous: true)
+        update {
+            $0.phase = .waiting
+            $0.lastError = refused
+            if let refused { $0.blocked = "local transaction(s) wait for an asset the server did not take: \(refused)" }
+        }
     }
 }

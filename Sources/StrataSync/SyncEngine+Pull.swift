@@ -16,10 +16,29 @@ extension SyncEngine {
             let token = cursor.token
             let request = SyncStateMachine.Request.pull(fromToken: token != nil)
             let page: PullResult
-            switch try await ask(request, {
-                try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
-                                              omitting: self.options.downloadMask, replica: self.store.replicaID)
-            }) {
+            // Continuous mode's long poll gives up its turn while it waits, so that a local
+            // commit is pushed meanwhile (see `longPoll()`); it takes the turn again to use the
+            // answer.
+            let turn = thisWait == nil ? nil : pollTurn
+            turn?.release()
+            let reply: Reply<PullResult>
+            do {
+                reply = try await ask(request, {
+                    try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
+                                                  omitting: self.options.downloadMask, replica: self.store.replicaID)
+                })
+                await turn?.acquire()
+            } catch {
+                await turn?.acquire()
+                throw error
+            }
+            // A push meanwhile may have started the zone over (a new token, or none): the answer
+            // is of what the cursor no longer follows. Asked again, without waiting.
+            if turn != nil, cursor.token != token {
+                pageWait = nil
+                continue
+            }
+            switch reply {
             case .answered(let answer):
                 page = answer
             case .redirected(.bootstrapFromSnapshot, let refusal):

@@ -73,8 +73,11 @@ public actor SyncEngine {
     var loop: Task<Void, Never>?
     /// A local commit came since the round began: its long poll does not wait.
     var dirty = false
-    /// Cuts the waiting long poll short (a local commit).
+    /// Tells the waiting long poll's pusher of a local commit (pushed while the poll waits).
     var pollWaker: AsyncStream<Void>.Continuation?
+    /// The turn a push during the long poll and the poll's answer take (see ``TurnLock``);
+    /// `nil` outside continuous mode's long poll.
+    var pollTurn: TurnLock?
     /// Assets the server said the zone holds (uploaded by this engine, or found there): not
     /// asked about again while the engine lives.
     var assetsInZone = Set<AssetHash>()
