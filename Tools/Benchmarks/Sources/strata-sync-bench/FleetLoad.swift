@@ -1,10 +1,13 @@
 // The fleet row's load generator: thousands of devices on one thread, each from its own loopback
 // address, driven by one epoll loop over non-blocking sockets. A device is a client as Strata's
-// sync engines are today: one keep-alive HTTP/1.1 connection that holds a long poll; a local
-// commit cancels the poll — which closes its connection — and the push goes out on a new one,
-// which then holds the next long poll (`--fleet-two-connections`: a client that keeps a second
-// connection for pushes and never cuts its poll short). One loop for the whole fleet, so that the generator's CPU stays a small,
-// separately reported fraction of the server's. It speaks the protocol's bytes itself (request
+// sync engines are: one keep-alive HTTP/1.1 connection that holds a long poll, never cut short
+// by a local commit, whose push goes out on another connection: one kept for the device's pushes
+// (`--fleet-push-connection kept`, the default, as an HTTP stack's connection pool keeps it: two
+// connections per device), or a new one per push, closed after its answer (`new`). `replaces-poll`
+// is the engines before they kept their poll: a commit cancels the poll — which closes its
+// connection — and the push goes out on a new one, which then holds the next long poll. One loop
+// for the whole fleet, so that the generator's CPU stays a small, separately reported fraction of
+// the server's. It speaks the protocol's bytes itself (request
 // heads, `Content-Length` answers, framed transactions) and reads only the transaction headers of
 // what a long poll delivers, to match each delivery with its push.
 import BenchSupport
@@ -56,6 +59,17 @@ struct FleetConnection {
     var queued: [UInt8]?
 }
 
+/// Where a device's push goes out.
+enum FleetPushConnection: String, CaseIterable, Sendable {
+    /// A second connection the device keeps for its pushes; the long poll is never cut short.
+    case kept
+    /// A new connection per push, closed after its answer; the long poll is never cut short.
+    case new
+    /// The poll is cut short (its connection closed) and the push goes out on a new connection,
+    /// which then holds the next poll.
+    case replacesPoll = "replaces-poll"
+}
+
 /// What the loop measured.
 struct FleetMeasurements {
     var ackLatencies: [UInt64] = []
@@ -96,8 +110,9 @@ final class FleetLoad {
     /// Whether devices long poll their database (`GET /v1/database/changes`, then pull the zone
     /// it names, as `DatabaseSyncEngine` does) rather than their zone.
     let databaseMode: Bool
-    /// Whether each device keeps a second connection for pushes (else a push replaces the poll's).
-    let twoConnections: Bool
+    /// Where a device's push goes out.
+    let pushConnection: FleetPushConnection
+    private var twoConnections: Bool { pushConnection == .kept }
     private var scratch = [UInt8](repeating: 0, count: 256 * 1024)
     private var connectingCount = 0
 
@@ -106,9 +121,9 @@ final class FleetLoad {
         var sequence: UInt64
     }
 
-    init(port: Int, zones: [(name: String, token: String)], devicesPerZone: Int, zoneTokens: [String], wait: Int, databaseMode: Bool, twoConnections: Bool) throws {
+    init(port: Int, zones: [(name: String, token: String)], devicesPerZone: Int, zoneTokens: [String], wait: Int, databaseMode: Bool, pushConnection: FleetPushConnection) throws {
         self.databaseMode = databaseMode
-        self.twoConnections = twoConnections
+        self.pushConnection = pushConnection
         self.port = port
         self.zones = zones
         self.devicesPerZone = devicesPerZone
@@ -211,6 +226,12 @@ final class FleetLoad {
         epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
         close(fd)
         if measuring { measured.closedByServer += 1 }
+        // A connection made for one push is not replaced: the push stays unacknowledged, and the
+        // device's next push sends it again.
+        if pushConnection == .new && connection.role == .push {
+            if devices[connection.device].push == Int(fd) { devices[connection.device].push = -1 }
+            return
+        }
         do {
             try open(device: connection.device, role: connection.role)
         } catch {
@@ -348,9 +369,10 @@ final class FleetLoad {
         interest(fd, writable: false)
     }
 
-    private func request(_ method: String, _ path: String, device: Int, body: [UInt8] = []) -> [UInt8] {
+    private func request(_ method: String, _ path: String, device: Int, body: [UInt8] = [], close: Bool = false) -> [UInt8] {
         let token = zones[devices[device].zone].token
-        return Array("\(method) \(path) HTTP/1.1\r\nHost: fleet\r\nAuthorization: Bearer \(token)\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body
+        let connection = close ? "Connection: close\r\n" : ""
+        return Array("\(method) \(path) HTTP/1.1\r\nHost: fleet\r\nAuthorization: Bearer \(token)\r\n\(connection)Content-Length: \(body.count)\r\n\r\n".utf8) + body
     }
 
     private func sendPoll(_ fd: Int32) {
@@ -377,11 +399,20 @@ final class FleetLoad {
     private func push(device: Int, due: UInt64) {
         // The connection the push goes out on: the device's push connection, or a new one that
         // replaces its long poll's (the poll is cut short, as a local commit does).
-        let current = Int32(twoConnections ? devices[device].push : devices[device].poll)
-        guard let connection = connections[current], connection.state != .connecting, connection.stage != .push,
-              twoConnections ? connection.state == .idle : true else {
-            if measuring { measured.pushesSkipped += 1 }
-            return
+        if pushConnection == .new {
+            // One push at a time per device: the last one's connection is still open.
+            guard devices[device].push < 0 else {
+                if measuring { measured.pushesSkipped += 1 }
+                return
+            }
+        }
+        let current = Int32(pushConnection == .kept ? devices[device].push : devices[device].poll)
+        if pushConnection != .new {
+            guard let connection = connections[current], connection.state != .connecting, connection.stage != .push,
+                  twoConnections ? connection.state == .idle : true else {
+                if measuring { measured.pushesSkipped += 1 }
+                return
+            }
         }
         let sequence: UInt64
         let bytes: [UInt8]
@@ -397,7 +428,8 @@ final class FleetLoad {
                       change: .insert(entity: "Item", object: ObjectID(), fields: ["name": .string("push \(sequence) of device \(device)")])),
             ])
             let body = TransactionFrames.encode([record.encoded()])
-            bytes = request("POST", "/v1/zones/\(zones[devices[device].zone].name)/push", device: device, body: body)
+            bytes = request("POST", "/v1/zones/\(zones[devices[device].zone].name)/push", device: device, body: body,
+                            close: pushConnection == .new)
         }
         let retry = devices[device].unacknowledged != nil
         devices[device].unacknowledged = (sequence, bytes)
@@ -413,14 +445,15 @@ final class FleetLoad {
             }
         }
         let fd: Int32
-        if twoConnections {
+        switch pushConnection {
+        case .kept:
             fd = current
             send(fd, bytes)
             connections[fd]?.sentAt = now
-        } else {
-            drop(current)
+        case .new, .replacesPoll:
+            if pushConnection == .replacesPoll { drop(current) }
             do {
-                fd = try open(device: device, role: .poll)
+                fd = try open(device: device, role: pushConnection == .new ? .push : .poll)
             } catch {
                 measured.connectFailures += 1
                 return
@@ -505,8 +538,15 @@ final class FleetLoad {
         switch connection.role {
         case _ where connection.stage == .push:
             if answer.status == 200 { devices[connection.device].unacknowledged = nil }
-            // One connection: it holds the next long poll now.
-            if connection.role == .poll { sendPoll(fd) } else { connections[fd]?.stage = .zonePoll }
+            // One connection: it holds the next long poll now. A connection made for this push
+            // is closed; a kept one waits for the next push.
+            if connection.role == .poll {
+                sendPoll(fd)
+            } else if pushConnection == .new {
+                drop(fd)
+            } else {
+                connections[fd]?.stage = .zonePoll
+            }
             guard connection.counted else { return }
             if answer.status == 200 {
                 measured.ackLatencies.append(now - connection.sentAt)

@@ -16,6 +16,10 @@ import Glibc
 
 struct FleetSettings {
     var devices = 10_000
+    /// Whether `devices` was asked for (`--fleet-devices`): a default fleet too large for the
+    /// machine's descriptor limit shrinks to the largest that fits (said so in the row); one asked
+    /// for is refused instead.
+    var devicesAsked = false
     var devicesPerZone = 4
     var pushesPerSecond = 1_000.0
     var warmupSeconds = 5.0
@@ -26,8 +30,19 @@ struct FleetSettings {
     /// Devices long poll their database and then pull the zone it names (as `DatabaseSyncEngine`
     /// does) rather than long polling their zone (as `SyncEngine` does).
     var database = false
-    /// Devices keep a second connection for pushes instead of cutting their long poll short.
-    var twoConnections = false
+    /// Where a device's push goes out (its long poll kept, or cut short as the engines did before).
+    var pushConnection = FleetPushConnection.kept
+}
+
+extension FleetSettings {
+    /// How a device connects, for the report.
+    func clientDescription(_ polls: String) -> String {
+        switch pushConnection {
+        case .new: "a connection holding a \(polls), never cut short, and each push on a new connection closed after its answer"
+        case .kept: "a connection holding a \(polls), never cut short, and a second one kept for pushes"
+        case .replacesPoll: "one connection each, holding a \(polls) that a push replaces (closed, and the push sent on a new connection), as the sync engines did before they kept their poll"
+        }
+    }
 }
 
 struct FleetRun {
@@ -56,7 +71,7 @@ struct FleetRun {
         let achieved = Double(m.pushes) / measuredSeconds
         let polls = s.database ? "database long poll (then a pull of the zone it names)" : "zone long poll"
         let row = s.database ? "9d" : "9a"
-        report.add("\(row). one server, \(grouped(s.devices)) devices connected (\(s.devicesPerZone) per zone, \(grouped(s.devices / s.devicesPerZone)) zones and users; \(s.twoConnections ? "a \(polls) and a push connection each" : "one connection each, holding a \(polls) that a push replaces (closed, and the push sent on a new connection), as the sync engines do today"), from its own loopback address), idle: server memory per device",
+        report.add("\(row). one server, \(grouped(s.devices)) devices connected (\(s.devicesPerZone) per zone, \(grouped(s.devices / s.devicesPerZone)) zones and users; \(s.clientDescription(polls)), from its own loopback address), idle: server memory per device",
                    "\(bytes(idleBytesPerDevice)) per device (RSS \(bytes(Double(baselineRSS))) with the zones made, \(bytes(Double(idleRSS))) with every device connected and \(grouped(heldPolls)) long polls held, \(grouped(openConnections)) connections; all connected in \(fixed(connectSeconds, 1)) s); server CPU while idle \(fixed(idleServerCPU / s.idleSeconds * 100, 1)) % of a core",
                    "≤ 20 KiB per idle device",
                    verdict(20 * 1024 / max(1, idleBytesPerDevice), goal: 1, unit: "× headroom"))
@@ -80,10 +95,29 @@ enum FleetWorkload {
     /// connects the fleet, measures idle, then under load.
     static func run(in place: DataPlace, settings: FleetSettings) async throws -> FleetRun {
         raiseDescriptorLimit(to: 65_536)
-        let zoneCount = max(1, settings.devices / settings.devicesPerZone)
+        var zoneCount = max(1, settings.devices / settings.devicesPerZone)
         // Whole zones: the devices run (and what is reported per device) are these.
         var settings = settings
         settings.devices = zoneCount * settings.devicesPerZone
+        // The server holds a descriptor per connection and two per zone (its log and its lock),
+        // and inherits this process's limit: a fleet past it would be refused connections part
+        // way, so it is refused here, with the largest that fits.
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            let perDevice = settings.pushConnection == .kept ? 2 : 1
+            let perZone = settings.devicesPerZone * perDevice + 2
+            let spare = 256
+            let needed = zoneCount * perZone + spare
+            let fittingZones = max(0, (Int(limit.rlim_cur) - spare) / perZone)
+            if needed > Int(limit.rlim_cur), !settings.devicesAsked, fittingZones > 0 {
+                note("fleet: \(grouped(settings.devices)) devices need about \(grouped(needed)) descriptors in the server; this machine allows \(grouped(Int(limit.rlim_cur))) per process: running \(grouped(fittingZones * settings.devicesPerZone)), the most that fit")
+                zoneCount = fittingZones
+                settings.devices = zoneCount * settings.devicesPerZone
+            } else if needed > Int(limit.rlim_cur) {
+                let fits = fittingZones * settings.devicesPerZone
+                throw BenchError("fleet: \(grouped(settings.devices)) devices with --fleet-push-connection \(settings.pushConnection.rawValue) need about \(grouped(needed)) descriptors in the server (a connection each, \(perDevice) per device, and 2 per zone); this machine allows \(grouped(Int(limit.rlim_cur))) per process. Run at most --fleet-devices \(grouped(fits)), or with --fleet-push-connection new (one connection per device, a new one per push)")
+            }
+        }
         // Generated tokens (an ID, a salted hash): the server finds each by its ID. (Tokens of the
         // older kind, a chosen token's bare SHA-256, are compared against every such entry.)
         let generated = (0..<zoneCount).map { _ in UserToken.generate() }
@@ -117,8 +151,8 @@ enum FleetWorkload {
         usleep(500_000)
         run.baselineRSS = server.residentBytes()
 
-        let load = try FleetLoad(port: server.port, zones: zones, devicesPerZone: settings.devicesPerZone, zoneTokens: tokens, wait: settings.wait, databaseMode: settings.database, twoConnections: settings.twoConnections)
-        note("fleet: connecting \(grouped(load.devices.count)) devices (\(grouped(load.devices.count * (settings.twoConnections ? 2 : 1))) connections)…")
+        let load = try FleetLoad(port: server.port, zones: zones, devicesPerZone: settings.devicesPerZone, zoneTokens: tokens, wait: settings.wait, databaseMode: settings.database, pushConnection: settings.pushConnection)
+        note("fleet: connecting \(grouped(load.devices.count)) devices (\(grouped(load.devices.count * (settings.pushConnection == .kept ? 2 : 1))) connections)…")
         let connecting = monotonicNanos()
         try load.connectAll()
         run.connectSeconds = seconds(monotonicNanos() - connecting)

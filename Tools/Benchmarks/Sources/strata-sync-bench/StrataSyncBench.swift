@@ -60,7 +60,10 @@ struct Settings {
             fleet.warmupSeconds = 2
             fleet.idleSeconds = 2
         }
-        if let fleetDevices { fleet.devices = fleetDevices }
+        if let fleetDevices {
+            fleet.devices = fleetDevices
+            fleet.devicesAsked = true
+        }
         if let fleetRate { fleet.pushesPerSecond = Double(fleetRate) }
         if let fleetSeconds { fleet.seconds = Double(fleetSeconds) }
         return fleet
@@ -71,7 +74,8 @@ struct Settings {
 
 let usage = """
     usage: strata-sync-bench [--quick] [--only LIST] [--heal-events N] [--fleet-devices N] [--fleet-rate N]
-                             [--fleet-seconds S] [--fleet-database] [--fleet-two-connections]
+                             [--fleet-seconds S] [--fleet-database]
+                             [--fleet-push-connection kept|new|replaces-poll]
                              [--dir PATH] [--keep]
            strata-sync-bench --serve DATA PORT USERS
 
@@ -92,14 +96,20 @@ let usage = """
                       idle device, then 1,000 pushes/s: ack and delivery latency), comma-separated
       --heal-events N the heal workload's events (default 1M, 100k with --quick), in transactions
                       of 100 inserts
-      --fleet-devices N  devices of the fleet row (default 10,000; 1,000 with --quick)
+      --fleet-devices N  devices of the fleet row (default 10,000, or the most the descriptor limit
+                      allows; 1,000 with --quick)
       --fleet-rate N  pushes per second of the whole fleet (default 1,000; 100 with --quick)
       --fleet-seconds S  the fleet row's measured phase (default 30; 5 with --quick)
       --fleet-database   the fleet's devices long poll their database (GET /v1/database/changes,
                       then a pull of the zone named), as DatabaseSyncEngine does: rows 9d-9f
-      --fleet-two-connections  each device keeps a second connection for its pushes (by default a
-                      push cuts the device's long poll short and goes out on a new connection, as
-                      the sync engines do today)
+      --fleet-push-connection kept|new|replaces-poll  where a device's push goes out: its long
+                      poll is never cut short (as the sync engines do), and pushes use a second
+                      connection the device keeps (kept, the default: two connections per device,
+                      as an HTTP stack's pool keeps them) or a new connection per push, closed after
+                      its answer (new); replaces-poll is the engines before they kept their poll
+                      (the poll cut short, its connection closed, the push on a new one that then
+                      holds the next poll). A fleet needing more descriptors than the server may
+                      hold is refused, naming the largest that fits
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
                       tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
       --keep          leave the data directory (stores, server data) in place
@@ -134,7 +144,10 @@ struct StrataSyncBench {
             case "--fleet-rate": settings.fleetRate = arguments.number(of: argument, atLeast: 1)
             case "--fleet-seconds": settings.fleetSeconds = arguments.number(of: argument, atLeast: 1)
             case "--fleet-database": settings.fleet.database = true
-            case "--fleet-two-connections": settings.fleet.twoConnections = true
+            case "--fleet-push-connection":
+                let name = arguments.value(of: argument, FleetPushConnection.allCases.map(\.rawValue).joined(separator: "|"))
+                guard let way = FleetPushConnection(rawValue: name) else { arguments.wrong("\(argument): \(name) is not one of \(FleetPushConnection.allCases.map(\.rawValue).joined(separator: ", "))") }
+                settings.fleet.pushConnection = way
             case "--dir": settings.parent = arguments.value(of: argument, "a path")
             case "-h", "--help":
                 print(usage)
