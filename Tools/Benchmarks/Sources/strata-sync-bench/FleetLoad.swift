@@ -236,6 +236,10 @@ final class FleetLoad {
             try open(device: connection.device, role: connection.role)
         } catch {
             measured.connectFailures += 1
+            // No replacement: the device has no such connection (a descriptor number reused by
+            // another device's socket must not be taken for this one's).
+            if devices[connection.device].poll == Int(fd) { devices[connection.device].poll = -1 }
+            if devices[connection.device].push == Int(fd) { devices[connection.device].push = -1 }
         }
     }
 
@@ -315,6 +319,8 @@ final class FleetLoad {
 
     private func connected(_ fd: Int32) {
         connectingCount -= 1
+        // No longer connecting (`reopen` below must not count it off again).
+        connections[fd]?.state = .idle
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)

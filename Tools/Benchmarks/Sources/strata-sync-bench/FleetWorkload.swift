@@ -17,8 +17,8 @@ import Glibc
 struct FleetSettings {
     var devices = 10_000
     /// Whether `devices` was asked for (`--fleet-devices`): a default fleet too large for the
-    /// machine's descriptor limit shrinks to the largest that fits (said so in the row); one asked
-    /// for is refused instead.
+    /// machine's descriptor limit shrinks to the largest that fits (said so on standard error;
+    /// the row shows the devices run); one asked for is refused instead.
     var devicesAsked = false
     var devicesPerZone = 4
     var pushesPerSecond = 1_000.0
@@ -101,12 +101,14 @@ enum FleetWorkload {
         settings.devices = zoneCount * settings.devicesPerZone
         // The server holds a descriptor per connection and two per zone (its log and its lock),
         // and inherits this process's limit: a fleet past it would be refused connections part
-        // way, so it is refused here, with the largest that fits.
+        // way, so a default one shrinks to the largest that fits and one asked for is refused.
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
             let perDevice = settings.pushConnection == .kept ? 2 : 1
             let perZone = settings.devicesPerZone * perDevice + 2
-            let spare = 256
+            // Beyond the devices' own connections: the pushes in flight, each on its own
+            // connection with `new` (two seconds' worth), and the server's other files.
+            let spare = 256 + (settings.pushConnection == .new ? Int(settings.pushesPerSecond * 2) : 0)
             let needed = zoneCount * perZone + spare
             let fittingZones = max(0, (Int(limit.rlim_cur) - spare) / perZone)
             if needed > Int(limit.rlim_cur), !settings.devicesAsked, fittingZones > 0 {
@@ -115,7 +117,7 @@ enum FleetWorkload {
                 settings.devices = zoneCount * settings.devicesPerZone
             } else if needed > Int(limit.rlim_cur) {
                 let fits = fittingZones * settings.devicesPerZone
-                throw BenchError("fleet: \(grouped(settings.devices)) devices with --fleet-push-connection \(settings.pushConnection.rawValue) need about \(grouped(needed)) descriptors in the server (a connection each, \(perDevice) per device, and 2 per zone); this machine allows \(grouped(Int(limit.rlim_cur))) per process. Run at most --fleet-devices \(grouped(fits)), or with --fleet-push-connection new (one connection per device, a new one per push)")
+                throw BenchError("fleet: \(grouped(settings.devices)) devices with --fleet-push-connection \(settings.pushConnection.rawValue) need about \(grouped(needed)) descriptors in the server (a connection each, \(perDevice) per device, and 2 per zone); this machine allows \(grouped(Int(limit.rlim_cur))) per process. Run at most --fleet-devices \(fits)\(settings.pushConnection == .kept ? ", or with --fleet-push-connection new (one connection per device, a new one per push)" : "")")
             }
         }
         // Generated tokens (an ID, a salted hash): the server finds each by its ID. (Tokens of the

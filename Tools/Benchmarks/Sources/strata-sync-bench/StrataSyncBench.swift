@@ -108,8 +108,9 @@ let usage = """
                       as an HTTP stack's pool keeps them) or a new connection per push, closed after
                       its answer (new); replaces-poll is the engines before they kept their poll
                       (the poll cut short, its connection closed, the push on a new one that then
-                      holds the next poll). A fleet needing more descriptors than the server may
-                      hold is refused, naming the largest that fits
+                      holds the next poll). A default fleet needing more descriptors than the
+                      server may hold shrinks to the largest that fits; one asked for with
+                      --fleet-devices is refused, naming it
       --dir PATH      make the run's fresh data directory inside PATH (must be on a real disk, not
                       tmpfs); default: <repo>/.build-bench-data, else $TMPDIR or /var/tmp
       --keep          leave the data directory (stores, server data) in place
