@@ -173,14 +173,16 @@ extension SyncEngine {
     /// and the changes others push meanwhile would wait for the new poll. The push lands in the
     /// zone, so the poll then answers with it (and whatever else came), and the round ends.
     ///
-    /// The push and the processing of the poll's answer take turns (``TurnLock``): the poll gives
-    /// up its turn only while its request waits.
+    /// The push and the processing of the poll's answer both read and write the cursor and the
+    /// store, and the actor interleaves them at every `await`: they take turns (an `AsyncGate`,
+    /// first come first served, not cancellable — each holder ends soon once cancelled), and the
+    /// poll gives up its turn only while its request waits.
     private func longPoll() async throws {
         let wait: Duration? = dirty ? nil : options.longPoll
         // Made and stored in the same turn of the actor as `dirty` is read: a commit after it
         // reaches this poll's pusher.
         let (wakes, waker) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let turn = TurnLock()
+        let turn = AsyncGate()
         pollWaker = waker
         pollTurn = turn
         defer {
@@ -191,8 +193,8 @@ extension SyncEngine {
         var failure: (any Error)?
         await withTaskGroup(of: PollPart.self) { group in
             group.addTask {
-                await turn.acquire()
-                defer { turn.release() }
+                await turn.enter()
+                defer { turn.leave() }
                 do {
                     var report = SyncReport()
                     try await self.pullAll(wait: wait, &report)
@@ -203,8 +205,8 @@ extension SyncEngine {
             }
             group.addTask {
                 for await _ in wakes {
-                    await turn.acquire()
-                    defer { turn.release() }
+                    await turn.enter()
+                    defer { turn.leave() }
                     do { try await self.pushWhilePolling() } catch { return .pushed(error) }
                 }
                 return .pushed(nil)

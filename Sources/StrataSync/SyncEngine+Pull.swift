@@ -20,16 +20,16 @@ extension SyncEngine {
             // commit is pushed meanwhile (see `longPoll()`); it takes the turn again to use the
             // answer.
             let turn = thisWait == nil ? nil : pollTurn
-            turn?.release()
+            turn?.leave()
             let reply: Reply<PullResult>
             do {
                 reply = try await ask(request, {
                     try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
                                                   omitting: self.options.downloadMask, replica: self.store.replicaID)
                 })
-                await turn?.acquire()
+                await turn?.enter()
             } catch {
-                await turn?.acquire()
+                await turn?.enter()
                 throw error
             }
             // A push meanwhile may have started the zone over (a new token, or none): the answer

@@ -75,9 +75,9 @@ public actor SyncEngine {
     var dirty = false
     /// Tells the waiting long poll's pusher of a local commit (pushed while the poll waits).
     var pollWaker: AsyncStream<Void>.Continuation?
-    /// The turn a push during the long poll and the poll's answer take (see ``TurnLock``);
+    /// The turn a push during the long poll and the poll's answer take (an `AsyncGate`);
     /// `nil` outside continuous mode's long poll.
-    var pollTurn: TurnLock?
+    var pollTurn: AsyncGate?
     /// Assets the server said the zone holds (uploaded by this engine, or found there): not
     /// asked about again while the engine lives.
     var assetsInZone = Set<AssetHash>()

@@ -179,16 +179,19 @@ public struct OpenReport: Sendable, Hashable {
     public var skippedSnapshots: [String] = []
 }
 
-/// An asynchronous lock: ``enter()`` suspends (never blocks a thread) until the holder calls
-/// ``leave()``; waiters enter in arrival order.
-final class AsyncGate: Sendable {
+/// An asynchronous lock: `enter()` suspends (never blocks a thread) until the holder calls
+/// `leave()`; waiters enter in arrival order. (Also the sync engine's turn between a push and its
+/// long poll's answer.)
+package final class AsyncGate: Sendable {
     private struct State {
         var busy = false
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
 
-    func enter() async {
+    package init() {}
+
+    package func enter() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let entered = state.withLock { s -> Bool in
                 if !s.busy {
@@ -202,7 +205,7 @@ final class AsyncGate: Sendable {
         }
     }
 
-    func leave() {
+    package func leave() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
             guard !s.waiters.isEmpty else {
                 s.busy = false
