@@ -58,6 +58,9 @@ extension DatabaseSyncEngine {
         // the failing zones are tried again then, while the other zones' changes still come at
         // once (a poll answers at the first change of any zone).
         var retryFailingZonesAfter: Duration?
+        // After a backoff slept (shorter than a poll can wait): the failing zones are tried
+        // again at once, not after the next poll's whole wait.
+        var retryNow = false
         while !Task.isCancelled {
             var report = DatabaseSyncReport()
             do {
@@ -69,14 +72,14 @@ extension DatabaseSyncEngine {
                 let roundsBefore = roundNumber
                 // Push rounds during the poll (they apply no batch of changes).
                 var pushRounds: UInt64 = 0
-                if first || localDirty {
+                if first || localDirty || retryNow {
                     first = false
                     localDirty = false
+                    retryNow = false
                 } else {
                     updateStatus { $0.phase = .waiting }
                     let wait = min(retryFailingZonesAfter ?? options.sync.longPoll, options.sync.longPoll)
-                    guard let batch = try await pollPushing(&report, wait: wait, pushRounds: &pushRounds) else { continue }
-                    polled = batch
+                    polled = try await pollPushing(&report, wait: wait, pushRounds: &pushRounds)
                 }
                 updateStatus { $0.phase = .syncing }
                 try await exclusively {
@@ -89,6 +92,8 @@ extension DatabaseSyncEngine {
                     try await apply(changes, &report)
                     try await syncDirtyZones(&report)
                 }
+                // Stopped meanwhile: the status says so, and keeps saying it.
+                try Task.checkCancellation()
                 roundEnded(report, failure: nil)
                 unauthorizedBackoff = options.sync.unauthorizedBackoff
                 if report.failures.isEmpty {
@@ -108,6 +113,7 @@ extension DatabaseSyncEngine {
                         // local commit so that the other zones' edits go up at once.
                         retryFailingZonesAfter = nil
                         try await sleepUnlessWoken(delay)
+                        retryNow = true
                     }
                 }
             } catch let error as SyncError where error.code == .anotherUser {
@@ -161,22 +167,36 @@ extension DatabaseSyncEngine {
     /// push round of the zones with edits, on another connection): the poll is not cut short —
     /// cancelling it would close its connection, one per commit, and the changes others make
     /// meanwhile would wait for the next poll. A push lands in its zone, so the poll then answers
-    /// with it (and whatever else came). `nil` when a commit came before the poll began (the
-    /// round then runs at once, without waiting). `pushRounds` counts the push rounds that ran.
+    /// with it (and whatever else came). `pushRounds` counts the push rounds that ran.
+    ///
+    /// When the poll ends — answered or failed — no push round starts any more, and one under
+    /// way finishes: cancelling it would leave its answer unknown (and report its zones as
+    /// failed). A push round in which a zone failed ends the poll, so that the round that
+    /// follows tries the zone again and backs off as for any failing zone; a push round that
+    /// throws ends it too.
+    ///
+    /// `nil`: run a round now, without a batch (a commit came before the poll began, or a
+    /// push round's zone failed).
     private func pollPushing(_ report: inout DatabaseSyncReport, wait: Duration, pushRounds: inout UInt64) async throws -> DatabaseChangeBatch? {
         let (wakes, waker) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.waker = waker
+        pollEnded = false
         defer {
             self.waker = nil
             waker.finish()
         }
-        if localDirty { return nil }
+        if localDirty {
+            localDirty = false
+            return nil
+        }
         let token = state.token
         let transport = self.transport
         let pageSize = options.databaseChangesPageSize
         var polled: DatabaseChanges?
         var failure: (any Error)?
         var pushes: UInt64 = 0
+        // The poll was cut short on purpose (a push round's zone failed): its error is not one.
+        var roundNow = false
         await withTaskGroup(of: PollPart.self) { group in
             group.addTask {
                 do { return .polled(try await transport.databaseChanges(after: token, limit: pageSize, wait: wait)) } catch {
@@ -187,35 +207,41 @@ extension DatabaseSyncEngine {
                 var rounds: UInt64 = 0
                 for await _ in wakes {
                     do {
-                        try await self.pushRound()
+                        guard let failedZones = try await self.pushRound() else { break }
                         rounds += 1
+                        if failedZones { return .pushesEnded(rounds: rounds, zoneFailed: true) }
                     } catch {
                         return .pushFailed(error, rounds: rounds)
                     }
                 }
-                return .pushesEnded(rounds: rounds)
+                return .pushesEnded(rounds: rounds, zoneFailed: false)
             }
             while let part = await group.next() {
                 switch part {
                 case .polled(let page):
                     polled = page
-                    // The push round under way (if any) finishes — cancelling it would leave its
-                    // answer unknown — and the next commit waits for the next round.
+                    pollEnded = true
                     waker.finish()
                 case .failed(let error):
-                    failure = failure ?? error
-                    group.cancelAll()
+                    if !roundNow { failure = failure ?? error }
+                    pollEnded = true
+                    waker.finish()
                 case .pushFailed(let error, let rounds):
                     pushes += rounds
                     failure = failure ?? error
                     group.cancelAll()
-                case .pushesEnded(let rounds):
+                case .pushesEnded(let rounds, let zoneFailed):
                     pushes += rounds
+                    if zoneFailed, polled == nil, failure == nil {
+                        roundNow = true
+                        group.cancelAll()
+                    }
                 }
             }
         }
         pushRounds += pushes
         if let failure { throw failure }
+        if roundNow { return nil }
         guard let polled else { throw CancellationError() }
         // The rest of the pages from the first one's token; the kept token moves only once
         // `apply` has taken the whole batch (a failure part way asks again from where it was).
@@ -223,22 +249,28 @@ extension DatabaseSyncEngine {
     }
 
     /// A round that pushes the zones with local edits (and pulls them, as a zone's sync does),
-    /// in its turn with other rounds (`exclusively`).
-    private func pushRound() async throws {
+    /// in its turn with other rounds (`exclusively`). Whether a zone failed in it; `nil` when it
+    /// did not run (the long poll ended while it waited for its turn).
+    private func pushRound() async throws -> Bool? {
         var report = DatabaseSyncReport()
-        try await exclusively {
+        let ran = try await exclusively {
+            guard !pollEnded else { return false }
             localDirty = false
             let zones = database.zones.filter { (try? database.hasUnpushedEdits(in: $0)) ?? true }
             try await syncZones(zones, &report)
+            return true
         }
+        guard ran else { return nil }
+        // Stopped meanwhile: the status says so, and keeps saying it.
+        try Task.checkCancellation()
         roundEnded(report, failure: nil)
+        return !report.failures.isEmpty
     }
 }
-
 /// How a part of the database's long poll ended.
 private enum PollPart: Sendable {
     case polled(DatabaseChanges)
     case failed(SyncError)
     case pushFailed(any Error, rounds: UInt64)
-    case pushesEnded(rounds: UInt64)
+    case pushesEnded(rounds: UInt64, zoneFailed: Bool)
 }

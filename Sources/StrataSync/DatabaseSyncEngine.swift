@@ -45,8 +45,12 @@ public actor DatabaseSyncEngine {
     /// device; no round can succeed). `nil` before ``start()`` and while it runs; kept after it
     /// stopped until the next ``start()``, which begins it again.
     public internal(set) var stoppedWith: SyncError?
-    /// Cuts a waiting long poll short (a local commit).
+    /// Tells continuous mode of a local commit: a push round while the long poll waits, or the
+    /// end of a sleep between rounds.
     var waker: AsyncStream<Void>.Continuation?
+    /// Continuous mode's long poll has ended (answered or failed): no push round starts any
+    /// more; later commits go to the round that follows.
+    var pollEnded = false
     /// A local commit came since the last round asked for changes.
     var localDirty = false
     /// Zones whose cursor file was seen (they synced before).
@@ -551,6 +555,9 @@ public actor DatabaseSyncEngine {
                 _ = addNext()
             }
         }
+        // Cancelled (continuous mode stopped, the caller's task cancelled): a zone that failed
+        // failed because of it, not one to report; the zones stay marked and sync next time.
+        try Task.checkCancellation()
         var dirty = Set(state.dirty)
         for (zone, outcome) in outcomes {
             switch outcome {

@@ -177,6 +177,10 @@ extension SyncEngine {
     /// store, and the actor interleaves them at every `await`: they take turns (an `AsyncGate`,
     /// first come first served, not cancellable — each holder ends soon once cancelled), and the
     /// poll gives up its turn only while its request waits.
+    ///
+    /// When the poll ends — answered or failed — no push starts any more (one waiting for its
+    /// turn gives up; the round that follows pushes it), and a push under way finishes:
+    /// cancelling it would leave its answer unknown. Only a push failing cuts the poll short.
     private func longPoll() async throws {
         let wait: Duration? = dirty ? nil : options.longPoll
         // Made and stored in the same turn of the actor as `dirty` is read: a commit after it
@@ -185,6 +189,7 @@ extension SyncEngine {
         let turn = AsyncGate()
         pollWaker = waker
         pollTurn = turn
+        pollEnded = false
         defer {
             pollWaker = nil
             pollTurn = nil
@@ -213,11 +218,11 @@ extension SyncEngine {
             }
             while let part = await group.next() {
                 switch part {
-                case .polled(nil):
-                    // The push under way (if any) finishes — cancelling it would leave its
-                    // answer unknown — and the next commit waits for the next round.
+                case .polled(let error):
+                    failure = failure ?? error
+                    pollEnded = true
                     waker.finish()
-                case .polled(let error?), .pushed(let error?):
+                case .pushed(let error?):
                     failure = failure ?? error
                     group.cancelAll()
                 case .pushed(nil):
@@ -236,12 +241,13 @@ extension SyncEngine {
     }
 
     /// A push of local commits while the long poll waits (what a round's push does, without the
-    /// checks the round made before its poll).
+    /// checks the round made before its poll); nothing once the poll has ended. The phase stays
+    /// the poll's (it may be applying its answer, or retrying a failed request).
     private func pushWhilePolling() async throws {
+        guard !pollEnded else { return }
         var report = SyncReport()
         let refused = try await pushOrDefer(&report, continuous: true)
         update {
-            $0.phase = .waiting
             $0.lastError = refused
             if let refused { $0.blocked = "local transaction(s) wait for an asset the server did not take: \(refused)" }
         }

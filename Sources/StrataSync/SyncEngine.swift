@@ -78,6 +78,12 @@ public actor SyncEngine {
     /// The turn a push during the long poll and the poll's answer take (an `AsyncGate`);
     /// `nil` outside continuous mode's long poll.
     var pollTurn: AsyncGate?
+    /// The long poll's request has ended (answered or failed): its pusher starts no more pushes
+    /// (one under way finishes); later commits go to the next round.
+    var pollEnded = false
+    /// How many reads of the pending count have begun: only the latest one writes the status
+    /// (a read begun before a push ended must not put back the count from before it).
+    var pendingReads: UInt64 = 0
     /// Assets the server said the zone holds (uploaded by this engine, or found there): not
     /// asked about again while the engine lives.
     var assetsInZone = Set<AssetHash>()
@@ -309,7 +315,10 @@ public actor SyncEngine {
 
     /// Counts the status's pending edits from the store.
     func refreshPending() async throws {
+        pendingReads &+= 1
+        let read = pendingReads
         let count = try await unpushedEdits().count
+        guard read == pendingReads else { return }
         update { $0.pending = count }
     }
 }

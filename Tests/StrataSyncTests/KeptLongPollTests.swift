@@ -1,32 +1,82 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataProtocol
 import StrataSync
 import StrataTestSupport
 import Synchronization
 import Testing
 
-/// An exchange that sends through URLSession and records which long polls (pulls and database
-/// polls with a `wait`) ended by being cancelled — which closes their connection.
-final class PollRecordingExchange: HTTPExchange {
+/// An exchange that sends through URLSession and records what the engine did with its
+/// connections: which long polls (pulls and database polls with a `wait`) ended by being
+/// cancelled — which closes their connection — and which pushes were sent while a poll of its
+/// own waited. A test can also hold pushes back, fail pushes, or fail the polls waiting.
+final class ScriptedExchange: HTTPExchange {
     // The process's shared session, as the engines use by default.
     private let inner = URLSessionExchange.shared
-    private let counts = Mutex<(polls: Int, cancelledPolls: Int, requests: Int)>((0, 0, 0))
+    struct Counts {
+        var polls = 0, cancelledPolls = 0, requests = 0, pollsWaiting = 0
+        var pushes = 0, pushesDuringPoll = 0, cancelledPushes = 0, pushesHeld = 0
+        var holdPushes = false, failPushes = false, failPolls = false
+    }
+    private let counts = Mutex(Counts())
 
     var polls: Int { counts.withLock { $0.polls } }
     var cancelledPolls: Int { counts.withLock { $0.cancelledPolls } }
     var requests: Int { counts.withLock { $0.requests } }
+    var pollsWaiting: Int { counts.withLock { $0.pollsWaiting } }
+    var pushesDuringPoll: Int { counts.withLock { $0.pushesDuringPoll } }
+    var cancelledPushes: Int { counts.withLock { $0.cancelledPushes } }
+    var pushesHeld: Int { counts.withLock { $0.pushesHeld } }
+    func script(_ change: @Sendable (inout Counts) -> Void) { counts.withLock { change(&$0) } }
 
     func send(_ request: HTTPExchangeRequest) async throws -> HTTPExchangeResponse {
         let waits = request.url.contains("\(StrataQuery.wait)=")
-        counts.withLock {
+        let pushes = request.method == "POST" && (request.url.split(separator: "?").first ?? "").hasSuffix(StrataEndpoint.push)
+        let failPush = counts.withLock {
             $0.requests += 1
-            if waits { $0.polls += 1 }
+            if waits {
+                $0.polls += 1
+                $0.pollsWaiting += 1
+            }
+            guard pushes else { return false }
+            $0.pushes += 1
+            if $0.pollsWaiting > 0 { $0.pushesDuringPoll += 1 }
+            return $0.failPushes
+        }
+        defer { if waits { counts.withLock { $0.pollsWaiting -= 1 } } }
+        if failPush { throw SyncError(.transport, "a push failed by the test") }
+        if pushes {
+            var held = false
+            while counts.withLock({ $0.holdPushes }) {
+                if !held {
+                    held = true
+                    counts.withLock { $0.pushesHeld += 1 }
+                }
+                if Task.isCancelled {
+                    counts.withLock { $0.cancelledPushes += 1 }
+                    throw CancellationError()
+                }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
         }
         do {
-            return try await inner.send(request)
+            guard waits else {
+                let answer = try await inner.send(request)
+                if pushes, Task.isCancelled { counts.withLock { $0.cancelledPushes += 1 } }
+                return answer
+            }
+            return try await withThrowingTaskGroup(of: HTTPExchangeResponse.self) { group in
+                group.addTask { try await self.inner.send(request) }
+                group.addTask {
+                    while !self.counts.withLock({ $0.failPolls }) { try await Task.sleep(for: .milliseconds(10)) }
+                    throw SyncError(.transport, "a long poll failed by the test")
+                }
+                defer { group.cancelAll() }
+                guard let answer = try await group.next() else { throw CancellationError() }
+                return answer
+            }
         } catch {
-            if waits, Task.isCancelled { counts.withLock { $0.cancelledPolls += 1 } }
+            if Task.isCancelled { counts.withLock { if waits { $0.cancelledPolls += 1 } else if pushes { $0.cancelledPushes += 1 } } }
             throw error
         }
     }
@@ -46,7 +96,7 @@ struct KeptLongPollTests {
         try await withServer(dir.sub("server"), backend: backend) { url, _ in
             let first = try await Store.open(at: dir.sub("first"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             let second = try await Store.open(at: dir.sub("second"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
-            let exchanges = [PollRecordingExchange(), PollRecordingExchange()]
+            let exchanges = [ScriptedExchange(), ScriptedExchange()]
             let engines = try [first, second].enumerated().map { index, store in
                 try SyncEngine(store: store, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchanges[index]),
                                zone: "kept")
@@ -72,6 +122,8 @@ struct KeptLongPollTests {
             for engine in engines { await engine.stop() }
             print("kept poll: stopped after \(ContinuousClock.now - stopping)")
             #expect(cancelled == [0, 0], "long polls cancelled by commits: \(cancelled)")
+            // Each device's three commits were pushed while its own poll waited (the path tested).
+            #expect(exchanges.map(\.pushesDuringPoll) == [3, 3])
             #expect(first.digest() == second.digest())
             try await first.close()
             try await second.close()
@@ -85,7 +137,7 @@ struct KeptLongPollTests {
         try await withServer(dir.sub("server"), backend: backend) { url, _ in
             let first = try await Database.open(at: dir.sub("first"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             let second = try await Database.open(at: dir.sub("second"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
-            let exchanges = [PollRecordingExchange(), PollRecordingExchange()]
+            let exchanges = [ScriptedExchange(), ScriptedExchange()]
             let engines = [first, second].enumerated().map { index, database in
                 DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchanges[index]),
                                    server: url.absoluteString)
@@ -109,6 +161,8 @@ struct KeptLongPollTests {
             try await expectSettles(exchanges)
             for engine in engines { await engine.stop() }
             #expect(cancelled == [0, 0], "database long polls cancelled by commits: \(cancelled)")
+            // Each database's three commits were pushed while its own poll waited.
+            #expect(exchanges.map(\.pushesDuringPoll) == [3, 3])
             #expect(try first.fetch("Note").count == 6)
             #expect(try second.fetch("Note").count == 6)
             try await first.close()
@@ -116,9 +170,142 @@ struct KeptLongPollTests {
         }
     }
 
+    @Test("a push under way when the long poll fails finishes (not cancelled), and its commit lands")
+    func pushOutlivesAFailedPoll() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let store = try await Store.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let exchange = ScriptedExchange()
+            // The poll's failure is not retried inside the request (it ends the poll at once).
+            var options = SyncOptions()
+            options.maxRetries = 0
+            let engine = try SyncEngine(store: store, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange), zone: "failing-poll",
+                                        options: options)
+            try await engine.sync()
+            await engine.start()
+            try await waitForPolls([exchange], atLeast: 1)
+            exchange.script { $0.holdPushes = true }
+            let id = try await store.transaction { tx in try tx.insert("Note", ["title": .string("held"), "rank": .integer(1)]) }
+            try await eventually("the push to be held") { exchange.pushesHeld == 1 }
+            exchange.script { $0.failPolls = true }
+            try await eventually("the poll to fail") { exchange.pollsWaiting == 0 }
+            // The round waits for the push under way; a push that starts now would be a new one.
+            try await Task.sleep(for: .milliseconds(200))
+            exchange.script {
+                $0.failPolls = false
+                $0.holdPushes = false
+            }
+            try await eventually("the commit to be pushed") { await engine.currentStatus.pending == 0 }
+            await engine.stop()
+            #expect(exchange.cancelledPushes == 0, "a push under way was cancelled when the poll failed")
+            #expect(exchange.pushesHeld == 1)
+            let reader = try await Store.open(at: dir.sub("reader"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            try await SyncEngine(store: reader, server: url, zone: "failing-poll", credentials: "alice-secret").sync()
+            #expect(reader.object(id) != nil)
+            try await reader.close()
+            try await store.close()
+        }
+    }
+
+    @Test("a database push round under way when the long poll fails finishes: not cancelled, and no zone reported failing")
+    func databasePushRoundOutlivesAFailedPoll() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let database = try await Database.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let exchange = ScriptedExchange()
+            let engine = DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange),
+                                            server: url.absoluteString)
+            try await engine.sync()
+            let statuses = Mutex<[DatabaseSyncStatus]>([])
+            let updates = await engine.statusUpdates()
+            let watcher = Task { for await status in updates { statuses.withLock { $0.append(status) } } }
+            await engine.start()
+            try await waitForPolls([exchange], atLeast: 1)
+            exchange.script { $0.holdPushes = true }
+            try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string("held")]) }
+            try await eventually("the push to be held") { exchange.pushesHeld == 1 }
+            exchange.script { $0.failPolls = true }
+            try await eventually("the poll to fail") { exchange.pollsWaiting == 0 }
+            try await Task.sleep(for: .milliseconds(200))
+            exchange.script {
+                $0.failPolls = false
+                $0.holdPushes = false
+            }
+            try await eventually("the commit to be pushed") { try database.zones.allSatisfy { try !database.hasUnpushedEdits(in: $0) } }
+            await engine.stop()
+            watcher.cancel()
+            #expect(exchange.cancelledPushes == 0, "a push round under way was cancelled when the poll failed")
+            let falselyFailing = statuses.withLock { $0.filter { !$0.failingZones.isEmpty } }
+            #expect(falselyFailing.isEmpty, "zones reported failing: \(falselyFailing.map(\.failingZones))")
+            try await database.close()
+        }
+    }
+
+    @Test("stopping a database engine while a push round waits for its answer: the status says stopped and keeps saying it, and the commit is pushed by the next sync")
+    func stopDuringADatabasePushRound() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let database = try await Database.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let exchange = ScriptedExchange()
+            let engine = DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange),
+                                            server: url.absoluteString)
+            try await engine.sync()
+            await engine.start()
+            try await waitForPolls([exchange], atLeast: 1)
+            exchange.script { $0.holdPushes = true }
+            try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string("cut short")]) }
+            try await eventually("the push to be held") { exchange.pushesHeld == 1 }
+            await engine.stop()
+            #expect(await engine.currentStatus.phase == .stopped)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await engine.currentStatus.phase == .stopped)
+            #expect(await engine.currentStatus.failingZones.isEmpty)
+            exchange.script { $0.holdPushes = false }
+            try await engine.sync()
+            #expect(try database.zones.allSatisfy { try !database.hasUnpushedEdits(in: $0) })
+            let other = try await Database.open(at: dir.sub("other"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let reader = DatabaseSyncEngine(database: other, server: url, credentials: "alice-secret")
+            try await reader.sync()
+            try await reader.sync()
+            #expect(try other.fetch("Note").map { $0["title"] } == [.string("cut short")])
+            try await other.close()
+            try await database.close()
+        }
+    }
+
+    @Test("a zone that fails in a database push round is tried again on the failing-zone backoff, not after the long poll's whole wait")
+    func databasePushRoundFailureIsRetried() async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server")) { url, _ in
+            let database = try await Database.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
+            let exchange = ScriptedExchange()
+            var options = DatabaseSyncOptions()
+            options.sync.maxRetries = 0
+            options.sync.longPoll = .seconds(25)
+            let engine = DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange),
+                                            server: url.absoluteString, options: options)
+            try await engine.sync()
+            await engine.start()
+            try await waitForPolls([exchange], atLeast: 1)
+            exchange.script { $0.failPushes = true }
+            try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string("failed once")]) }
+            try await eventually("the zone to be reported failing") { await !engine.currentStatus.failingZones.isEmpty }
+            exchange.script { $0.failPushes = false }
+            let failed = ContinuousClock.now
+            // Far less than the poll's 25 s wait: the backoff after one or two failures.
+            try await eventually("the zone to be tried again", within: .seconds(8)) {
+                try database.zones.allSatisfy { try !database.hasUnpushedEdits(in: $0) }
+            }
+            print("kept database poll: a failed push round's zone pushed \(ContinuousClock.now - failed) after it failed")
+            try await eventually("the failing zone to be cleared") { await engine.currentStatus.failingZones.isEmpty }
+            await engine.stop()
+            try await database.close()
+        }
+    }
+
     /// Expects a whole second without a request from either exchange within 20 s (the polls
     /// answered last are sent again first, late under load): an engine that spins never settles.
-    private func expectSettles(_ exchanges: [PollRecordingExchange]) async throws {
+    private func expectSettles(_ exchanges: [ScriptedExchange]) async throws {
         let deadline = ContinuousClock.now + .seconds(20)
         var before = exchanges.map(\.requests)
         while ContinuousClock.now < deadline {
@@ -130,16 +317,18 @@ struct KeptLongPollTests {
         Issue.record("requests kept going out while idle: \(before)")
     }
 
-    /// Waits until the two exchanges together have sent at least `count` long polls, and a moment
-    /// more for the last to reach the server.
-    private func waitForPolls(_ exchanges: [PollRecordingExchange], atLeast count: Int) async throws {
-        try await eventually("\(count) long polls") { exchanges.map(\.polls).reduce(0, +) >= count }
+    /// Waits until the exchanges together have sent at least `count` long polls and each has one
+    /// waiting, and a moment more for the last to reach the server.
+    private func waitForPolls(_ exchanges: [ScriptedExchange], atLeast count: Int) async throws {
+        try await eventually("\(count) long polls, one waiting on each device") {
+            exchanges.map(\.polls).reduce(0, +) >= count && exchanges.allSatisfy { $0.pollsWaiting > 0 }
+        }
         try await Task.sleep(for: .milliseconds(100))
     }
 
-    private func eventually(_ what: String, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !condition() {
+    private func eventually(_ what: String, within limit: Duration = .seconds(20), _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + limit
+        while try await !condition() {
             guard ContinuousClock.now < deadline else {
                 Issue.record("timed out waiting for \(what)")
                 return
