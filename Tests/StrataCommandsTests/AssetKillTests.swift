@@ -681,7 +681,7 @@ struct KillDevice {
 
 /// A child process whose output goes to files, waited for with a deadline and killed with SIGKILL.
 final class KilledChild {
-    let process = Process()
+    let process = SpawnedProcess()
     let stderrPath: String
 
     init(_ executable: URL, _ arguments: [String], output: String) throws {
@@ -695,7 +695,7 @@ final class KilledChild {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = out
         process.standardError = err
-        try process.runSerialized()
+        try process.run()
         try? out?.close()
         try? err?.close()
     }

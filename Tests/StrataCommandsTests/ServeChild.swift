@@ -5,7 +5,7 @@ import StrataTestSupport
 /// the tests of what only a real process shows: signals, resident memory, the users file reloaded
 /// on SIGHUP.
 final class ServeChild: @unchecked Sendable {
-    let process: Process
+    let process: SpawnedProcess
     let url: URL
     let stdoutPath: String
     let stderrPath: String
@@ -25,7 +25,7 @@ final class ServeChild: @unchecked Sendable {
         stderrPath = scratch + "/serve-\(UUID().uuidString).err"
         _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        process = Process()
+        process = SpawnedProcess()
         let strata = try ChildProcess.executable("strata")
         let serve = ["serve"] + storage + ["--port", "0", "--users", users] + arguments
         if let openFilesLimit {
@@ -38,7 +38,7 @@ final class ServeChild: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
-        try process.runSerialized()
+        try process.run()
         let deadline = Date().addingTimeInterval(60)
         var found: URL?
         while found == nil && Date() < deadline && process.isRunning {

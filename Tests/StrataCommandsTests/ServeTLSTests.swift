@@ -19,13 +19,13 @@ struct ServeTLSTests {
     /// Runs `executable` with `arguments`; its exit status and standard output.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -121,12 +121,12 @@ struct ServeTLSTests {
         try Data(#"{"users": []}"#.utf8).write(to: URL(fileURLWithPath: users))
         let out = directory.sub("serve.out")
         FileManager.default.createFile(atPath: out, contents: nil)
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = try ChildProcess.executable("strata")
         process.arguments = ["serve", "--data", directory.sub("data"), "--port", "0", "--users", users, "--tls-cert", cert, "--tls-key", key]
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         defer {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()

@@ -33,7 +33,7 @@ struct UsersCommandTests {
                     defer { try? FileManager.default.removeItem(atPath: scratch) }
                     FileManager.default.createFile(atPath: scratch + "/out", contents: nil)
                     FileManager.default.createFile(atPath: scratch + "/err", contents: nil)
-                    let process = Process()
+                    let process = SpawnedProcess()
                     process.executableURL = executable
                     process.arguments = arguments
                     var env = ProcessInfo.processInfo.environment
@@ -43,7 +43,7 @@ struct UsersCommandTests {
                     process.standardInput = FileHandle.nullDevice
                     process.standardOutput = FileHandle(forWritingAtPath: scratch + "/out")
                     process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
-                    try process.runSerialized()
+                    try process.run()
                     process.waitUntilExit()
                     return Output(
                         status: process.terminationStatus,

@@ -255,13 +255,13 @@ struct ResourceBoundsTests {
     /// is missing).
     func selfSignedCertificate(in directory: TemporaryDirectory) throws -> TLSFiles {
         let files = TLSFiles(certificateChain: directory.sub("cert.pem"), privateKey: directory.sub("key.pem"))
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", files.privateKey,
                              "-out", files.certificateChain, "-days", "1", "-subj", "/CN=localhost"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         process.waitUntilExit()
         try #require(process.terminationStatus == 0, "openssl could not make a test certificate")
         return files

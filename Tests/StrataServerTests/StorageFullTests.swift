@@ -28,21 +28,21 @@ struct StorageFullTests {
     }()
 
     static func mount(_ path: String, bytes: Int) throws {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/mount")
         process.arguments = ["-t", "tmpfs", "-o", "size=\(bytes)", "tmpfs", path]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw MountError() }
     }
 
     static func unmount(_ path: String) {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/umount")
         process.arguments = [path]
-        try? process.runSerialized()
+        try? process.run()
         process.waitUntilExit()
     }
 

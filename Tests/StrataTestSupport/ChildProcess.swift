@@ -3,20 +3,6 @@ public import Foundation
 import Glibc
 #endif
 
-/// Serializes starting child processes across the test process: Foundation's `Process.run()`
-/// on Linux crashed (a bad pointer in its memmove) when several tests started children at once
-/// from different threads. Only the start is serialized; the children run side by side.
-private let launchLock = NSLock()
-
-extension Process {
-    /// `run()`, one start at a time in the test process (see `launchLock`).
-    public func runSerialized() throws {
-        launchLock.lock()
-        defer { launchLock.unlock() }
-        try run()
-    }
-}
-
 /// Runs the crash tests' child programs (built next to the test binary) and kills them.
 public enum ChildProcess {
     /// The executable `name` built in the same directory as the running test binary.
@@ -56,7 +42,7 @@ public enum ChildProcess {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
         usleep(microseconds)
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -92,7 +78,7 @@ public enum ChildProcess {
         process.standardInput = FileHandle(forReadingAtPath: scratch + "/in")
         process.standardOutput = FileHandle(forWritingAtPath: scratch + "/out")
         process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
-        try process.runSerialized()
+        try process.run()
         process.waitUntilExit()
         let status = process.terminationStatus
         #endif
@@ -103,17 +89,14 @@ public enum ChildProcess {
 }
 
 #if os(Linux)
-/// Starting a child with `posix_spawn` directly. Foundation's `Process.run()` on Linux crashed in
-/// its memmove (a bad pointer) when the test process had well over a thousand descriptors open
-/// (a round of tests with many servers, stores and connections alive), in two CI runs: the
-/// tools' tests start hundreds of children, so they start them here instead. The child gets its
+/// Starting a child with `posix_spawn` directly (see `SpawnedProcess` for why not `Process`). The child gets its
 /// three standard streams from files and no other descriptor of the test process.
 enum Spawn {
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
     private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
     // glibc 2.34 and 2.29 have these, but its Swift module does not show them.
-    nonisolated(unsafe) private static let closeFrom = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map { unsafeBitCast($0, to: AddCloseFrom.self) }
-    nonisolated(unsafe) private static let changeDirectory = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map { unsafeBitCast($0, to: AddChdir.self) }
+    nonisolated(unsafe) private static let closeFromFunction = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map { unsafeBitCast($0, to: AddCloseFrom.self) }
+    nonisolated(unsafe) private static let chdirFunction = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map { unsafeBitCast($0, to: AddChdir.self) }
 
     struct Failure: Error, CustomStringConvertible {
         var description: String
@@ -127,32 +110,50 @@ enum Spawn {
         posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_APPEND, 0)
         posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_APPEND, 0)
-        // No descriptor of the test process but the three streams (its pipes and listening
-        // sockets would otherwise stay open in the child).
-        guard let closeFrom, closeFrom(&actions, 3) == 0 else {
-            throw Failure(description: "posix_spawn cannot close the other descriptors here (glibc before 2.34)")
-        }
-        if let directory {
-            guard let changeDirectory else { throw Failure(description: "posix_spawn cannot change the directory here") }
-            _ = changeDirectory(&actions, directory)
-        }
+        try closeOthers(&actions)
+        if let directory { try changeDirectory(&actions, directory) }
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
-        // Default signal handling and an empty mask in the child: the spawning thread (a
-        // concurrency pool thread) may block or ignore signals the child must get (SIGTERM).
         var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
+        defaultSignals(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        guard result == 0 else { throw Failure(description: "posix_spawn \(path): \(String(cString: strerror(result)))") }
+        return pid
+    }
+
+    /// No descriptor of the test process but the three streams goes to the child (its pipes and
+    /// listening sockets would otherwise stay open in the child).
+    static func closeOthers(_ actions: inout posix_spawn_file_actions_t) throws {
+        guard let closeFromFunction, closeFromFunction(&actions, 3) == 0 else {
+            throw Failure(description: "posix_spawn cannot close the other descriptors here (glibc before 2.34)")
+        }
+    }
+
+    static func changeDirectory(_ actions: inout posix_spawn_file_actions_t, _ directory: String) throws {
+        guard let chdirFunction else { throw Failure(description: "posix_spawn cannot change the directory here") }
+        _ = chdirFunction(&actions, directory)
+    }
+
+    /// Default signal handling and an empty mask in the child: the spawning thread (a
+    /// concurrency pool thread) may block or ignore signals the child must get (SIGTERM).
+    /// Initializes `attributes` (the caller destroys them).
+    static func defaultSignals(_ attributes: inout posix_spawnattr_t) {
+        posix_spawnattr_init(&attributes)
         var none = sigset_t(), all = sigset_t()
         sigemptyset(&none)
         sigfillset(&all)
         posix_spawnattr_setsigmask(&attributes, &none)
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
-        guard result == 0 else { throw Failure(description: "posix_spawn \(path): \(String(cString: strerror(result)))") }
-        return pid
+    }
+
+    /// A `waitpid` status as Foundation's `terminationStatus` says it: the exit status, or the
+    /// signal that ended the child.
+    static func exitStatus(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : signal
     }
 
     /// Waits for the child to end: its exit status, or the signal that ended it (as Foundation's
@@ -163,8 +164,7 @@ enum Spawn {
             if errno == EINTR { continue }
             throw Failure(description: "waitpid \(pid): \(String(cString: strerror(errno)))")
         }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : signal
+        return exitStatus(status)
     }
 }
 #endif

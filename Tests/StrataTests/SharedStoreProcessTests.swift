@@ -161,7 +161,7 @@ struct SharedStoreProcessTests {
 /// One `store-writers-child`, its output in a file (read whole at any time), commands on stdin.
 final class WriterChild: @unchecked Sendable {
     let prefix: Int
-    private let process = Process()
+    private let process = SpawnedProcess()
     private let input = Pipe()
     private let output: String
 
@@ -175,7 +175,7 @@ final class WriterChild: @unchecked Sendable {
         process.standardInput = input
         process.standardOutput = FileHandle(forWritingAtPath: output)
         process.standardError = FileHandle.nullDevice
-        try process.runSerialized()
+        try process.run()
     }
 
     /// The complete lines written so far.

@@ -20,12 +20,12 @@ struct StoreReaderTests {
         try await store.transaction { tx in _ = try tx.insert("Note", ["title": "first", "index": 0]) }
         let total = 120
 
-        let child = Process()
+        let child = SpawnedProcess()
         child.executableURL = try ChildProcess.executable("store-reader-child")
         child.arguments = [dir.path, String(total)]
         let output = Pipe()
         child.standardOutput = output
-        try child.runSerialized()
+        try child.run()
         for i in 1..<total {
             try await store.transaction { tx in _ = try tx.insert("Note", ["title": .string("note \(i) " + String(repeating: "x", count: 100)), "index": .integer(Int64(i))]) }
             // Halfway, the writer compacts: the segments the reader may not have read yet retire.
