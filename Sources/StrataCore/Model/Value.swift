@@ -13,8 +13,10 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     case uuid(UUID)
     /// A to-one relationship's target.
     case reference(ObjectID)
-    /// A file kept outside the log, by reference (see ``Asset``).
-    case asset(Asset)
+    /// A file kept outside the log, by reference (see ``Asset``). Boxed (`indirect`): an asset
+    /// reference is 72 bytes and would make every value — every field of every object the
+    /// projection holds — that large; the other payloads are at most 16 bytes.
+    indirect case asset(Asset)
 
     public init(_ date: Date) { self = .date(Int64((date.timeIntervalSince1970 * 1_000_000).rounded())) }
 
