@@ -17,7 +17,7 @@ package final class Projection {
     /// Which events each replica (by index) has had applied.
     package private(set) var applied: [AppliedSet] = []
 
-    package private(set) var records: [ObjectID: ObjectRecord] = [:]
+    package private(set) var records = RecordTable()
     // The three indexes below grow only through the merge rule (MergeRule.swift) and `modify`.
     /// Every object ever seen per entity (a superset: reads check existence and entity).
     package var byEntity: [UInt32: Set<ObjectID>] = [:]
@@ -120,7 +120,7 @@ package final class Projection {
             batchGeneration &+= 1
             if batchGeneration == 0 {
                 // Wrapped around (after 2^32 batches): forget every stamp.
-                for index in records.indices { records.values[index].batch = 0 }
+                records.clearBatchStamps()
                 batchGeneration = 1
             }
         }
@@ -397,24 +397,24 @@ package final class Projection {
 
     /// Empties the projection.
     package func reset() {
-        load(names: [], replicas: [], records: [:], applied: [], schemaEvents: [], maxHLC: 0, eventCount: 0,
+        load(names: [], replicas: [], records: RecordTable(), applied: [], schemaEvents: [], maxHLC: 0, eventCount: 0,
              byEntity: [:], referrers: [:], memberships: [:])
     }
 
     /// Changes one record in place (an object first seen is created with the event's entity).
     private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
-        if let index = records.index(forKey: object) {
-            if tracking && records.values[index].batch != batchGeneration {
+        if let position = records.position(of: object) {
+            if tracking && records[position: position].batch != batchGeneration {
                 // First touched in this batch: keep its original (the stamp marks it kept).
-                batchOriginals[object] = records.values[index]
-                records.values[index].batch = batchGeneration
+                batchOriginals[object] = records[position: position]
+                records[position: position].batch = batchGeneration
             }
-            let before = records.values[index].entity
+            let before = records[position: position].entity
             if !indexedEntities.isEmpty, indexedEntities.contains(before) { noteIndexed(object, existed: true) }
-            body(&records.values[index])
+            body(&records[position: position])
             // An insert can make it an object of another entity (an ID reused after a delete):
             // it then enters that entity's index.
-            let after = records.values[index].entity
+            let after = records[position: position].entity
             if after != before, !indexedEntities.isEmpty, indexedEntities.contains(after) { noteIndexed(object, existed: false) }
         } else {
             var record = ObjectRecord(entity: entity)
@@ -473,7 +473,7 @@ package final class Projection {
 
     /// Replaces the whole state (used when loading a snapshot). Indexes are built by the caller
     /// through ``indexLoaded(_:_:)`` while it decodes, so records are not walked twice.
-    package func load(names: [String], replicas: [ReplicaID], records: [ObjectID: ObjectRecord], applied: [AppliedSet],
+    package func load(names: [String], replicas: [ReplicaID], records: RecordTable, applied: [AppliedSet],
               schemaEvents: [(ref: Ref, schema: Schema)], maxHLC: UInt64, eventCount: UInt64,
               byEntity: [UInt32: Set<ObjectID>], referrers: [ObjectID: Set<Referrer>], memberships: [ObjectID: Set<Referrer>]) {
         self.names = names

@@ -216,7 +216,7 @@ struct SnapshotDecoder {
 
     mutating func decode(into projection: Projection) throws {
         let header = try header()
-        var records: [ObjectID: ObjectRecord] = [:]
+        var records = RecordTable()
         records.reserveCapacity(header.recordCount)
         // The indexes are built in the same pass.
         var byEntity: [UInt32: Set<ObjectID>] = [:]
