@@ -126,9 +126,11 @@ public struct JSONLogHandler: LogHandler {
 
     /// Now, as `2026-11-23T20:41:07.123Z`.
     static func timestamp() -> String {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        var seconds = spec.tv_sec
+        // (Through Foundation, not `clock_gettime`: which module's `timespec` the compiler
+        // picks on Linux depended on the order it loaded modules in.)
+        let now = Date().timeIntervalSince1970
+        var seconds = time_t(now.rounded(.down))
+        let milliseconds = Int32(min(999, max(0, (now - now.rounded(.down)) * 1000)))
         var parts = tm()
         gmtime_r(&seconds, &parts)
         func pad(_ value: Int32, _ width: Int) -> String {
@@ -136,7 +138,7 @@ public struct JSONLogHandler: LogHandler {
             return String(repeating: "0", count: max(0, width - digits.count)) + digits
         }
         return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(spec.tv_nsec / 1_000_000), 3))Z"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(milliseconds, 3))Z"
     }
 }
 

@@ -104,8 +104,9 @@ final class EmbeddedAssetSweep: Sendable {
     }
 
     private static func pause() {
-        var pause = timespec(tv_sec: 0, tv_nsec: 200_000)
-        _ = nanosleep(&pause, nil)
+        // (`usleep`, not `nanosleep`: which module's `timespec` the compiler picks on Linux
+        // depends on the order it loads them in.)
+        _ = usleep(200)
     }
 }
 

@@ -443,8 +443,9 @@ final class EmbeddedAssets: Sendable {
     }
 
     private func usleepBriefly() {
-        var pause = timespec(tv_sec: 0, tv_nsec: 200_000)
-        _ = nanosleep(&pause, nil)
+        // (`usleep`, not `nanosleep`: which module's `timespec` the compiler picks on Linux
+        // depends on the order it loads them in.)
+        _ = usleep(200)
     }
 
     static func hex(_ text: String) -> String { Hex.encode(text.utf8) }
