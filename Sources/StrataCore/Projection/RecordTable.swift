@@ -1,16 +1,17 @@
 /// The projection's object records, by object ID: the records side by side in one array, and a
 /// table from ID to position.
 ///
-/// Why not `[ObjectID: ObjectRecord]`: a dictionary keeps its buckets at most three quarters
-/// full and grows by doubling, so every empty bucket costs a whole record (16 + 56 bytes). At
-/// 100,000 objects it had 262,144 buckets, 189 bytes per object. Here an empty bucket costs a
-/// key and a position (20 bytes), and the records themselves are packed: 124 bytes per object at
-/// the same count. Iterating the records walks memory in order.
+/// Why not `[ObjectID: ObjectRecord]`: a hash table keeps its buckets at most three quarters
+/// full and grows by doubling, so every empty bucket of a dictionary costs a whole record (16 +
+/// 56 bytes). At 100,000 objects it had 262,144 buckets, 189 bytes per object. Here a bucket is
+/// a 4-byte position (``PositionIndex``; the ID is read from the packed IDs), and the records
+/// are packed: 83 bytes per object at the same count. Iterating the records walks memory in
+/// order.
 ///
 /// Removing swaps the last record into the hole (positions are not stable across removals; no
 /// one keeps them across a change). At most 2^32 records (far more than memory holds).
 package struct RecordTable: Sequence {
-    private var positions: [ObjectID: UInt32] = [:]
+    private var positions = PositionIndex()
     private var ids: ContiguousArray<ObjectID> = []
     private var records: ContiguousArray<ObjectRecord> = []
 
@@ -20,7 +21,7 @@ package struct RecordTable: Sequence {
     package var isEmpty: Bool { records.isEmpty }
 
     package mutating func reserveCapacity(_ capacity: Int) {
-        positions.reserveCapacity(capacity)
+        positions.reserveCapacity(capacity, ids: ids)
         ids.reserveCapacity(capacity)
         records.reserveCapacity(capacity)
     }
@@ -31,7 +32,7 @@ package struct RecordTable: Sequence {
     package var values: ContiguousArray<ObjectRecord> { records }
 
     /// Where the record of `id` is, for changing it in place (``subscript(position:)``).
-    package func position(of id: ObjectID) -> Int? { positions[id].map(Int.init) }
+    package func position(of id: ObjectID) -> Int? { positions.find(id, in: ids).position }
 
     /// The record at a position ``position(of:)`` gave, changed in place (no copy of its fields).
     package subscript(position position: Int) -> ObjectRecord {
@@ -41,31 +42,35 @@ package struct RecordTable: Sequence {
 
     /// The record of `id`; setting `nil` removes it.
     package subscript(id: ObjectID) -> ObjectRecord? {
-        get { positions[id].map { records[Int($0)] } }
+        get { position(of: id).map { records[$0] } }
         set {
             guard let newValue else {
                 removeValue(forKey: id)
                 return
             }
-            if let position = positions[id] {
-                records[Int(position)] = newValue
+            let found = positions.find(id, in: ids)
+            if let position = found.position {
+                records[position] = newValue
             } else {
-                positions[id] = UInt32(truncatingIfNeeded: records.count)
                 ids.append(id)
                 records.append(newValue)
+                positions.insert(records.count - 1, at: found.bucket, ids: ids)
             }
         }
     }
 
     @discardableResult
     package mutating func removeValue(forKey id: ObjectID) -> ObjectRecord? {
-        guard let found = positions.removeValue(forKey: id) else { return nil }
-        let position = Int(found)
+        let found = positions.find(id, in: ids)
+        guard let position = found.position else { return nil }
+        positions.remove(at: found.bucket, ids: ids)
         let last = records.count - 1
         if position != last {
+            // The last record moves into the hole: its bucket is found by its ID (still at `last`).
+            let moved = positions.find(ids[last], in: ids)
             records.swapAt(position, last)
             ids.swapAt(position, last)
-            positions[ids[position]] = found
+            if moved.position != nil { positions.set(position, at: moved.bucket) }
         }
         ids.removeLast()
         return records.removeLast()
