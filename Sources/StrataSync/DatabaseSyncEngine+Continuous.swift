@@ -42,6 +42,8 @@ extension DatabaseSyncEngine {
         if insideRunningRound { return }
         await task?.value
         for engine in engines.values { await engine.stop() }
+        // A round ending as it was cancelled may have written its phase meanwhile.
+        if loop == nil { updateStatus { $0.phase = .stopped } }
     }
 
     /// A local commit: the next round does not wait, and while a long poll waits it is pushed.
@@ -199,17 +201,24 @@ extension DatabaseSyncEngine {
         var roundNow = false
         await withTaskGroup(of: PollPart.self) { group in
             group.addTask {
-                do { return .polled(try await transport.databaseChanges(after: token, limit: pageSize, wait: wait)) } catch {
-                    return .failed(error as? SyncError ?? SyncError(.transport, "\(error)"))
+                let part: PollPart
+                do { part = .polled(try await transport.databaseChanges(after: token, limit: pageSize, wait: wait)) } catch {
+                    part = .failed(error as? SyncError ?? SyncError(.transport, "\(error)"))
                 }
+                // Marked ended at once: a push round waiting for its turn then starts nothing.
+                await self.pollHasEnded()
+                return part
             }
             group.addTask {
                 var rounds: UInt64 = 0
                 for await _ in wakes {
                     do {
-                        guard let failedZones = try await self.pushRound() else { break }
-                        rounds += 1
-                        if failedZones { return .pushesEnded(rounds: rounds, zoneFailed: true) }
+                        let outcome = try await self.pushRound()
+                        // A round that took its turn counts, also one that then found the poll
+                        // ended (the applied batch's check counts every turn taken).
+                        if outcome != .skipped { rounds += 1 }
+                        if outcome == .zoneFailed { return .pushesEnded(rounds: rounds, zoneFailed: true) }
+                        if outcome == .skipped || outcome == .pollEnded { break }
                     } catch {
                         return .pushFailed(error, rounds: rounds)
                     }
@@ -249,24 +258,44 @@ extension DatabaseSyncEngine {
     }
 
     /// A round that pushes the zones with local edits (and pulls them, as a zone's sync does),
-    /// in its turn with other rounds (`exclusively`). Whether a zone failed in it; `nil` when it
-    /// did not run (the long poll ended while it waited for its turn).
-    private func pushRound() async throws -> Bool? {
+    /// in its turn with other rounds (`exclusively`). Zones already failing are left to the
+    /// rounds, which retry them on their backoff: a commit in another zone does not retry them
+    /// (nor end the poll for them).
+    private func pushRound() async throws -> PushRoundOutcome {
+        guard !pollEnded else { return .skipped }
         var report = DatabaseSyncReport()
+        var synced = false
         let ran = try await exclusively {
             guard !pollEnded else { return false }
             localDirty = false
-            let zones = database.zones.filter { (try? database.hasUnpushedEdits(in: $0)) ?? true }
+            let failing = status.failingZones
+            let zones = database.zones.filter { failing[$0] == nil && ((try? database.hasUnpushedEdits(in: $0)) ?? true) }
+            synced = !zones.isEmpty
             try await syncZones(zones, &report)
             return true
         }
-        guard ran else { return nil }
+        guard ran else { return .pollEnded }
         // Stopped meanwhile: the status says so, and keeps saying it.
         try Task.checkCancellation()
-        roundEnded(report, failure: nil)
-        return !report.failures.isEmpty
+        // (A round with nothing to push — only failing zones had edits — is not a round to report.)
+        if synced { roundEnded(report, failure: nil) }
+        return report.failures.isEmpty ? .pushed : .zoneFailed
     }
+
+    private func pollHasEnded() { pollEnded = true }
 }
+
+/// What a push round during the database's long poll did.
+private enum PushRoundOutcome {
+    /// Not run: the poll had ended before it asked for its turn.
+    case skipped
+    /// It took its turn, then found the poll ended (and pushed nothing).
+    case pollEnded
+    case pushed
+    /// A zone failed in it.
+    case zoneFailed
+}
+
 /// How a part of the database's long poll ended.
 private enum PollPart: Sendable {
     case polled(DatabaseChanges)

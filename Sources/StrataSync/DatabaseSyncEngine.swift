@@ -555,9 +555,10 @@ public actor DatabaseSyncEngine {
                 _ = addNext()
             }
         }
-        // Cancelled (continuous mode stopped, the caller's task cancelled): a zone that failed
-        // failed because of it, not one to report; the zones stay marked and sync next time.
-        try Task.checkCancellation()
+        // Cancelled (continuous mode stopped, the caller's task cancelled, a background task's
+        // time up): what the zones finished is kept and reported, but a zone that failed may
+        // have failed because of it — not a failure to report; it stays marked and syncs next time.
+        let cancelled = Task.isCancelled
         var dirty = Set(state.dirty)
         for (zone, outcome) in outcomes {
             switch outcome {
@@ -569,7 +570,7 @@ public actor DatabaseSyncEngine {
                     report.unfinishedZones.append(zone)
                 }
             case .failure(let error):
-                report.failures[zone] = error
+                if !cancelled { report.failures[zone] = error }
             }
         }
         try saveState(token: state.token, dirty: dirty.sorted())

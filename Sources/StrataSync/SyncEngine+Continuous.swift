@@ -199,14 +199,18 @@ extension SyncEngine {
         await withTaskGroup(of: PollPart.self) { group in
             group.addTask {
                 await turn.enter()
-                defer { turn.leave() }
+                var failure: (any Error)?
                 do {
                     var report = SyncReport()
                     try await self.pullAll(wait: wait, &report)
-                    return .polled(nil)
                 } catch {
-                    return .polled(error)
+                    failure = error
                 }
+                // Marked ended before the turn is given up: a pusher waiting for it then sees
+                // that the poll has ended and starts nothing.
+                await self.pollHasEnded()
+                turn.leave()
+                return .polled(failure)
             }
             group.addTask {
                 for await _ in wakes {
@@ -234,6 +238,8 @@ extension SyncEngine {
         if let failure, !Task.isCancelled { throw failure }
     }
 
+    private func pollHasEnded() { pollEnded = true }
+
     /// How a part of the long poll ended: with the error it failed with, if any.
     private enum PollPart: Sendable {
         case polled((any Error)?)
@@ -241,13 +247,16 @@ extension SyncEngine {
     }
 
     /// A push of local commits while the long poll waits (what a round's push does, without the
-    /// checks the round made before its poll); nothing once the poll has ended. The phase stays
-    /// the poll's (it may be applying its answer, or retrying a failed request).
+    /// checks the round made before its poll); nothing once the poll has ended.
     private func pushWhilePolling() async throws {
         guard !pollEnded else { return }
         var report = SyncReport()
         let refused = try await pushOrDefer(&report, continuous: true)
+        // Back to waiting (the push set `pushing`), unless the poll has ended meanwhile and
+        // its phase is the round's now.
+        let stillWaiting = !pollEnded
         update {
+            if stillWaiting { $0.phase = .waiting }
             $0.lastError = refused
             if let refused { $0.blocked = "local transaction(s) wait for an asset the server did not take: \(refused)" }
         }

@@ -39,6 +39,7 @@ extension SyncEngine {
                 let waiting = try await unpushedEdits().count
                 report.unpushable = waiting
                 let reason = "zone \(zoneReference) must be healed from this device's state before its \(waiting) local transaction(s) can follow (the server lost history this store no longer holds as events)"
+                pendingWritten()
                 update { $0.pending = waiting; $0.blocked = waiting > 0 ? reason : nil }
                 return
             }
@@ -49,6 +50,7 @@ extension SyncEngine {
         let waiting = try await unpushedEdits().count
         report.unpushable = waiting
         let reason = "user may only read zone \(zoneReference): \(waiting) local transaction(s) wait for write access"
+        pendingWritten()
         update { $0.pending = waiting; $0.blocked = waiting > 0 ? reason : nil }
     }
 
@@ -69,6 +71,7 @@ extension SyncEngine {
         // Which of them are edits (the status counts those; schema records go out uncounted).
         var edits = try await unpushedEdits()
         let editCount = edits.count
+        pendingWritten()
         update { $0.phase = .pushing; $0.pending = editCount }
         var batchLimit = max(1, options.pushBatchSize)
         var reuploaded = false
@@ -110,6 +113,7 @@ extension SyncEngine {
                 let done = batch.count
                 var editsDone = 0
                 for transaction in batch where edits.removeValue(forKey: transaction.position) != nil { editsDone += 1 }
+                pendingWritten()
                 update { $0.pushed += done; $0.pending = max(0, $0.pending - editsDone) }
                 pending.removeFirst(min(batch.count, pending.count))
                 if next(after: .push(progress), answered: .pushed(remaining: pending.count)) == .done { return .pushed }

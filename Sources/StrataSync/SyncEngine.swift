@@ -81,8 +81,9 @@ public actor SyncEngine {
     /// The long poll's request has ended (answered or failed): its pusher starts no more pushes
     /// (one under way finishes); later commits go to the next round.
     var pollEnded = false
-    /// How many reads of the pending count have begun: only the latest one writes the status
-    /// (a read begun before a push ended must not put back the count from before it).
+    /// How many reads of the pending count have begun, and writes of it made: a read writes the
+    /// status only if nothing began or wrote since it began (a read begun before a push
+    /// acknowledged edits must not put back the count from before).
     var pendingReads: UInt64 = 0
     /// Assets the server said the zone holds (uploaded by this engine, or found there): not
     /// asked about again while the engine lives.
@@ -321,4 +322,7 @@ public actor SyncEngine {
         guard read == pendingReads else { return }
         update { $0.pending = count }
     }
+
+    /// A push is about to write the pending count: reads begun before it are stale.
+    func pendingWritten() { pendingReads &+= 1 }
 }

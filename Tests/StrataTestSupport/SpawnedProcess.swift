@@ -91,7 +91,12 @@ public final class SpawnedProcess: @unchecked Sendable {
             guard pid != 0, status == nil else { return false }
             var raw: Int32 = 0
             let reaped = waitpid(pid, &raw, WNOHANG)
-            if reaped == pid { status = Spawn.exitStatus(raw) }
+            if reaped == pid {
+                status = Spawn.exitStatus(raw)
+            } else if reaped == -1 && errno != EINTR {
+                // Not a child to wait for any more (reaped elsewhere): it has ended, how is unknown.
+                status = -1
+            }
             return status == nil
         }
     }
