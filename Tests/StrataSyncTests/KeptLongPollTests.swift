@@ -213,17 +213,13 @@ struct KeptLongPollTests {
         try await withServer(dir.sub("server")) { url, _ in
             let database = try await Database.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             let exchange = ScriptedExchange()
-            let engine = DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange),
-                                            server: url.absoluteString)
+            let engine = databaseEngine(database, url, exchange)
             try await engine.sync()
             let statuses = Mutex<[DatabaseSyncStatus]>([])
             let updates = await engine.statusUpdates()
             let watcher = Task { for await status in updates { statuses.withLock { $0.append(status) } } }
             await engine.start()
-            try await waitForPolls([exchange], atLeast: 1)
-            exchange.script { $0.holdPushes = true }
-            try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string("held")]) }
-            try await eventually("the push to be held") { exchange.pushesHeld == 1 }
+            try await commitWithPushHeld(database, exchange, title: "held")
             exchange.script { $0.failPolls = true }
             try await eventually("the poll to fail") { exchange.pollsWaiting == 0 }
             try await Task.sleep(for: .milliseconds(200))
@@ -247,14 +243,10 @@ struct KeptLongPollTests {
         try await withServer(dir.sub("server")) { url, _ in
             let database = try await Database.open(at: dir.sub("device"), schema: deviceSchema, options: StoreOptions(durability: .buffered))
             let exchange = ScriptedExchange()
-            let engine = DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange),
-                                            server: url.absoluteString)
+            let engine = databaseEngine(database, url, exchange)
             try await engine.sync()
             await engine.start()
-            try await waitForPolls([exchange], atLeast: 1)
-            exchange.script { $0.holdPushes = true }
-            try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string("cut short")]) }
-            try await eventually("the push to be held") { exchange.pushesHeld == 1 }
+            try await commitWithPushHeld(database, exchange, title: "cut short")
             await engine.stop()
             #expect(await engine.currentStatus.phase == .stopped)
             try await Task.sleep(for: .milliseconds(300))
@@ -283,8 +275,7 @@ struct KeptLongPollTests {
             options.sync.maxRetries = 0
             // The longest wait the server allows: without the retry, the zone would wait for it.
             options.sync.longPoll = .seconds(60)
-            let engine = DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange),
-                                            server: url.absoluteString, options: options)
+            let engine = databaseEngine(database, url, exchange, options: options)
             try await engine.sync()
             await engine.start()
             try await waitForPolls([exchange], atLeast: 1)
@@ -303,6 +294,21 @@ struct KeptLongPollTests {
             await engine.stop()
             try await database.close()
         }
+    }
+
+    /// Alice's engine for `database`, through `exchange`.
+    private func databaseEngine(_ database: Database, _ url: URL, _ exchange: ScriptedExchange,
+                                options: DatabaseSyncOptions = DatabaseSyncOptions()) -> DatabaseSyncEngine {
+        DatabaseSyncEngine(database: database, transport: HTTPSyncTransport(server: url, tokens: .fixed("alice-secret"), exchange: exchange),
+                           server: url.absoluteString, options: options)
+    }
+
+    /// Once the engine's poll waits: a commit whose push the exchange holds, returned once held.
+    private func commitWithPushHeld(_ database: Database, _ exchange: ScriptedExchange, title: String) async throws {
+        try await waitForPolls([exchange], atLeast: 1)
+        exchange.script { $0.holdPushes = true }
+        try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string(title)]) }
+        try await eventually("the push to be held") { exchange.pushesHeld == 1 }
     }
 
     /// Expects a whole second without a request from either exchange within 20 s (the polls
