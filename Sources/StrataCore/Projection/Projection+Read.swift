@@ -284,17 +284,25 @@ extension Projection {
     /// The IDs of the existing objects of `entity` (unsorted).
     package func objectIDs(of entity: String) -> [ObjectID] {
         guard let entityID = nameID(entity) else { return [] }
-        var ids = byEntity[entityID] ?? []
-        if batchOpen { ids.formUnion(batchObjectIDs) }
-        // Local copies: the loop then reads plain values, without an exclusivity check per access.
+        // Local copies: the loops then read plain values, without an exclusivity check per access.
         let records = self.records
         let replicas = self.replicas
-        return ids.filter { id in
-            guard let record = records[id], record.entity == entityID, !record.inserted.isNone else { return false }
+        func existing(_ record: ObjectRecord) -> Bool {
+            guard record.entity == entityID, !record.inserted.isNone else { return false }
             if record.deleted.isNone { return true }
             let (a, b) = (record.inserted, record.deleted)
             return a.hlc != b.hlc ? a.hlc > b.hlc : (a.replica != b.replica ? replicas[Int(a.replica)] > replicas[Int(b.replica)] : a.sequence > b.sequence)
         }
+        let seen = byEntity[entityID]
+        // An entity with a good share of the records: one pass over the packed records (exact,
+        // also for an open batch's new objects, which are in the table) beats a hash lookup per
+        // ID of the entity's set, which reads the records in no order.
+        if (seen?.count ?? 0) * 4 >= records.count {
+            return records.keys(where: existing)
+        }
+        var ids = seen ?? []
+        if batchOpen { ids.formUnion(batchObjectIDs) }
+        return ids.filter { id in records[id].map(existing) ?? false }
     }
 
     /// Every existing object's ID, sorted.

@@ -76,6 +76,18 @@ package struct RecordTable: Sequence {
         return records.removeLast()
     }
 
+    /// The IDs of the records `include` accepts, in storage order: one pass over packed memory,
+    /// no hash lookup per record.
+    package func keys(where include: (ObjectRecord) -> Bool) -> [ObjectID] {
+        var result: [ObjectID] = []
+        records.withUnsafeBufferPointer { records in
+            ids.withUnsafeBufferPointer { ids in
+                for position in records.indices where include(records[position]) { result.append(ids[position]) }
+            }
+        }
+        return result
+    }
+
     /// Every record's `batch` stamp set to 0 (the projection's batch counter wrapped around).
     package mutating func clearBatchStamps() {
         for position in records.indices { records[position].batch = 0 }
