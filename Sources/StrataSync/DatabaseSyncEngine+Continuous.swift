@@ -228,12 +228,11 @@ extension DatabaseSyncEngine {
             while let part = await group.next() {
                 switch part {
                 case .polled(let page):
+                    // (The poll marked itself ended.) A push round under way finishes.
                     polled = page
-                    pollEnded = true
                     waker.finish()
                 case .failed(let error):
                     if !roundNow { failure = failure ?? error }
-                    pollEnded = true
                     waker.finish()
                 case .pushFailed(let error, let rounds):
                     pushes += rounds

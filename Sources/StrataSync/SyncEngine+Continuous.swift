@@ -223,8 +223,8 @@ extension SyncEngine {
             while let part = await group.next() {
                 switch part {
                 case .polled(let error):
+                    // (The poll marked itself ended.) A push under way finishes.
                     failure = failure ?? error
-                    pollEnded = true
                     waker.finish()
                 case .pushed(let error?):
                     failure = failure ?? error
