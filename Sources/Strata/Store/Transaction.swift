@@ -18,10 +18,11 @@ public final class Transaction {
     /// Per layout: whether it is an app version's (an insert under the app's names) or the
     /// whole stored entity's (a move between zones).
     private var layoutIsApp: [Bool] = []
-    /// Per insert, reused: the values given per attribute and to-one relationship, and the fields
-    /// in layout order.
-    private var given: [Value?] = []
+    /// Per insert, reused: the fields in layout order.
     private var fieldValues: [Value] = []
+    /// The layout of the last insert (a transaction mostly inserts one entity at a time).
+    private var lastLayout: InsertLayout?
+    private var lastLayoutIsApp = false
     /// In a ``Database``: the entity of an object that exists in another of its zones (a
     /// reference may cross zones); `nil` in a plain store, where a target must exist here.
     var outside: ((ObjectID) -> String?)?
@@ -31,8 +32,9 @@ public final class Transaction {
         encoder = TransactionEncoder(replica: core.replica)
     }
 
-    /// The number of events so far.
-    var eventCount: Int { encoder.eventCount }
+    /// The number of events so far (the encoder's count, kept here: reading it through the
+    /// encoder copied the encoder out of this object for every event).
+    private(set) var eventCount = 0
 
     var projection: Projection { core.projection }
     var schema: Schema { core.projection.schema }
@@ -83,37 +85,46 @@ public final class Transaction {
     @discardableResult
     func insert(stored entity: String, id: ObjectID, _ values: [String: Value], as description: Entity? = nil) throws -> ObjectID {
         let layout = try layout(for: entity, object: id, description: description)
-        let description = layout.entity
-        if projection.exists(id) {
+        switch projection.insertProbe(id) {
+        case .absent:
+            break  // nothing to stamp after: emitInsert skips stampAfter
+        case .exists:
             throw StoreError(.objectExists, "an object with this ID already exists", entity: entity, object: id)
+        case .deleted(let newest):
+            // Reusing a deleted object's ID: the insert must be newer than the delete.
+            if stampedAfter.insert(id).inserted { core.clock.advance(past: HLC(rawValue: newest)) }
         }
-        // One pass over the values: what checkKeys checks, and which attribute or relationship
-        // each value is for (by position, so no value is looked up by name).
-        let attributeCount = description.attributes.count
-        reset(&given, to: nil, count: attributeCount + description.relationships.count)
-        for (key, value) in values {
-            if let a = description.attributes.firstIndex(where: { $0.name == key }) {
-                given[a] = value
-                continue
-            }
-            guard let r = description.relationships.firstIndex(where: { $0.name == key }) else {
-                throw StoreError(.unknownAttribute, "no attribute or relationship \(key)", entity: entity, object: id, attribute: key)
-            }
-            if description.relationships[r].isToMany {
-                throw StoreError(.typeMismatch, "\(key) is to-many: use add and remove", entity: entity, object: id, attribute: key)
-            }
-            given[attributeCount + r] = value
-        }
+        // Each attribute and to-one relationship looks its value up by name (a value for any
+        // other name is refused below, once the values found are counted), then the values are
+        // checked. The layout's flat tables serve every insert of the entity: no copy of the
+        // schema's descriptions per insert.
         reset(&fieldValues, to: .null, count: layout.names.count)
-        for (a, attribute) in description.attributes.enumerated() {
-            let value = given[a] ?? attribute.defaultValue ?? .null
-            try check(value, for: attribute, entity: entity, object: id)
+        var found = 0
+        for a in layout.attributeNames.indices {
+            let value: Value
+            if let given = values[layout.attributeNames[a]] {
+                value = given
+                found += 1
+            } else {
+                value = layout.attributeDefaults[a]
+            }
             fieldValues[layout.position[a]] = value
         }
+        var references: [Value] = []
+        for r in layout.toOne {
+            let value = values[layout.entity.relationships[r].name]
+            if value != nil { found += 1 }
+            references.append(value ?? .null)
+        }
+        if found != values.count { try refuseUnknownKeys(values, layout: layout, object: id) }
+        for a in layout.attributeNames.indices {
+            try check(fieldValues[layout.position[a]], name: a, in: layout, object: id)
+        }
         var derived: [(Relationship, ObjectID)] = []
-        for (r, relationship) in description.relationships.enumerated() where !relationship.isToMany {
-            let target = try checkReference(given[attributeCount + r] ?? .null, relationship, entity: entity, object: id)
-            let position = layout.position[attributeCount + r]
+        for (n, r) in layout.toOne.enumerated() {
+            let relationship = layout.entity.relationships[r]
+            let target = try checkReference(references[n], relationship, entity: entity, object: id)
+            let position = layout.position[layout.attributeNames.count + r]
             if position >= 0 {
                 fieldValues[position] = target.map(Value.reference) ?? .null
             } else if let target {
@@ -281,10 +292,13 @@ public final class Transaction {
         let projection = projection
         try projection.apply(event)
         encoder.append(event) { projection.intern($0) }
+        eventCount += 1
     }
 
     /// Emits the insert whose fields `fieldValues` holds in the order of `layout`: applied
-    /// with names interned once per transaction, and encoded straight into the entry.
+    /// with names interned once per transaction, and encoded straight into the entry. The
+    /// caller has already moved the clock past a deleted record of the same ID (its one lookup
+    /// of the ID, ``Projection/insertProbe(_:)``).
     private func emitInsert(_ layout: InsertLayout, object: ObjectID) throws {
         let projection = projection
         if !layout.interned {
@@ -299,13 +313,13 @@ public final class Transaction {
             replica = try projection.internReplica(core.replica)
             replicaIndex = replica
         }
-        stampAfter(object)
         let hlc = try core.clock.tick().rawValue
         _ = try projection.applyLocalInsert(object, entity: layout.entityID, replica: replica,
                                             sequence: core.nextSequence + UInt64(eventCount), hlc: hlc,
                                             keys: layout.keys, values: fieldValues)
         encoder.insert(hlc: hlc, entity: layout.entityID, layout.entity.name, object: object, fieldCount: layout.names.count)
         for i in layout.names.indices { encoder.field(layout.keys[i], layout.names[i], fieldValues[i]) }
+        eventCount += 1
     }
 
     /// `entity`'s insert layout, made on first use.
@@ -314,7 +328,12 @@ public final class Transaction {
     ///   entity that names a field twice (which a checked schema never does).
     private func layout(for entity: String, object: ObjectID, description given: Entity? = nil) throws -> InsertLayout {
         let app = given != nil
-        if let i = layouts.indices.first(where: { layouts[$0].entity.name == entity && layoutIsApp[$0] == app }) { return layouts[i] }
+        if let last = lastLayout, lastLayoutIsApp == app, last.entityName == entity { return last }
+        if let i = layouts.indices.first(where: { layouts[$0].entityName == entity && layoutIsApp[$0] == app }) {
+            lastLayout = layouts[i]
+            lastLayoutIsApp = app
+            return layouts[i]
+        }
         guard let description = given ?? schema.entity(entity) else {
             throw StoreError(.unknownEntity, "no entity \(entity) in the schema", entity: entity, object: object)
         }
@@ -337,6 +356,8 @@ public final class Transaction {
                                   hasReferenceFields: hasReferenceFields)
         layouts.append(layout)
         layoutIsApp.append(app)
+        lastLayout = layout
+        lastLayoutIsApp = app
         return layout
     }
 
@@ -344,6 +365,7 @@ public final class Transaction {
     func forgetLayouts() {
         layouts = []
         layoutIsApp = []
+        lastLayout = nil
     }
 
     /// Makes `array` `count` copies of `value`, reusing its storage.
@@ -380,6 +402,34 @@ public final class Transaction {
             if relationship.isToMany {
                 throw StoreError(.typeMismatch, "\(key) is to-many: use add and remove", entity: entity.name, object: object, attribute: key)
             }
+        }
+    }
+
+    /// The error for an insert's value whose name is neither an attribute nor a to-one
+    /// relationship of the layout's entity (what the counts of ``insert(stored:id:_:as:)`` found).
+    private func refuseUnknownKeys(_ values: [String: Value], layout: InsertLayout, object: ObjectID) throws {
+        let entity = layout.entity
+        for key in values.keys.sorted() where entity.attribute(key) == nil {
+            guard let relationship = entity.relationship(key) else {
+                throw StoreError(.unknownAttribute, "no attribute or relationship \(key)", entity: entity.name, object: object, attribute: key)
+            }
+            if relationship.isToMany {
+                throw StoreError(.typeMismatch, "\(key) is to-many: use add and remove", entity: entity.name, object: object, attribute: key)
+            }
+        }
+    }
+
+    /// ``check(_:for:entity:object:)`` on the layout's tables (the attribute's name, type and
+    /// optionality are read only for an error).
+    private func check(_ value: Value, name a: Int, in layout: InsertLayout, object: ObjectID) throws {
+        if value == .null {
+            if !layout.attributeOptional[a] {
+                throw StoreError(.missingRequiredValue, "\(layout.attributeNames[a]) is required", entity: layout.entity.name, object: object, attribute: layout.attributeNames[a])
+            }
+            return
+        }
+        guard value.attributeType == layout.attributeTypes[a] else {
+            throw StoreError(.typeMismatch, "expected a \(layout.attributeTypes[a]), got \(value)", entity: layout.entity.name, object: object, attribute: layout.attributeNames[a])
         }
     }
 
@@ -553,11 +603,27 @@ private final class InsertLayout {
     var entityID: UInt32 = 0
     var keys: [UInt32] = []
 
+    let entityName: String
+    /// The entity's attributes, as flat tables (so that an insert copies no `Attribute`).
+    let attributeNames: [String]
+    let attributeTypes: [AttributeType]
+    let attributeOptional: [Bool]
+    /// The default, or null.
+    let attributeDefaults: [Value]
+    /// The indexes of the to-one relationships in `entity.relationships`.
+    let toOne: [Int]
+
     init(entity: Entity, names: [String], position: [Int], hasReferenceFields: Bool) {
         self.entity = entity
         self.names = names
         self.position = position
         self.hasReferenceFields = hasReferenceFields
+        entityName = entity.name
+        attributeNames = entity.attributes.map(\.name)
+        attributeTypes = entity.attributes.map(\.type)
+        attributeOptional = entity.attributes.map(\.isOptional)
+        attributeDefaults = entity.attributes.map { $0.defaultValue ?? .null }
+        toOne = entity.relationships.indices.filter { !entity.relationships[$0].isToMany }
     }
 }
 

@@ -23,7 +23,7 @@ extension Projection {
     /// An insert of `object` as `entity`: kept when newer than the record's.
     package func mergeInsert(_ record: inout ObjectRecord, object: ObjectID, entity: UInt32, ref: Ref) {
         guard record.inserted.isNone || isNewer(ref, than: record.inserted) else { return }
-        if indexing, record.entity != entity { byEntity[entity, default: []].insert(object) }
+        if indexing, record.entity != entity { members.note(object, entity: entity) }
         record.inserted = ref
         record.entity = entity
     }

@@ -77,8 +77,13 @@ extension Projection {
             indexes[i].entries = SortedIndex()
             var entries: [SortedIndex.Entry] = []
             if let entityID = resolution.entityID, resolution.usable {
-                entries.reserveCapacity(byEntity[entityID]?.count ?? 0)
-                for id in byEntity[entityID] ?? [] {
+                let ids: [ObjectID]
+                switch members.lookup(entityID) {
+                case .scan: ids = records.keys { $0.entity == entityID }
+                case .ids(let set): ids = Array(set)
+                }
+                entries.reserveCapacity(ids.count)
+                for id in ids {
                     if let key = indexKey(id, resolution) { entries.append(SortedIndex.Entry(key: key, id: id)) }
                 }
             }

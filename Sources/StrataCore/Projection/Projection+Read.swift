@@ -27,6 +27,13 @@ struct EntityReadPlan {
     var toMany: [String] = []
 }
 
+/// What ``Projection/insertProbe(_:)`` found.
+package enum InsertProbe: Equatable {
+    case absent
+    case exists
+    case deleted(newestHLC: UInt64)
+}
+
 /// Which event set a value: the provenance kept per field, for the tools' "blame".
 public struct FieldProvenance: Sendable, Hashable {
     public var event: EventID
@@ -40,7 +47,18 @@ extension Projection {
         return isNewer(record.inserted, than: record.deleted)
     }
 
-    package func exists(_ id: ObjectID) -> Bool { records[id].map(exists) ?? false }
+    package func exists(_ id: ObjectID) -> Bool {
+        guard let position = records.position(of: id) else { return false }
+        return exists(records[position: position])
+    }
+
+    /// What an insert of `id` finds, in one lookup: no record, an existing object, or the record
+    /// of a deleted one (with the newest timestamp it holds, which the insert is stamped after).
+    package func insertProbe(_ id: ObjectID) -> InsertProbe {
+        guard let position = records.position(of: id) else { return .absent }
+        if exists(records[position: position]) { return .exists }
+        return .deleted(newestHLC: records[position: position].newestHLC)
+    }
 
     /// The record of an existing object.
     package func existing(_ id: ObjectID) -> ObjectRecord? {
@@ -293,14 +311,13 @@ extension Projection {
             let (a, b) = (record.inserted, record.deleted)
             return a.hlc != b.hlc ? a.hlc > b.hlc : (a.replica != b.replica ? replicas[Int(a.replica)] > replicas[Int(b.replica)] : a.sequence > b.sequence)
         }
-        let seen = byEntity[entityID]
         // An entity with a good share of the records: one pass over the packed records (exact,
         // also for an open batch's new objects, which are in the table) beats a hash lookup per
         // ID of the entity's set, which reads the records in no order.
-        if (seen?.count ?? 0) * 4 >= records.count {
+        guard case .ids(let seen) = members.lookup(entityID), seen.count * 4 < records.count else {
             return records.keys(where: existing)
         }
-        var ids = seen ?? []
+        var ids = seen
         if batchOpen { ids.formUnion(batchObjectIDs) }
         return ids.filter { id in records[id].map(existing) ?? false }
     }

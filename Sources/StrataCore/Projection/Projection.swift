@@ -19,8 +19,9 @@ package final class Projection {
 
     package private(set) var records = RecordTable()
     // The three indexes below grow only through the merge rule (MergeRule.swift) and `modify`.
-    /// Every object ever seen per entity (a superset: reads check existence and entity).
-    package var byEntity: [UInt32: Set<ObjectID>] = [:]
+    /// Every object ever seen per entity, or "scan the records" for a large one (see
+    /// ``EntityMembers``).
+    package var members = EntityMembers()
     /// Target → objects whose reference fields have pointed at it (a superset: reads check the value).
     package var referrers: [ObjectID: Set<Referrer>] = [:]
     /// Target → objects whose to-many sets have held it (a superset: reads check membership).
@@ -172,6 +173,7 @@ package final class Projection {
             changes = merge(changes, inverse: inverse)
         }
         resetBatch()
+        if indexing { members.review(records) }
         if !indexes.isEmpty { refreshIndexes() }
         return changes
     }
@@ -398,12 +400,13 @@ package final class Projection {
     /// Empties the projection.
     package func reset() {
         load(names: [], replicas: [], records: RecordTable(), applied: [], schemaEvents: [], maxHLC: 0, eventCount: 0,
-             byEntity: [:], referrers: [:], memberships: [:])
+             members: EntityMembers(), referrers: [:], memberships: [:])
     }
 
     /// Changes one record in place (an object first seen is created with the event's entity).
     private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
-        if let position = records.position(of: object) {
+        let slot = records.slot(of: object)
+        if let position = slot.position {
             if tracking && records[position: position].batch != batchGeneration {
                 // First touched in this batch: keep its original (the stamp marks it kept).
                 batchOriginals[object] = records[position: position]
@@ -423,8 +426,8 @@ package final class Projection {
                 batchCreated.append(object)
             }
             body(&record)
-            records[object] = record
-            if indexing { byEntity[entity, default: []].insert(object) }
+            records.insert(object, record, at: slot)
+            if indexing { members.noteNew(object, entity: entity, recordCount: records.count) }
             if !indexedEntities.isEmpty, indexedEntities.contains(entity) { noteIndexed(object, existed: false) }
         }
     }
@@ -475,7 +478,7 @@ package final class Projection {
     /// through ``indexLoaded(_:_:)`` while it decodes, so records are not walked twice.
     package func load(names: [String], replicas: [ReplicaID], records: RecordTable, applied: [AppliedSet],
               schemaEvents: [(ref: Ref, schema: Schema)], maxHLC: UInt64, eventCount: UInt64,
-              byEntity: [UInt32: Set<ObjectID>], referrers: [ObjectID: Set<Referrer>], memberships: [ObjectID: Set<Referrer>]) {
+              members: EntityMembers, referrers: [ObjectID: Set<Referrer>], memberships: [ObjectID: Set<Referrer>]) {
         self.names = names
         nameIDs = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, UInt32($0)) })
         self.replicas = replicas
@@ -485,7 +488,7 @@ package final class Projection {
         self.schemaEvents = schemaEvents
         self.maxHLC = maxHLC
         self.eventCount = eventCount
-        self.byEntity = byEntity
+        self.members = members
         self.referrers = referrers
         self.memberships = memberships
         readPlans = [:]
@@ -510,7 +513,7 @@ package final class Projection {
         copy.replicaIDs = replicaIDs
         copy.applied = applied
         copy.records = records
-        copy.byEntity = byEntity
+        copy.members = members
         copy.referrers = referrers
         copy.memberships = memberships
         copy.schemaEvents = schemaEvents

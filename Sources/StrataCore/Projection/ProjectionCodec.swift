@@ -218,35 +218,22 @@ struct SnapshotDecoder {
         let header = try header()
         var records = RecordTable()
         records.reserveCapacity(header.recordCount)
-        // The indexes are built in the same pass.
-        var byEntity: [UInt32: Set<ObjectID>] = [:]
+        // The reverse indexes are built in the same pass; the entities' members after it.
         var referrers: [ObjectID: Set<Projection.Referrer>] = [:]
         var memberships: [ObjectID: Set<Projection.Referrer>] = [:]
-        var lastEntity = UInt32.max
-        var entityIDs: [ObjectID] = []
-        func flushEntity() {
-            if !entityIDs.isEmpty {
-                byEntity[lastEntity, default: Set(minimumCapacity: entityIDs.count)].formUnion(entityIDs)
-                entityIDs.removeAll(keepingCapacity: true)
-            }
-        }
         for _ in 0..<header.recordCount {
             let (id, record) = try record()
-            if record.entity != lastEntity {
-                flushEntity()
-                lastEntity = record.entity
-            }
-            entityIDs.append(id)
             for slot in record.fields {
                 if case .reference(let target) = slot.value { referrers[target, default: []].insert(.init(source: id, key: slot.key)) }
             }
             for member in record.sets { memberships[member.target, default: []].insert(.init(source: id, key: member.key)) }
-            records[id] = record
+            let place = records.slot(of: id)
+            guard place.position == nil else { throw corrupt("object \(id) has two records") }
+            records.insert(id, record, at: place)
         }
-        flushEntity()
         guard r.remaining == 0 else { throw corrupt("\(r.remaining) trailing bytes") }
         projection.load(names: header.names, replicas: header.replicas, records: records, applied: header.applied,
                         schemaEvents: header.schemaEvents, maxHLC: header.maxHLC, eventCount: header.eventCount,
-                        byEntity: byEntity, referrers: referrers, memberships: memberships)
+                        members: EntityMembers.build(from: records), referrers: referrers, memberships: memberships)
     }
 }

@@ -4,9 +4,9 @@
 /// Why not `[ObjectID: ObjectRecord]`: a hash table keeps its buckets at most three quarters
 /// full and grows by doubling, so every empty bucket of a dictionary costs a whole record (16 +
 /// 56 bytes). At 100,000 objects it had 262,144 buckets, 189 bytes per object. Here a bucket is
-/// a 4-byte position (``PositionIndex``; the ID is read from the packed IDs), and the records
-/// are packed: 83 bytes per object at the same count. Iterating the records walks memory in
-/// order.
+/// a 4-byte position and a 1-byte tag (``PositionIndex``; the ID is read from the packed IDs),
+/// and the records are packed: about 85 bytes per object at the same count. Iterating the
+/// records walks memory in order.
 ///
 /// Removing swaps the last record into the hole (positions are not stable across removals; no
 /// one keeps them across a change). At most 2^32 records (far more than memory holds).
@@ -14,6 +14,8 @@ package struct RecordTable: Sequence {
     private var positions = PositionIndex()
     private var ids: ContiguousArray<ObjectID> = []
     private var records: ContiguousArray<ObjectRecord> = []
+    /// Counts insertions and removals: a ``Slot`` is good only while it is unchanged.
+    private var version = 0
 
     package init() {}
 
@@ -34,9 +36,38 @@ package struct RecordTable: Sequence {
     /// Where the record of `id` is, for changing it in place (``subscript(position:)``).
     package func position(of id: ObjectID) -> Int? { positions.find(id, in: ids).position }
 
-    /// The record at a position ``position(of:)`` gave, changed in place (no copy of its fields).
+    /// What one lookup of an ID found: its record's position, or where a record for it would go.
+    /// A new object's insert looks its ID up once, then puts the record there
+    /// (``insert(_:_:at:)``), instead of a second lookup in a table too large for the cache.
+    package struct Slot {
+        package let position: Int?
+        fileprivate let bucket: Int
+        fileprivate let tag: UInt8
+        fileprivate let version: Int
+    }
+
+    package func slot(of id: ObjectID) -> Slot {
+        let found = positions.find(id, in: ids)
+        return Slot(position: found.position, bucket: found.bucket, tag: found.tag, version: version)
+    }
+
+    /// Adds the record of `id`, which ``slot(of:)`` found absent. If the table changed since
+    /// (another record added or removed), the ID is looked up again.
+    package mutating func insert(_ id: ObjectID, _ record: consuming ObjectRecord, at slot: Slot) {
+        guard slot.version == version, slot.position == nil else {
+            self[id] = record
+            return
+        }
+        ids.append(id)
+        records.append(record)
+        positions.insert(records.count - 1, at: slot.bucket, tag: slot.tag, ids: ids)
+        version &+= 1
+    }
+
+    /// The record at a position ``position(of:)`` gave, read or changed in place (no copy of its
+    /// fields).
     package subscript(position position: Int) -> ObjectRecord {
-        get { records[position] }
+        _read { yield records[position] }
         _modify { yield &records[position] }
     }
 
@@ -54,7 +85,8 @@ package struct RecordTable: Sequence {
             } else {
                 ids.append(id)
                 records.append(newValue)
-                positions.insert(records.count - 1, at: found.bucket, ids: ids)
+                positions.insert(records.count - 1, at: found.bucket, tag: found.tag, ids: ids)
+                version &+= 1
             }
         }
     }
@@ -63,6 +95,7 @@ package struct RecordTable: Sequence {
     package mutating func removeValue(forKey id: ObjectID) -> ObjectRecord? {
         let found = positions.find(id, in: ids)
         guard let position = found.position else { return nil }
+        version &+= 1
         positions.remove(at: found.bucket, ids: ids)
         let last = records.count - 1
         if position != last {
