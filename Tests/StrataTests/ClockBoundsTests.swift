@@ -85,6 +85,36 @@ struct ClockBoundsTests {
         try await reopened.close()
     }
 
+    @Test("Reusing the ID of an object deleted far in the future: a refused insert leaves the clock where it was; the insert that is written is stamped after the delete and wins")
+    func refusedReinsertLeavesTheClock() async throws {
+        let dir = StoreDirectory()
+        let clock = ManualClock()
+        let store = try await Store.open(at: dir.path, schema: notesSchema, options: storeOptions(clock: clock))
+        let remote = ReplicaID.random()
+        let reused = ObjectID()
+        let future = HLC(milliseconds: Self.now + 30 * 86_400_000, counter: 0)  // 30 days ahead
+        try await store.applyRemote([TransactionRecord(replica: remote, events: [
+            Event(id: EventID(replica: remote, sequence: 1), hlc: HLC(milliseconds: Self.now, counter: 0),
+                  change: .insert(entity: "Folder", object: reused, fields: ["name": "remote"])),
+            Event(id: EventID(replica: remote, sequence: 2), hlc: future, change: .delete(entity: "Folder", object: reused)),
+        ])])
+        #expect(store.object(reused) == nil)
+        // Refused (a required value is null): nothing is written, and the clock stays near now.
+        await #expect(throws: StoreError.self) {
+            try await store.transaction { tx in _ = try tx.insert("Folder", id: reused, ["name": .null]) }
+        }
+        try await store.transaction { tx in _ = try tx.insert("Folder", ["name": "unrelated"]) }
+        let unrelated = try #require(try store.transactions().last?.transaction.events.last?.hlc)
+        #expect(unrelated < future && unrelated.milliseconds <= Self.now + StoreOptions.defaultMaxClockLead + 1,
+                "a refused insert moved the clock to the delete it would have superseded")
+        // Written: stamped after the delete, so the object is back.
+        try await store.transaction { tx in _ = try tx.insert("Folder", id: reused, ["name": "local"]) }
+        let reinsert = try #require(try store.transactions().last?.transaction.events.last?.hlc)
+        #expect(reinsert > future)
+        #expect(store.object(reused)?["name"] == "local")
+        try await store.close()
+    }
+
     @Test("A replica whose own events reached the clock's end refuses commits with clockOverflow and writes nothing")
     func commitAtOverflow() async throws {
         let dir = StoreDirectory()

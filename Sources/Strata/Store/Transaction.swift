@@ -85,14 +85,11 @@ public final class Transaction {
     @discardableResult
     func insert(stored entity: String, id: ObjectID, _ values: [String: Value], as description: Entity? = nil) throws -> ObjectID {
         let layout = try layout(for: entity, object: id, description: description)
-        switch projection.insertProbe(id) {
-        case .absent:
-            break  // nothing to stamp after: emitInsert skips stampAfter
-        case .exists:
+        // The one lookup of the ID: whether it is taken, and, for a deleted object's ID, the
+        // newest timestamp the insert must be stamped after (once every check has passed, below).
+        let (probe, slot) = projection.insertProbe(id)
+        if probe == .exists {
             throw StoreError(.objectExists, "an object with this ID already exists", entity: entity, object: id)
-        case .deleted(let newest):
-            // Reusing a deleted object's ID: the insert must be newer than the delete.
-            if stampedAfter.insert(id).inserted { core.clock.advance(past: HLC(rawValue: newest)) }
         }
         // Each attribute and to-one relationship looks its value up by name (a value for any
         // other name is refused below, once the values found are counted), then the values are
@@ -131,7 +128,12 @@ public final class Transaction {
                 derived.append((relationship, target))
             }
         }
-        try emitInsert(layout, object: id)
+        if case .deleted(let newest) = probe, stampedAfter.insert(id).inserted {
+            // Reusing a deleted object's ID: the insert must be newer than the delete. (Only an
+            // insert that will be written moves the clock.)
+            core.clock.advance(past: HLC(rawValue: newest))
+        }
+        try emitInsert(layout, object: id, slot: slot)
         if layout.hasReferenceFields {
             var fields: [String: Value] = [:]
             for (name, value) in zip(layout.names, fieldValues) { fields[name] = value }
@@ -297,9 +299,9 @@ public final class Transaction {
 
     /// Emits the insert whose fields `fieldValues` holds in the order of `layout`: applied
     /// with names interned once per transaction, and encoded straight into the entry. The
-    /// caller has already moved the clock past a deleted record of the same ID (its one lookup
-    /// of the ID, ``Projection/insertProbe(_:)``).
-    private func emitInsert(_ layout: InsertLayout, object: ObjectID) throws {
+    /// caller has already moved the clock past a deleted record of the same ID, and gives the
+    /// place its one lookup of the ID found (``Projection/insertProbe(_:)``).
+    private func emitInsert(_ layout: InsertLayout, object: ObjectID, slot: RecordTable.Slot) throws {
         let projection = projection
         if !layout.interned {
             layout.entityID = projection.intern(layout.entity.name)
@@ -316,7 +318,7 @@ public final class Transaction {
         let hlc = try core.clock.tick().rawValue
         _ = try projection.applyLocalInsert(object, entity: layout.entityID, replica: replica,
                                             sequence: core.nextSequence + UInt64(eventCount), hlc: hlc,
-                                            keys: layout.keys, values: fieldValues)
+                                            keys: layout.keys, values: fieldValues, slot: slot)
         encoder.insert(hlc: hlc, entity: layout.entityID, layout.entity.name, object: object, fieldCount: layout.names.count)
         for i in layout.names.indices { encoder.field(layout.keys[i], layout.names[i], fieldValues[i]) }
         eventCount += 1

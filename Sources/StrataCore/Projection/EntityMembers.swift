@@ -11,9 +11,14 @@
 /// has doubled since the last check; an entity back under an eighth gets its set again (the
 /// hysteresis keeps an entity near the line from switching back and forth).
 ///
-/// A kept set is a superset: it holds every ID ever seen as the entity's (deleted objects, IDs
-/// reused by another entity since, objects a rolled-back batch created). Readers check each
-/// record's existence and entity.
+/// A kept set is a superset of the IDs whose records are of the entity: it may also hold IDs of
+/// deleted objects, IDs reused by another entity since, and objects a rolled-back batch created.
+/// Readers check each record's existence and entity.
+///
+/// The decision costs some reads: an entity between an eighth and a quarter of the records may
+/// be scanned (a pass over all the records, where its set would read fewer), and a table that
+/// stops growing keeps its decisions (they are checked again only at a doubling, or when the
+/// store is opened from a snapshot).
 package struct EntityMembers {
     /// The IDs of each kept entity.
     private var sets: [UInt32: Set<ObjectID>] = [:]
@@ -111,7 +116,10 @@ package struct EntityMembers {
                     kept[all[position].entity]?.append(ids[position])
                 }
             }
-            for (entity, list) in kept { members.sets[entity] = Set(list) }
+            // Each list is let go once its set is made (not all kept until the last).
+            for entity in Array(kept.keys) {
+                if let list = kept.removeValue(forKey: entity) { members.sets[entity] = Set(list) }
+            }
         }
         return members
     }

@@ -39,6 +39,8 @@ extension Projection {
         if found {
             guard isNewer(ref, than: record.fields[index].ref) else { return }
             record.fields[index] = FieldSlot(key: key, value: value, ref: ref)
+        } else if index == record.fields.count {
+            record.fields.append(FieldSlot(key: key, value: value, ref: ref))
         } else {
             record.fields.insert(FieldSlot(key: key, value: value, ref: ref), at: index)
         }

@@ -3,7 +3,7 @@
 /// bucket holds a position + 1; the ID is not stored again — it is compared with the table's
 /// packed IDs — so an empty bucket costs 5 bytes, not a dictionary entry's 20 or more.
 ///
-/// Beside each bucket, one byte of its ID's hash (a *tag*, never 0; 0 marks an empty bucket).
+/// Beside each bucket, one byte of its ID's hash (a *tag*, never 0: 0 marks an empty bucket).
 /// A probe compares tags, and reads a packed ID (a cache miss in a large table) only when the
 /// tags match: an ID that is not there — every new object's insert — costs about one miss
 /// instead of one per bucket probed past.
@@ -23,8 +23,12 @@ struct PositionIndex {
         return hasher.finalize()
     }
 
-    /// The tag of a hash: its top byte, never 0 (the bucket is chosen by its low bits).
-    private static func tag(_ hash: Int) -> UInt8 { UInt8(truncatingIfNeeded: UInt(bitPattern: hash) >> 56) | 1 }
+    /// The tag of a hash: its top byte (the bucket is chosen by its low bits), 0 made 1 (0
+    /// marks an empty bucket), so 255 values. The top byte of the word: 64- and 32-bit alike.
+    private static func tag(_ hash: Int) -> UInt8 {
+        let top = UInt8(truncatingIfNeeded: UInt(bitPattern: hash) >> (UInt.bitWidth - 8))
+        return top == 0 ? 1 : top
+    }
 
     /// The bucket of `id`, and the position of its record if it is there (else the empty bucket
     /// where it goes).

@@ -54,10 +54,13 @@ extension Projection {
 
     /// What an insert of `id` finds, in one lookup: no record, an existing object, or the record
     /// of a deleted one (with the newest timestamp it holds, which the insert is stamped after).
-    package func insertProbe(_ id: ObjectID) -> InsertProbe {
-        guard let position = records.position(of: id) else { return .absent }
-        if exists(records[position: position]) { return .exists }
-        return .deleted(newestHLC: records[position: position].newestHLC)
+    /// The slot is where the lookup found the ID, for the insert's apply
+    /// (``applyLocalInsert(_:entity:replica:sequence:hlc:keys:values:slot:)``).
+    package func insertProbe(_ id: ObjectID) -> (InsertProbe, RecordTable.Slot) {
+        let slot = records.slot(of: id)
+        guard let position = slot.position else { return (.absent, slot) }
+        if exists(records[position: position]) { return (.exists, slot) }
+        return (.deleted(newestHLC: records[position: position].newestHLC), slot)
     }
 
     /// The record of an existing object.

@@ -18,7 +18,8 @@ package final class Projection {
     package private(set) var applied: [AppliedSet] = []
 
     package private(set) var records = RecordTable()
-    // The three indexes below grow only through the merge rule (MergeRule.swift) and `modify`.
+    // The three indexes below grow through the merge rule (MergeRule.swift) and `modify`
+    // (`members` is also decided again in `commitBatch` and at loading, see EntityMembers).
     /// Every object ever seen per entity, or "scan the records" for a large one (see
     /// ``EntityMembers``).
     package var members = EntityMembers()
@@ -89,7 +90,7 @@ package final class Projection {
 
     // MARK: Batches
 
-    /// Whether the query indexes (`byEntity`, `referrers`, `memberships`) are kept. Off only in a
+    /// Whether the query indexes (`members`, `referrers`, `memberships`) are kept. Off only in a
     /// projection that is merged and written out, never read (a server merging an uploaded state,
     /// ``ProjectionBuilder/mergedPayload(with:believingApplied:withholding:crediting:)``).
     package var indexing = true
@@ -312,7 +313,7 @@ package final class Projection {
     ///
     /// - Throws: ``StoreError`` when the sequence is out of range.
     package func applyLocalInsert(_ object: ObjectID, entity: UInt32, replica: UInt32, sequence: UInt64, hlc: UInt64,
-                          keys: [UInt32], values: [Value]) throws -> Bool {
+                          keys: [UInt32], values: [Value], slot: RecordTable.Slot? = nil) throws -> Bool {
         precondition(batchOpen, "internal: apply outside a batch")
         guard sequence >= 1, sequence <= Ref.maxSequence else {
             throw StoreError(.corruptEvent, "sequence \(sequence) of replica \(replicas[Int(replica)]) is out of range")
@@ -320,7 +321,7 @@ package final class Projection {
         guard markApplied(replica, sequence) else { return false }
         let ref = Ref(hlc: hlc, sequence: sequence, replica: replica)
         maxHLC = max(maxHLC, hlc)
-        modify(object, entity: entity) { record in
+        modify(object, entity: entity, at: slot) { record in
             self.mergeInsert(&record, object: object, entity: entity, ref: ref)
             if record.fields.isEmpty { record.fields.reserveCapacity(keys.count) }
             for i in keys.indices { self.mergeField(&record, object: object, key: keys[i], value: values[i], ref: ref) }
@@ -404,8 +405,10 @@ package final class Projection {
     }
 
     /// Changes one record in place (an object first seen is created with the event's entity).
-    private func modify(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
-        let slot = records.slot(of: object)
+    /// Changes the record of `object`, made for `entity` if there is none. `known` is where a
+    /// lookup of `object` just now found it (used if the table has not changed since).
+    private func modify(_ object: ObjectID, entity: UInt32, at known: RecordTable.Slot? = nil, _ body: (inout ObjectRecord) -> Void) {
+        let slot = known.flatMap { records.isCurrent($0, for: object) ? $0 : nil } ?? records.slot(of: object)
         if let position = slot.position {
             if tracking && records[position: position].batch != batchGeneration {
                 // First touched in this batch: keep its original (the stamp marks it kept).

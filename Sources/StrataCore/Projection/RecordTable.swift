@@ -14,7 +14,8 @@ package struct RecordTable: Sequence {
     private var positions = PositionIndex()
     private var ids: ContiguousArray<ObjectID> = []
     private var records: ContiguousArray<ObjectRecord> = []
-    /// Counts insertions and removals: a ``Slot`` is good only while it is unchanged.
+    /// Counts insertions, removals and rehashes: a ``Slot`` is good only while it is unchanged.
+    /// (A slot belongs to the table it was taken from; copies count on from the same number.)
     private var version = 0
 
     package init() {}
@@ -23,6 +24,7 @@ package struct RecordTable: Sequence {
     package var isEmpty: Bool { records.isEmpty }
 
     package mutating func reserveCapacity(_ capacity: Int) {
+        version &+= 1  // the buckets may move
         positions.reserveCapacity(capacity, ids: ids)
         ids.reserveCapacity(capacity)
         records.reserveCapacity(capacity)
@@ -41,6 +43,7 @@ package struct RecordTable: Sequence {
     /// (``insert(_:_:at:)``), instead of a second lookup in a table too large for the cache.
     package struct Slot {
         package let position: Int?
+        fileprivate let id: ObjectID
         fileprivate let bucket: Int
         fileprivate let tag: UInt8
         fileprivate let version: Int
@@ -48,13 +51,19 @@ package struct RecordTable: Sequence {
 
     package func slot(of id: ObjectID) -> Slot {
         let found = positions.find(id, in: ids)
-        return Slot(position: found.position, bucket: found.bucket, tag: found.tag, version: version)
+        return Slot(position: found.position, id: id, bucket: found.bucket, tag: found.tag, version: version)
     }
 
-    /// Adds the record of `id`, which ``slot(of:)`` found absent. If the table changed since
-    /// (another record added or removed), the ID is looked up again.
+    /// Whether `slot` is still what a lookup of `id` would give: taken for `id`, in this table,
+    /// and nothing added, removed or rehashed since.
+    package func isCurrent(_ slot: Slot, for id: ObjectID) -> Bool {
+        slot.version == version && slot.id == id
+    }
+
+    /// Adds the record of `id`, which ``slot(of:)`` found absent. If the slot is not current (see
+    /// ``isCurrent(_:for:)``), the ID is looked up again.
     package mutating func insert(_ id: ObjectID, _ record: consuming ObjectRecord, at slot: Slot) {
-        guard slot.version == version, slot.position == nil else {
+        guard isCurrent(slot, for: id), slot.position == nil else {
             self[id] = record
             return
         }
