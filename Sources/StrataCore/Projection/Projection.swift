@@ -429,7 +429,7 @@ package final class Projection {
                 batchCreated.append(object)
             }
             body(&record)
-            records.insert(object, record, at: slot)
+            records.insert(object, consume record, at: slot)
             if indexing { members.noteNew(object, entity: entity, recordCount: records.count) }
             if !indexedEntities.isEmpty, indexedEntities.contains(entity) { noteIndexed(object, existed: false) }
         }
