@@ -108,7 +108,7 @@ struct KeptLongPollTests {
             var made: [(store: Store, id: ObjectID)] = []
             for round in 0..<6 {
                 let (writer, reader) = round % 2 == 0 ? (first, second) : (second, first)
-                try await waitForPolls(exchanges, atLeast: made.count * 2 + 2)
+                try await waitForPolls(exchanges, eachAtLeast: made.count + 1)
                 let id = try await writer.transaction { tx in try tx.insert("Note", ["title": .string("note \(round)"), "rank": .integer(Int64(round))]) }
                 made.append((writer, id))
                 let committed = ContinuousClock.now
@@ -147,7 +147,7 @@ struct KeptLongPollTests {
             for engine in engines { await engine.start() }
             for round in 0..<6 {
                 let (writer, reader) = round % 2 == 0 ? (first, second) : (second, first)
-                try await waitForPolls(exchanges, atLeast: round * 2 + 2)
+                try await waitForPolls(exchanges, eachAtLeast: round + 1)
                 let title = "note \(round)"
                 let committed = ContinuousClock.now
                 try await writer.transaction { tx in _ = try tx.insert("Note", ["title": .string(title)]) }
@@ -183,7 +183,7 @@ struct KeptLongPollTests {
                                         options: options)
             try await engine.sync()
             await engine.start()
-            try await waitForPolls([exchange], atLeast: 1)
+            try await waitForPolls([exchange], eachAtLeast: 1)
             exchange.script { $0.holdPushes = true }
             let id = try await store.transaction { tx in try tx.insert("Note", ["title": .string("held"), "rank": .integer(1)]) }
             try await eventually("the push to be held") { exchange.pushesHeld == 1 }
@@ -278,7 +278,7 @@ struct KeptLongPollTests {
             let engine = databaseEngine(database, url, exchange, options: options)
             try await engine.sync()
             await engine.start()
-            try await waitForPolls([exchange], atLeast: 1)
+            try await waitForPolls([exchange], eachAtLeast: 1)
             exchange.script { $0.failPushes = true }
             try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string("failed once")]) }
             try await eventually("the zone to be reported failing") { await !engine.currentStatus.failingZones.isEmpty }
@@ -305,7 +305,7 @@ struct KeptLongPollTests {
 
     /// Once the engine's poll waits: a commit whose push the exchange holds, returned once held.
     private func commitWithPushHeld(_ database: Database, _ exchange: ScriptedExchange, title: String) async throws {
-        try await waitForPolls([exchange], atLeast: 1)
+        try await waitForPolls([exchange], eachAtLeast: 1)
         exchange.script { $0.holdPushes = true }
         try await database.transaction { tx in _ = try tx.insert("Note", ["title": .string(title)]) }
         try await eventually("the push to be held") { exchange.pushesHeld == 1 }
@@ -325,11 +325,15 @@ struct KeptLongPollTests {
         Issue.record("requests kept going out while idle: \(before)")
     }
 
-    /// Waits until the exchanges together have sent at least `count` long polls and each has one
-    /// waiting, and a moment more for the last to reach the server.
-    private func waitForPolls(_ exchanges: [ScriptedExchange], atLeast count: Int) async throws {
-        try await eventually("\(count) long polls, one waiting on each device") {
-            exchanges.map(\.polls).reduce(0, +) >= count && exchanges.allSatisfy { $0.pollsWaiting > 0 }
+    /// Waits until each exchange has sent at least `count` long polls and has one waiting, and a
+    /// moment more for the last to reach the server. Counted per device: every commit ends both
+    /// devices' polls (the committer's comes back with its own push), so after k commits each
+    /// device's (k+1)-th poll is the one that waits. (A total over both let a loaded machine
+    /// count one device's extra poll for the other's, whose poll had been answered but not yet
+    /// come back: its next commit was then pushed between polls.)
+    private func waitForPolls(_ exchanges: [ScriptedExchange], eachAtLeast count: Int) async throws {
+        try await eventually("\(count) long polls on each device, one waiting") {
+            exchanges.allSatisfy { $0.polls >= count && $0.pollsWaiting > 0 }
         }
         try await Task.sleep(for: .milliseconds(100))
     }
