@@ -11,9 +11,6 @@ extension SyncEngine {
         pullFinished = false
         update { $0.phase = wait == nil ? .pulling : .waiting }
         var pageWait = wait
-        // The next page, asked for while this one is applied (see `readAhead(after:)`).
-        var ahead: ReadAhead?
-        defer { ahead?.task.cancel() }
         while true {
             let thisWait = pageWait
             let token = cursor.token
@@ -23,34 +20,18 @@ extension SyncEngine {
             // commit is pushed meanwhile (see `longPoll()`); it takes the turn again to use the
             // answer.
             let turn = thisWait == nil ? nil : pollTurn
-            let early = ahead
-            ahead = nil
-            var reply: Reply<PullResult>?
-            if let early {
-                // Asked after the token the cursor now holds: its answer is this page. A read
-                // ahead that failed is simply asked again below, where refusals and retries are
-                // decided.
-                if early.token == token, thisWait == nil, let answer = try? await withTaskCancellationHandler(
-                    operation: { try await early.task.value }, onCancel: { early.task.cancel() }) {
-                    reply = .answered(answer)
-                } else {
-                    early.task.cancel()
-                }
+            turn?.leave()
+            let reply: Reply<PullResult>
+            do {
+                reply = try await ask(request, {
+                    try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
+                                                  omitting: self.options.downloadMask, replica: self.store.replicaID)
+                })
+                await turn?.enter()
+            } catch {
+                await turn?.enter()
+                throw error
             }
-            if reply == nil {
-                turn?.leave()
-                do {
-                    reply = try await ask(request, {
-                        try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
-                                                      omitting: self.options.downloadMask, replica: self.store.replicaID)
-                    })
-                    await turn?.enter()
-                } catch {
-                    await turn?.enter()
-                    throw error
-                }
-            }
-            guard let reply else { continue }
             // A push meanwhile may have started the zone over (a new token, or none): the answer
             // is of what the cursor no longer follows. Asked again, without waiting.
             if turn != nil, cursor.token != token {
@@ -73,8 +54,6 @@ extension SyncEngine {
                 throw refusal
             }
             pageWait = nil
-            // While this page is applied (the store's work), the server reads the next.
-            if page.moreComing, !page.transactions.isEmpty { ahead = readAhead(after: page.nextToken) }
             if !page.transactions.isEmpty {
                 do {
                     // Apply first, then persist the token: a crash in between pulls the page
@@ -98,34 +77,6 @@ extension SyncEngine {
                 return
             }
         }
-    }
-
-    /// A pull asked for early: the page after `token`, requested while the page before it is
-    /// applied, so that a catch-up's download and apply overlap. Only a plain pull (no wait) is
-    /// read ahead; its answer is used only if the cursor then holds `token`.
-    struct ReadAhead {
-        let token: String?
-        let task: Task<PullResult, any Error>
-    }
-
-    func readAhead(after token: String?) -> ReadAhead {
-        let transport = transport
-        let zone = zoneReference
-        let limit = options.pullLimit
-        let mask = options.downloadMask
-        let replica = store.replicaID
-        // Detached, so that it starts at once rather than when this actor is next free (the
-        // request needs none of its state), and within the same time budget (a task-local
-        // value, which a detached task does not inherit: set again).
-        let budget = SyncBudget.current
-        let task = Task.detached {
-            try await SyncBudget.$current.withValue(budget) {
-                try await SyncBudget.bounding {
-                    try await transport.pull(zone: zone, after: token, limit: limit, wait: nil, omitting: mask, replica: replica)
-                }
-            }
-        }
-        return ReadAhead(token: token, task: task)
     }
 
     /// The server no longer holds the history after our token (it was compacted away): adopt the
