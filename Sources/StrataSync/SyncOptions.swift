@@ -6,8 +6,7 @@ public import Logging
 public struct SyncOptions: Sendable {
     /// Transactions per push.
     public var pushBatchSize = 256
-    /// Transactions per pull page. While a page is applied the engine already asks for the
-    /// next one (one page ahead, never more), so a catch-up's download overlaps the store's work.
+    /// Transactions per pull page.
     public var pullLimit = 1000
     /// The long poll of continuous mode.
     public var longPoll: Duration = .seconds(25)
