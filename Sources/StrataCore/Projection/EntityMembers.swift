@@ -22,20 +22,16 @@
 package struct EntityMembers {
     /// The IDs of each kept entity.
     private var sets: [UInt32: Set<ObjectID>] = [:]
-    /// The scanned entities, with the table's record count when their share was last checked.
-    private var scanned: [UInt32: Int] = [:] {
-        didSet {
-            // The same, by entity ID, for the check every insert makes.
-            isScanned = []
-            for entity in scanned.keys {
-                if Int(entity) >= isScanned.count { isScanned += repeatElement(false, count: Int(entity) + 1 - isScanned.count) }
-                isScanned[Int(entity)] = true
-            }
-        }
-    }
-    private var isScanned: [Bool] = []
+    /// By entity ID: the table's record count when the entity's share was last checked, if it
+    /// is scanned; 0 if its set is kept (an array, not a dictionary: every insert reads it).
+    private var scannedAt: [Int] = []
 
-    private func scanning(_ entity: UInt32) -> Bool { Int(entity) < isScanned.count && isScanned[Int(entity)] }
+    private func scanning(_ entity: UInt32) -> Bool { Int(entity) < scannedAt.count && scannedAt[Int(entity)] > 0 }
+
+    private mutating func setScanned(_ entity: UInt32, at recordCount: Int) {
+        if Int(entity) >= scannedAt.count { scannedAt += repeatElement(0, count: Int(entity) + 1 - scannedAt.count) }
+        scannedAt[Int(entity)] = recordCount
+    }
 
     /// Below this many records every entity keeps its set (a scan is not worth a decision).
     package static let minimumRecords = 4_096
@@ -68,7 +64,7 @@ package struct EntityMembers {
         let count = sets[entity]?.count ?? 0
         if recordCount >= Self.minimumRecords, count * 4 >= recordCount {
             sets[entity] = nil
-            scanned[entity] = recordCount
+            setScanned(entity, at: recordCount)
         }
     }
 
@@ -76,18 +72,19 @@ package struct EntityMembers {
     /// (amortized: one pass over the records per doubling); an entity back under an eighth of
     /// the records gets its set again.
     package mutating func review(_ records: RecordTable) {
-        guard !scanned.isEmpty, scanned.values.contains(where: { records.count >= 2 * $0 }) else { return }
-        var counts: [UInt32: Int] = [:]
-        for entity in scanned.keys { counts[entity] = 0 }
+        let due = scannedAt.indices.filter { scannedAt[$0] > 0 && records.count >= 2 * scannedAt[$0] }
+        guard !due.isEmpty else { return }
+        var counts = [Int](repeating: 0, count: scannedAt.count)
         records.values.withUnsafeBufferPointer { all in
-            for record in all where counts[record.entity] != nil { counts[record.entity]! += 1 }
+            for record in all where Int(record.entity) < counts.count { counts[Int(record.entity)] += 1 }
         }
-        for (entity, count) in counts where records.count >= 2 * (scanned[entity] ?? 0) {
-            if count * 8 < records.count {
-                scanned[entity] = nil
+        for index in due {
+            let entity = UInt32(index)
+            if counts[index] * 8 < records.count {
+                scannedAt[index] = 0
                 sets[entity] = Set(records.keys { $0.entity == entity })
             } else {
-                scanned[entity] = records.count
+                scannedAt[index] = records.count
             }
         }
     }
@@ -103,7 +100,7 @@ package struct EntityMembers {
         var kept: [UInt32: [ObjectID]] = [:]
         for (entity, count) in counts {
             if records.count >= minimumRecords, count * 4 >= records.count {
-                members.scanned[entity] = records.count
+                members.setScanned(entity, at: records.count)
             } else {
                 kept[entity] = []
                 kept[entity]?.reserveCapacity(count)
