@@ -41,35 +41,39 @@ public struct ByteWriter: Sendable {
 
 /// A bounds-checked reader over raw bytes. Every read returns `nil` past the end rather than
 /// trapping, because the bytes come from disk or the network.
+///
+/// Its reads are `@inlinable`: the decoders of the modules above call them per byte of every
+/// event, and a call across the module boundary each time was a tenth of a catch-up's decode.
 public struct ByteReader {
     public let base: UnsafeRawBufferPointer
     public var offset: Int
 
+    @inlinable
     public init(_ base: UnsafeRawBufferPointer, offset: Int = 0) {
         self.base = base
         self.offset = offset
     }
 
-    public var remaining: Int { base.count - offset }
+    @inlinable public var remaining: Int { base.count - offset }
 
-    public mutating func u8() -> UInt8? {
+    @inlinable public mutating func u8() -> UInt8? {
         guard remaining >= 1 else { return nil }
         defer { offset += 1 }
         return base[offset]
     }
-    public mutating func u16() -> UInt16? { fixed(UInt16.self) }
-    public mutating func u32() -> UInt32? { fixed(UInt32.self) }
-    public mutating func u64() -> UInt64? { fixed(UInt64.self) }
-    public mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
+    @inlinable public mutating func u16() -> UInt16? { fixed(UInt16.self) }
+    @inlinable public mutating func u32() -> UInt32? { fixed(UInt32.self) }
+    @inlinable public mutating func u64() -> UInt64? { fixed(UInt64.self) }
+    @inlinable public mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
 
-    public mutating func bytes(_ count: Int) -> UnsafeRawBufferPointer? {
+    @inlinable public mutating func bytes(_ count: Int) -> UnsafeRawBufferPointer? {
         guard count >= 0, remaining >= count else { return nil }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: base[offset..<offset + count])
     }
 
     /// Reads a LEB128 varint of at most 10 bytes; `nil` when truncated or overlong.
-    public mutating func varint() -> UInt64? {
+    @inlinable public mutating func varint() -> UInt64? {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while shift < 64 {
@@ -82,18 +86,19 @@ public struct ByteReader {
     }
 
     /// A zigzag varint (see ``ByteWriter/svarint(_:)``).
-    public mutating func svarint() -> Int64? {
+    @inlinable public mutating func svarint() -> Int64? {
         guard let raw = varint() else { return nil }
         return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
     }
 
     /// A length-prefixed byte string, or `nil` when truncated.
-    public mutating func lengthPrefixed() -> UnsafeRawBufferPointer? {
+    @inlinable public mutating func lengthPrefixed() -> UnsafeRawBufferPointer? {
         guard let count = varint(), count <= UInt64(remaining) else { return nil }
         return bytes(Int(count))
     }
 
-    private mutating func fixed<T: FixedWidthInteger>(_: T.Type) -> T? {
+    @usableFromInline
+    mutating func fixed<T: FixedWidthInteger>(_: T.Type) -> T? {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { return nil }
         defer { offset += size }

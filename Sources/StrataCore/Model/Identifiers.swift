@@ -36,6 +36,18 @@ extension Identifier128 {
         self.init(rawValue: value)
     }
 
+    /// From 16 big-endian bytes in place (what the decoders read): two loads rather than a loop
+    /// over a generic collection. The same value as the generic initializer for any input.
+    public init(bytes: UnsafeRawBufferPointer) {
+        guard bytes.count >= 16 else {
+            self.init(bytes: bytes.lazy.map { $0 })
+            return
+        }
+        let high = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        let low = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        self.init(rawValue: UInt128(high) << 64 | UInt128(low))
+    }
+
     public var bytes: [UInt8] { (0..<16).map { UInt8(truncatingIfNeeded: rawValue >> (8 * (15 - $0))) } }
 
     public var uuid: UUID {

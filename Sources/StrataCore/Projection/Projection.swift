@@ -272,7 +272,6 @@ package final class Projection {
         var replicaMap: [UInt32] = [replica]
         for other in t.replicas.dropFirst() { replicaMap.append(try internReplica(other)) }
         var count = 0
-        var fields: [(UInt32, Value)] = []
         for (index, e) in t.events.enumerated() {
             let sequence = t.firstSequence + UInt64(index)
             guard markApplied(replica, sequence) else { continue }
@@ -281,14 +280,17 @@ package final class Projection {
             if e.hlc > maxHLC { maxHLC = e.hlc }
             switch e.kind {
             case .insert, .update:
-                fields.removeAll(keepingCapacity: true)
-                for i in Int(e.start)..<Int(e.start + e.count) {
-                    fields.append((nameMap[Int(t.fields[i].name)], t.fields[i].value))
-                }
-                if e.kind == .insert {
-                    applyInsert(e.object, entity: nameMap[Int(e.entity)], ref: ref, fields: fields)
-                } else {
-                    applyUpdate(e.object, entity: nameMap[Int(e.entity)], ref: ref, fields: fields)
+                // The fields go from the decoded arrays into the record: no array of them per
+                // event, and a new record's fields are allocated once.
+                let entity = nameMap[Int(e.entity)]
+                let fields = Int(e.start)..<Int(e.start + e.count)
+                let isInsert = e.kind == .insert
+                modify(e.object, entity: entity) { record in
+                    if isInsert { self.mergeInsert(&record, object: e.object, entity: entity, ref: ref) }
+                    if record.fields.isEmpty { record.fields.reserveCapacity(fields.count) }
+                    for i in fields {
+                        self.mergeField(&record, object: e.object, key: nameMap[Int(t.fields[i].name)], value: t.fields[i].value, ref: ref)
+                    }
                 }
             case .delete:
                 applyDelete(e.object, entity: nameMap[Int(e.entity)], ref: ref)
@@ -334,6 +336,7 @@ package final class Projection {
     private func applyInsert(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
         modify(object, entity: entity) { record in
             self.mergeInsert(&record, object: object, entity: entity, ref: ref)
+            if record.fields.isEmpty { record.fields.reserveCapacity(fields.count) }
             for (key, value) in fields { self.mergeField(&record, object: object, key: key, value: value, ref: ref) }
         }
     }

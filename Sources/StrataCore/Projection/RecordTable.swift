@@ -4,8 +4,8 @@
 /// Why not `[ObjectID: ObjectRecord]`: a hash table keeps its buckets at most three quarters
 /// full and grows by doubling, so every empty bucket of a dictionary costs a whole record (16 +
 /// 56 bytes). At 100,000 objects it had 262,144 buckets, 189 bytes per object. Here a bucket is
-/// a 4-byte position and a 1-byte tag (``PositionIndex``; the ID is read from the packed IDs),
-/// and the records are packed: about 85 bytes per object at the same count. Iterating the
+/// a 4-byte position and 4 bytes of the ID's hash (``PositionIndex``; the ID is read from the
+/// packed IDs), and the records are packed: about 93 bytes per object at the same count. Iterating the
 /// records walks memory in order.
 ///
 /// Removing swaps the last record into the hole (positions are not stable across removals; no
@@ -25,7 +25,7 @@ package struct RecordTable: Sequence {
 
     package mutating func reserveCapacity(_ capacity: Int) {
         version &+= 1  // the buckets may move
-        positions.reserveCapacity(capacity, ids: ids)
+        positions.reserveCapacity(capacity)
         ids.reserveCapacity(capacity)
         records.reserveCapacity(capacity)
     }
@@ -45,13 +45,13 @@ package struct RecordTable: Sequence {
         package let position: Int?
         fileprivate let id: ObjectID
         fileprivate let bucket: Int
-        fileprivate let tag: UInt8
+        fileprivate let hash: UInt32
         fileprivate let version: Int
     }
 
     package func slot(of id: ObjectID) -> Slot {
         let found = positions.find(id, in: ids)
-        return Slot(position: found.position, id: id, bucket: found.bucket, tag: found.tag, version: version)
+        return Slot(position: found.position, id: id, bucket: found.bucket, hash: found.hash, version: version)
     }
 
     /// Whether `slot` is still what a lookup of `id` would give: taken for `id`, in this table,
@@ -69,7 +69,7 @@ package struct RecordTable: Sequence {
         }
         ids.append(id)
         records.append(record)
-        positions.insert(records.count - 1, at: slot.bucket, tag: slot.tag, ids: ids)
+        positions.insert(records.count - 1, at: slot.bucket, hash: slot.hash)
         version &+= 1
     }
 
@@ -94,7 +94,7 @@ package struct RecordTable: Sequence {
             } else {
                 ids.append(id)
                 records.append(newValue)
-                positions.insert(records.count - 1, at: found.bucket, tag: found.tag, ids: ids)
+                positions.insert(records.count - 1, at: found.bucket, hash: found.hash)
                 version &+= 1
             }
         }
@@ -105,7 +105,7 @@ package struct RecordTable: Sequence {
         let found = positions.find(id, in: ids)
         guard let position = found.position else { return nil }
         version &+= 1
-        positions.remove(at: found.bucket, ids: ids)
+        positions.remove(at: found.bucket)
         let last = records.count - 1
         if position != last {
             // The last record moves into the hole: its bucket is found by its ID (still at `last`).
