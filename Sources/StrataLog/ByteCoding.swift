@@ -56,7 +56,7 @@ public struct ByteReader {
 
     @inlinable public var remaining: Int { base.count - offset }
 
-    @inlinable public mutating func u8() -> UInt8? {
+    @inlinable @inline(__always) public mutating func u8() -> UInt8? {
         guard remaining >= 1 else { return nil }
         defer { offset += 1 }
         return base[offset]
@@ -97,7 +97,7 @@ public struct ByteReader {
         return bytes(Int(count))
     }
 
-    @usableFromInline
+    @inlinable
     mutating func fixed<T: FixedWidthInteger>(_: T.Type) -> T? {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { return nil }

@@ -272,6 +272,9 @@ package final class Projection {
         var replicaMap: [UInt32] = [replica]
         for other in t.replicas.dropFirst() { replicaMap.append(try internReplica(other)) }
         var count = 0
+        // The closures below capture these arrays, not `t` (a capture of `t` copied all six of
+        // its arrays, a retain and a release each, per event).
+        let rawFields = t.fields
         for (index, e) in t.events.enumerated() {
             let sequence = t.firstSequence + UInt64(index)
             guard markApplied(replica, sequence) else { continue }
@@ -289,7 +292,7 @@ package final class Projection {
                     if isInsert { self.mergeInsert(&record, object: e.object, entity: entity, ref: ref) }
                     if record.fields.isEmpty { record.fields.reserveCapacity(fields.count) }
                     for i in fields {
-                        self.mergeField(&record, object: e.object, key: nameMap[Int(t.fields[i].name)], value: t.fields[i].value, ref: ref)
+                        self.mergeField(&record, object: e.object, key: nameMap[Int(rawFields[i].name)], value: rawFields[i].value, ref: ref)
                     }
                 }
             case .delete:

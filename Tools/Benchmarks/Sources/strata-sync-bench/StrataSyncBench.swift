@@ -81,7 +81,7 @@ let usage = """
 
       --quick         100k events instead of 1M (push, catch-up and heal) and 50 wake-ups instead
                       of 200, for a smoke run (numbers are not meaningful)
-      --only LIST     run only some of push (rows 0-2: build, push, catch-up), wake-up (row 3),
+      --only LIST     run only some of push (rows 0-2: build, push, catch-up, the client's apply alone), wake-up (row 3),
                       heal (rows 4a-4d: first upload of a zone vs healing it after the server lost
                       it, with and without compaction, and the healing table) and abuse (rows
                       5a-5b: pulls of a small page with and without 1,000 long polls and 100 slow
@@ -286,6 +286,17 @@ struct StrataSyncBench {
                        verdict(run.sample.eventsPerSecond / 300_000, goal: 1, unit: "× goal"))
             letter += 1
         }
+
+        // 2c. The same transactions applied from memory: the client's share of a catch-up.
+        let pageSize = settings.pullLimits[0]
+        note("apply alone: the source store's transactions applied to a fresh store, \(pageSize) tx per applyRemote, best of 3…")
+        let alone = try await applyAloneRun(source: place.path("source"), at: place.path("apply-alone"), pageSize: pageSize, runs: 3,
+                                            expectedCount: sourceCount, expectedDigest: sourceDigest)
+        let runs = alone.all.map { "\(rate($0.eventsPerSecond))" }.joined(separator: ", ")
+        note("  best \(rate(alone.best.eventsPerSecond)) events/s (runs: \(runs))")
+        report.add("2\(Character(Unicode.Scalar(letter))). the client's apply alone: the same \(grouped(alone.best.operations)) tx applied to a fresh store from memory by applyRemote(encoded:), \(pageSize) tx per call (no network, no server), best of 3",
+                   "\(rate(alone.best.eventsPerSecond)) events/s (\(grouped(alone.best.events)) events in \(fixed(alone.best.seconds, 2)) s; runs: \(runs)); count and digest match",
+                   "informational (the bound on 2a)", "—")
     }
 
     /// Rows 5a–5b: pulls of a small page, quiet and with abusers connected, alternating.

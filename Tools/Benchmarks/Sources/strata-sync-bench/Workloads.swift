@@ -446,3 +446,46 @@ func signedPercentile(_ values: [Int64], _ p: Double) -> Int64 {
 func signedLatency(_ nanos: Int64) -> String {
     nanos < 0 ? "−" + latency(UInt64(-nanos)) : latency(UInt64(nanos))
 }
+
+// MARK: 2c. the client's apply alone
+
+/// What a catch-up costs the client without the network or the server: the source store's
+/// transactions, read from its log as bytes beforehand, applied to a fresh store by
+/// `applyRemote(encoded:)` in pages of `pageSize` — what the sync engine calls with each pulled
+/// page. The best of `runs` fresh stores (this machine's noise is one-sided).
+struct ApplyAloneRun {
+    var best = Sample(operations: 0, events: 0, nanos: .max)
+    var all: [Sample] = []
+}
+
+func applyAloneRun(source: String, at path: String, pageSize: Int, runs: Int,
+                   expectedCount: Int, expectedDigest: String) async throws -> ApplyAloneRun {
+    let log = try SegmentLog.open(at: Store.logDirectory(ofStoreAt: source))
+    let payloads = try log.entries(from: log.startPosition).map(\.payload)
+    try await log.close()
+    var run = ApplyAloneRun()
+    for attempt in 0..<runs {
+        try? FileManager.default.removeItem(atPath: path)
+        let store = try await openStore(path, .groupCommit, autoCompaction: .disabled)
+        var applied = 0
+        let start = monotonicNanos()
+        var index = 0
+        while index < payloads.count {
+            let page = Array(payloads[index..<min(index + pageSize, payloads.count)])
+            applied += try await store.applyRemote(encoded: page)
+            index += pageSize
+        }
+        let end = monotonicNanos()
+        let count = store.count("Item")
+        let digest = store.digest()
+        try await store.close()
+        try? FileManager.default.removeItem(atPath: path)
+        guard count == expectedCount, digest == expectedDigest else {
+            throw BenchError("apply alone, run \(attempt + 1): \(count) objects (expected \(expectedCount)), digest \(digest == expectedDigest ? "matches" : "differs")")
+        }
+        let sample = Sample(operations: payloads.count, events: applied, nanos: end - start)
+        run.all.append(sample)
+        if sample.nanos < run.best.nanos { run.best = sample }
+    }
+    return run
+}
