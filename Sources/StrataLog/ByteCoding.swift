@@ -1,17 +1,18 @@
 /// Little-endian fixed-width integers and LEB128 varints, the building blocks of every layout in
-/// the format article (and of the event encoding of the modules above).
+/// the format article (and of the event encoding of the modules above). Inlinable, as
+/// ``ByteReader`` is: the encoders above write every event through it.
 public struct ByteWriter: Sendable {
     public var bytes: [UInt8] = []
 
-    public init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+    @inlinable public init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
-    public mutating func u8(_ v: UInt8) { bytes.append(v) }
-    public mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    public mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    public mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
-    public mutating func raw(_ v: some Sequence<UInt8>) { bytes.append(contentsOf: v) }
-    public mutating func varint(_ value: UInt64) {
+    @inlinable public mutating func u8(_ v: UInt8) { bytes.append(v) }
+    @inlinable public mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    @inlinable public mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    @inlinable public mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    @inlinable public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    @inlinable public mutating func raw(_ v: some Sequence<UInt8>) { bytes.append(contentsOf: v) }
+    @inlinable public mutating func varint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -21,18 +22,18 @@ public struct ByteWriter: Sendable {
     }
 
     /// A signed integer as a zigzag varint (small magnitudes of either sign stay short).
-    public mutating func svarint(_ value: Int64) {
+    @inlinable public mutating func svarint(_ value: Int64) {
         varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
     /// A length-prefixed byte string.
-    public mutating func lengthPrefixed(_ v: some Collection<UInt8>) {
+    @inlinable public mutating func lengthPrefixed(_ v: some Collection<UInt8>) {
         varint(UInt64(v.count))
         bytes.append(contentsOf: v)
     }
 
     /// Overwrites a little-endian UInt32 at `offset` (used to fill in checksums last).
-    public mutating func setU32(_ v: UInt32, at offset: Int) {
+    @inlinable public mutating func setU32(_ v: UInt32, at offset: Int) {
         withUnsafeBytes(of: v.littleEndian) { src in
             for i in 0..<4 { bytes[offset + i] = src[i] }
         }

@@ -2,22 +2,25 @@ import StrataCore
 /// The mutable heart of a store, always used under the store's lock: the identity, the
 /// projection, the clock, and the next sequence number of this replica.
 final class StoreCore {
+    // `replica`, `projection`, `clock` and `nextSequence` are read on every event a transaction writes: they
+    // are `@exclusivity(unchecked)` as `Projection`'s state is (see there); the store's lock
+    // serialises every use of the core.
     /// The replica this store authors under now (`StoreIdentity.replicaID`; a fork changes it).
-    private(set) var replica: ReplicaID
+    @exclusivity(unchecked) private(set) var replica: ReplicaID
     /// What `store.json` holds; changed only together with it.
     var identity: StoreIdentity {
         didSet { replica = identity.replicaID }
     }
     /// Replaced as a whole when a fork rebuilds it (the new one keeps the declared indexes).
-    var projection: Projection {
+    @exclusivity(unchecked) var projection: Projection {
         didSet { projection.declareIndexes(indexes) }
     }
     /// The indexes the app declared (`StoreOptions.indexes`).
     var indexes: [IndexDeclaration] = [] {
         didSet { projection.declareIndexes(indexes) }
     }
-    var clock: HybridClock
-    var nextSequence: UInt64
+    @exclusivity(unchecked) var clock: HybridClock
+    @exclusivity(unchecked) var nextSequence: UInt64
     /// Set when a commit could not be made durable: the projection may hold changes the log does
     /// not, so the store refuses everything until it is reopened.
     var failure: StoreError?

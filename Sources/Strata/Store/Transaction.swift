@@ -6,23 +6,25 @@ public import StrataCore
 /// Do not keep it beyond the closure, and do not call the store from inside it (use the
 /// transaction's own reads).
 public final class Transaction {
+    // The state each insert touches is `@exclusivity(unchecked)`, as in `Projection` (see there): a
+    // transaction is used by one closure on one thread, and nothing runs inside an access to these.
     let core: StoreCore
     /// The objects ``stampAfter(_:)`` has moved the clock past in this transaction.
-    private var stampedAfter: Set<ObjectID> = []
+    @exclusivity(unchecked) private var stampedAfter: Set<ObjectID> = []
     /// The transaction's events, encoded as they are made: the log entry the commit writes.
-    private(set) var encoder: TransactionEncoder
+    @exclusivity(unchecked) private(set) var encoder: TransactionEncoder
     /// This store's replica in the projection's table (interned at the first insert).
-    private var replicaIndex: UInt32?
+    @exclusivity(unchecked) private var replicaIndex: UInt32?
     /// How inserts of each entity used so far lay out their fields (see ``InsertLayout``).
-    private var layouts: [InsertLayout] = []
+    @exclusivity(unchecked) private var layouts: [InsertLayout] = []
     /// Per layout: whether it is an app version's (an insert under the app's names) or the
     /// whole stored entity's (a move between zones).
-    private var layoutIsApp: [Bool] = []
+    @exclusivity(unchecked) private var layoutIsApp: [Bool] = []
     /// Per insert, reused: the fields in layout order.
-    private var fieldValues: [Value] = []
+    @exclusivity(unchecked) private var fieldValues: [Value] = []
     /// The layout of the last insert (a transaction mostly inserts one entity at a time).
-    private var lastLayout: InsertLayout?
-    private var lastLayoutIsApp = false
+    @exclusivity(unchecked) private var lastLayout: InsertLayout?
+    @exclusivity(unchecked) private var lastLayoutIsApp = false
     /// In a ``Database``: the entity of an object that exists in another of its zones (a
     /// reference may cross zones); `nil` in a plain store, where a target must exist here.
     var outside: ((ObjectID) -> String?)?
@@ -34,7 +36,7 @@ public final class Transaction {
 
     /// The number of events so far (the encoder's count, kept here: reading it through the
     /// encoder copied the encoder out of this object for every event).
-    private(set) var eventCount = 0
+    @exclusivity(unchecked) private(set) var eventCount = 0
 
     var projection: Projection { core.projection }
     var schema: Schema { core.projection.schema }
