@@ -317,41 +317,67 @@ struct GatekeeperMiddleware: RouterMiddleware {
     let rateLimiter: RateLimiter
     let logger: Logger
 
+    // Every request's task holds this function's frame for as long as the request runs — a long
+    // poll for up to a minute, on each of thousands of connections — and the task keeps the
+    // memory of its deepest frames until the connection closes. So only what crosses an `await`
+    // is here; building answers, errors and log lines happens in the synchronous helpers below,
+    // on the thread's stack. (Written out inline, this frame was 8 KiB.)
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        var context = context
         // The operations endpoints answer without a token and outside the rate limit.
-        if request.method == .get,
-           request.uri.path == StrataServerApp.healthPath || request.uri.path == StrataServerApp.readyPath
-            || request.uri.path == StrataServerApp.metricsPath {
+        if Self.isOperations(request) {
             do {
                 return try await next(request, context)
             } catch {
-                logger.error("unexpected error", metadata: metadata(request, context, status: .internalServerError).merging(["error": "\(error)"]) { $1 })
-                return ServerError(.internalError, "the server failed to answer \(request.method) \(request.uri.path)").response
+                return unexpected(error, request, context)
             }
         }
+        var context = context
         do {
-            let (user, validUntil) = try await authenticate(request)
-            context.user = user
-            context.signedInUntil = validUntil
-            if let wait = await rateLimiter.acquire(user) {
-                let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
-                throw ServerError(.rateLimited, "user \(user) is over the rate of \(rateLimiter.limit.requestsPerSecond) requests per second; retry in \(seconds) s",
-                                  retryAfter: seconds)
-            }
-            // The user the client expects (its database's): another one signed in on the device
-            // gets nothing done. Not a failed authentication (the token is good), but within the
-            // caller's rate like any request.
-            if let expected = request.headers[Self.userHeader], expected != user {
-                throw ServerError(.anotherUser, "this request is for user \(expected.prefix(200)), but its token signs in \(user): nothing was done (another user signed in on a device that holds \(expected.prefix(200))'s data)")
-            }
+            try await admit(request, &context)
             let response = try await next(request, context)
-            logger.debug("request", metadata: metadata(request, context, status: response.status))
+            logAnswered(request, context, status: response.status)
             return response
-        } catch let error as ServerError {
+        } catch {
+            return answer(error, request, context)
+        }
+    }
+
+    private static func isOperations(_ request: Request) -> Bool {
+        request.method == .get
+            && (request.uri.path == StrataServerApp.healthPath || request.uri.path == StrataServerApp.readyPath
+                || request.uri.path == StrataServerApp.metricsPath)
+    }
+
+    /// Signs the caller in (into `context`) and applies their rate limit.
+    @inline(never)  // its frame is gone before `next` runs (inlined, it stayed in `handle`'s)
+    private func admit(_ request: Request, _ context: inout Context) async throws(ServerError) {
+        let (user, validUntil) = try await authenticate(request)
+        context.user = user
+        context.signedInUntil = validUntil
+        if let wait = await rateLimiter.acquire(user) { throw Self.overRate(user, wait: wait, limit: rateLimiter.limit) }
+        // The user the client expects (its database's): another one signed in on the device
+        // gets nothing done. Not a failed authentication (the token is good), but within the
+        // caller's rate like any request.
+        if let expected = request.headers[Self.userHeader], expected != user { throw Self.anotherUser(expected, signedIn: user) }
+    }
+
+    private static func overRate(_ user: String, wait: Duration, limit: RateLimit) -> ServerError {
+        let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
+        return ServerError(.rateLimited, "user \(user) is over the rate of \(limit.requestsPerSecond) requests per second; retry in \(seconds) s",
+                           retryAfter: seconds)
+    }
+
+    private static func anotherUser(_ expected: String, signedIn user: String) -> ServerError {
+        ServerError(.anotherUser, "this request is for user \(expected.prefix(200)), but its token signs in \(user): nothing was done (another user signed in on a device that holds \(expected.prefix(200))'s data)")
+    }
+
+    /// The protocol's JSON answer to an error a request ended with (logged).
+    private func answer(_ error: any Error, _ request: Request, _ context: Context) -> Response {
+        switch error {
+        case let error as ServerError:
             log(error, request, context)
             return error.response
-        } catch let error as HTTPError {
+        case let error as HTTPError:
             let code: ErrorCode = switch error.status {
             case .notFound: .notFound
             case .contentTooLarge: .tooLarge
@@ -361,10 +387,20 @@ struct GatekeeperMiddleware: RouterMiddleware {
             let answer = ServerError(code, error.body ?? "\(request.method) \(request.uri.path): \(error.status.reasonPhrase)")
             log(answer, request, context)
             return answer.response
-        } catch {
+        default:
             logger.error("unexpected error", metadata: metadata(request, context, status: .internalServerError).merging(["error": "\(error)"]) { $1 })
             return ServerError(.internalError, "the server failed to answer \(request.method) \(request.uri.path); try again later").response
         }
+    }
+
+    private func logAnswered(_ request: Request, _ context: Context, status: HTTPResponse.Status) {
+        logger.debug("request", metadata: metadata(request, context, status: status))
+    }
+
+    /// An operations endpoint's unexpected failure.
+    private func unexpected(_ error: any Error, _ request: Request, _ context: Context) -> Response {
+        logger.error("unexpected error", metadata: metadata(request, context, status: .internalServerError).merging(["error": "\(error)"]) { $1 })
+        return ServerError(.internalError, "the server failed to answer \(request.method) \(request.uri.path)").response
     }
 
     /// The caller, and until when (wall-clock milliseconds) their JWT is valid; static tokens

@@ -20,11 +20,7 @@ struct RequestBoundsMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         let address = bounds.clientAddress(peer: context.clientAddress, forwardedFor: request.headers[values: .xForwardedFor])
-        if let wait = await bounds.failedAuth.blocked(address) {
-            let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
-            logger.notice("request refused: too many failed authentications", metadata: ["address": "\(address)", "retryAfter": "\(seconds)"])
-            return ServerError(.rateLimited, "too many failed authentications from \(address); retry in \(seconds) s", retryAfter: seconds).response
-        }
+        if let wait = await bounds.failedAuth.blocked(address) { return refusal(address, wait: wait) }
         let reservation = UploadReservation(budget: bounds.uploadBudget)
         defer { reservation.release() }
         let response = try await UploadReservation.$current.withValue(reservation) {
@@ -41,6 +37,15 @@ struct RequestBoundsMiddleware: RouterMiddleware {
             break
         }
         return response
+    }
+
+    // The refusal is built here, not in `handle`: every request's task keeps `handle`'s frame (a
+    // long poll's for a minute), so it holds only what crosses an `await` (see
+    // `GatekeeperMiddleware.handle`).
+    private func refusal(_ address: String, wait: Duration) -> Response {
+        let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
+        logger.notice("request refused: too many failed authentications", metadata: ["address": "\(address)", "retryAfter": "\(seconds)"])
+        return ServerError(.rateLimited, "too many failed authentications from \(address); retry in \(seconds) s", retryAfter: seconds).response
     }
 }
 
