@@ -9,9 +9,12 @@
 ///   they match: an ID that is not there — every new object's insert — costs one miss, and the
 ///   bucket it then fills is on the same cache line.
 /// - The table grows without hashing any ID again. A bucket's home is the hash's *top* bits, so
-///   the buckets are in order of hash, and walking the old table in order fills the new one in
-///   order too: a doubling is two sequential passes, not a random write per entry (which was a
-///   fifth of a catch-up's apply into a fresh store).
+///   the buckets are roughly in order of home (linear probing keeps a run's entries after their
+///   homes, not sorted), and walking the old table in order fills the new one about in order
+///   too, home h going to 2h or 2h + 1: a doubling is two nearly sequential passes, not a random
+///   write per entry (which was a fifth of a catch-up's apply into a fresh store). The price: the
+///   old table is freed only after the new one is filled, so a doubling to N buckets briefly
+///   holds 12·N bytes (the rehash from the IDs it replaced freed the old tables first: 5·N).
 /// - Removal's backward shift finds each entry's home from its bucket alone.
 ///
 /// IDs come from other devices: they are hashed with the process's seeded `Hasher`, so IDs
@@ -59,6 +62,8 @@ struct PositionIndex {
     /// Puts `position` (a record just appended) in the empty `bucket` that ``find(_:in:)`` gave,
     /// with the hash it gave.
     mutating func insert(_ position: Int, at bucket: Int, hash: UInt32) {
+        // position + 1 must fit a bucket (0 is "empty"); memory runs out long before.
+        precondition(position < Int(UInt32.max), "a record table holds fewer than 2^32 − 1 records")
         var bucket = bucket
         if buckets.isEmpty || (count + 1) * 4 > buckets.count * 3 {
             // Grown: the bucket `find` gave is of the old table; probed for again.

@@ -398,7 +398,10 @@ package final class Projection {
         applied[Int(replica)] = merged
     }
 
-    package func mergeRecord(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
+    /// Runs `body` on the record of `object` in place (for Projection+Merge.swift's whole-state
+    /// merge). Not visible outside the module: `body` runs inside an access to `records`, which
+    /// is not checked at run time (see the class's comment), so it must never reach `records`.
+    func mergeRecord(_ object: ObjectID, entity: UInt32, _ body: (inout ObjectRecord) -> Void) {
         modify(object, entity: entity, body)
     }
 

@@ -9,7 +9,7 @@
 /// records walks memory in order.
 ///
 /// Removing swaps the last record into the hole (positions are not stable across removals; no
-/// one keeps them across a change). At most 2^32 records (far more than memory holds).
+/// one keeps them across a change). At most 2^32 − 1 records (far more than memory holds).
 package struct RecordTable: Sequence {
     private var positions = PositionIndex()
     private var ids: ContiguousArray<ObjectID> = []

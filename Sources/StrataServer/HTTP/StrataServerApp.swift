@@ -343,9 +343,7 @@ struct GatekeeperMiddleware: RouterMiddleware {
     }
 
     private static func isOperations(_ request: Request) -> Bool {
-        request.method == .get
-            && (request.uri.path == StrataServerApp.healthPath || request.uri.path == StrataServerApp.readyPath
-                || request.uri.path == StrataServerApp.metricsPath)
+        request.method == .get && StrataServerApp.operationsPaths.contains(request.uri.path)
     }
 
     /// Signs the caller in (into `context`) and applies their rate limit.
@@ -372,6 +370,7 @@ struct GatekeeperMiddleware: RouterMiddleware {
     }
 
     /// The protocol's JSON answer to an error a request ended with (logged).
+    @inline(never)  // kept out of `handle`'s async frame (see there)
     private func answer(_ error: any Error, _ request: Request, _ context: Context) -> Response {
         switch error {
         case let error as ServerError:
@@ -393,11 +392,13 @@ struct GatekeeperMiddleware: RouterMiddleware {
         }
     }
 
+    @inline(never)  // kept out of `handle`'s async frame (see there)
     private func logAnswered(_ request: Request, _ context: Context, status: HTTPResponse.Status) {
         logger.debug("request", metadata: metadata(request, context, status: status))
     }
 
     /// An operations endpoint's unexpected failure.
+    @inline(never)  // kept out of `handle`'s async frame (see there)
     private func unexpected(_ error: any Error, _ request: Request, _ context: Context) -> Response {
         logger.error("unexpected error", metadata: metadata(request, context, status: .internalServerError).merging(["error": "\(error)"]) { $1 })
         return ServerError(.internalError, "the server failed to answer \(request.method) \(request.uri.path)").response

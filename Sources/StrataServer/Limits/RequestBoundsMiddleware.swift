@@ -42,6 +42,7 @@ struct RequestBoundsMiddleware: RouterMiddleware {
     // The refusal is built here, not in `handle`: every request's task keeps `handle`'s frame (a
     // long poll's for a minute), so it holds only what crosses an `await` (see
     // `GatekeeperMiddleware.handle`).
+    @inline(never)
     private func refusal(_ address: String, wait: Duration) -> Response {
         let seconds = max(1, Int((Double(wait / .nanoseconds(1)) / 1e9).rounded(.up)))
         logger.notice("request refused: too many failed authentications", metadata: ["address": "\(address)", "retryAfter": "\(seconds)"])

@@ -458,7 +458,7 @@ struct ApplyAloneRun {
     var all: [Sample] = []
 }
 
-func applyAloneRun(source: String, at path: String, pageSize: Int, runs: Int,
+func applyAloneRun(source: String, at path: String, pageSize: Int, runs: Int, keep: Bool,
                    expectedCount: Int, expectedDigest: String) async throws -> ApplyAloneRun {
     let log = try SegmentLog.open(at: Store.logDirectory(ofStoreAt: source))
     let payloads = try log.entries(from: log.startPosition).map(\.payload)
@@ -479,7 +479,7 @@ func applyAloneRun(source: String, at path: String, pageSize: Int, runs: Int,
         let count = store.count("Item")
         let digest = store.digest()
         try await store.close()
-        try? FileManager.default.removeItem(atPath: path)
+        if !keep || attempt + 1 < runs { try? FileManager.default.removeItem(atPath: path) }
         guard count == expectedCount, digest == expectedDigest else {
             throw BenchError("apply alone, run \(attempt + 1): \(count) objects (expected \(expectedCount)), digest \(digest == expectedDigest ? "matches" : "differs")")
         }
