@@ -250,10 +250,10 @@ package final class Projection {
         let ref = Ref(hlc: event.hlc.rawValue, sequence: event.id.sequence, replica: replica)
         maxHLC = max(maxHLC, event.hlc.rawValue)
         switch event.change {
-        case .insert(let entity, let object, let fields):
-            applyInsert(object, entity: intern(entity), ref: ref, fields: fields.map { (intern($0.key), $0.value) })
-        case .update(let entity, let object, let fields):
-            applyUpdate(object, entity: intern(entity), ref: ref, fields: fields.map { (intern($0.key), $0.value) })
+        case .insert(let entity, let object, let fields), .update(let entity, let object, let fields):
+            let named = fields.map { (key: intern($0.key), value: $0.value) }
+            let inserting = if case .insert = event.change { true } else { false }
+            applyFields(object, entity: intern(entity), ref: ref, inserting: inserting, count: named.count) { named[$0] }
         case .delete(let entity, let object):
             applyDelete(object, entity: intern(entity), ref: ref)
         case .add(let entity, let object, let relationship, let target):
@@ -290,17 +290,10 @@ package final class Projection {
             if e.hlc > maxHLC { maxHLC = e.hlc }
             switch e.kind {
             case .insert, .update:
-                // The fields go from the decoded arrays into the record: no array of them per
-                // event, and a new record's fields are allocated once.
-                let entity = nameMap[Int(e.entity)]
-                let fields = Int(e.start)..<Int(e.start + e.count)
-                let isInsert = e.kind == .insert
-                modify(e.object, entity: entity) { record in
-                    if isInsert { self.mergeInsert(&record, object: e.object, entity: entity, ref: ref) }
-                    if record.fields.isEmpty { record.fields.reserveCapacity(fields.count) }
-                    for i in fields {
-                        self.mergeField(&record, object: e.object, key: nameMap[Int(rawFields[i].name)], value: rawFields[i].value, ref: ref)
-                    }
+                // The fields go from the decoded arrays into the record: no array of them per event.
+                let start = Int(e.start)
+                applyFields(e.object, entity: nameMap[Int(e.entity)], ref: ref, inserting: e.kind == .insert, count: Int(e.count)) {
+                    (nameMap[Int(rawFields[start + $0].name)], rawFields[start + $0].value)
                 }
             case .delete:
                 applyDelete(e.object, entity: nameMap[Int(e.entity)], ref: ref)
@@ -333,27 +326,25 @@ package final class Projection {
         guard markApplied(replica, sequence) else { return false }
         let ref = Ref(hlc: hlc, sequence: sequence, replica: replica)
         maxHLC = max(maxHLC, hlc)
-        modify(object, entity: entity, at: slot) { record in
-            self.mergeInsert(&record, object: object, entity: entity, ref: ref)
-            if record.fields.isEmpty { record.fields.reserveCapacity(keys.count) }
-            for i in keys.indices { self.mergeField(&record, object: object, key: keys[i], value: values[i], ref: ref) }
-        }
+        applyFields(object, entity: entity, ref: ref, inserting: true, count: keys.count, at: slot) { (keys[$0], values[$0]) }
         return true
     }
 
     // Each kind of event is one call of the merge rule (MergeRule.swift) on the object's record.
 
-    private func applyInsert(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
-        modify(object, entity: entity) { record in
-            self.mergeInsert(&record, object: object, entity: entity, ref: ref)
-            if record.fields.isEmpty { record.fields.reserveCapacity(fields.count) }
-            for (key, value) in fields { self.mergeField(&record, object: object, key: key, value: value, ref: ref) }
-        }
-    }
-
-    private func applyUpdate(_ object: ObjectID, entity: UInt32, ref: Ref, fields: [(UInt32, Value)]) {
-        modify(object, entity: entity) { record in
-            for (key, value) in fields { self.mergeField(&record, object: object, key: key, value: value, ref: ref) }
+    /// An insert (`inserting`) or an update: its `count` fields, each given by `field(i)` (so that
+    /// every caller passes them as it holds them — an event's dictionary, a decoded transaction's
+    /// shared arrays, a local insert's layout — without building an array of them per event). A
+    /// new record's fields are allocated once.
+    private func applyFields(_ object: ObjectID, entity: UInt32, ref: Ref, inserting: Bool, count: Int,
+                             at slot: RecordTable.Slot? = nil, field: (Int) -> (key: UInt32, value: Value)) {
+        modify(object, entity: entity, at: slot) { record in
+            if inserting { self.mergeInsert(&record, object: object, entity: entity, ref: ref) }
+            if record.fields.isEmpty { record.fields.reserveCapacity(count) }
+            for i in 0..<count {
+                let (key, value) = field(i)
+                self.mergeField(&record, object: object, key: key, value: value, ref: ref)
+            }
         }
     }
 
