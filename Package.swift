@@ -233,6 +233,8 @@ let package = Package(
                 server("JWTKit", "jwt-kit"),
                 server("Crypto", "swift-crypto"),
                 server("Logging", "swift-log"),
+                // A channel for a request context made outside a server.
+                server("NIOEmbedded", "swift-nio"),
             ]
         ),
         .testTarget(

@@ -63,7 +63,7 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
         let deadline = request.timeout
         let timer = Task { [driver] in
             try await Task.sleep(for: deadline)
-            if driver.fail(id, with: Failure.deadline) { task.cancel() }
+            if driver.fail(id, with: Failure.deadline) { Self.end(task) }
         }
         defer { timer.cancel() }
         let answer: Result<(HTTPURLResponse, [UInt8]), any Error> = await withTaskCancellationHandler {
@@ -71,13 +71,13 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
                 driver.start(id, continuation: continuation, limit: request.answerLimit(within: driver.limit))
                 // Cancelled before the task was registered: the handler found nothing to end.
                 if Task.isCancelled {
-                    if driver.fail(id, with: CancellationError()) { task.cancel() }
+                    if driver.fail(id, with: CancellationError()) { Self.end(task) }
                     return
                 }
                 task.resume()
             }
         } onCancel: {
-            if driver.fail(id, with: CancellationError()) { task.cancel() }
+            if driver.fail(id, with: CancellationError()) { Self.end(task) }
         }
         switch answer {
         case .success(let (http, body)):
@@ -100,6 +100,19 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
             throw SyncError(.transport, "\(request.method) \(request.url): \(error)")
         }
     }
+
+    /// Cancels a URL task whose waiter was already answered, off the caller's thread:
+    /// FoundationNetworking's `cancel()` waits for the session's work queue, and a cancellation
+    /// handler (run by whoever cancels the request) or a Swift concurrency thread must not block
+    /// on it — the caller has its `CancellationError` already and nothing waits for the task.
+    private static func end(_ task: URLSessionDataTask) {
+        let task = UncheckedTask(task: task)
+        DispatchQueue.global().async { task.task.cancel() }
+    }
+
+    /// A URL task handed to the queue that cancels it (`URLSessionTask` is thread-safe, but
+    /// not declared `Sendable` on every platform).
+    private struct UncheckedTask: @unchecked Sendable { let task: URLSessionDataTask }
 
     /// The URL errors of a certificate the client does not trust (no retry fixes them).
     static let untrusted: Set<URLError.Code> = [

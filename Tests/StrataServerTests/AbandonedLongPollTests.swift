@@ -1,4 +1,8 @@
 import Foundation
+import Hummingbird
+import Logging
+import NIOEmbedded
+import Synchronization
 import StrataCore
 import StrataProtocol
 @testable import StrataServer
@@ -61,5 +65,25 @@ struct AbandonedLongPollTests {
                 staying.close()
             }
         }
+    }
+
+    @Test("a request's context holds its channel, so that the identity its long poll watches is not reused by another connection (whose client closing would cut the poll short) while the request lives")
+    func contextHoldsItsChannel() throws {
+        weak var released: EmbeddedChannel?
+        let context: StrataRequestContext = {
+            let channel = EmbeddedChannel()
+            released = channel
+            return StrataRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: Logger(label: "test")))
+        }()
+        #expect(released != nil, "the channel was freed while its request's context lives: its identity could be another connection's")
+        if let channel = released { #expect(context.connection == ObjectIdentifier(channel)) }
+        // And a closed mark on some other channel does not end this request's watch.
+        let other = EmbeddedChannel()
+        ConnectionWatch.shared.clientClosed(ObjectIdentifier(other))
+        let fired = Mutex(false)
+        let watching = ConnectionWatch.shared.onClose(context.connection) { fired.withLock { $0 = true } }
+        #expect(!fired.withLock { $0 })
+        ConnectionWatch.shared.forget(context.connection, watching)
+        ConnectionWatch.shared.ended(ObjectIdentifier(other))
     }
 }

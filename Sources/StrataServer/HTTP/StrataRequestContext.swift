@@ -20,15 +20,22 @@ public struct StrataRequestContext: RequestContext {
     /// That zone, when it exists (looked up with it).
     var zone: ZoneInfo?
 
-    /// The connection the request came on (its channel's identity), which a long poll watches
-    /// for its client going away (`ConnectionWatch`).
-    let connection: ObjectIdentifier
+    /// The channel the request came on, held for as long as the request is: its identity is
+    /// what a long poll watches for its client going away (`ConnectionWatch`), and an identity
+    /// is unique only while its object lives. (Holding just the `ObjectIdentifier` let a
+    /// channel the server no longer held — the testing framework's, freed once the context was
+    /// made — share its address with a later connection, whose client closing then cut this
+    /// request's long poll short.)
+    private let channel: any Channel
+
+    /// The connection the request came on (its channel's identity).
+    var connection: ObjectIdentifier { ObjectIdentifier(channel) }
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.user = nil
         self.clientAddress = source.channel.remoteAddress?.ipAddress
-        self.connection = ObjectIdentifier(source.channel)
+        self.channel = source.channel
     }
 
     /// The authenticated user.
