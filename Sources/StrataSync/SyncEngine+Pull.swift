@@ -11,11 +11,19 @@ extension SyncEngine {
         pullFinished = false
         update { $0.phase = wait == nil ? .pulling : .waiting }
         var pageWait = wait
+        // The page after the one being applied, already asked for (see `PullReadAhead`).
+        var ahead: PullReadAhead?
+        defer { ahead?.cancel() }
         while true {
             let thisWait = pageWait
             let token = cursor.token
             let request = SyncStateMachine.Request.pull(fromToken: token != nil)
             let page: PullResult
+            // Used only when it was asked after the token the cursor is at now (the page applied
+            // last moved it there); anything else — a bootstrap, a start over — drops it.
+            let readAhead = thisWait == nil && ahead?.token == token ? ahead : nil
+            if readAhead == nil { ahead?.cancel() }
+            ahead = nil
             // Continuous mode's long poll gives up its turn while it waits, so that a local
             // commit is pushed meanwhile (see `longPoll()`); it takes the turn again to use the
             // answer.
@@ -24,8 +32,9 @@ extension SyncEngine {
             let reply: Reply<PullResult>
             do {
                 reply = try await ask(request, {
-                    try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
-                                                  omitting: self.options.downloadMask, replica: self.store.replicaID)
+                    if let page = try await readAhead?.take() { return page }
+                    return try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
+                                                         omitting: self.options.downloadMask, replica: self.store.replicaID)
                 })
                 await turn?.enter()
             } catch {
@@ -54,6 +63,10 @@ extension SyncEngine {
                 throw refusal
             }
             pageWait = nil
+            // More is coming: ask for it now, so that it downloads while this page is applied.
+            if page.moreComing {
+                ahead = askAhead(after: page.nextToken)
+            }
             if !page.transactions.isEmpty {
                 do {
                     // Apply first, then persist the token: a crash in between pulls the page
@@ -76,6 +89,14 @@ extension SyncEngine {
                 pullFinished = true
                 return
             }
+        }
+    }
+
+    /// Asks for the page after `token` now, without waiting (see ``PullReadAhead``).
+    func askAhead(after token: String) -> PullReadAhead {
+        let (transport, zone, limit, mask, replica) = (transport, zoneReference, options.pullLimit, options.downloadMask, store.replicaID)
+        return PullReadAhead(after: token) {
+            try await transport.pull(zone: zone, after: token, limit: limit, wait: nil, omitting: mask, replica: replica)
         }
     }
 
