@@ -8,22 +8,36 @@ import StrataProtocol
 /// recreated zone, a rewind against a server restored from a backup.
 extension SyncEngine {
     func pullAll(wait: Duration?, _ report: inout SyncReport) async throws {
+        // The page after the one being applied, already asked for (see `PullReadAhead`). Ended
+        // — and waited for — before the pull returns or throws: no request of the engine's
+        // outlives its sync (the app may stop the engine, or sign out, right after).
+        var ahead: PullReadAhead?
+        do {
+            try await pullPages(wait: wait, ahead: &ahead, &report)
+        } catch {
+            await ahead?.drop()
+            throw error
+        }
+        await ahead?.drop()
+    }
+
+    private func pullPages(wait: Duration?, ahead: inout PullReadAhead?, _ report: inout SyncReport) async throws {
         pullFinished = false
         update { $0.phase = wait == nil ? .pulling : .waiting }
         var pageWait = wait
-        // The page after the one being applied, already asked for (see `PullReadAhead`).
-        var ahead: PullReadAhead?
-        defer { ahead?.cancel() }
         while true {
             let thisWait = pageWait
             let token = cursor.token
             let request = SyncStateMachine.Request.pull(fromToken: token != nil)
             let page: PullResult
-            // Used only when it was asked after the token the cursor is at now (the page applied
-            // last moved it there); anything else — a bootstrap, a start over — drops it.
-            let readAhead = thisWait == nil && ahead?.token == token ? ahead : nil
-            if readAhead == nil { ahead?.cancel() }
-            ahead = nil
+            // Used only when it is the request this pull would send: after the token the cursor
+            // is at now, for this replica and mask. (Only the page applied last sets it, and
+            // nothing moves the cursor between there and here; the check says so rather than
+            // relying on it.)
+            let readAhead = thisWait == nil ? ahead.flatMap { $0.continues(after: token, replica: store.replicaID, mask: options.downloadMask) ? $0 : nil } : nil
+            if readAhead == nil, let stale = ahead { await stale.drop() }
+            // Kept until answered, so that a throw before its answer is taken still ends it.
+            ahead = readAhead
             // Continuous mode's long poll gives up its turn while it waits, so that a local
             // commit is pushed meanwhile (see `longPoll()`); it takes the turn again to use the
             // answer.
@@ -36,6 +50,7 @@ extension SyncEngine {
                     return try await self.transport.pull(zone: self.zoneReference, after: token, limit: self.options.pullLimit, wait: thisWait,
                                                          omitting: self.options.downloadMask, replica: self.store.replicaID)
                 })
+                ahead = nil
                 await turn?.enter()
             } catch {
                 await turn?.enter()
@@ -64,7 +79,7 @@ extension SyncEngine {
             }
             pageWait = nil
             // More is coming: ask for it now, so that it downloads while this page is applied.
-            if page.moreComing {
+            if page.moreComing && options.pullReadAhead {
                 ahead = askAhead(after: page.nextToken)
             }
             if !page.transactions.isEmpty {
@@ -95,7 +110,7 @@ extension SyncEngine {
     /// Asks for the page after `token` now, without waiting (see ``PullReadAhead``).
     func askAhead(after token: String) -> PullReadAhead {
         let (transport, zone, limit, mask, replica) = (transport, zoneReference, options.pullLimit, options.downloadMask, store.replicaID)
-        return PullReadAhead(after: token) {
+        return PullReadAhead(after: token, replica: replica, mask: mask) {
             try await transport.pull(zone: zone, after: token, limit: limit, wait: nil, omitting: mask, replica: replica)
         }
     }

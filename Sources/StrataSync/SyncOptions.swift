@@ -42,6 +42,10 @@ public struct SyncOptions: Sendable {
     /// (`download-masks.json`): an engine made with another one throws ``SyncError/Code/downloadMaskChanged`` (the zone
     /// must be downloaded again — `DatabaseSyncEngine` does that itself).
     public var downloadMask: DownloadMask = .none
+    /// Whether a catch-up asks for the next page while it applies the current one, so that the
+    /// download and the apply overlap. It holds a second page in memory (a page is at most the
+    /// server's pull byte limit): turn it off where memory is tighter than time.
+    public var pullReadAhead = true
 
     public init() {}
 }

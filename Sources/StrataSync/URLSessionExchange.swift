@@ -107,8 +107,12 @@ public final class URLSessionExchange: HTTPExchange, Sendable {
     /// on it — the caller has its `CancellationError` already and nothing waits for the task.
     private static func end(_ task: URLSessionDataTask) {
         let task = UncheckedTask(task: task)
-        DispatchQueue.global().async { task.task.cancel() }
+        cancelling.async { task.task.cancel() }
     }
+
+    /// One serial queue for those cancels: a burst of them (every zone of a stopped engine)
+    /// takes one thread, not one each.
+    private static let cancelling = DispatchQueue(label: "strata.urlsession.cancel")
 
     /// A URL task handed to the queue that cancels it (`URLSessionTask` is thread-safe, but
     /// not declared `Sendable` on every platform).

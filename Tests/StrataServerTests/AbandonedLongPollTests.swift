@@ -73,7 +73,10 @@ struct AbandonedLongPollTests {
         let context: StrataRequestContext = {
             let channel = EmbeddedChannel()
             released = channel
-            return StrataRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: Logger(label: "test")))
+            let context = StrataRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: Logger(label: "test")))
+            // Closed, its pipeline lets go of it: only the context can keep it alive now.
+            _ = try? channel.finish()
+            return context
         }()
         #expect(released != nil, "the channel was freed while its request's context lives: its identity could be another connection's")
         if let channel = released { #expect(context.connection == ObjectIdentifier(channel)) }
@@ -85,5 +88,6 @@ struct AbandonedLongPollTests {
         #expect(!fired.withLock { $0 })
         ConnectionWatch.shared.forget(context.connection, watching)
         ConnectionWatch.shared.ended(ObjectIdentifier(other))
+        _ = try? other.finish()
     }
 }

@@ -94,15 +94,31 @@ struct PullReadAheadTests {
         // Pages after nothing, 4 and 8 applied (11 notes); the page after 12 was refused whole,
         // and the one after 16 — asked ahead — never applied.
         #expect(device.count("Note") == 11)
+        // The page after 16 was asked while the page after 12 was being applied — and its
+        // request was over when the sync threw (it is waited for, not left running).
+        #expect(probe.asked.withLock { $0 } == [nil, "4", "8", "12", "16"])
 
         // A new engine reads the cursor the failed sync saved: it goes on from the failed page.
         probe.spoiled.withLock { $0 = nil }
         probe.asked.withLock { $0 = [] }
         try await SyncEngine(store: device, transport: probe, zone: "z", options: options).sync()
         #expect(device.digest() == source.digest())
-        // (The page after 16 may have been asked once more by the first sync's read-ahead,
-        // cancelled but already on its way: the in-memory transport does not heed cancellation.)
-        #expect(probe.asked.withLock { $0 }.filter { $0 != "16" }.first == "12")
+        #expect(probe.asked.withLock { $0 }.first == "12")
+        try await device.close()
+        try await source.close()
+    }
+
+    @Test("with pullReadAhead off, nothing is asked before the page in hand is applied")
+    func readAheadOff() async throws {
+        let dir = TemporaryDirectory()
+        let (base, source) = try await filledZone(dir)
+        let probe = PageProbeTransport(base)
+        probe.spoiled.withLock { $0 = "12" }
+        var options = self.options
+        options.pullReadAhead = false
+        let device = try await Store.open(at: dir.sub("device"), schema: syncSchema, options: StoreOptions(durability: .buffered))
+        await #expect { try await SyncEngine(store: device, transport: probe, zone: "z", options: options).sync() } throws: { ($0 as? SyncError)?.code == .malformedResponse }
+        #expect(probe.asked.withLock { $0 } == [nil, "4", "8", "12"])
         try await device.close()
         try await source.close()
     }
