@@ -287,6 +287,23 @@ struct StrataSyncBench {
             letter += 1
         }
 
+        // 2a′. Row 2a again without the read-ahead (each page downloaded, then applied): what
+        // overlapping the two gains, side by side in one run.
+        do {
+            let limit = settings.pullLimits[0]
+            let zone = "push-\(settings.pushBatchSizes[0])"
+            let path = place.path("catch-up-sequential")
+            note("catch-up without read-ahead: a fresh store pulls \(zone), pullLimit \(limit)…")
+            let run = try await catchUpRun(at: path, server: server, zone: zone, pullLimit: limit, readAhead: false,
+                                           expectedCount: sourceCount, expectedDigest: sourceDigest)
+            if !settings.keep { try? FileManager.default.removeItem(atPath: path) }
+            let w = run.wire
+            note("  \(rate(run.sample.eventsPerSecond)) events/s (\(grouped(run.report.appliedEvents)) events in \(fixed(run.sample.seconds, 2)) s)")
+            report.add("2a′. row 2a with SyncOptions.pullReadAhead off: each page downloaded, then applied",
+                       "\(rate(run.sample.eventsPerSecond)) events/s (\(grouped(run.report.appliedEvents)) events in \(fixed(run.sample.seconds, 2)) s, \(grouped(w.pulls)) pulls, \(fixed(Double(w.pullNanos) / 1e9, 2)) s of them waiting for answers); count \(grouped(run.count)), digest \(run.digestMatches ? "matches" : "**differs**")",
+                       "informational (what the read-ahead gains)", "—")
+        }
+
         // 2c. The same transactions applied from memory: the client's share of a catch-up.
         let pageSize = settings.pullLimits[0]
         note("apply alone: the source store's transactions applied to a fresh store, \(pageSize) tx per applyRemote, best of 3…")

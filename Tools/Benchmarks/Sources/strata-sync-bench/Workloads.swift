@@ -283,7 +283,7 @@ struct CatchUpRun {
 }
 
 /// A fresh store at `path` pulls the whole zone with one `sync()`.
-func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit: Int,
+func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit: Int, readAhead: Bool = true,
                 expectedCount: Int, expectedDigest: String) async throws -> CatchUpRun {
     // No automatic compaction: the row measures the apply path (W3 in the Benchmarks article
     // compares it with a goal and earlier runs). With the default, a fresh store pulling 1 M
@@ -292,6 +292,7 @@ func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit:
     let store = try await openStore(path, .groupCommit, autoCompaction: .disabled)
     var options = SyncOptions()
     options.pullLimit = pullLimit
+    options.pullReadAhead = readAhead
     let counting = CountingTransport(transport(server))
     let engine = try SyncEngine(store: store, transport: counting, zone: zone, options: options)
     let serverBefore = server.cpuSeconds()
