@@ -287,21 +287,32 @@ struct StrataSyncBench {
             letter += 1
         }
 
-        // 2a′. Row 2a again without the read-ahead (each page downloaded, then applied): what
-        // overlapping the two gains, side by side in one run.
-        do {
-            let limit = settings.pullLimits[0]
+        // 2a′. Row 2a again without the read-ahead (each page downloaded, then applied), and
+        // 2d/2d′ the same pair over a slower network (20 ms more per pull, pages of 100 tx):
+        // what overlapping the download and the apply gains, side by side in one run.
+        let readAheadRows: [(label: String, limit: Int, readAhead: Bool, delay: Duration, name: String)] = [
+            ("2a′. row 2a with SyncOptions.pullReadAhead off: each page downloaded, then applied", settings.pullLimits[0], false, .zero, "sequential"),
+            ("2d. catch-up with 20 ms added to each pull (a slower network's round trip), pullLimit 100, read-ahead on", 100, true, .milliseconds(20), "slow-ahead"),
+            ("2d′. row 2d with SyncOptions.pullReadAhead off", 100, false, .milliseconds(20), "slow-sequential"),
+        ]
+        var slowAhead: Double?
+        for row in readAheadRows {
             let zone = "push-\(settings.pushBatchSizes[0])"
-            let path = place.path("catch-up-sequential")
-            note("catch-up without read-ahead: a fresh store pulls \(zone), pullLimit \(limit)…")
-            let run = try await catchUpRun(at: path, server: server, zone: zone, pullLimit: limit, readAhead: false,
+            let path = place.path("catch-up-\(row.name)")
+            note("catch-up (\(row.name)): a fresh store pulls \(zone), pullLimit \(row.limit), read-ahead \(row.readAhead ? "on" : "off"), \(row.delay) added per pull…")
+            let run = try await catchUpRun(at: path, server: server, zone: zone, pullLimit: row.limit, readAhead: row.readAhead, pullDelay: row.delay,
                                            expectedCount: sourceCount, expectedDigest: sourceDigest)
             if !settings.keep { try? FileManager.default.removeItem(atPath: path) }
             let w = run.wire
-            note("  \(rate(run.sample.eventsPerSecond)) events/s (\(grouped(run.report.appliedEvents)) events in \(fixed(run.sample.seconds, 2)) s)")
-            report.add("2a′. row 2a with SyncOptions.pullReadAhead off: each page downloaded, then applied",
-                       "\(rate(run.sample.eventsPerSecond)) events/s (\(grouped(run.report.appliedEvents)) events in \(fixed(run.sample.seconds, 2)) s, \(grouped(w.pulls)) pulls, \(fixed(Double(w.pullNanos) / 1e9, 2)) s of them waiting for answers); count \(grouped(run.count)), digest \(run.digestMatches ? "matches" : "**differs**")",
-                       "informational (what the read-ahead gains)", "—")
+            let perSecond = run.sample.eventsPerSecond
+            note("  \(rate(perSecond)) events/s (\(grouped(run.report.appliedEvents)) events in \(fixed(run.sample.seconds, 2)) s)")
+            var verdictText = "—"
+            if row.readAhead { slowAhead = perSecond } else if let slowAhead, row.delay > .zero {
+                verdictText = "2d ÷ 2d′ \(fixed(slowAhead / max(perSecond, 1), 2))×"
+            }
+            report.add(row.label,
+                       "\(rate(perSecond)) events/s (\(grouped(run.report.appliedEvents)) events in \(fixed(run.sample.seconds, 2)) s, \(grouped(w.pulls)) pulls, \(fixed(Double(w.pullNanos) / 1e9, 2)) s in them); count \(grouped(run.count)), digest \(run.digestMatches ? "matches" : "**differs**")",
+                       "informational (what the read-ahead gains)", verdictText)
         }
 
         // 2c. The same transactions applied from memory: the client's share of a catch-up.

@@ -84,7 +84,14 @@ final class CountingTransport: SyncTransport {
     let inner: any SyncTransport
     private let counts = Mutex(WireCounts())
 
-    init(_ inner: any SyncTransport) { self.inner = inner }
+    /// Added before each pull is forwarded: a round trip of a slower network than loopback
+    /// (latency only, not bandwidth), for the read-ahead rows.
+    let pullDelay: Duration
+
+    init(_ inner: any SyncTransport, pullDelay: Duration = .zero) {
+        self.inner = inner
+        self.pullDelay = pullDelay
+    }
 
     var seen: WireCounts { counts.withLock { $0 } }
 
@@ -170,6 +177,7 @@ final class CountingTransport: SyncTransport {
         let start = monotonicNanos()
         counts.withLock { if $0.firstPullStart == 0 { $0.firstPullStart = start } }
         do {
+            if pullDelay > .zero { try await Task.sleep(for: pullDelay) }
             let result = try await inner.pull(zone: zone, after: token, limit: limit, wait: wait)
             let end = monotonicNanos()
             let size = Self.framedSize(result.transactions)
@@ -283,7 +291,7 @@ struct CatchUpRun {
 }
 
 /// A fresh store at `path` pulls the whole zone with one `sync()`.
-func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit: Int, readAhead: Bool = true,
+func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit: Int, readAhead: Bool = true, pullDelay: Duration = .zero,
                 expectedCount: Int, expectedDigest: String) async throws -> CatchUpRun {
     // No automatic compaction: the row measures the apply path (W3 in the Benchmarks article
     // compares it with a goal and earlier runs). With the default, a fresh store pulling 1 M
@@ -293,7 +301,7 @@ func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit:
     var options = SyncOptions()
     options.pullLimit = pullLimit
     options.pullReadAhead = readAhead
-    let counting = CountingTransport(transport(server))
+    let counting = CountingTransport(transport(server), pullDelay: pullDelay)
     let engine = try SyncEngine(store: store, transport: counting, zone: zone, options: options)
     let serverBefore = server.cpuSeconds()
     let writtenBefore = server.writtenBytes()
