@@ -1,0 +1,86 @@
+import StrataLog
+
+/// The fingerprints of a transaction's events, for the history digests (``HistoryDigests``).
+///
+/// An event's fingerprint is taken over a canonical encoding of what it *is*, not over the bytes
+/// that carried it: a device's log and a server's zone hold the same event in records that group
+/// and number it differently (a name table per transaction, HLCs as deltas, other events beside
+/// it). The canonical encoding (version 1):
+///
+/// - `1` (a byte: the encoding's version), the replica (16 bytes), the sequence (8 bytes,
+///   little-endian), the HLC (8 bytes), the kind (a byte, as in the event codec);
+/// - insert and update: the entity name, the object (16 bytes), the number of fields (varint),
+///   then each field — name, value (the event codec's value encoding) — in the UTF-8 byte order
+///   of the names;
+/// - delete: the entity name and the object;
+/// - add: the entity name, the object, the relationship name, the target;
+/// - remove: those four, then the adds it removes (replica, sequence), sorted;
+/// - schema: the schema's JSON with sorted keys.
+///
+/// Names are length-prefixed UTF-8. A withheld event (the server left its content out of a
+/// pull) has no fingerprint: its holder does not know what it says.
+extension DecodedTransaction {
+    /// Each event's sequence and fingerprint, in the transaction's order (withheld ones left
+    /// out).
+    package func fingerprints() -> [(sequence: UInt64, fingerprint: Fingerprint)] {
+        var result: [(sequence: UInt64, fingerprint: Fingerprint)] = []
+        result.reserveCapacity(events.count)
+        var w = ByteWriter(capacity: 256)
+        for (index, event) in events.enumerated() where event.kind != .withheld {
+            let sequence = firstSequence + UInt64(index)
+            w.bytes.removeAll(keepingCapacity: true)
+            canonical(event, sequence: sequence, into: &w)
+            result.append((sequence, Fingerprint(of: w.bytes)))
+        }
+        return result
+    }
+
+    private func name(_ index: Int32) -> String {
+        names.indices.contains(Int(index)) ? names[Int(index)] : ""
+    }
+
+    private func canonical(_ e: RawEvent, sequence: UInt64, into w: inout ByteWriter) {
+        w.u8(1)
+        w.id(replica)
+        w.u64(sequence)
+        w.u64(e.hlc)
+        w.u8(e.kind.rawValue)
+        switch e.kind {
+        case .insert, .update:
+            w.string(name(e.entity))
+            w.id(e.object)
+            let start = Int(e.start)
+            let end = min(fields.count, start + Int(e.count))
+            let own = start < end ? fields[start..<end].sorted { name($0.name).utf8.lexicographicallyPrecedes(name($1.name).utf8) } : []
+            w.varint(UInt64(own.count))
+            for field in own {
+                w.string(name(field.name))
+                EventCodec.writeValue(field.value, into: &w)
+            }
+        case .delete:
+            w.string(name(e.entity))
+            w.id(e.object)
+        case .add, .remove:
+            w.string(name(e.entity))
+            w.id(e.object)
+            w.string(name(e.relationship))
+            w.id(e.target)
+            if e.kind == .remove {
+                let start = Int(e.start)
+                let end = min(adds.count, start + Int(e.count))
+                let removed = (start < end ? Array(adds[start..<end]) : []).map { add -> (ReplicaID, UInt64) in
+                    (replicas.indices.contains(Int(add.replica)) ? replicas[Int(add.replica)] : ReplicaID(rawValue: 0), add.sequence)
+                }.sorted { ($0.0, $0.1) < ($1.0, $1.1) }
+                w.varint(UInt64(removed.count))
+                for (replica, sequence) in removed {
+                    w.id(replica)
+                    w.u64(sequence)
+                }
+            }
+        case .schema:
+            if schemas.indices.contains(Int(e.start)) { w.lengthPrefixed(Array(schemas[Int(e.start)].jsonData())) }
+        case .withheld:
+            break
+        }
+    }
+}

@@ -1,0 +1,58 @@
+/// A side's history by content: for each replica, the events it holds with their content
+/// (``SequenceDigests``). What it holds *without* content — events folded into a snapshot or
+/// into an adopted state, or withheld by a download mask — is not in it: those are compared by
+/// which sequences were applied (a projection's applied sets) and by the state they left.
+public struct HistoryDigests: Sendable {
+    public private(set) var replicas: [ReplicaID: SequenceDigests] = [:]
+
+    public init(replicas: [ReplicaID: SequenceDigests] = [:]) {
+        self.replicas = replicas
+    }
+
+    /// Collects fingerprints transaction by transaction, then sorts them once.
+    package struct Builder {
+        private var pairs: [ReplicaID: [(sequence: UInt64, fingerprint: Fingerprint)]] = [:]
+
+        package init() {}
+
+        package mutating func add(_ transaction: DecodedTransaction) {
+            let fingerprints = transaction.fingerprints()
+            guard !fingerprints.isEmpty else { return }
+            pairs[transaction.replica, default: []].append(contentsOf: fingerprints)
+        }
+
+        package func finish() -> HistoryDigests {
+            HistoryDigests(replicas: pairs.mapValues(SequenceDigests.init))
+        }
+    }
+
+    /// Every replica's held ranges (the first question of a bisection).
+    public var contentRanges: [ReplicaID: [Range<UInt64>]] { replicas.mapValues(\.ranges) }
+}
+
+/// One side of a digest comparison: a store's ``HistoryDigests`` here, a server's zone across
+/// the network. Each call is one round trip of a remote bisection.
+public protocol HistoryDigestSource: Sendable {
+    /// Per replica, the sequence ranges whose events this side holds with their content.
+    func contentRanges() async throws -> [ReplicaID: [Range<UInt64>]]
+    /// The answer to one step of a bisection.
+    func answer(_ request: DigestBisection.Request) async throws -> DigestBisection.Answer
+}
+
+extension HistoryDigests: HistoryDigestSource {
+    public func contentRanges() async throws -> [ReplicaID: [Range<UInt64>]] { contentRanges }
+
+    public func answer(_ request: DigestBisection.Request) async throws -> DigestBisection.Answer {
+        answerNow(request)
+    }
+
+    /// The answer to `request`, at once (the other side is in this process).
+    public func answerNow(_ request: DigestBisection.Request) -> DigestBisection.Answer {
+        switch request {
+        case .digests(let replica, let pieces):
+            .digests(pieces.map { replicas[replica]?.digest($0) ?? .zero })
+        case .fingerprints(let replica, let ranges):
+            .fingerprints(replicas[replica]?.fingerprints(in: ranges) ?? [])
+        }
+    }
+}

@@ -1,0 +1,136 @@
+/// The events of one replica that a side holds with their content, by sequence: the sorted
+/// sequences and the prefix sums of their fingerprints, so that the digest of any set of
+/// sequence ranges costs two binary searches per range (32 bytes an event).
+public struct SequenceDigests: Sendable {
+    /// Sorted, each once.
+    public private(set) var sequences: [UInt64] = []
+    /// `prefix[i]`: the digest of the first `i` events (`prefix.count == sequences.count + 1`).
+    private var prefix: [DigestSum] = [.zero]
+
+    /// From `(sequence, fingerprint)` pairs in any order. A sequence given twice keeps its first
+    /// fingerprint: a projection applies an event once, the first time it arrives.
+    package init(_ pairs: [(sequence: UInt64, fingerprint: Fingerprint)]) {
+        let order = pairs.indices.sorted { (pairs[$0].sequence, $0) < (pairs[$1].sequence, $1) }
+        sequences.reserveCapacity(pairs.count)
+        prefix.reserveCapacity(pairs.count + 1)
+        var sum = DigestSum.zero
+        for i in order {
+            let pair = pairs[i]
+            if let last = sequences.last, last == pair.sequence { continue }
+            sequences.append(pair.sequence)
+            sum.add(pair.fingerprint)
+            prefix.append(sum)
+        }
+    }
+
+    public var count: Int { sequences.count }
+
+    /// The sequences held, as maximal runs.
+    public var ranges: [Range<UInt64>] {
+        var runs: [Range<UInt64>] = []
+        var start: UInt64?
+        var end: UInt64 = 0
+        for s in sequences {
+            if let first = start, s == end {
+                end = s + 1
+                start = first
+            } else {
+                if let first = start { runs.append(first..<end) }
+                start = s
+                end = s + 1
+            }
+        }
+        if let first = start { runs.append(first..<end) }
+        return runs
+    }
+
+    /// The digest of the events held in `ranges`.
+    public func digest(_ ranges: [Range<UInt64>]) -> DigestSum {
+        var sum = DigestSum.zero
+        for range in ranges {
+            sum = sum + (prefix[index(of: range.upperBound)] - prefix[index(of: range.lowerBound)])
+        }
+        return sum
+    }
+
+    /// Each held event's fingerprint in `ranges`, in sequence order.
+    public func fingerprints(in ranges: [Range<UInt64>]) -> [SequenceFingerprint] {
+        var result: [SequenceFingerprint] = []
+        for range in ranges {
+            for i in index(of: range.lowerBound)..<index(of: range.upperBound) {
+                let one = prefix[i + 1] - prefix[i]
+                result.append(SequenceFingerprint(sequence: sequences[i], fingerprint: Fingerprint(high: one.high, low: one.low)))
+            }
+        }
+        return result
+    }
+
+    /// The index of the first held sequence ≥ `sequence`.
+    private func index(of sequence: UInt64) -> Int {
+        var low = 0
+        var high = sequences.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sequences[mid] < sequence { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+}
+
+/// One event's sequence and fingerprint.
+public struct SequenceFingerprint: Hashable, Sendable, Codable {
+    public var sequence: UInt64
+    public var fingerprint: Fingerprint
+
+    public init(sequence: UInt64, fingerprint: Fingerprint) {
+        self.sequence = sequence
+        self.fingerprint = fingerprint
+    }
+}
+
+/// Sets of sequences as sorted, disjoint ranges.
+package enum SequenceRangeSet {
+    /// The sequences in both `a` and `b` (each sorted and disjoint).
+    package static func intersection(_ a: [Range<UInt64>], _ b: [Range<UInt64>]) -> [Range<UInt64>] {
+        var result: [Range<UInt64>] = []
+        var i = 0
+        var j = 0
+        while i < a.count && j < b.count {
+            let low = max(a[i].lowerBound, b[j].lowerBound)
+            let high = min(a[i].upperBound, b[j].upperBound)
+            if low < high { result.append(low..<high) }
+            if a[i].upperBound < b[j].upperBound { i += 1 } else { j += 1 }
+        }
+        return result
+    }
+
+    package static func count(_ ranges: [Range<UInt64>]) -> UInt64 {
+        ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) }
+    }
+
+    /// `ranges` cut into at most `pieces` consecutive parts of about equal numbers of sequences.
+    package static func split(_ ranges: [Range<UInt64>], into pieces: Int) -> [[Range<UInt64>]] {
+        let total = count(ranges)
+        guard pieces > 1, total > 1 else { return [ranges] }
+        let size = (total + UInt64(pieces) - 1) / UInt64(pieces)
+        var result: [[Range<UInt64>]] = []
+        var current: [Range<UInt64>] = []
+        var room = size
+        for range in ranges {
+            var low = range.lowerBound
+            while low < range.upperBound {
+                let take = min(room, range.upperBound - low)
+                current.append(low..<low + take)
+                low += take
+                room -= take
+                if room == 0 {
+                    result.append(current)
+                    current = []
+                    room = size
+                }
+            }
+        }
+        if !current.isEmpty { result.append(current) }
+        return result
+    }
+}
