@@ -45,6 +45,27 @@ struct HistoryDigestTests {
         #expect(try fingerprints([TransactionRecord(replica: replica, events: [restamped])])[5] != together[5])
     }
 
+    @Test("The fingerprint's canonical encoding is the one the event format article documents (pinned)")
+    func documentedEncoding() throws {
+        let object = ObjectID(rawValue: 0x0102_0304_0506_0708_090A_0B0C_0D0E_0F10)
+        let event = Event(id: EventID(replica: replica, sequence: 9), hlc: HLC(rawValue: 0x1234),
+                          change: .insert(entity: "Task", object: object, fields: ["title": .string("hi"), "done": .bool(true)]))
+        let computed = try fingerprints([TransactionRecord(replica: replica, events: [event])])[9]
+        // By the table: version, replica (big-endian), sequence and HLC (little-endian), kind,
+        // entity, object, field count, fields in name order ("done" < "title").
+        var bytes: [UInt8] = [1]
+        bytes += withUnsafeBytes(of: UInt64(0).bigEndian, Array.init) + withUnsafeBytes(of: UInt64(0xA11CE).bigEndian, Array.init)
+        bytes += withUnsafeBytes(of: UInt64(9).littleEndian, Array.init) + withUnsafeBytes(of: UInt64(0x1234).littleEndian, Array.init)
+        bytes += [1, 4] + Array("Task".utf8)
+        bytes += (1...16).map(UInt8.init)
+        bytes += [2]
+        bytes += [4] + Array("done".utf8) + [5]  // tag boolTrue
+        bytes += [5] + Array("title".utf8) + [1, 2] + Array("hi".utf8)  // tag string, length, UTF-8
+        #expect(computed == Fingerprint(of: bytes))
+        // The format is forever: this value (checked with Python's hashlib) never changes for version 1.
+        #expect(computed?.description == "55629822e7c6bfec80a578309f8dc9fd")
+    }
+
     /// Two sides' fingerprints, mostly equal: some changed, some held by one side only.
     private struct Pair {
         var a: [ReplicaID: [UInt64: Fingerprint]] = [:]

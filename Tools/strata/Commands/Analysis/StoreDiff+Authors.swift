@@ -16,6 +16,12 @@ extension StoreDiff {
         firstDivergent = firstDivergent.map(attributed)
         onlyInA = onlyInA.map(attributed)
         onlyInB = onlyInB.map(attributed)
+        for i in differingEvents.indices {
+            let user = authors.user(differingEvents[i].replica)
+            differingEvents[i].user = user
+            differingEvents[i].a?.user = user
+            differingEvents[i].b?.user = user
+        }
         func attributed(_ blame: Blame?) -> Blame? {
             guard var blame else { return nil }
             blame.user = authors.user(blame.replica)

@@ -57,7 +57,7 @@ extension StoreDiff {
         .user { color: #555; font-style: italic; }
         </style></head><body>
         <h1>strata diff</h1>
-        <p class="verdict">\(equal ? "Equal: the same events and the same objects." : "Diverged: \(onlyInACount) event(s) only in A, \(onlyInBCount) only in B, \(objects.count) object(s) differ.")</p>
+        <p class="verdict">\(equal ? "Equal: the same events and the same objects." : "Diverged: \(onlyInACount) event(s) only in A, \(onlyInBCount) only in B, \(differingEvents.count) in both with different content, \(objects.count) object(s) differ.")</p>
         <p>A: <code>\(esc(a.store))</code> (replica <code>\(esc(String(a.replica.prefix(8))))</code>\(a.user.map { " by \(esc($0))" } ?? ""), \(a.eventsApplied) events\(a.digest.map { ", digest <code>\(esc(String($0.prefix(16))))</code>" } ?? ""))<br>
         B: <code>\(esc(b.store))</code> (replica <code>\(esc(String(b.replica.prefix(8))))</code>\(b.user.map { " by \(esc($0))" } ?? ""), \(b.eventsApplied) events\(b.digest.map { ", digest <code>\(esc(String($0.prefix(16))))</code>" } ?? ""))</p>
         \(firstDivergent.map { "<p><b>First divergent event</b> (earliest in merge order): \(esc(Self.describe($0)))</p>" } ?? "")

@@ -17,7 +17,10 @@ extension StoreDiff {
             lines.append("  \(Self.replica(r.replica, r.user))  A \(r.inA)  B \(r.inB)\(marks)")
         }
         lines.append("")
-        lines.append("events only in A: \(onlyInACount), only in B: \(onlyInBCount)")
+        lines.append("events only in A: \(onlyInACount), only in B: \(onlyInBCount), in both with different content: \(differingEvents.count)\(differingTruncated ? "+" : "")")
+        if let digests = digestComparison {
+            lines.append("events both hold compared by digests: \(digests.compared) in \(digests.rounds) rounds, \(digests.bytes) bytes")
+        }
         if let first = firstDivergent {
             lines.append("first divergent event (earliest in merge order): \(Self.describe(first))")
         }
@@ -25,6 +28,15 @@ extension StoreDiff {
             lines.append("\(label):")
             for missing in list.prefix(20) { lines.append("  " + Self.describe(missing)) }
             if count > 20 { lines.append("  … \(count - 20) more (--json lists \(list.count))") }
+        }
+        if !differingEvents.isEmpty {
+            lines.append("in both with different content (same replica and sequence, two events):")
+            for event in differingEvents.prefix(20) {
+                lines.append("  \(Self.event(event.replica, event.sequence, event.user))")
+                lines.append("    A: \(event.a.map { "#\($0.position.map(String.init) ?? "-"), \($0.time): \($0.textDetail)" } ?? "(not in A's log)")")
+                lines.append("    B: \(event.b.map { "#\($0.position.map(String.init) ?? "-"), \($0.time): \($0.textDetail)" } ?? "(not in B's log)")")
+            }
+            if differingEvents.count > 20 { lines.append("  … \(differingEvents.count - 20) more (--json lists them)") }
         }
         lines.append("")
         if objects.isEmpty {
@@ -50,7 +62,7 @@ extension StoreDiff {
     }
 
     static func describe(_ missing: MissingEvent) -> String {
-        let holder = missing.heldBy.uppercased()
+        let holder = missing.heldBy == "both" ? "both (with different content; A's shown)" : missing.heldBy.uppercased()
         guard let event = missing.event else {
             return "\(Self.event(missing.replica, missing.sequence, missing.user)) (in \(holder)'s snapshot)"
         }

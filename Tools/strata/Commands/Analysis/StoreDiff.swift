@@ -33,7 +33,8 @@ struct StoreDiff: Codable, Sendable {
     }
     /// An event one store holds and the other lacks.
     struct MissingEvent: Codable, Sendable {
-        /// "a" or "b": the store that has it.
+        /// "a" or "b": the store that has it; "both" for an event both hold with different
+        /// content (``StoreDiff/differingEvents``; `event` is then A's).
         var heldBy: String
         var replica: String
         var user: String? = nil
@@ -77,6 +78,24 @@ struct StoreDiff: Codable, Sendable {
         var fields: [FieldDiff]
         var members: [MemberDiff]
     }
+    /// An event both stores hold with different content: one replica ID and sequence, two events
+    /// (a store copied and both copies written, a value changed after it was written).
+    struct DifferingEvent: Codable, Sendable {
+        var replica: String
+        var user: String? = nil
+        var sequence: UInt64
+        /// Each side's event, when its log still has it.
+        var a: EventDescription?
+        var b: EventDescription?
+    }
+    /// How the events both hold were compared: by digests of sequence ranges, descending only
+    /// where they differ (what a device and a server exchange to compare remotely).
+    struct DigestComparison: Codable, Sendable {
+        var rounds: Int
+        var bytes: Int
+        /// Events both hold with content, compared.
+        var compared: UInt64
+    }
     struct TimelineEntry: Codable, Sendable {
         var position: UInt64
         var stored: String
@@ -97,6 +116,11 @@ struct StoreDiff: Codable, Sendable {
     var onlyInACount: UInt64
     var onlyInBCount: UInt64
     var firstDivergent: MissingEvent?
+    /// Events both hold with different content, in replica and sequence order (at most `limit`
+    /// per replica, each replica's earliest among them).
+    var differingEvents: [DifferingEvent] = []
+    var differingTruncated = false
+    var digestComparison: DigestComparison?
     /// The events only one side has, the first `limit` of each side in replica and sequence order.
     var onlyInA: [MissingEvent]
     var onlyInB: [MissingEvent]
@@ -115,9 +139,15 @@ struct StoreDiff: Codable, Sendable {
         let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
         // Both rebuilds at once: they are independent, and this machine has the cores.
         let results = Slots<Result<LoadedStore, any Error>>()
+        let digests = Slots<HistoryDigests>()
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             do {
-                results.set(i, .success(try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i)))
+                var builder = HistoryDigests.Builder()
+                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i) { entry, header, applied in
+                    try Self.fingerprint(entry, header: header, applied: applied, files: files[i], into: &builder)
+                }
+                digests.set(i, builder.finish())
+                results.set(i, .success(loaded))
             } catch {
                 results.set(i, .failure(error))
             }
@@ -127,7 +157,8 @@ struct StoreDiff: Codable, Sendable {
         let sideA = try resultA.get()
         let sideB = try resultB.get()
         let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.directory): \($0)" } }
-        var diff = try compare(sideA, sideB, limit: limit, timelineWindow: timelineWindow, full: full, progress: progress)
+        var diff = try compare(sideA, sideB, digests: (digests.get(0), digests.get(1)), limit: limit, timelineWindow: timelineWindow,
+                               full: full, progress: progress)
         // Either store may have learned a replica's user from the server.
         let authors = Authors(ofStoreAt: pathA).merged(with: Authors(ofStoreAt: pathB))
         diff.attribute(authors)
@@ -135,7 +166,19 @@ struct StoreDiff: Codable, Sendable {
         return diff
     }
 
-    static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, limit: Int, timelineWindow: Int, full: Bool, progress: Progress?) throws -> StoreDiff {
+    /// Adds the fingerprints of a log entry's events to `builder`: every entry whose events are
+    /// part of the store's history, including those a snapshot also covers (their content is
+    /// still here); not a transaction a fork abandoned, not an adoption record (no events).
+    static func fingerprint(_ entry: HistoryEntry, header: TransactionHeader, applied: Bool, files: StoreFiles,
+                            into builder: inout HistoryDigests.Builder) throws {
+        if !applied && files.storeIdentity?.isAbandoned(header: header, position: entry.position) ?? false { return }
+        if AdoptionRecord.isAdoption(entry.payload) { return }
+        guard let decoded = try? EventCodec.decodeRaw(entry.payload, position: entry.position) else { return }
+        builder.add(decoded)
+    }
+
+    static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, digests: (HistoryDigests?, HistoryDigests?) = (nil, nil),
+                        limit: Int, timelineWindow: Int, full: Bool, progress: Progress?) throws -> StoreDiff {
         let a = sideA.projection
         let b = sideB.projection
         progress?.phase("comparing")
@@ -161,6 +204,22 @@ struct StoreDiff: Codable, Sendable {
         let onlyInACount = missing.filter { $0.heldBy == 0 }.reduce(0) { $0 + $1.ranges.count }
         let onlyInBCount = missing.filter { $0.heldBy == 1 }.reduce(0) { $0 + $1.ranges.count }
 
+        // 1b. The events both hold with content: compared by digests of sequence ranges.
+        var differing: [EventID] = []
+        var differingTruncated = false
+        var digestComparison: DigestComparison?
+        if let digestsA = digests.0, let digestsB = digests.1 {
+            let outcome = try DigestBisection.compare(digestsA, with: digestsB, limit: limit)
+            differing = outcome.differing
+            differingTruncated = outcome.truncated
+            let compared = digestsA.replicas.reduce(UInt64(0)) { sum, item in
+                guard let other = digestsB.replicas[item.key] else { return sum }
+                return sum + SequenceRangeSet.count(SequenceRangeSet.intersection(item.value.ranges, other.ranges))
+            }
+            digestComparison = DigestComparison(rounds: outcome.rounds, bytes: outcome.bytesExchanged, compared: compared)
+        }
+        let differingSet = Set(differing)
+
         // 2. The events to describe: the first `limit` missing on each side (a replica's first
         // missing event is always among them: it is that replica's earliest, its clock being
         // monotonic), found in the holder's log by the index.
@@ -182,6 +241,8 @@ struct StoreDiff: Codable, Sendable {
             let total = lists.reduce(UInt64(0)) { $0 + $1.ranges.count }
             if UInt64(chosen.count) < total { allDescribed = false }
             if total > UInt64(limit) { truncated = true }
+            // Both sides' versions of an event whose content differs.
+            chosen.formUnion(differing)
             wanted[side] = chosen.sorted()
         }
 
@@ -197,7 +258,10 @@ struct StoreDiff: Codable, Sendable {
             for entry in index.entries {
                 let set = replicaSets[entry.replica] ?? other[index.replica(of: entry)]
                 replicaSets[entry.replica] = set
-                let lacks = entry.count > 0 && (0..<entry.count).contains { !(set?.contains(entry.firstSequence + $0) ?? false) }
+                let replica = index.replica(of: entry)
+                let lacks = entry.count > 0 && (0..<entry.count).contains { k in
+                    !(set?.contains(entry.firstSequence + k) ?? false) || differingSet.contains(EventID(replica: replica, sequence: entry.firstSequence + k))
+                }
                 if lacks {
                     missingEntries[side].insert(entry.position)
                     if divergencePositions[side] == nil { divergencePositions[side] = entry.position }
@@ -253,13 +317,17 @@ struct StoreDiff: Codable, Sendable {
             }
             return MissingEvent(heldBy: side == 0 ? "a" : "b", replica: id.replica.description, sequence: id.sequence, event: description)
         }
-        let describedA = wanted[0].sorted().map { describe($0, side: 0) }
-        let describedB = wanted[1].sorted().map { describe($0, side: 1) }
+        let describedA = wanted[0].filter { !differingSet.contains($0) }.map { describe($0, side: 0) }
+        let describedB = wanted[1].filter { !differingSet.contains($0) }.map { describe($0, side: 1) }
+        let differingEvents = differing.map { id in
+            DifferingEvent(replica: id.replica.description, sequence: id.sequence, a: describe(id, side: 0).event, b: describe(id, side: 1).event)
+        }
+        let describedBoth = differingEvents.map { MissingEvent(heldBy: "both", replica: $0.replica, sequence: $0.sequence, event: $0.a ?? $0.b) }
         // The first divergent event: the earliest in the merge order (HLC, then replica).
-        let firstDivergent = (describedA + describedB).filter { $0.event != nil }.min { x, y in
+        let firstDivergent = (describedA + describedB + describedBoth).filter { $0.event != nil }.min { x, y in
             guard let ex = x.event, let ey = y.event else { return false }
             return (ex.hlc, ex.replica) < (ey.hlc, ey.replica)
-        } ?? (describedA + describedB).first
+        } ?? (describedA + describedB + describedBoth).first
 
         // 5. The objects and fields that differ, and who set each side's value.
         var objects: [ObjectDiff] = []
@@ -283,9 +351,11 @@ struct StoreDiff: Codable, Sendable {
             digestA = computed.get(0)
             digestB = computed.get(1)
         }
-        if !(sameEvents && digestA == digestB) {
+        if !(sameEvents && digestA == digestB && differing.isEmpty) {
             let ids = full ? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
-                : Self.reachable(from: describedA + describedB, complete: allDescribed && !sameEvents, a: a, b: b)
+                : Self.reachable(from: describedA + describedB + differingEvents.flatMap { [$0.a, $0.b].compactMap { $0 } }.map {
+                    MissingEvent(heldBy: "both", replica: $0.replica, sequence: $0.sequence, event: $0)
+                }, complete: allDescribed && !sameEvents && !differingTruncated, a: a, b: b)
                     ?? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
             for id in ids {
                 let objectA = a.object(id)
@@ -351,8 +421,9 @@ struct StoreDiff: Codable, Sendable {
                  eventsApplied: loaded.projection.eventCount, digest: digest, snapshot: loaded.base?.name)
         }
         return StoreDiff(a: side(sideA, digest: digestA), b: side(sideB, digest: digestB),
-                         equal: sameEvents && objects.isEmpty && digestA == digestB,
+                         equal: sameEvents && objects.isEmpty && digestA == digestB && differing.isEmpty,
                          replicas: seen, onlyInACount: onlyInACount, onlyInBCount: onlyInBCount, firstDivergent: firstDivergent,
+                         differingEvents: differingEvents, differingTruncated: differingTruncated, digestComparison: digestComparison,
                          onlyInA: Self.listed(describedA, limit: limit), onlyInB: Self.listed(describedB, limit: limit), objects: objects,
                          timelineA: timeline(0), timelineB: timeline(1), truncated: truncated)
     }
