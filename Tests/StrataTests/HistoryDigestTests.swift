@@ -156,6 +156,13 @@ struct HistoryDigestTests {
         #expect(outcome.differing == [EventID(replica: replica, sequence: 123_458)])
         #expect(outcome.rounds <= 6, "rounds: \(outcome.rounds)")
         #expect(outcome.bytesExchanged < 4 * 1024, "bytes: \(outcome.bytesExchanged)")
+        // Several replicas are bisected side by side: four replicas take no more rounds than one.
+        let four = (0..<4).map { ReplicaID(rawValue: UInt128($0 + 1)) }
+        let fourA = HistoryDigests(replicas: Dictionary(uniqueKeysWithValues: four.map { ($0, SequenceDigests(pairs)) }))
+        let fourB = HistoryDigests(replicas: Dictionary(uniqueKeysWithValues: four.map { ($0, SequenceDigests(changed)) }))
+        let parallel = try DigestBisection.compare(fourA, with: fourB)
+        #expect(parallel.differing == four.map { EventID(replica: $0, sequence: 123_458) })
+        #expect(parallel.rounds == outcome.rounds)
         // Equal sides: one round for the held ranges, one for the root digest.
         let same = try DigestBisection.compare(a, with: a)
         #expect(same.differing.isEmpty && same.rounds == 2)
@@ -165,12 +172,14 @@ struct HistoryDigestTests {
     func refusesBadAnswers() throws {
         let a = HistoryDigests(replicas: [replica: SequenceDigests((1...500).map { (UInt64($0), Fingerprint(high: 0, low: UInt64($0))) })])
         var bisection = DigestBisection(local: a, remoteRanges: [replica: [1..<501]])
-        guard case .digests(_, let pieces)? = bisection.nextRequest() else {
-            Issue.record("the first question is not for digests")
+        let requests = bisection.nextRequests()
+        guard case .digests(_, let pieces)? = requests.first, requests.count == 1 else {
+            Issue.record("the first round is not one question for digests: \(requests)")
             return
         }
         #expect(pieces.count == 1)
-        #expect(throws: StoreError.self) { try bisection.receive(.digests([])) }
-        #expect(throws: StoreError.self) { try bisection.receive(.fingerprints([])) }
+        #expect(throws: StoreError.self) { try bisection.receive([.digests([])]) }
+        #expect(throws: StoreError.self) { try bisection.receive([.fingerprints([])]) }
+        #expect(throws: StoreError.self) { try bisection.receive([]) }
     }
 }

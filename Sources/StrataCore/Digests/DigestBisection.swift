@@ -7,7 +7,8 @@
 /// range of at most `leafSize` events is compared event by event. With one differing event among
 /// n, that is about log_fanOut(n / leafSize) + 2 round trips and a few kilobytes, whatever n is.
 ///
-/// A state machine — ``nextRequest()``, then ``receive(_:)`` with the other side's answer — so
+/// Every replica is compared at once: a round asks one question per replica still differing.
+/// A state machine — ``nextRequests()``, then ``receive(_:)`` with the other side's answers — so
 /// that one algorithm serves another store in this process (``compare(_:with:)``) and a server
 /// across the network (``run(local:remote:fanOut:leafSize:limit:)``).
 public struct DigestBisection: Sendable {
@@ -37,131 +38,153 @@ public struct DigestBisection: Sendable {
         public var bytesExchanged = 0
     }
 
-    private let local: HistoryDigests
+    /// One replica's comparison: the pieces of the level being asked about, the events found.
+    private struct ReplicaState: Sendable {
+        let replica: ReplicaID
+        let mine: SequenceDigests
+        /// Pieces whose digests are wanted next, and ranges whose fingerprints are.
+        var inner: [[Range<UInt64>]]
+        var leaves: [Range<UInt64>] = []
+        /// Pieces cut from those whose digests differed: the next level.
+        var next: [[Range<UInt64>]] = []
+        var found: [UInt64] = []
+        /// Whether pieces were left unexplored once `limit` events were found.
+        var cut = false
+        var done = false
+        /// What the last request asked (to check the answer against it).
+        var asked: Request?
+    }
+
     private let fanOut: Int
     private let leafSize: Int
     private let limit: Int
-    /// The replicas still to compare, each with the ranges both sides hold.
-    private var queue: [(ReplicaID, [Range<UInt64>])]
-    private var current: ReplicaID?
-    private var frontier: [[Range<UInt64>]] = []
-    private var next: [[Range<UInt64>]] = []
-    private var inner: [[Range<UInt64>]] = []
-    private var leaves: [Range<UInt64>] = []
-    private var found: [UInt64] = []
-    /// Whether pieces were left unexplored once `limit` events were found.
-    private var cut = false
+    private var states: [ReplicaState]
+    /// The states the last ``nextRequests()`` asked about, in its order.
+    private var askedStates: [Int] = []
     public private(set) var outcome = Outcome()
 
     /// - Parameter remoteRanges: what the other side answered to ``HistoryDigestSource/contentRanges()``.
     public init(local: HistoryDigests, remoteRanges: [ReplicaID: [Range<UInt64>]], fanOut: Int = 16, leafSize: Int = 64, limit: Int = 100) {
-        self.local = local
         self.fanOut = max(2, fanOut)
         self.leafSize = max(1, leafSize)
         self.limit = max(1, limit)
         outcome.bytesExchanged = 16 + remoteRanges.reduce(0) { $0 + 16 + 16 * $1.value.count }
-        queue = local.replicas.keys.sorted().compactMap { replica in
+        states = local.replicas.keys.sorted().compactMap { replica in
             guard let mine = local.replicas[replica], let theirs = remoteRanges[replica] else { return nil }
             let shared = SequenceRangeSet.intersection(mine.ranges, theirs)
-            return shared.isEmpty ? nil : (replica, shared)
-        }
-        queue.reverse()  // popped from the end: lowest replica first
-    }
-
-    /// The next question, or `nil` when the comparison is done (see ``outcome``).
-    public mutating func nextRequest() -> Request? {
-        while true {
-            if let replica = current {
-                if !inner.isEmpty { return .digests(replica, pieces: inner) }
-                if !leaves.isEmpty { return .fingerprints(replica, ranges: leaves) }
-                // A level done: the pieces cut from those whose digests differed are the next one.
-                // Once `limit` events are found, a piece after the limit-th cannot hold an
-                // earlier one: it is left (the list may be longer than shown).
-                frontier = next
-                next = []
-                found.sort()
-                if found.count >= limit {
-                    let bound = found[limit - 1]
-                    let before = frontier.count
-                    frontier = frontier.filter { ($0.first?.lowerBound ?? .max) < bound }
-                    if frontier.count < before { cut = true }
-                }
-                if frontier.isEmpty {
-                    finish(replica)
-                    continue
-                }
-                inner = frontier
-                frontier = []
-            } else {
-                guard let (replica, shared) = queue.popLast() else { return nil }
-                current = replica
-                next = [shared]
-            }
+            return shared.isEmpty ? nil : ReplicaState(replica: replica, mine: mine, inner: [shared])
         }
     }
 
-    /// Takes the other side's answer to the request ``nextRequest()`` gave last.
+    /// The next round's questions, one for each replica still being compared (empty when the
+    /// comparison is done: see ``outcome``).
+    public mutating func nextRequests() -> [Request] {
+        askedStates = []
+        var requests: [Request] = []
+        for i in states.indices where !states[i].done {
+            var state = states[i]
+            let request = advance(&state)
+            state.asked = request
+            states[i] = state
+            guard let request else { continue }
+            askedStates.append(i)
+            requests.append(request)
+        }
+        return requests
+    }
+
+    /// Takes the other side's answers to the questions ``nextRequests()`` gave last, in order.
     ///
-    /// - Throws: ``StoreError/Code/corruptEvent`` when the answer does not fit the request.
-    public mutating func receive(_ answer: Answer) throws {
-        guard let replica = current, let mine = local.replicas[replica] else {
-            throw StoreError(.corruptEvent, "a digest answer arrived with no question asked")
+    /// - Throws: ``StoreError/Code/corruptEvent`` when the answers do not fit the questions.
+    public mutating func receive(_ answers: [Answer]) throws {
+        guard answers.count == askedStates.count, !askedStates.isEmpty else {
+            throw StoreError(.corruptEvent, "the other side gave \(answers.count) answers to \(askedStates.count) digest questions")
         }
         outcome.rounds += 1
-        switch answer {
-        case .digests(let sums):
-            guard !inner.isEmpty, sums.count == inner.count else {
-                throw StoreError(.corruptEvent, "the other side answered \(sums.count) digests for \(inner.count) ranges of replica \(replica)")
-            }
-            outcome.bytesExchanged += 16 + inner.reduce(0) { $0 + 16 * $1.count } + 24 * sums.count
-            for (piece, sum) in zip(inner, sums) where sum != mine.digest(piece) {
-                if SequenceRangeSet.count(piece) <= UInt64(leafSize) {
-                    leaves.append(contentsOf: piece)
-                } else {
-                    next.append(contentsOf: SequenceRangeSet.split(piece, into: fanOut))
-                }
-            }
-            inner = []
-        case .fingerprints(let theirs):
-            guard !leaves.isEmpty, inner.isEmpty else {
-                throw StoreError(.corruptEvent, "the other side answered fingerprints no one asked for (replica \(replica))")
-            }
-            outcome.bytesExchanged += 16 + 16 * leaves.count + 24 * theirs.count
-            var byID: [UInt64: Fingerprint] = [:]
-            for one in theirs where byID[one.sequence] == nil { byID[one.sequence] = one.fingerprint }
-            for own in mine.fingerprints(in: leaves) where byID[own.sequence] != own.fingerprint {
-                found.append(own.sequence)
-            }
-            leaves = []
+        for (i, answer) in zip(askedStates, answers) {
+            var state = states[i]
+            try receive(answer, into: &state)
+            states[i] = state
         }
+        askedStates = []
     }
 
-    private mutating func finish(_ replica: ReplicaID) {
-        found.sort()
-        if found.count > limit {
-            found.removeLast(found.count - limit)
-            cut = true
+    /// The request of a replica's next step, or `nil` once it is done.
+    private mutating func advance(_ s: inout ReplicaState) -> Request? {
+        if !s.inner.isEmpty { return .digests(s.replica, pieces: s.inner) }
+        if !s.leaves.isEmpty { return .fingerprints(s.replica, ranges: s.leaves) }
+        // A level done: the pieces cut from those whose digests differed are the next one. Once
+        // `limit` events are found, a piece after the limit-th cannot hold an earlier one: it is
+        // left (the list may be longer than shown).
+        var frontier = s.next
+        s.next = []
+        s.found.sort()
+        if s.found.count >= limit {
+            let bound = s.found[limit - 1]
+            let before = frontier.count
+            frontier = frontier.filter { ($0.first?.lowerBound ?? .max) < bound }
+            if frontier.count < before { s.cut = true }
         }
-        if cut { outcome.truncated = true }
-        outcome.differing += found.map { EventID(replica: replica, sequence: $0) }
-        found = []
-        cut = false
-        frontier = []
-        next = []
-        current = nil
+        if frontier.isEmpty {
+            finish(&s)
+            return nil
+        }
+        s.inner = frontier
+        return .digests(s.replica, pieces: s.inner)
+    }
+
+    private mutating func receive(_ answer: Answer, into s: inout ReplicaState) throws {
+        switch (answer, s.asked) {
+        case (.digests(let sums), .digests?):
+            guard sums.count == s.inner.count else {
+                throw StoreError(.corruptEvent, "the other side answered \(sums.count) digests for \(s.inner.count) ranges of replica \(s.replica)")
+            }
+            outcome.bytesExchanged += 16 + s.inner.reduce(0) { $0 + 16 * $1.count } + 24 * sums.count
+            for (piece, sum) in zip(s.inner, sums) where sum != s.mine.digest(piece) {
+                if SequenceRangeSet.count(piece) <= UInt64(leafSize) {
+                    s.leaves.append(contentsOf: piece)
+                } else {
+                    s.next.append(contentsOf: SequenceRangeSet.split(piece, into: fanOut))
+                }
+            }
+            s.inner = []
+        case (.fingerprints(let theirs), .fingerprints?):
+            outcome.bytesExchanged += 16 + 16 * s.leaves.count + 24 * theirs.count
+            var byID: [UInt64: Fingerprint] = [:]
+            for one in theirs where byID[one.sequence] == nil { byID[one.sequence] = one.fingerprint }
+            for own in s.mine.fingerprints(in: s.leaves) where byID[own.sequence] != own.fingerprint {
+                s.found.append(own.sequence)
+            }
+            s.leaves = []
+        default:
+            throw StoreError(.corruptEvent, "the other side answered a question about replica \(s.replica) that was not asked")
+        }
+        s.asked = nil
+    }
+
+    private mutating func finish(_ s: inout ReplicaState) {
+        s.found.sort()
+        if s.found.count > limit {
+            s.found.removeLast(s.found.count - limit)
+            s.cut = true
+        }
+        if s.cut { outcome.truncated = true }
+        outcome.differing += s.found.map { EventID(replica: s.replica, sequence: $0) }
+        outcome.differing.sort()
+        s.done = true
     }
 
     /// Compares `local` with another side's digests held in this process.
     public static func compare(_ local: HistoryDigests, with other: HistoryDigests, fanOut: Int = 16, leafSize: Int = 64, limit: Int = 100) throws -> Outcome {
         var bisection = DigestBisection(local: local, remoteRanges: other.contentRanges, fanOut: fanOut, leafSize: leafSize, limit: limit)
-        while let request = bisection.nextRequest() { try bisection.receive(other.answerNow(request)) }
+        while case let requests = bisection.nextRequests(), !requests.isEmpty { try bisection.receive(requests.map(other.answerNow)) }
         return bisection.outcome
     }
 
     /// Compares `local` with a side across the network, one round trip per step.
     public static func run(local: HistoryDigests, remote: some HistoryDigestSource, fanOut: Int = 16, leafSize: Int = 64, limit: Int = 100) async throws -> Outcome {
         var bisection = DigestBisection(local: local, remoteRanges: try await remote.contentRanges(), fanOut: fanOut, leafSize: leafSize, limit: limit)
-        while let request = bisection.nextRequest() { try bisection.receive(try await remote.answer(request)) }
+        while case let requests = bisection.nextRequests(), !requests.isEmpty { try bisection.receive(try await remote.answer(requests)) }
         return bisection.outcome
     }
 }

@@ -35,15 +35,15 @@ public struct HistoryDigests: Sendable {
 public protocol HistoryDigestSource: Sendable {
     /// Per replica, the sequence ranges whose events this side holds with their content.
     func contentRanges() async throws -> [ReplicaID: [Range<UInt64>]]
-    /// The answer to one step of a bisection.
-    func answer(_ request: DigestBisection.Request) async throws -> DigestBisection.Answer
+    /// The answers to one round of a bisection, in order.
+    func answer(_ requests: [DigestBisection.Request]) async throws -> [DigestBisection.Answer]
 }
 
 extension HistoryDigests: HistoryDigestSource {
     public func contentRanges() async throws -> [ReplicaID: [Range<UInt64>]] { contentRanges }
 
-    public func answer(_ request: DigestBisection.Request) async throws -> DigestBisection.Answer {
-        answerNow(request)
+    public func answer(_ requests: [DigestBisection.Request]) async throws -> [DigestBisection.Answer] {
+        requests.map(answerNow)
     }
 
     /// The answer to `request`, at once (the other side is in this process).
