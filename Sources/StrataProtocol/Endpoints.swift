@@ -28,6 +28,12 @@ public enum StrataEndpoint {
     public static let state = "/state"
     /// `GET`, after a zone's path: the replicas the zone holds events of (`ReplicaList`).
     public static let replicas = "/replicas"
+    /// After a zone's path: the zone's history digests, for comparing a device with it without
+    /// sending either history. `GET` answers which sequences of each replica it holds with their
+    /// content (``ZoneDigestRanges``); `POST` with ``DigestQuestions`` answers digests of ranges
+    /// and fingerprints of events (``DigestAnswers``). Both take ``StrataQuery/omit`` and
+    /// ``StrataQuery/replica`` as a pull does: a masked device compares with what it may see.
+    public static let digests = "/digests"
 
     /// After a zone's path: asset `sha256` (64 lower-case hex digits). `PUT` with its manifest
     /// (``AssetManifestBody``) starts or resumes an upload and answers ``AssetUploadAnswer``;

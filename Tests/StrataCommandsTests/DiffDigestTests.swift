@@ -73,4 +73,25 @@ struct DiffDigestTests {
         #expect(diff.differingEvents.isEmpty && diff.firstDivergent == nil)
         #expect((diff.digestComparison?.compared ?? 0) >= 33)
     }
+
+    @Test("Local-only attributes (never pushed) make no event differ")
+    func localOnlyAttributes() async throws {
+        let schema = Schema {
+            Entity("Note", attributes: [Attribute("title", .string, default: ""), Attribute("draft", .string, localOnly: true)])
+        }
+        let dir = TemporaryDirectory()
+        let a = try await Store.open(at: dir.sub("a"), schema: schema, options: StoreOptions(durability: .buffered))
+        for i in 0..<10 {
+            try await a.transaction { tx in _ = try tx.insert("Note", ["title": .string("n\(i)"), "draft": .string("only here \(i)")]) }
+        }
+        let b = try await Store.open(at: dir.sub("b"), schema: schema, options: StoreOptions(durability: .buffered))
+        _ = try await b.applyRemote(try a.transactions(forSync: true).map(\.transaction))
+        _ = try await a.applyRemote(try b.transactions(forSync: true).map(\.transaction))
+        try await a.close()
+        try await b.close()
+        let diff = try StoreDiff.run(dir.sub("a"), dir.sub("b"), progress: nil)
+        #expect(diff.differingEvents.isEmpty, "\(diff.differingEvents.map(\.sequence))")
+        #expect(diff.equal, "\(diff.text)")
+        #expect((diff.digestComparison?.compared ?? 0) == 12, "each store's schema event and A's ten notes")
+    }
 }

@@ -140,7 +140,15 @@ public struct DigestBisection: Sendable {
                 throw StoreError(.corruptEvent, "the other side answered \(sums.count) digests for \(s.inner.count) ranges of replica \(s.replica)")
             }
             outcome.bytesExchanged += 16 + s.inner.reduce(0) { $0 + 16 * $1.count } + 24 * sums.count
-            for (piece, sum) in zip(s.inner, sums) where sum != s.mine.digest(piece) {
+            // Each differing piece holds at least one differing event: the first `limit` of them
+            // hold the earliest `limit` events, so no more are explored (the questions of a round
+            // stay within limit × fanOut pieces and limit × leafSize fingerprints per replica).
+            var differing = zip(s.inner, sums).filter { piece, sum in sum != s.mine.digest(piece) }.map(\.0)
+            if differing.count > limit {
+                differing.removeLast(differing.count - limit)
+                s.cut = true
+            }
+            for piece in differing {
                 if SequenceRangeSet.count(piece) <= UInt64(leafSize) {
                     s.leaves.append(contentsOf: piece)
                 } else {

@@ -18,18 +18,19 @@ import StrataLog
 /// - schema: the schema's JSON with sorted keys.
 ///
 /// Names are length-prefixed UTF-8. A withheld event (the server left its content out of a
-/// pull) has no fingerprint: its holder does not know what it says.
+/// pull) has no fingerprint: its holder does not know what it says. Local-only attributes are
+/// left out (they are never pushed: the author's log has them, every other copy lacks them).
 extension DecodedTransaction {
     /// Each event's sequence and fingerprint, in the transaction's order (withheld ones left
-    /// out).
-    package func fingerprints() -> [(sequence: UInt64, fingerprint: Fingerprint)] {
+    /// out), without the fields `localOnly` names (entity name → attribute names).
+    package func fingerprints(leavingOut localOnly: [String: Set<String>] = [:]) -> [(sequence: UInt64, fingerprint: Fingerprint)] {
         var result: [(sequence: UInt64, fingerprint: Fingerprint)] = []
         result.reserveCapacity(events.count)
         var w = ByteWriter(capacity: 256)
         for (index, event) in events.enumerated() where event.kind != .withheld {
             let sequence = firstSequence + UInt64(index)
             w.bytes.removeAll(keepingCapacity: true)
-            canonical(event, sequence: sequence, into: &w)
+            canonical(event, sequence: sequence, leavingOut: localOnly, into: &w)
             result.append((sequence, Fingerprint(of: w.bytes)))
         }
         return result
@@ -39,7 +40,7 @@ extension DecodedTransaction {
         names.indices.contains(Int(index)) ? names[Int(index)] : ""
     }
 
-    private func canonical(_ e: RawEvent, sequence: UInt64, into w: inout ByteWriter) {
+    private func canonical(_ e: RawEvent, sequence: UInt64, leavingOut localOnly: [String: Set<String>], into w: inout ByteWriter) {
         w.u8(1)
         w.id(replica)
         w.u64(sequence)
@@ -51,7 +52,9 @@ extension DecodedTransaction {
             w.id(e.object)
             let start = Int(e.start)
             let end = min(fields.count, start + Int(e.count))
-            let own = start < end ? fields[start..<end].sorted { name($0.name).utf8.lexicographicallyPrecedes(name($1.name).utf8) } : []
+            let skipped = localOnly[name(e.entity)] ?? []
+            let own = start < end ? fields[start..<end].filter { skipped.isEmpty || !skipped.contains(name($0.name)) }
+                .sorted { name($0.name).utf8.lexicographicallyPrecedes(name($1.name).utf8) } : []
             w.varint(UInt64(own.count))
             for field in own {
                 w.string(name(field.name))

@@ -15,8 +15,10 @@ public struct HistoryDigests: Sendable {
 
         package init() {}
 
-        package mutating func add(_ transaction: DecodedTransaction) {
-            let fingerprints = transaction.fingerprints()
+        /// - Parameter localOnly: the local-only attributes of the store's schema (entity name →
+        ///   attribute names), left out of the fingerprints.
+        package mutating func add(_ transaction: DecodedTransaction, leavingOut localOnly: [String: Set<String>] = [:]) {
+            let fingerprints = transaction.fingerprints(leavingOut: localOnly)
             guard !fingerprints.isEmpty else { return }
             pairs[transaction.replica, default: []].append(contentsOf: fingerprints)
         }

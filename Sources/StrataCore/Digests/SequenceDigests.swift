@@ -25,6 +25,26 @@ public struct SequenceDigests: Sendable {
 
     public var count: Int { sequences.count }
 
+    /// Adds events seen later. A sequence already held keeps its fingerprint (the first seen).
+    /// Sequences past the last held (a replica's new events) are appended; others rebuild.
+    package mutating func add(_ pairs: [(sequence: UInt64, fingerprint: Fingerprint)]) {
+        guard !pairs.isEmpty else { return }
+        let ordered = pairs.indices.sorted { (pairs[$0].sequence, $0) < (pairs[$1].sequence, $1) }
+        if let last = sequences.last, pairs[ordered[0]].sequence <= last {
+            let held = fingerprints(in: [0..<UInt64.max]).map { (sequence: $0.sequence, fingerprint: $0.fingerprint) }
+            self = SequenceDigests(held + pairs)
+            return
+        }
+        var sum = prefix[prefix.count - 1]
+        for i in ordered {
+            let pair = pairs[i]
+            if let last = sequences.last, last == pair.sequence { continue }
+            sequences.append(pair.sequence)
+            sum.add(pair.fingerprint)
+            prefix.append(sum)
+        }
+    }
+
     /// The sequences held, as maximal runs.
     public var ranges: [Range<UInt64>] {
         var runs: [Range<UInt64>] = []

@@ -118,6 +118,16 @@ public struct Entity: Sendable, Hashable {
 /// ```
 public struct Schema: Sendable, Hashable {
     public var entities: [Entity]
+
+    /// The local-only attributes, by entity name (entities without any left out).
+    package var localOnlyAttributes: [String: Set<String>] {
+        var result: [String: Set<String>] = [:]
+        for entity in entities {
+            let names = Set(entity.attributes.filter(\.isLocalOnly).map(\.name))
+            if !names.isEmpty { result[entity.name] = names }
+        }
+        return result
+    }
     /// The app's schema version (1 unless migrations lead further): what the server's oldest
     /// supported version is compared with, and which names and types this app reads through.
     public var version: Int

@@ -267,7 +267,7 @@ extension StrataServerApp {
     }
 
     /// The `omit` parameter: the download mask (`nil` when absent or empty).
-    private func downloadMask(_ text: String?) throws(ServerError) -> DownloadMask? {
+    func downloadMask(_ text: String?) throws(ServerError) -> DownloadMask? {
         guard let text, !text.isEmpty else { return nil }
         do {
             return try DownloadMask(parsing: text)
@@ -277,7 +277,7 @@ extension StrataServerApp {
     }
 
     /// The `replica` parameter of a pull: the pulling device's own replica.
-    private func pullingReplica(_ text: String?) throws(ServerError) -> ReplicaID? {
+    func pullingReplica(_ text: String?) throws(ServerError) -> ReplicaID? {
         guard let text else { return nil }
         guard let replica = ReplicaID(text) else {
             throw ServerError(.badRequest, "replica must be a replica ID (a UUID), got \"\(text.prefix(64))\"")

@@ -43,6 +43,8 @@ public struct StrataServerApp: Sendable {
     let bounds: ServerBounds
     /// The server's time: its limits refill by it, pushed timestamps are checked against it.
     let clock: ServerClock
+    /// The zones' history digests, for devices comparing themselves with a zone.
+    let digestCache: ZoneDigestCache
 
     /// - Parameters:
     ///   - storage: where the zones live.
@@ -84,6 +86,7 @@ public struct StrataServerApp: Sendable {
         self.stateUploadLimiter = RateLimiter(limit: configuration.limits.stateUploadLimit, buckets: buckets, clock: clock, bucket: LimitBucketName.stateUploads)
         self.bounds = ServerBounds(limits: configuration.limits, buckets: buckets, clock: clock, logger: logger)
         self.clock = clock
+        self.digestCache = ZoneDigestCache(storage: storage)
     }
 
     /// The router with every endpoint of the protocol behind the authentication middleware, and
@@ -110,6 +113,8 @@ public struct StrataServerApp: Sendable {
         zone.get(RouterPath(StrataEndpoint.snapshot)) { request, context in try await self.snapshot(request, context) }
         zone.post(RouterPath(StrataEndpoint.state)) { request, context in try await self.uploadState(request, context) }
         zone.get(RouterPath(StrataEndpoint.replicas)) { request, context in try await self.replicas(request, context) }
+        zone.get(RouterPath(StrataEndpoint.digests)) { request, context in try await self.digestRanges(request, context) }
+        zone.post(RouterPath(StrataEndpoint.digests)) { request, context in try await self.digestAnswers(request, context) }
         zone.post(RouterPath(StrataEndpoint.accept)) { request, context in try await self.acceptShare(request, context) }
         zone.post(RouterPath(StrataEndpoint.leave)) { request, context in try await self.leaveShare(request, context) }
         zone.put(RouterPath(StrataEndpoint.assetPattern)) { request, context in try await self.beginAssetUpload(request, context) }

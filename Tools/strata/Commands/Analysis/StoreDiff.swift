@@ -142,11 +142,9 @@ struct StoreDiff: Codable, Sendable {
         let digests = Slots<HistoryDigests>()
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             do {
-                var builder = HistoryDigests.Builder()
-                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i) { entry, header, applied in
-                    try Self.fingerprint(entry, header: header, applied: applied, files: files[i], into: &builder)
-                }
-                digests.set(i, builder.finish())
+                let collector = HistoryDigestCollector()
+                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i, digests: collector)
+                digests.set(i, collector.finish())
                 results.set(i, .success(loaded))
             } catch {
                 results.set(i, .failure(error))
@@ -164,17 +162,6 @@ struct StoreDiff: Codable, Sendable {
         diff.attribute(authors)
         diff.warnings = warnings + sideA.notes + sideB.notes + authors.warnings
         return diff
-    }
-
-    /// Adds the fingerprints of a log entry's events to `builder`: every entry whose events are
-    /// part of the store's history, including those a snapshot also covers (their content is
-    /// still here); not a transaction a fork abandoned, not an adoption record (no events).
-    static func fingerprint(_ entry: HistoryEntry, header: TransactionHeader, applied: Bool, files: StoreFiles,
-                            into builder: inout HistoryDigests.Builder) throws {
-        if !applied && files.storeIdentity?.isAbandoned(header: header, position: entry.position) ?? false { return }
-        if AdoptionRecord.isAdoption(entry.payload) { return }
-        guard let decoded = try? EventCodec.decodeRaw(entry.payload, position: entry.position) else { return }
-        builder.add(decoded)
     }
 
     static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, digests: (HistoryDigests?, HistoryDigests?) = (nil, nil),

@@ -75,7 +75,10 @@ final class LoadedStore: @unchecked Sendable {
     ///     false for entries the base snapshot covers or past the cutoff).
     /// - Throws: ``CLIError``: not a store, no snapshot covers retired history, a cutoff before
     ///   the earliest state still held, or an event that does not decode (with its position).
+    ///   - digests: when given, collects the fingerprints of every event the log holds of the
+    ///     store's history, as the log is read.
     static func load(_ files: StoreFiles, start: Start = .newest, until cutoff: Cutoff? = nil, progress: Progress? = nil, slot: Int = 0,
+                     digests: HistoryDigestCollector? = nil,
                      each: ((_ entry: HistoryEntry, _ header: TransactionHeader, _ applied: Bool) throws -> Void)? = nil) throws -> LoadedStore {
         let identity = try files.identity()
         // Snapshots that may count transactions a fork abandoned are never a base.
@@ -130,6 +133,7 @@ final class LoadedStore: @unchecked Sendable {
             store.index.add(position: entry.position, timestamp: entry.timestamp, header: header, segment: entry.segment, recordOffset: entry.recordOffset)
             // A transaction a fork abandoned is not part of the store's history (it was re-authored).
             let abandoned = files.storeIdentity?.isAbandoned(header: header, position: entry.position) ?? false
+            if let digests, !abandoned { digests.add(entry, schema: store.projection.schema) }
             guard entry.position >= from, !abandoned, cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true else {
                 try each?(entry, header, false)
                 return
@@ -148,4 +152,32 @@ final class LoadedStore: @unchecked Sendable {
         }
         return store
     }
+}
+
+/// The history digests of a store as ``LoadedStore/load(_:start:until:progress:slot:digests:each:)``
+/// reads its log: every entry of its history, also those a snapshot covers (their content is still
+/// here); not an adoption record (no events) nor a transaction a fork abandoned. Local-only
+/// attributes of the schema as far as the log has been read are left out (they are never pushed,
+/// so no other copy has them).
+final class HistoryDigestCollector: @unchecked Sendable {
+    private var builder = HistoryDigests.Builder()
+    private var schema: Schema?
+    private var localOnly: [String: Set<String>] = [:]
+    /// Entries whose events did not decode (the read reports them elsewhere).
+    private(set) var undecodable = 0
+
+    func add(_ entry: HistoryEntry, schema now: Schema) {
+        if AdoptionRecord.isAdoption(entry.payload) { return }
+        if schema != now {
+            schema = now
+            localOnly = now.localOnlyAttributes
+        }
+        guard let decoded = try? EventCodec.decodeRaw(entry.payload, position: entry.position) else {
+            undecodable += 1
+            return
+        }
+        builder.add(decoded, leavingOut: localOnly)
+    }
+
+    func finish() -> HistoryDigests { builder.finish() }
 }
