@@ -14,6 +14,11 @@ struct SequenceRanges: Sendable, Hashable, CustomStringConvertible {
         for s in applied.above { append(s...s) }
     }
 
+    /// Sorted, disjoint `[first, end)` ranges.
+    init(halfOpen ranges: [Range<UInt64>]) {
+        self.ranges = ranges.filter { !$0.isEmpty }.map { $0.lowerBound...($0.upperBound - 1) }
+    }
+
     /// Any ranges, overlapping or not, in any order.
     init(unsorted: [ClosedRange<UInt64>]) {
         for range in unsorted.sorted(by: { $0.lowerBound < $1.lowerBound }) { append(range) }

@@ -3,6 +3,9 @@ import Foundation
 @_spi(StrataInternals) import Strata
 import StrataLog
 import StrataCore
+import StrataSync
+import StrataSyncAsyncHTTPClient
+import AsyncHTTPClient
 
 /// `strata inspect STORE`: what the store holds and how it is laid out.
 struct InspectCommand: ParsableCommand {
@@ -432,27 +435,51 @@ struct ReplayCommand: ParsableCommand {
     }
 }
 
-/// `strata diff STORE_A STORE_B [--html FILE]`: exit 0 when equal, 1 when they differ.
-struct DiffCommand: ParsableCommand {
+/// `strata diff STORE_A STORE_B [--html FILE]`, or `strata diff STORE --server URL --zone NAME`:
+/// exit 0 when equal, 1 when they differ.
+struct DiffCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "diff",
-        abstract: "Compare two device stores: events each lacks, the first divergent event, differing fields and who set them.",
-        discussion: "Exit 0 when the stores are equal, 1 when they differ."
+        abstract: "Compare two device stores, or a store with a zone on a server: events each lacks, events both hold with different content, the first divergent event, differing fields and who set them.",
+        discussion: """
+        Exit 0 when equal, 1 when they differ. With --server and --zone, the store is compared with the zone by digests of ranges of both histories, bisected down to the differing events: neither history is sent (a few kilobytes, whatever their size). The zone's side is known by its fingerprints only: the events and objects shown are the device's.
+        """
     )
 
-    @Argument(help: "The first store (A).")
+    @Argument(help: "The first store (A), or the device's store with --server.")
     var storeA: String
 
-    @Argument(help: "The second store (B).")
-    var storeB: String
+    @Argument(help: "The second store (B). Not with --server.")
+    var storeB: String?
 
-    @Option(help: "Also write a self-contained HTML page with both timelines side by side.")
+    @Option(help: "Compare the store with a zone on this server (its base URL) instead of with a second store.")
+    var server: String?
+
+    @Option(help: "With --server: the zone to compare with.")
+    var zone: String?
+
+    @Option(help: "With --server: the zone's owner, when it is another user's zone.")
+    var owner: String?
+
+    @Option(help: "With --server: a file holding the bearer token (its first line); without it (or --token), STRATA_TOKEN.")
+    var tokenFile: String?
+
+    @Option(help: "With --server: the bearer token (visible in `ps`: prefer --token-file).")
+    var token: String?
+
+    @Option(help: "With --server: trust the server's certificate through this PEM file.")
+    var caFile: String?
+
+    @Option(help: ArgumentHelp("With --server: the store's download mask, if it syncs with one (compared with what the mask lets it see).", valueName: "MASK"))
+    var omit: String?
+
+    @Option(help: "Also write a self-contained HTML page with both timelines side by side (two stores).")
     var html: String?
 
-    @Option(help: "List at most this many missing events per side.")
+    @Option(help: "List at most this many missing events per side (per replica for events with different content).")
     var limit: Int = 1000
 
-    @Flag(help: "Compare every object, not only those the differing events can reach.")
+    @Flag(help: "Compare every object, not only those the differing events can reach (two stores).")
     var full = false
 
     @OptionGroup var output: JSONFlag
@@ -460,9 +487,22 @@ struct DiffCommand: ParsableCommand {
 
     func validate() throws {
         if limit < 1 { throw ValidationError("--limit must be at least 1") }
+        if let server {
+            guard URL(string: server)?.scheme?.hasPrefix("http") == true else { throw ValidationError("--server must be an http(s) URL, got \(server)") }
+            guard storeB == nil else { throw ValidationError("give one store with --server (the zone is the other side), not two") }
+            guard zone != nil else { throw ValidationError("--server needs --zone: the zone to compare the store with") }
+            guard html == nil, !full else { throw ValidationError("--html and --full compare two stores; not with --server") }
+        } else {
+            guard storeB != nil else { throw ValidationError("give two stores, or one store with --server and --zone") }
+            guard zone == nil, owner == nil, tokenFile == nil, token == nil, caFile == nil, omit == nil else {
+                throw ValidationError("--zone, --owner, --token-file, --token, --ca-file and --omit go with --server")
+            }
+        }
     }
 
-    func run() throws {
+    func run() async throws {
+        if let server, let zone { return try await diffRemote(server: server, zone: zone) }
+        guard let storeB else { throw CLIError("give two stores, or one store with --server and --zone") }
         let a = try StoreFiles(storeA)
         let b = try StoreFiles(storeB)
         let progress = Progress("diff", total: a.segmentBytes() + b.segmentBytes())
@@ -476,6 +516,37 @@ struct DiffCommand: ParsableCommand {
             }
             if !json { print("wrote \(html)") }
         }
+        if !diff.equal { throw ExitCode(ExitStatus.finding) }
+    }
+
+    private func diffRemote(server: String, zone: String) async throws {
+        let credentials = try SyncToken.resolve(option: token, file: tokenFile)
+        var mask = DownloadMask.none
+        if let omit {
+            do {
+                mask = try DownloadMask(parsing: omit)
+            } catch {
+                throw CLIError("--omit: \((error as? StoreError)?.message ?? "\(error)")")
+            }
+        }
+        guard let url = URL(string: server) else { throw CLIError("--server must be an http(s) URL, got \(server)") }
+        // A client of its own (trusting only --ca-file) is shut down before the command ends.
+        let client = try caFile.map(SyncCommand.client(trusting:)) ?? HTTPSyncTransport.defaultClient
+        let files = try StoreFiles(storeA)
+        let progress = Progress("diff", total: files.segmentBytes())
+        let diff: RemoteDiff
+        do {
+            diff = try await RemoteDiff.run(storeA, transport: HTTPSyncTransport(server: url, bearer: credentials, client: client),
+                                            zone: ZoneReference(zone, owner: owner), mask: mask, limit: limit, progress: progress)
+            if caFile != nil { try await client.shutdown() }
+        } catch {
+            if caFile != nil { try? await client.shutdown() }
+            if let error = error as? SyncError {
+                throw CLIError("comparing \(storeA) with zone \(ZoneReference(zone, owner: owner)) on \(server): \(error)")
+            }
+            throw error
+        }
+        print(json ? try JSONOutput.string(diff) : diff.text)
         if !diff.equal { throw ExitCode(ExitStatus.finding) }
     }
 }

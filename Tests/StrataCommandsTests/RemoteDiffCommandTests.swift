@@ -1,0 +1,47 @@
+import Foundation
+import Strata
+@testable import StrataCommands
+import StrataServer
+import StrataTestSupport
+import Testing
+
+/// `strata diff STORE --server URL --zone NAME`: the built executable against a log server on a
+/// real port, comparing a store with a zone by digests.
+@Suite("strata diff --server: a store against a zone, by digests")
+struct RemoteDiffCommandTests: NoteStoreCLI {
+    @Test("a synced store equals its zone; an unpushed edit is only on the device; a wrong call is refused by name")
+    func storeAgainstZone() async throws {
+        let dir = TemporaryDirectory()
+        try await withLogServer(dir.sub("server"), users: try UserDirectory(tokens: ["alice": "alice-secret"])) { url, _ in
+            let phone = try await makeStore(dir, "phone")
+            try await insert(phone, ["milk", "eggs"])
+            let synced = try await strata(["sync", phone, "--server", url.absoluteString, "--zone", "notes", "--token", "alice-secret"])
+            #expect(synced.status == 0, "\(synced.stderr)")
+            let diff = ["diff", phone, "--server", url.absoluteString, "--zone", "notes", "--token", "alice-secret"]
+
+            let equal = try await strata(diff)
+            #expect(equal.status == 0, "\(equal.stdout)\(equal.stderr)")
+            #expect(equal.stdout.contains("equal: every event both hold has the same content"))
+            #expect(equal.stdout.contains("compared by digests: 2 rounds"))
+
+            try await insert(phone, ["bread"])
+            let ahead = try await strata(diff + ["--json"])
+            #expect(ahead.status == 1, "\(ahead.stderr)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(ahead.stdout.utf8)) as? [String: Any])
+            #expect(object["equal"] as? Bool == false)
+            let replicas = try #require(object["replicas"] as? [[String: Any]])
+            #expect(replicas.count == 1)
+            #expect((replicas.first?["onlyOnDeviceCount"] as? NSNumber)?.intValue == 1, "the one unpushed insert")
+            #expect((replicas.first?["onlyInZoneCount"] as? NSNumber)?.intValue == 0)
+            #expect((object["differing"] as? [Any])?.isEmpty == true)
+
+            // Refusals, before anything is sent.
+            let twoStores = try await strata(["diff", phone, phone, "--server", url.absoluteString, "--zone", "notes"])
+            #expect(twoStores.status == 2 && twoStores.stderr.contains("give one store with --server"))
+            let noZone = try await strata(["diff", phone, "--server", url.absoluteString])
+            #expect(noZone.status == 2 && noZone.stderr.contains("--server needs --zone"))
+            let stranger = try await strata(diff.dropLast(2) + ["--token", "not-a-token"])
+            #expect(stranger.status == 2 && stranger.stderr.contains("unauthorized"), "\(stranger.stderr)")
+        }
+    }
+}
