@@ -3,10 +3,11 @@ public import StrataCore
 public import StrataProtocol
 
 extension HTTPSyncTransport {
-    /// A zone on this server as one side of a digest comparison (``DigestBisection``): what a
+    /// A zone on this server as one side of a digest comparison (`DigestBisection`): what a
     /// device compares its history with, without downloading the zone.
     ///
     /// - Parameters:
+    ///   - zone: the zone.
     ///   - mask: the device's download mask: the zone's digests are of what the device may see.
     ///   - replica: the device's own replica (its own transactions are not masked).
     public func zoneDigests(_ zone: ZoneReference, omitting mask: DownloadMask = .none, replica: ReplicaID? = nil) -> RemoteZoneDigests {

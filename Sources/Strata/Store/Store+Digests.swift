@@ -3,11 +3,11 @@ import Synchronization
 public import StrataCore
 
 extension Store {
-    /// The store's history by content (``HistoryDigests``): every event its log still holds —
+    /// The store's history by content (`HistoryDigests`): every event its log still holds —
     /// not those only a snapshot holds (the log before it retired), not an adoption record's
     /// state, not a withheld event, not a transaction a fork abandoned — fingerprinted without
     /// local-only attributes. What a device compares with a zone on a server (see
-    /// `HTTPSyncTransport.zoneDigests`) or with another store (``DigestBisection``).
+    /// `HTTPSyncTransport.zoneDigests`) or with another store (`DigestBisection`).
     ///
     /// Reads the whole log: about a second per million events.
     public func historyDigests() throws -> HistoryDigests {

@@ -9,7 +9,7 @@
 ///
 /// Every replica is compared at once: a round asks one question per replica still differing.
 /// A state machine — ``nextRequests()``, then ``receive(_:)`` with the other side's answers — so
-/// that one algorithm serves another store in this process (``compare(_:with:)``) and a server
+/// that one algorithm serves another store in this process (``compare(_:with:fanOut:leafSize:limit:)``) and a server
 /// across the network (``run(local:remote:fanOut:leafSize:limit:)``).
 public struct DigestBisection: Sendable {
     /// One question to the other side.
@@ -63,7 +63,12 @@ public struct DigestBisection: Sendable {
     private var askedStates: [Int] = []
     public private(set) var outcome = Outcome()
 
-    /// - Parameter remoteRanges: what the other side answered to ``HistoryDigestSource/contentRanges()``.
+    /// - Parameters:
+    ///   - local: this side's digests.
+    ///   - remoteRanges: what the other side answered to ``HistoryDigestSource/contentRanges()``.
+    ///   - fanOut: how many pieces a range whose digests differ is cut into.
+    ///   - leafSize: the most events of a range compared event by event rather than cut again.
+    ///   - limit: the most differing events named per replica (the earliest).
     public init(local: HistoryDigests, remoteRanges: [ReplicaID: [Range<UInt64>]], fanOut: Int = 16, leafSize: Int = 64, limit: Int = 100) {
         self.fanOut = max(2, fanOut)
         self.leafSize = max(1, leafSize)

@@ -9,7 +9,7 @@ public struct SequenceDigests: Sendable {
 
     /// From `(sequence, fingerprint)` pairs in any order. A sequence given twice keeps its first
     /// fingerprint: a projection applies an event once, the first time it arrives.
-    package init(_ pairs: [(sequence: UInt64, fingerprint: Fingerprint)]) {
+    public init(_ pairs: [(sequence: UInt64, fingerprint: Fingerprint)]) {
         let order = pairs.indices.sorted { (pairs[$0].sequence, $0) < (pairs[$1].sequence, $1) }
         sequences.reserveCapacity(pairs.count)
         prefix.reserveCapacity(pairs.count + 1)

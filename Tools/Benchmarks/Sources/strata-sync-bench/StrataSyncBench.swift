@@ -315,6 +315,19 @@ struct StrataSyncBench {
                        "informational (what the read-ahead gains)", verdictText)
         }
 
+        // 2e. Remote bisection: the source device (whose events the zone holds) against the zone,
+        // with one event's fingerprint changed on the device's side (a divergent event).
+        do {
+            let zone = "push-\(settings.pushBatchSizes[0])"
+            note("remote bisection: the source store against \(zone), one divergent event…")
+            let run = try await bisectionRun(storePath: place.path("source"), server: server, zone: zone)
+            note("  found \(run.found ? "the divergent event" : "**not the divergent event**"): cold \(fixed(run.cold.seconds * 1000, 1)) ms, warm \(fixed(run.warm.seconds * 1000, 1)) ms, \(grouped(run.bytes)) bytes, \(run.rounds) rounds; device digests \(fixed(run.localSeconds, 2)) s")
+            report.add("2e. remote bisection: a device against its zone (\(grouped(run.events)) events each), one divergent event, by GET/POST /digests over loopback",
+                       "\(grouped(run.bytes)) bytes exchanged (bodies), \(run.rounds) rounds; \(fixed(run.warm.seconds * 1000, 1)) ms with the server's digests cached, \(fixed(run.cold.seconds * 1000, 1)) ms for the first (the server reads the zone); the device's digests from its log took \(fixed(run.localSeconds, 2)) s; found the divergent event: \(run.found ? "yes" : "**no**")",
+                       "≤ 64 KiB, ≤ 1 s",
+                       run.found && run.bytes <= 64 * 1024 && run.warm.seconds <= 1 ? "✔ \(fixed(Double(run.bytes) / 1024, 1)) KiB, \(fixed(run.warm.seconds, 3)) s" : "✘")
+        }
+
         // 2c. The same transactions applied from memory: the client's share of a catch-up.
         let pageSize = settings.pullLimits[0]
         note("apply alone: the source store's transactions applied to a fresh store, \(pageSize) tx per applyRemote, best of 3…")

@@ -325,6 +325,55 @@ func catchUpRun(at path: String, server: ServerProcess, zone: String, pullLimit:
     return run
 }
 
+// MARK: 2e. remote bisection
+
+struct BisectionRun {
+    var events = 0
+    var localSeconds = 0.0
+    var cold = Sample(operations: 0, events: 0, nanos: 0)
+    var warm = Sample(operations: 0, events: 0, nanos: 0)
+    var bytes = 0
+    var rounds = 0
+    var found = false
+}
+
+/// The store at `storePath` (whose events the zone holds) compared with `zone` by digests, one of
+/// its events' fingerprints changed first: the first comparison (the server reads the zone to
+/// build its digests), then a second (they are cached).
+func bisectionRun(storePath: String, server: ServerProcess, zone: String) async throws -> BisectionRun {
+    var run = BisectionRun()
+    let store = try await openStore(storePath, .buffered, autoCompaction: .disabled)
+    let started = monotonicNanos()
+    let digests = try store.historyDigests()
+    run.localSeconds = Double(monotonicNanos() - started) / 1e9
+    let replica = store.replicaID
+    try await store.close()
+    guard let own = digests.replicas[replica] else { throw BenchError("the source store holds no events of its own replica") }
+    var pairs = own.fingerprints(in: [0..<UInt64.max]).map { (sequence: $0.sequence, fingerprint: $0.fingerprint) }
+    run.events = digests.replicas.values.reduce(0) { $0 + $1.count }
+    let target = pairs.count / 2 + 17
+    pairs[target].fingerprint.low ^= 1
+    var replicas = digests.replicas
+    replicas[replica] = SequenceDigests(pairs)
+    let device = HistoryDigests(replicas: replicas)
+    let expected = [EventID(replica: replica, sequence: pairs[target].sequence)]
+    for pass in 0..<2 {
+        let remote = transport(server).zoneDigests(ZoneReference(zone))
+        let start = monotonicNanos()
+        let outcome = try await DigestBisection.run(local: device, remote: remote)
+        let sample = Sample(operations: outcome.rounds, events: run.events, nanos: monotonicNanos() - start)
+        if pass == 0 {
+            run.cold = sample
+        } else {
+            run.warm = sample
+            run.bytes = remote.bytes.sent + remote.bytes.received
+            run.rounds = outcome.rounds
+            run.found = outcome.differing == expected
+        }
+    }
+    return run
+}
+
 // MARK: 3. long-poll wake-up
 
 struct WakeUpRun {
