@@ -46,6 +46,10 @@ public final class ProjectionBuilder {
     /// - Throws: ``StoreError/Code/corruptEvent`` saying what is wrong, at which byte and position.
     @discardableResult
     public func apply(encoded bytes: [UInt8], position: UInt64? = nil) throws -> Int {
+        try apply(encoded: bytes, position: position, decoded: { _ in })
+    }
+
+    private func apply(encoded bytes: [UInt8], position: UInt64?, decoded: (DecodedTransaction) -> Void) throws -> Int {
         if let position, try isAbandoned(encoded: bytes, position: position) { return 0 }
         if AdoptionRecord.isAdoption(bytes), let adoptedStates {
             let record = try AdoptionRecord(decoding: bytes, position: position)
@@ -64,7 +68,16 @@ public final class ProjectionBuilder {
         let transaction = try EventCodec.decodeRaw(bytes, position: position)
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }
-        return try projection.apply(transaction)
+        let applied = try projection.apply(transaction)
+        decoded(transaction)
+        return applied
+    }
+
+    /// ``apply(encoded:position:)``, handing the transaction it decoded to `visit` once applied
+    /// (not for an adoption record, nor for a transaction a fork abandoned): a reader that needs
+    /// the decoded events too (the tools' history digests) decodes them once.
+    package func apply(encoded bytes: [UInt8], position: UInt64?, visit: (DecodedTransaction) -> Void) throws -> Int {
+        try apply(encoded: bytes, position: position, decoded: visit)
     }
 
     /// Merges another builder's whole state (a device's projection, say) into this one: the join

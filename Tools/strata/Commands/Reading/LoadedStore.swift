@@ -133,13 +133,23 @@ final class LoadedStore: @unchecked Sendable {
             store.index.add(position: entry.position, timestamp: entry.timestamp, header: header, segment: entry.segment, recordOffset: entry.recordOffset)
             // A transaction a fork abandoned is not part of the store's history (it was re-authored).
             let abandoned = files.storeIdentity?.isAbandoned(header: header, position: entry.position) ?? false
-            if let digests, !abandoned { digests.add(entry, schema: store.projection.schema) }
-            guard entry.position >= from, !abandoned, cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true else {
+            let applies = entry.position >= from && !abandoned && (cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true)
+            // An entry applied is fingerprinted from the decoding the apply makes; one a snapshot
+            // covers (or past the cutoff) is decoded for it alone.
+            if let digests, !abandoned, !applies { digests.add(entry, schema: store.projection.schema) }
+            guard applies else {
                 try each?(entry, header, false)
                 return
             }
             do {
-                store.appliedEvents += try store.projection.apply(encoded: entry.payload, position: entry.position)
+                if let digests {
+                    let projection = store.projection
+                    store.appliedEvents += try projection.apply(encoded: entry.payload, position: entry.position) { decoded in
+                        digests.add(decoded, schema: projection.schema)
+                    }
+                } else {
+                    store.appliedEvents += try store.projection.apply(encoded: entry.payload, position: entry.position)
+                }
             } catch {
                 throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
@@ -168,13 +178,18 @@ final class HistoryDigestCollector: @unchecked Sendable {
 
     func add(_ entry: HistoryEntry, schema now: Schema) {
         if AdoptionRecord.isAdoption(entry.payload) { return }
-        if schema != now {
-            schema = now
-            localOnly = now.localOnlyAttributes
-        }
         guard let decoded = try? EventCodec.decodeRaw(entry.payload, position: entry.position) else {
             undecodable += 1
             return
+        }
+        add(decoded, schema: now)
+    }
+
+    /// A transaction already decoded (by the projection's apply).
+    func add(_ decoded: DecodedTransaction, schema now: Schema) {
+        if schema != now {
+            schema = now
+            localOnly = now.localOnlyAttributes
         }
         builder.add(decoded, leavingOut: localOnly)
     }
