@@ -25,11 +25,14 @@ public struct ReplicaRanges: Sendable, Hashable, Codable {
 }
 
 /// The body of `POST /v1/zones/{zone}/digests`: one round of a bisection (at most
-/// ``maxQuestions`` questions, each at most ``maxPieces`` pieces and ``maxRanges`` ranges in all).
+/// ``maxQuestions`` questions, each at most ``maxPieces`` pieces (none empty) and ``maxRanges``
+/// ranges in all; at most ``maxRoundPieces`` pieces and ``maxRoundRanges`` ranges in the round).
 public struct DigestQuestions: Sendable, Hashable, Codable {
     public static let maxQuestions = 4_096
     public static let maxPieces = 4_096
     public static let maxRanges = 16_384
+    public static let maxRoundPieces = 16_384
+    public static let maxRoundRanges = 65_536
     /// The most fingerprints one answer carries in all.
     public static let maxFingerprints = 65_536
 

@@ -24,9 +24,10 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
     private let mask: DownloadMask
     private let replica: ReplicaID?
     private let lock = NSLock()
-    private var epoch: UInt64?
+    private var epochSeen: UInt64?
     private var sent = 0
     private var received = 0
+    private var posts = 0
 
     init(transport: HTTPSyncTransport, zone: ZoneReference, mask: DownloadMask, replica: ReplicaID?) {
         self.transport = transport
@@ -37,6 +38,9 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
 
     /// Bytes of request bodies sent and of answers received so far.
     public var bytes: (sent: Int, received: Int) { lock.withLock { (sent, received) } }
+
+    /// Requests sent so far (the held ranges' included).
+    public var requests: Int { lock.withLock { posts } }
 
     private var query: [(String, String)] {
         guard !mask.isEmpty else { return [] }
@@ -59,14 +63,110 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
             case .failure(let problem): throw SyncError(.malformedResponse, "digests answer for replica \(id): \(problem.message)")
             }
         }
-        lock.withLock { epoch = answer.epoch }
+        lock.withLock {
+            epochSeen = answer.epoch
+            posts += 1
+        }
         return ranges
     }
 
+    /// One round's answers. A round larger than a server answers at once (``DigestQuestions``'
+    /// bounds) is sent as several requests, its questions cut into smaller ones of the same kind
+    /// and their answers put back together.
     public func answer(_ requests: [DigestBisection.Request]) async throws -> [DigestBisection.Answer] {
-        guard let epoch = lock.withLock({ epoch }) else {
+        guard let epoch = lock.withLock({ epochSeen }) else {
             throw SyncError(.malformedResponse, "digest questions asked before the zone's held ranges")
         }
+        // Each request as questions within one question's bounds, remembering whose they are.
+        var parts: [(owner: Int, question: DigestBisection.Request)] = []
+        for (owner, request) in requests.enumerated() {
+            for part in Self.cut(request) { parts.append((owner, part)) }
+        }
+        var digests = [[DigestSum]](repeating: [], count: requests.count)
+        var prints = [[SequenceFingerprint]](repeating: [], count: requests.count)
+        var start = 0
+        while start < parts.count {
+            // As many questions as fit one round's bounds.
+            var end = start
+            var pieces = 0
+            var ranges = 0
+            var fingerprints: UInt64 = 0
+            while end < parts.count && end - start < DigestQuestions.maxQuestions {
+                let (p, r, f) = Self.size(parts[end].question)
+                if end > start && (pieces + p > DigestQuestions.maxRoundPieces || ranges + r > DigestQuestions.maxRoundRanges
+                                   || fingerprints + f > UInt64(DigestQuestions.maxFingerprints)) { break }
+                pieces += p
+                ranges += r
+                fingerprints += f
+                end += 1
+            }
+            let batch = Array(parts[start..<end])
+            let answers = try await send(batch.map(\.question), epoch: epoch)
+            for ((owner, _), answer) in zip(batch, answers) {
+                switch answer {
+                case .digests(let sums): digests[owner] += sums
+                case .fingerprints(let found): prints[owner] += found
+                }
+            }
+            start = end
+        }
+        return requests.enumerated().map { index, request in
+            if case .digests = request { return .digests(digests[index]) }
+            return .fingerprints(prints[index])
+        }
+    }
+
+    /// `request` as questions each within ``DigestQuestions``' bounds for one question.
+    static func cut(_ request: DigestBisection.Request) -> [DigestBisection.Request] {
+        switch request {
+        case .digests(let replica, let pieces):
+            var out: [DigestBisection.Request] = []
+            var current: [[Range<UInt64>]] = []
+            var ranges = 0
+            for piece in pieces {
+                if !current.isEmpty && (current.count == DigestQuestions.maxPieces || ranges + piece.count > DigestQuestions.maxRanges) {
+                    out.append(.digests(replica, pieces: current))
+                    current = []
+                    ranges = 0
+                }
+                current.append(piece)
+                ranges += piece.count
+            }
+            if !current.isEmpty { out.append(.digests(replica, pieces: current)) }
+            return out
+        case .fingerprints(let replica, let ranges):
+            // At most maxRanges ranges and maxFingerprints sequences a question (a long range cut).
+            var out: [DigestBisection.Request] = []
+            var current: [Range<UInt64>] = []
+            var room = UInt64(DigestQuestions.maxFingerprints)
+            for range in ranges {
+                var low = range.lowerBound
+                while low < range.upperBound {
+                    if current.count == DigestQuestions.maxRanges || room == 0 {
+                        out.append(.fingerprints(replica, ranges: current))
+                        current = []
+                        room = UInt64(DigestQuestions.maxFingerprints)
+                    }
+                    let take = min(room, range.upperBound - low)
+                    current.append(low..<low + take)
+                    low += take
+                    room -= take
+                }
+            }
+            if !current.isEmpty { out.append(.fingerprints(replica, ranges: current)) }
+            return out
+        }
+    }
+
+    /// A question's pieces, ranges and (at most) fingerprints.
+    static func size(_ request: DigestBisection.Request) -> (Int, Int, UInt64) {
+        switch request {
+        case .digests(_, let pieces): (pieces.count, pieces.reduce(0) { $0 + $1.count }, 0)
+        case .fingerprints(_, let ranges): (0, ranges.count, ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) })
+        }
+    }
+
+    private func send(_ requests: [DigestBisection.Request], epoch: UInt64) async throws -> [DigestBisection.Answer] {
         let body = Array(try JSONEncoder().encode(DigestQuestions(epoch: epoch, questions: requests.map(DigestQuestion.init))))
         let request = HTTPExchangeRequest(method: "POST", url: transport.url(zone, StrataEndpoint.digests, query: query),
                                           headers: [("Content-Type", "application/json")], body: body)
@@ -74,15 +174,27 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
         lock.withLock {
             sent += body.count
             received += answer.count
+            posts += 1
         }
         guard let decoded = try? JSONDecoder().decode(DigestAnswers.self, from: Data(answer)), decoded.answers.count == requests.count else {
             throw SyncError(.malformedResponse, "digest answers are not {answers: [...]} with one answer per question: \(String(decoding: answer.prefix(200), as: UTF8.self))")
         }
-        return try decoded.answers.map { wire in
-            switch wire.answer() {
-            case .success(let answer): return answer
-            case .failure(let problem): throw SyncError(.malformedResponse, "digest answer: \(problem.message)")
+        return try zip(decoded.answers, requests).map { wire, request in
+            switch (wire.answer(), request) {
+            case (.success(let answer), .digests(_, let pieces)):
+                guard case .digests(let sums) = answer, sums.count == pieces.count else {
+                    throw SyncError(.malformedResponse, "a digest answer does not answer its question (\(pieces.count) pieces)")
+                }
+                return answer
+            case (.success(let answer), .fingerprints):
+                guard case .fingerprints = answer else { throw SyncError(.malformedResponse, "a fingerprint question was answered with digests") }
+                return answer
+            case (.failure(let problem), _):
+                throw SyncError(.malformedResponse, "digest answer: \(problem.message)")
             }
         }
     }
+
+    /// The zone's life the held ranges were answered in (`nil` before).
+    public var epoch: UInt64? { lock.withLock { epochSeen } }
 }

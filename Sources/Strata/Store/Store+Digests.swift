@@ -6,7 +6,7 @@ extension Store {
     /// The store's history by content (`HistoryDigests`): every event its log still holds —
     /// not those only a snapshot holds (the log before it retired), not an adoption record's
     /// state, not a withheld event, not a transaction a fork abandoned — fingerprinted without
-    /// local-only attributes. What a device compares with a zone on a server (see
+    /// local-only attributes in its own replicas' events. What a device compares with a zone on a server (see
     /// `HTTPSyncTransport.zoneDigests`) or with another store (`DigestBisection`).
     ///
     /// Reads the whole log: about a second per million events.
@@ -21,7 +21,7 @@ extension Store {
                        identity.isAbandoned(header: try TransactionHeader(decoding: entry.payload, position: entry.position), position: entry.position) {
                         continue
                     }
-                    builder.add(try EventCodec.decodeRaw(entry.payload, position: entry.position), leavingOut: localOnly)
+                    builder.add(try EventCodec.decodeRaw(entry.payload, position: entry.position), leavingOut: localOnly, own: identity.ownReplicas)
                 }
             }
         } catch let error as LogError {

@@ -77,7 +77,7 @@ public struct DigestBisection: Sendable {
         states = local.replicas.keys.sorted().compactMap { replica in
             guard let mine = local.replicas[replica], let theirs = remoteRanges[replica] else { return nil }
             let shared = SequenceRangeSet.intersection(mine.ranges, theirs)
-            return shared.isEmpty ? nil : ReplicaState(replica: replica, mine: mine, inner: [shared])
+            return shared.isEmpty ? nil : ReplicaState(replica: replica, mine: mine, inner: SequenceRangeSet.bounded([shared]))
         }
     }
 
@@ -157,7 +157,7 @@ public struct DigestBisection: Sendable {
                 if SequenceRangeSet.count(piece) <= UInt64(leafSize) {
                     s.leaves.append(contentsOf: piece)
                 } else {
-                    s.next.append(contentsOf: SequenceRangeSet.split(piece, into: fanOut))
+                    s.next.append(contentsOf: SequenceRangeSet.bounded(SequenceRangeSet.split(piece, into: fanOut)))
                 }
             }
             s.inner = []
@@ -165,8 +165,10 @@ public struct DigestBisection: Sendable {
             outcome.bytesExchanged += 16 + 16 * s.leaves.count + 24 * theirs.count
             var byID: [UInt64: Fingerprint] = [:]
             for one in theirs where byID[one.sequence] == nil { byID[one.sequence] = one.fingerprint }
-            for own in s.mine.fingerprints(in: s.leaves) where byID[own.sequence] != own.fingerprint {
-                s.found.append(own.sequence)
+            // A sequence the answer leaves out is no longer held there (retired by a compaction
+            // since the held ranges were given): unknown, not different.
+            for own in s.mine.fingerprints(in: s.leaves) {
+                if let theirs = byID[own.sequence], theirs != own.fingerprint { s.found.append(own.sequence) }
             }
             s.leaves = []
         default:

@@ -15,14 +15,17 @@ import StrataLog
 /// - delete: the entity name and the object;
 /// - add: the entity name, the object, the relationship name, the target;
 /// - remove: those four, then the adds it removes (replica, sequence), sorted;
-/// - schema: the schema's JSON with sorted keys.
+/// - schema: the schema's JSON as the event stores it (not re-encoded: another version's encoder
+///   could write it differently).
 ///
 /// Names are length-prefixed UTF-8. A withheld event (the server left its content out of a
 /// pull) has no fingerprint: its holder does not know what it says. Local-only attributes are
-/// left out (they are never pushed: the author's log has them, every other copy lacks them).
+/// left out of the events of the reader's own replicas (they are never pushed: the author's log
+/// has them, every other copy lacks them).
 extension DecodedTransaction {
     /// Each event's sequence and fingerprint, in the transaction's order (withheld ones left
-    /// out), without the fields `localOnly` names (entity name → attribute names).
+    /// out), without the fields `localOnly` names (entity name → attribute names): pass them for
+    /// a transaction of the reader's own replicas only.
     package func fingerprints(leavingOut localOnly: [String: Set<String>] = [:]) -> [(sequence: UInt64, fingerprint: Fingerprint)] {
         var result: [(sequence: UInt64, fingerprint: Fingerprint)] = []
         result.reserveCapacity(events.count)
@@ -81,7 +84,7 @@ extension DecodedTransaction {
                 }
             }
         case .schema:
-            if schemas.indices.contains(Int(e.start)) { w.lengthPrefixed(Array(schemas[Int(e.start)].jsonData())) }
+            if schemaJSON.indices.contains(Int(e.start)) { w.lengthPrefixed(schemaJSON[Int(e.start)]) }
         case .withheld:
             break
         }

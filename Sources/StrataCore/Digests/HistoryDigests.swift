@@ -15,10 +15,12 @@ public struct HistoryDigests: Sendable {
 
         package init() {}
 
-        /// - Parameter localOnly: the local-only attributes of the store's schema (entity name →
-        ///   attribute names), left out of the fingerprints.
-        package mutating func add(_ transaction: DecodedTransaction, leavingOut localOnly: [String: Set<String>] = [:]) {
-            let fingerprints = transaction.fingerprints(leavingOut: localOnly)
+        /// - Parameters:
+        ///   - localOnly: the local-only attributes of the store's schema (entity name →
+        ///     attribute names), left out of the fingerprints of `own` replicas' events.
+        ///   - own: the store's own replicas (its replica and those it forked from).
+        package mutating func add(_ transaction: DecodedTransaction, leavingOut localOnly: [String: Set<String>] = [:], own: Set<ReplicaID> = []) {
+            let fingerprints = transaction.fingerprints(leavingOut: own.contains(transaction.replica) ? localOnly : [:])
             guard !fingerprints.isEmpty else { return }
             pairs[transaction.replica, default: []].append(contentsOf: fingerprints)
         }

@@ -128,6 +128,20 @@ package enum SequenceRangeSet {
         ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) }
     }
 
+    /// The most ranges one piece names: a held set cut into many runs (a masked zone's withheld
+    /// events, gaps) is asked about in several pieces, so that no question grows past what a
+    /// server answers.
+    package static let maxRangesPerPiece = 256
+
+    /// `pieces` with every piece of more than ``maxRangesPerPiece`` ranges cut into consecutive
+    /// pieces of at most that many.
+    package static func bounded(_ pieces: [[Range<UInt64>]]) -> [[Range<UInt64>]] {
+        pieces.flatMap { piece -> [[Range<UInt64>]] in
+            guard piece.count > maxRangesPerPiece else { return [piece] }
+            return stride(from: 0, to: piece.count, by: maxRangesPerPiece).map { Array(piece[$0..<min(piece.count, $0 + maxRangesPerPiece)]) }
+        }
+    }
+
     /// `ranges` cut into at most `pieces` consecutive parts of about equal numbers of sequences.
     package static func split(_ ranges: [Range<UInt64>], into pieces: Int) -> [[Range<UInt64>]] {
         let total = count(ranges)

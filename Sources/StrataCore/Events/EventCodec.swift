@@ -313,6 +313,8 @@ package struct DecodedTransaction: Sendable {
     package var fields: [RawField] = []
     package var adds: [RawAdd] = []
     package var schemas: [Schema] = []
+    /// Each schema's JSON as stored (``schemas`` in the same order): what its fingerprint is of.
+    package var schemaJSON: [[UInt8]] = []
 
     package init(replica: ReplicaID, firstSequence: UInt64) {
         self.replica = replica
@@ -426,6 +428,7 @@ private struct TransactionDecoder {
                 guard let schema = try? JSONDecoder().decode(Schema.self, from: Data(json)) else { throw corrupt("schema JSON does not decode") }
                 e.start = Int32(t.schemas.count)
                 t.schemas.append(schema)
+                t.schemaJSON.append(Array(json))
             case .withheld:
                 break
             }

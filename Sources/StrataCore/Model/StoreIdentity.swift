@@ -12,6 +12,9 @@ public struct StoreIdentity: Sendable, Hashable {
     /// The replicas abandoned so far, oldest first.
     public var lineage: [ReplicaFork]
 
+    /// The replicas this store authored under: its own and those it forked from.
+    package var ownReplicas: Set<ReplicaID> { Set([replicaID] + lineage.map(\.replica)) }
+
     public init(replicaID: ReplicaID, logID: String? = nil, lineage: [ReplicaFork] = []) {
         self.replicaID = replicaID
         self.logID = logID

@@ -9,8 +9,12 @@ import StrataLog
 /// a pull with its mask answers them (withheld events have no fingerprint; its own replica's
 /// transactions are not masked), so an entry belongs to a zone, a mask and, when masked, a
 /// puller. A zone in a new life (deleted and created again: another epoch) starts a new entry.
-/// Transactions the zone retired (compaction) stay in an entry built before: what it knew of them
-/// is still true.
+/// An entry covers the zone from its newest snapshot on (what a new reader may pull: the history
+/// before it only a device that pulled it then can have), and is built again when the zone
+/// compacted since (so that what a compaction covered is not answered to a reader who could only
+/// get the snapshot now),
+/// and when the zone's history is no longer the one it was built from (restored from a backup:
+/// the history chain's fingerprint at the entry's end differs, or the end moved back).
 ///
 /// Memory: 32 bytes per event held (``SequenceDigests``); entries are dropped, least recently
 /// used first, past `maxEvents` in all (the one just built is kept, whatever its size).
@@ -25,8 +29,11 @@ actor ZoneDigestCache {
 
     private struct Entry: Sendable {
         var epoch: UInt64
-        /// The next position to read.
+        /// Where the entry's history starts: the zone's snapshot, or its log's start.
+        var start: UInt64
+        /// The next position to read, and the history chain's fingerprint there.
         var next: UInt64
+        var chain: UInt64?
         var digests: HistoryDigests
         var events: Int
         var used: UInt64
@@ -54,7 +61,8 @@ actor ZoneDigestCache {
         let key = Key(zone: zone, mask: mask?.description ?? "", puller: mask == nil ? nil : puller)
         // One build or extension of a key at a time: a second request waits for the first's.
         while let task = running[key] { _ = await task.result }
-        let start = entries[key].flatMap { $0.epoch == epoch ? $0 : nil }
+        // Taken out while it is extended: its arrays are then extended in place, not copied.
+        let start = entries.removeValue(forKey: key).flatMap { $0.epoch == epoch ? $0 : nil }
         let storage = storage
         let pageSize = pageSize
         let task = Task { try await Self.extend(start, zone: zone, epoch: epoch, mask: mask, puller: puller, storage: storage, pageSize: pageSize) }
@@ -71,41 +79,61 @@ actor ZoneDigestCache {
     /// `entry` (or a new one) with the zone's transactions from its `next` position to the end.
     private static func extend(_ entry: Entry?, zone: ZoneID, epoch: UInt64, mask: DownloadMask?, puller: ReplicaID?,
                                storage: any ZoneStorage, pageSize: Int) async throws -> Entry {
-        var position: UInt64
-        if let entry { position = entry.next } else { position = try await storage.startPosition(zone: zone) }
+        // The zone's history as a new reader may have it: from its snapshot on (before it, only a
+        // device that pulled it then holds it), or from its log's start.
+        let start = max(try await storage.startPosition(zone: zone), try await storage.snapshotPosition(zone: zone) ?? 0)
+        var entry = entry
+        if let kept = entry {
+            let end = try await storage.endPosition(zone: zone)
+            let chain = try await storage.fingerprint(zone: zone, at: kept.next)
+            // Retired history, or another history than the one read: built again from the start.
+            if start > kept.start || end < kept.next || chain != kept.chain { entry = nil }
+        }
+        var position = entry?.next ?? start
         var replicas = entry?.digests.replicas ?? [:]
         var events = entry?.events ?? 0
+        entry = nil
         while true {
             try Task.checkCancellation()
             let page: ReadResult
             switch await read(storage, zone: zone, epoch: epoch, after: position, limit: pageSize) {
             case .success(let read):
                 page = read
-            case .failure(let error) where error.code == .positionRetired:
-                // Compacted meanwhile: what is left starts later.
-                position = try await storage.startPosition(zone: zone)
-                continue
+            case .failure(let error) where error.code == .positionRetired || error.code == .positionBeyondEnd:
+                // Compacted or rewound meanwhile: read again from the start as it is now.
+                return try await extend(nil, zone: zone, epoch: epoch, mask: mask, puller: puller, storage: storage, pageSize: pageSize)
             case .failure(let error):
                 throw error
             }
-            var pairs: [ReplicaID: [(sequence: UInt64, fingerprint: Fingerprint)]] = [:]
-            for transaction in page.transactions {
-                var bytes = transaction.bytes
-                if AdoptionRecord.isAdoption(bytes) { continue }
-                if let mask, !mask.isEmpty {
-                    let own = try puller.map { try TransactionHeader(decoding: bytes).replica == $0 } ?? false
-                    if !own { bytes = try TransactionMask.apply(mask, to: bytes) }
-                }
-                let decoded = try EventCodec.decodeRaw(bytes, position: transaction.position)
-                let fingerprints = decoded.fingerprints()
-                events += fingerprints.count
-                pairs[decoded.replica, default: []].append(contentsOf: fingerprints)
+            // Decoding and hashing a page is CPU work: off the server's cooperative threads.
+            let transactions = page.transactions
+            let pairs = try await BlockingIO.run { try Self.fingerprints(transactions, mask: mask, puller: puller) }
+            for (replica, new) in pairs {
+                events += new.count
+                replicas[replica, default: SequenceDigests([])].add(new)
             }
-            for (replica, new) in pairs { replicas[replica, default: SequenceDigests([])].add(new) }
             position = page.nextPosition
             if !page.moreComing { break }
         }
-        return Entry(epoch: epoch, next: position, digests: HistoryDigests(replicas: replicas), events: events, used: 0)
+        let chain = try await storage.fingerprint(zone: zone, at: position)
+        return Entry(epoch: epoch, start: start, next: position, chain: chain, digests: HistoryDigests(replicas: replicas), events: events, used: 0)
+    }
+
+    /// The fingerprints of a page's events by replica, as a pull with `mask` answers them.
+    private static func fingerprints(_ transactions: [ZoneEntry], mask: DownloadMask?, puller: ReplicaID?) throws
+        -> [ReplicaID: [(sequence: UInt64, fingerprint: Fingerprint)]] {
+        var pairs: [ReplicaID: [(sequence: UInt64, fingerprint: Fingerprint)]] = [:]
+        for transaction in transactions {
+            var bytes = transaction.bytes
+            if AdoptionRecord.isAdoption(bytes) { continue }
+            if let mask, !mask.isEmpty {
+                let own = try puller.map { try TransactionHeader(decoding: bytes).replica == $0 } ?? false
+                if !own { bytes = try TransactionMask.apply(mask, to: bytes) }
+            }
+            let decoded = try EventCodec.decodeRaw(bytes, position: transaction.position)
+            pairs[decoded.replica, default: []].append(contentsOf: decoded.fingerprints())
+        }
+        return pairs
     }
 
     private static func read(_ storage: any ZoneStorage, zone: ZoneID, epoch: UInt64, after position: UInt64,

@@ -10,11 +10,12 @@ import StrataProtocol
 /// goes out (a grant revoked or a sign-in ended meanwhile gets no answer).
 extension StrataServerApp {
     /// The largest body of a digest question round.
-    static let maxDigestQuestionBytes = 4 << 20
+    static let maxDigestQuestionBytes = 1 << 20
 
     /// `GET /v1/zones/{zone}/digests`: the sequences of each replica the zone holds with content.
     func digestRanges(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.readableZone()
+        try Self.requireSchemaVersion(request, zone)
         let query = request.uri.queryParameters
         let digests = try await zoneDigests(zone, mask: try downloadMask(query.get(StrataQuery.omit)),
                                             puller: try pullingReplica(query.get(StrataQuery.replica)))
@@ -27,6 +28,7 @@ extension StrataServerApp {
     /// `POST /v1/zones/{zone}/digests`: one round of a bisection's questions, answered in order.
     func digestAnswers(_ request: Request, _ context: StrataRequestContext) async throws -> Response {
         let (user, zone) = try context.readableZone()
+        try Self.requireSchemaVersion(request, zone)
         let query = request.uri.queryParameters
         let mask = try downloadMask(query.get(StrataQuery.omit))
         let puller = try pullingReplica(query.get(StrataQuery.replica))
@@ -64,10 +66,19 @@ extension StrataServerApp {
         guard !questions.questions.isEmpty, questions.questions.count <= DigestQuestions.maxQuestions else {
             throw ServerError(.badRequest, "a round asks 1 to \(DigestQuestions.maxQuestions) questions, not \(questions.questions.count)")
         }
+        // The round's totals: a small body must not ask for a large answer.
+        let pieces = questions.questions.reduce(0) { $0 + ($1.pieces?.count ?? 0) }
+        let ranges = questions.questions.reduce(0) { $0 + $1.rangeCount }
+        guard pieces <= DigestQuestions.maxRoundPieces, ranges <= DigestQuestions.maxRoundRanges else {
+            throw ServerError(.badRequest, "a round asks about \(pieces) pieces and \(ranges) ranges; at most \(DigestQuestions.maxRoundPieces) and \(DigestQuestions.maxRoundRanges) are answered")
+        }
         var requests: [DigestBisection.Request] = []
         for (index, question) in questions.questions.enumerated() {
             if let pieces = question.pieces, pieces.isEmpty || pieces.count > DigestQuestions.maxPieces {
                 throw ServerError(.badRequest, "question \(index) asks about \(pieces.count) pieces; 1 to \(DigestQuestions.maxPieces) are answered")
+            }
+            if let pieces = question.pieces, pieces.contains(where: \.isEmpty) {
+                throw ServerError(.badRequest, "question \(index) asks about a piece of no ranges")
             }
             guard question.rangeCount <= DigestQuestions.maxRanges else {
                 throw ServerError(.badRequest, "question \(index) names \(question.rangeCount) ranges; at most \(DigestQuestions.maxRanges) are answered")

@@ -43,7 +43,7 @@ struct RemoteDiff: Codable, Sendable {
     static func run(_ path: String, transport: HTTPSyncTransport, zone: ZoneReference, mask: DownloadMask, limit: Int,
                     progress: Progress?) async throws -> RemoteDiff {
         let files = try StoreFiles(path)
-        let collector = HistoryDigestCollector()
+        let collector = HistoryDigestCollector(files)
         var loaded = try LoadedStore.load(files, start: .newest, progress: progress, digests: collector)
         progress?.finish()
         let local = collector.finish()
@@ -117,7 +117,7 @@ struct RemoteDiff: Codable, Sendable {
             objects.append(diff)
         }
         let (sent, received) = remote.bytes
-        return RemoteDiff(store: path, replica: files.replicaID.description, zone: zone.description, epoch: nil,
+        return RemoteDiff(store: path, replica: files.replicaID.description, zone: zone.description, epoch: remote.epoch,
                           equal: outcome.differing.isEmpty && replicas.isEmpty, replicas: replicas, differing: differing,
                           differingTruncated: outcome.truncated, firstDivergent: firstDivergent, objects: objects,
                           rounds: outcome.rounds, bytesSent: sent, bytesReceived: received, seconds: seconds)

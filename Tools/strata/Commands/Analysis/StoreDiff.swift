@@ -142,7 +142,7 @@ struct StoreDiff: Codable, Sendable {
         let digests = Slots<HistoryDigests>()
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             do {
-                let collector = HistoryDigestCollector()
+                let collector = HistoryDigestCollector(files[i])
                 let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i, digests: collector)
                 digests.set(i, collector.finish())
                 results.set(i, .success(loaded))

@@ -167,10 +167,16 @@ final class LoadedStore: @unchecked Sendable {
 /// The history digests of a store as ``LoadedStore/load(_:start:until:progress:slot:digests:each:)``
 /// reads its log: every entry of its history, also those a snapshot covers (their content is still
 /// here); not an adoption record (no events) nor a transaction a fork abandoned. Local-only
-/// attributes of the schema as far as the log has been read are left out (they are never pushed,
-/// so no other copy has them).
+/// attributes of the schema as far as the log has been read are left out of the store's own
+/// replicas' events (they are never pushed, so no other copy has them).
 final class HistoryDigestCollector: @unchecked Sendable {
     private var builder = HistoryDigests.Builder()
+    /// The store's own replicas: only their events can hold local-only attributes.
+    private let own: Set<ReplicaID>
+
+    init(_ files: StoreFiles) {
+        own = files.storeIdentity?.ownReplicas ?? [files.replicaID]
+    }
     private var schema: Schema?
     private var localOnly: [String: Set<String>] = [:]
     /// Entries whose events did not decode (the read reports them elsewhere).
@@ -191,7 +197,7 @@ final class HistoryDigestCollector: @unchecked Sendable {
             schema = now
             localOnly = now.localOnlyAttributes
         }
-        builder.add(decoded, leavingOut: localOnly)
+        builder.add(decoded, leavingOut: localOnly, own: own)
     }
 
     func finish() -> HistoryDigests { builder.finish() }
