@@ -13,14 +13,18 @@ public struct ZoneDigestRanges: Sendable, Hashable, Codable {
     }
 }
 
-/// One replica's held sequences: `[first, end)` pairs, sorted and disjoint.
+/// One replica's held sequences: `[first, end)` pairs, sorted and disjoint; and the highest
+/// sequence of it the zone holds at all (`acknowledged`: those not in `ranges` are held only in
+/// the zone's snapshot, compacted).
 public struct ReplicaRanges: Sendable, Hashable, Codable {
     public var replica: String
     public var ranges: [[UInt64]]
+    public var acknowledged: UInt64?
 
-    public init(replica: ReplicaID, ranges: [Range<UInt64>]) {
+    public init(replica: ReplicaID, ranges: [Range<UInt64>], acknowledged: UInt64? = nil) {
         self.replica = replica.description
         self.ranges = ranges.map { [$0.lowerBound, $0.upperBound] }
+        self.acknowledged = acknowledged
     }
 }
 

@@ -28,6 +28,7 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
     private var sent = 0
     private var received = 0
     private var posts = 0
+    private var held: [ReplicaID: UInt64] = [:]
 
     init(transport: HTTPSyncTransport, zone: ZoneReference, mask: DownloadMask, replica: ReplicaID?) {
         self.transport = transport
@@ -38,6 +39,10 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
 
     /// Bytes of request bodies sent and of answers received so far.
     public var bytes: (sent: Int, received: Int) { lock.withLock { (sent, received) } }
+
+    /// The highest sequence of each replica the zone holds, its snapshot included (from the held
+    /// ranges' answer; a server older than the field gives none).
+    public var acknowledged: [ReplicaID: UInt64] { lock.withLock { held } }
 
     /// Requests sent so far (the held ranges' included).
     public var requests: Int { lock.withLock { posts } }
@@ -54,17 +59,21 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
             throw SyncError(.malformedResponse, "digests answer is not {epoch, replicas: [{replica, ranges}]}: \(String(decoding: body.prefix(200), as: UTF8.self))")
         }
         var ranges: [ReplicaID: [Range<UInt64>]] = [:]
+        var acknowledged: [ReplicaID: UInt64] = [:]
         for held in answer.replicas {
             guard let id = ReplicaID(held.replica) else {
                 throw SyncError(.malformedResponse, "digests answer names \"\(held.replica.prefix(64))\", not a replica ID")
             }
+            acknowledged[id] = held.acknowledged
             switch DigestQuestion.ranges(held.ranges) {
-            case .success(let parsed): ranges[id] = parsed
+            case .success(let parsed) where !parsed.isEmpty: ranges[id] = parsed
+            case .success: break
             case .failure(let problem): throw SyncError(.malformedResponse, "digests answer for replica \(id): \(problem.message)")
             }
         }
         lock.withLock {
             epochSeen = answer.epoch
+            held = acknowledged
             posts += 1
         }
         return ranges

@@ -12,7 +12,7 @@ struct RemoteDiffCommandTests: NoteStoreCLI {
     @Test("a synced store equals its zone; an unpushed edit is only on the device; a wrong call is refused by name")
     func storeAgainstZone() async throws {
         let dir = TemporaryDirectory()
-        try await withLogServer(dir.sub("server"), users: try UserDirectory(tokens: ["alice": "alice-secret"])) { url, _ in
+        try await withLogServer(dir.sub("server"), users: try UserDirectory(tokens: ["alice": "alice-secret"])) { url, storage in
             let phone = try await makeStore(dir, "phone")
             try await insert(phone, ["milk", "eggs"])
             let synced = try await strata(["sync", phone, "--server", url.absoluteString, "--zone", "notes", "--token", "alice-secret"])
@@ -22,7 +22,8 @@ struct RemoteDiffCommandTests: NoteStoreCLI {
             let equal = try await strata(diff)
             #expect(equal.status == 0, "\(equal.stdout)\(equal.stderr)")
             #expect(equal.stdout.contains("equal: every event both hold has the same content"))
-            #expect(equal.stdout.contains("compared by digests: 2 rounds"))
+            // The schema event and the two inserts (one transaction), compared in two round trips.
+            #expect(equal.stdout.contains("compared by digests: 3 (2 round trips"), "\(equal.stdout)")
 
             try await insert(phone, ["bread"])
             let ahead = try await strata(diff + ["--json"])
@@ -35,11 +36,20 @@ struct RemoteDiffCommandTests: NoteStoreCLI {
             #expect((replicas.first?["onlyInZoneCount"] as? NSNumber)?.intValue == 0)
             #expect((object["differing"] as? [Any])?.isEmpty == true)
 
+            // Pushed, then the zone compacted: what the zone holds only in its snapshot is held
+            // all the same (nothing "only on the device"), and nothing is left to compare.
+            #expect(try await strata(["sync", phone, "--server", url.absoluteString, "--zone", "notes", "--token", "alice-secret"]).status == 0)
+            _ = try await storage.compact(zone: ZoneID(owner: "alice", name: "notes"), retaining: 0)
+            let compacted = try await strata(diff)
+            #expect(compacted.status == 0, "\(compacted.stdout)\(compacted.stderr)")
+            #expect(compacted.stdout.contains("compared by digests: 0 "), "\(compacted.stdout)")
+
             // Refusals, before anything is sent.
             let twoStores = try await strata(["diff", phone, phone, "--server", url.absoluteString, "--zone", "notes"])
             #expect(twoStores.status == 2 && twoStores.stderr.contains("give one store with --server"))
             let noZone = try await strata(["diff", phone, "--server", url.absoluteString])
             #expect(noZone.status == 2 && noZone.stderr.contains("--server needs --zone"))
+            // (This one by the server.)
             let stranger = try await strata(diff.dropLast(2) + ["--token", "not-a-token"])
             #expect(stranger.status == 2 && stranger.stderr.contains("unauthorized"), "\(stranger.stderr)")
         }

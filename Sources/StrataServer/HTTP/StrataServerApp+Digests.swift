@@ -19,9 +19,13 @@ extension StrataServerApp {
         let query = request.uri.queryParameters
         let digests = try await zoneDigests(zone, mask: try downloadMask(query.get(StrataQuery.omit)),
                                             puller: try pullingReplica(query.get(StrataQuery.replica)))
+        // How far the zone holds each replica at all (its snapshot included): no user names.
+        let held = try await storageCall { () async throws(ZoneStorageError) in try await storage.replicas(zone: zone.id) }
+        let acknowledged = Dictionary(held.map { ($0.replica, $0.acknowledged) }, uniquingKeysWith: max)
         try requireStillSignedIn(request, as: user)
         try await requireStillReadable(zone.id, by: user, epoch: zone.epoch)
-        let replicas = digests.replicas.sorted { $0.key < $1.key }.map { ReplicaRanges(replica: $0.key, ranges: $0.value.ranges) }
+        let ids = Set(digests.replicas.keys).union(acknowledged.keys).sorted()
+        let replicas = ids.map { ReplicaRanges(replica: $0, ranges: digests.replicas[$0]?.ranges ?? [], acknowledged: acknowledged[$0]) }
         return try json(ZoneDigestRanges(epoch: zone.epoch, replicas: replicas))
     }
 

@@ -13,13 +13,33 @@ import StrataSync
 struct RemoteDiff: Codable, Sendable {
     struct ReplicaHeld: Codable, Sendable {
         var replica: String
-        /// Sequences the device's log holds and the zone's log does not (not pushed yet, or
-        /// retired on the server by compaction), and the other way round (not pulled yet, or
-        /// withheld from the device by its mask).
+        /// Sequences the device's log holds and the zone does not hold at all (not pushed yet:
+        /// those the zone holds only in its snapshot are not counted), and the other way round
+        /// (not pulled yet).
         var onlyOnDevice: String
         var onlyInZone: String
         var onlyOnDeviceCount: UInt64
         var onlyInZoneCount: UInt64
+    }
+
+    /// An event both hold with different content: the device's version (`nil` when its log no
+    /// longer has it); the zone's is known by its fingerprint only.
+    struct DifferingEvent: Codable, Sendable {
+        var replica: String
+        var sequence: UInt64
+        var device: EventDescription?
+    }
+    /// One of the device's objects a differing event names, with the event that set each field.
+    struct DeviceObject: Codable, Sendable {
+        struct Field: Codable, Sendable {
+            var field: String
+            var value: JSONValue
+            var setBy: StoreDiff.Blame?
+        }
+        var object: String
+        var entity: String
+        var exists: Bool
+        var fields: [Field]
     }
 
     var store: String
@@ -28,13 +48,14 @@ struct RemoteDiff: Codable, Sendable {
     var epoch: UInt64?
     var equal: Bool
     var replicas: [ReplicaHeld]
-    /// Events both hold with different content: the device's version (the zone's is known by
-    /// its fingerprint only).
-    var differing: [StoreDiff.MissingEvent]
+    /// Events both hold with their content, compared by digests.
+    var compared: UInt64
+    var differing: [DifferingEvent]
     var differingTruncated: Bool
-    var firstDivergent: StoreDiff.MissingEvent?
-    /// The device's objects the differing events name, with the event that set each field.
-    var objects: [StoreDiff.ObjectDiff]
+    var firstDivergent: DifferingEvent?
+    var objects: [DeviceObject]
+    /// Damage met while reading the store, and events that could not be read back.
+    var warnings: [String]
     var rounds: Int
     var bytesSent: Int
     var bytesReceived: Int
@@ -61,13 +82,20 @@ struct RemoteDiff: Codable, Sendable {
 
         // Held on one side only, per replica.
         var replicas: [ReplicaHeld] = []
+        var warnings = [loaded.report.readWarning].compactMap { $0 } + loaded.notes
         let applied = Dictionary(uniqueKeysWithValues: loaded.projection.appliedSequences().map { ($0.replica, $0) })
+        let acknowledged = remote.acknowledged
+        var compared: UInt64 = 0
         for replica in Set(local.replicas.keys).union(remoteRanges.keys).sorted() {
             let mine = SequenceRanges(halfOpen: local.replicas[replica]?.ranges ?? [])
             let theirs = SequenceRanges(halfOpen: remoteRanges[replica] ?? [])
-            let onlyMine = mine.subtracting(theirs)
-            // Not in the zone's log is not "lacking": a sequence the device applied from a snapshot
-            // or an adopted state is held without content.
+            compared += SequenceRangeSet.count(SequenceRangeSet.intersection(local.replicas[replica]?.ranges ?? [], remoteRanges[replica] ?? []))
+            // The zone holds 1…acknowledged of a replica (pushes are in order): what it holds
+            // only in its snapshot is held all the same.
+            let zoneHolds = acknowledged[replica].map { $0 > 0 ? SequenceRanges([1...$0]) : SequenceRanges() } ?? theirs
+            let onlyMine = mine.subtracting(theirs).subtracting(zoneHolds)
+            // A sequence the device applied from a snapshot or an adopted state is held without
+            // content: not lacking.
             let onlyTheirs = theirs.subtracting(SequenceRanges(applied[replica]))
             guard !onlyMine.isEmpty || !onlyTheirs.isEmpty else { continue }
             replicas.append(ReplicaHeld(replica: replica.description, onlyOnDevice: onlyMine.description, onlyInZone: onlyTheirs.description,
@@ -75,59 +103,61 @@ struct RemoteDiff: Codable, Sendable {
         }
 
         // The device's version of each differing event, from its log.
-        var differing: [StoreDiff.MissingEvent] = []
+        var differing: [DifferingEvent] = []
         var records: [String: LogRecord] = [:]
         for id in outcome.differing {
             var description: EventDescription?
             if let entry = loaded.index.entry(holding: id) {
                 let segment = loaded.index.segment(of: entry)
                 let key = "\(segment)@\(entry.recordOffset)"
-                if records[key] == nil {
-                    records[key] = try? SegmentLog.readRecord(segment: files.logDirectory + "/" + segment, offset: entry.recordOffset)
-                }
-                if let stored = records[key]?.entries.first(where: { $0.position == entry.position }),
-                   let record = try? TransactionRecord(decoding: stored.payload),
-                   let event = record.events.first(where: { $0.id == id }) {
-                    description = EventDescription(event, position: entry.position, stored: entry.timestamp)
+                do {
+                    if records[key] == nil {
+                        records[key] = try SegmentLog.readRecord(segment: files.logDirectory + "/" + segment, offset: entry.recordOffset)
+                    }
+                    if let stored = records[key]?.entries.first(where: { $0.position == entry.position }),
+                       let event = try TransactionRecord(decoding: stored.payload).events.first(where: { $0.id == id }) {
+                        description = EventDescription(event, position: entry.position, stored: entry.timestamp)
+                    }
+                } catch {
+                    warnings.append("cannot read back \(id) from \(segment) at byte \(entry.recordOffset): \(error)")
                 }
             }
-            differing.append(StoreDiff.MissingEvent(heldBy: "both", replica: id.replica.description, sequence: id.sequence, event: description))
+            differing.append(DifferingEvent(replica: id.replica.description, sequence: id.sequence, device: description))
         }
-        let firstDivergent = differing.filter { $0.event != nil }.min { x, y in
-            guard let ex = x.event, let ey = y.event else { return false }
+        let firstDivergent = differing.filter { $0.device != nil }.min { x, y in
+            guard let ex = x.device, let ey = y.device else { return false }
             return (ex.hlc, ex.replica) < (ey.hlc, ey.replica)
         } ?? differing.first
 
-        // The device's objects those events name, with blame.
-        var objects: [StoreDiff.ObjectDiff] = []
+        // The device's objects those events name, with the event that set each field.
+        var objects: [DeviceObject] = []
         let projection = loaded.projection
-        let named = Set(differing.compactMap { $0.event?.object }.compactMap(ObjectID.init))
+        let named = Set(differing.compactMap { $0.device?.object }.compactMap(ObjectID.init))
         for id in named.sorted() {
             let object = projection.object(id)
             let provenance = projection.provenance(id)
             let entity = object?.entity ?? projection.lifecycle(id)?.entity ?? "?"
-            var diff = StoreDiff.ObjectDiff(object: id.description, entity: entity, existsInA: object != nil, existsInB: false, fields: [], members: [])
-            for (key, value) in (object?.values ?? [:]).sorted(by: { $0.key < $1.key }) {
-                let blame = provenance[key].map { p in
+            let fields = (object?.values ?? [:]).sorted(by: { $0.key < $1.key }).map { key, value in
+                DeviceObject.Field(field: key, value: JSONValue(value), setBy: provenance[key].map { p in
                     StoreDiff.Blame(replica: p.event.replica.description, sequence: p.event.sequence, hlc: p.hlc.rawValue, time: Format.time(p.hlc),
-                                    position: loaded.index.entry(holding: p.event)?.position, seenByOther: false)
-                }
-                diff.fields.append(StoreDiff.FieldDiff(field: key, a: JSONValue(value), b: nil, blameA: blame, blameB: nil))
+                                    position: loaded.index.entry(holding: p.event)?.position, seenByOther: outcome.differing.contains(p.event) == false)
+                })
             }
-            objects.append(diff)
+            objects.append(DeviceObject(object: id.description, entity: entity, exists: object != nil, fields: fields))
         }
         let (sent, received) = remote.bytes
         return RemoteDiff(store: path, replica: files.replicaID.description, zone: zone.description, epoch: remote.epoch,
-                          equal: outcome.differing.isEmpty && replicas.isEmpty, replicas: replicas, differing: differing,
-                          differingTruncated: outcome.truncated, firstDivergent: firstDivergent, objects: objects,
+                          equal: outcome.differing.isEmpty && replicas.isEmpty, replicas: replicas, compared: compared, differing: differing,
+                          differingTruncated: outcome.truncated, firstDivergent: firstDivergent, objects: objects, warnings: warnings,
                           rounds: outcome.rounds, bytesSent: sent, bytesReceived: received, seconds: seconds)
     }
 
     var text: String {
         var lines: [String] = []
         lines.append("device  \(store)  replica \(replica.prefix(8))")
-        lines.append("zone    \(zone)")
-        lines.append("compared by digests: \(rounds) rounds, \(bytesSent) bytes sent, \(bytesReceived) received, \(String(format: "%.1f", seconds * 1000)) ms")
+        lines.append("zone    \(zone)\(epoch.map { "  epoch \($0)" } ?? "")")
+        for warning in warnings { lines.append("warning: \(warning)") }
+        lines.append("events both hold with their content, compared by digests: \(compared) (\(rounds) round trips, \(bytesSent) bytes sent, \(bytesReceived) received, \(String(format: "%.1f", seconds * 1000)) ms)")
         if equal {
             lines.append("")
             lines.append("equal: every event both hold has the same content, and each holds what the other does")
@@ -136,26 +166,34 @@ struct RemoteDiff: Codable, Sendable {
         lines.append("")
         for r in replicas {
             var parts: [String] = []
-            if r.onlyOnDeviceCount > 0 { parts.append("only on the device: \(r.onlyOnDevice)") }
-            if r.onlyInZoneCount > 0 { parts.append("only in the zone: \(r.onlyInZone)") }
+            if r.onlyOnDeviceCount > 0 { parts.append("only on the device (not pushed): \(r.onlyOnDevice)") }
+            if r.onlyInZoneCount > 0 { parts.append("only in the zone (not pulled): \(r.onlyInZone)") }
             lines.append("  \(r.replica.prefix(8))  " + parts.joined(separator: "  "))
         }
         lines.append("events both hold with different content: \(differing.count)\(differingTruncated ? "+" : "")")
         if let first = firstDivergent {
-            lines.append("first divergent event (earliest in merge order): \(StoreDiff.describe(first))")
+            lines.append("first divergent event (earliest in merge order, by the device's version): \(Self.describe(first))")
         }
-        for event in differing.prefix(20) { lines.append("  " + StoreDiff.describe(event)) }
+        for event in differing.prefix(20) { lines.append("  " + Self.describe(event)) }
         if differing.count > 20 { lines.append("  … \(differing.count - 20) more (--json lists them)") }
         if !objects.isEmpty {
             lines.append("")
             lines.append("the device's objects those events name: \(objects.count)")
             for object in objects.prefix(20) {
-                lines.append("  \(object.entity) \(object.object)\(object.existsInA ? "" : " (deleted on the device)")")
+                lines.append("  \(object.entity) \(object.object)\(object.exists ? "" : " (deleted on the device)")")
                 for field in object.fields {
-                    lines.append("    \(field.field): \(StoreDiff.show(field.a)) \(StoreDiff.blame(field.blameA))")
+                    let setBy = field.setBy.map { "← set by \(StoreDiff.event($0.replica, $0.sequence, $0.user)) at \($0.time)\($0.seenByOther ? "" : " (an event the zone holds with other content)")" } ?? "(no event: default)"
+                    lines.append("    \(field.field): \(StoreDiff.show(field.value)) \(setBy)")
                 }
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    static func describe(_ event: DifferingEvent) -> String {
+        guard let device = event.device else {
+            return "\(StoreDiff.event(event.replica, event.sequence, nil)) (not in the device's log: a snapshot holds it)"
+        }
+        return "\(StoreDiff.event(event.replica, event.sequence, device.user)) on the device at #\(device.position.map(String.init) ?? "-"), \(device.time): \(device.textDetail)"
     }
 }

@@ -19,7 +19,7 @@ extension StoreDiff {
         lines.append("")
         lines.append("events only in A: \(onlyInACount), only in B: \(onlyInBCount), in both with different content: \(differingEvents.count)\(differingTruncated ? "+" : "")")
         if let digests = digestComparison {
-            lines.append("events both hold compared by digests: \(digests.compared) in \(digests.rounds) rounds, \(digests.bytes) bytes")
+            lines.append("events both hold with their content, compared by digests: \(digests.compared)")
         }
         if let first = firstDivergent {
             lines.append("first divergent event (earliest in merge order): \(Self.describe(first))")
@@ -40,7 +40,7 @@ extension StoreDiff {
         }
         lines.append("")
         if objects.isEmpty {
-            lines.append("no object differs (the missing events changed nothing visible)")
+            lines.append("no object differs (the differing events changed nothing visible)")
         } else {
             lines.append("objects that differ: \(objects.count)")
         }
@@ -62,7 +62,7 @@ extension StoreDiff {
     }
 
     static func describe(_ missing: MissingEvent) -> String {
-        let holder = missing.heldBy == "both" ? "both (with different content; A's shown)" : missing.heldBy.uppercased()
+        let holder = missing.heldBy == "both" ? "both, with different content (the earlier version shown)" : missing.heldBy.uppercased()
         guard let event = missing.event else {
             return "\(Self.event(missing.replica, missing.sequence, missing.user)) (in \(holder)'s snapshot)"
         }

@@ -34,7 +34,8 @@ struct StoreDiff: Codable, Sendable {
     /// An event one store holds and the other lacks.
     struct MissingEvent: Codable, Sendable {
         /// "a" or "b": the store that has it; "both" for an event both hold with different
-        /// content (``StoreDiff/differingEvents``; `event` is then A's).
+        /// content (``StoreDiff/differingEvents``; `event` is then the earlier version in merge
+        /// order) — only ever the first divergent event.
         var heldBy: String
         var replica: String
         var user: String? = nil
@@ -309,7 +310,11 @@ struct StoreDiff: Codable, Sendable {
         let differingEvents = differing.map { id in
             DifferingEvent(replica: id.replica.description, sequence: id.sequence, a: describe(id, side: 0).event, b: describe(id, side: 1).event)
         }
-        let describedBoth = differingEvents.map { MissingEvent(heldBy: "both", replica: $0.replica, sequence: $0.sequence, event: $0.a ?? $0.b) }
+        // Each with the earlier of its two versions in merge order (the one that can come first).
+        let describedBoth = differingEvents.map { event in
+            let earlier = [event.a, event.b].compactMap { $0 }.min { ($0.hlc, $0.replica) < ($1.hlc, $1.replica) }
+            return MissingEvent(heldBy: "both", replica: event.replica, sequence: event.sequence, event: earlier)
+        }
         // The first divergent event: the earliest in the merge order (HLC, then replica).
         let firstDivergent = (describedA + describedB + describedBoth).filter { $0.event != nil }.min { x, y in
             guard let ex = x.event, let ey = y.event else { return false }
@@ -322,9 +327,10 @@ struct StoreDiff: Codable, Sendable {
         func blame(_ provenance: FieldProvenance?, side: Int) -> Blame? {
             guard let provenance else { return nil }
             let other = side == 0 ? b : a
+            // An event the other holds with other content is not one it has seen.
             return Blame(replica: provenance.event.replica.description, sequence: provenance.event.sequence, hlc: provenance.hlc.rawValue,
                          time: Format.time(provenance.hlc), position: indexes[side].entry(holding: provenance.event)?.position,
-                         seenByOther: other.hasApplied(provenance.event))
+                         seenByOther: other.hasApplied(provenance.event) && !differingSet.contains(provenance.event))
         }
         // Digests only matter when the events are the same (equal digests then prove equal
         // objects; different ones point at a merge bug): both at once, one per core.

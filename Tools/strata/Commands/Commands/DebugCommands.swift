@@ -470,7 +470,7 @@ struct DiffCommand: AsyncParsableCommand {
     @Option(help: "With --server: trust the server's certificate through this PEM file.")
     var caFile: String?
 
-    @Option(help: ArgumentHelp("With --server: the store's download mask, if it syncs with one (compared with what the mask lets it see).", valueName: "MASK"))
+    @Option(help: ArgumentHelp("With --server: the download mask to compare with (what the zone looks like to a device with that mask). Default: the one the store syncs with (its download-masks.json).", valueName: "MASK"))
     var omit: String?
 
     @Option(help: "Also write a self-contained HTML page with both timelines side by side (two stores).")
@@ -519,9 +519,25 @@ struct DiffCommand: AsyncParsableCommand {
         if !diff.equal { throw ExitCode(ExitStatus.finding) }
     }
 
+    /// The download mask the store recorded (`nil`: none); refused when its sync engines recorded
+    /// different ones (which to compare with would be a guess) or the file is damaged.
+    static func recordedMask(_ store: String) throws -> String? {
+        guard let data = FileManager.default.contents(atPath: store + "/download-masks.json") else { return nil }
+        guard let file = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let masks = file["masks"] as? [String: String] else {
+            throw CLIError("\(store)/download-masks.json does not read: give the mask to compare with by --omit")
+        }
+        let distinct = Set(masks.values)
+        guard distinct.count <= 1 else {
+            throw CLIError("\(store) syncs with several download masks (\(distinct.sorted().joined(separator: "; "))): give the one to compare with by --omit")
+        }
+        return distinct.first.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     private func diffRemote(server: String, zone: String) async throws {
         let credentials = try SyncToken.resolve(option: token, file: tokenFile)
         var mask = DownloadMask.none
+        // Without --omit, the mask the store syncs with (what it holds is what that mask let in).
+        let omit = try self.omit ?? Self.recordedMask(storeA)
         if let omit {
             do {
                 mask = try DownloadMask(parsing: omit)
