@@ -79,7 +79,7 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
         return ranges
     }
 
-    /// One round's answers. A round larger than a server answers at once (``DigestQuestions``'
+    /// One round's answers. A round larger than a server answers at once (`DigestQuestions`'
     /// bounds) is sent as several requests, its questions cut into smaller ones of the same kind
     /// and their answers put back together.
     public func answer(_ requests: [DigestBisection.Request]) async throws -> [DigestBisection.Answer] {
@@ -125,7 +125,7 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
         }
     }
 
-    /// `request` as questions each within ``DigestQuestions``' bounds for one question.
+    /// `request` as questions each within `DigestQuestions`' bounds for one question.
     static func cut(_ request: DigestBisection.Request) -> [DigestBisection.Request] {
         switch request {
         case .digests(let replica, let pieces):
