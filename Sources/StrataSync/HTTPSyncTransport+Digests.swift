@@ -1,6 +1,6 @@
 import Foundation
 public import StrataCore
-public import StrataProtocol
+import StrataProtocol
 
 extension HTTPSyncTransport {
     /// A zone on this server as one side of a digest comparison (`DigestBisection`): what a
