@@ -38,7 +38,11 @@ struct SHA256Tests {
                 start += piece
             }
             let theirs = Array(Crypto.SHA256.hash(data: bytes))
+            var prefixed = ours
             #expect(ours.finalize() == theirs, "length \(length), seed \(seed)")
+            // The fingerprints' 16-byte prefix, read without an array, is the digest's first 16 bytes.
+            let (high, low) = prefixed.finalizePrefix128()
+            #expect(Fingerprint(high: high, low: low).description == Self.hex(Array(theirs.prefix(16))), "prefix, length \(length), seed \(seed)")
             // The same bytes as a Data slice that does not start at 0, with empty pieces, and as a
             // collection with no contiguous storage.
             let padded = Data([0xFF] + bytes)

@@ -11,13 +11,9 @@ public struct Fingerprint: Hashable, Sendable, Codable, CustomStringConvertible 
 
     /// The fingerprint of `bytes`.
     package init(of bytes: [UInt8]) {
-        let digest = SHA256Hasher.hash(data: bytes)
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        for i in 0..<8 {
-            high = high << 8 | UInt64(digest[i])
-            low = low << 8 | UInt64(digest[8 + i])
-        }
+        var hasher = SHA256Hasher()
+        hasher.update(data: bytes)
+        let (high, low) = hasher.finalizePrefix128()
         self.init(high: high, low: low)
     }
 

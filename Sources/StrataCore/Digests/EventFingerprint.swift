@@ -30,10 +30,12 @@ extension DecodedTransaction {
         var result: [(sequence: UInt64, fingerprint: Fingerprint)] = []
         result.reserveCapacity(events.count)
         var w = ByteWriter(capacity: 256)
+        var order: [Int] = []
+        let ranks = nameRanks()
         for (index, event) in events.enumerated() where event.kind != .withheld {
             let sequence = firstSequence + UInt64(index)
             w.bytes.removeAll(keepingCapacity: true)
-            canonical(event, sequence: sequence, leavingOut: localOnly, into: &w)
+            canonical(event, sequence: sequence, leavingOut: localOnly, ranks: ranks, order: &order, into: &w)
             result.append((sequence, Fingerprint(of: w.bytes)))
         }
         return result
@@ -43,7 +45,22 @@ extension DecodedTransaction {
         names.indices.contains(Int(index)) ? names[Int(index)] : ""
     }
 
-    private func canonical(_ e: RawEvent, sequence: UInt64, leavingOut localOnly: [String: Set<String>], into w: inout ByteWriter) {
+    /// Each name's place in the UTF-8 byte order of the transaction's names (equal names share
+    /// one; "" and an index out of range are 0): fields are sorted by comparing integers, once
+    /// per transaction rather than strings per event.
+    private func nameRanks() -> [Int] {
+        let sorted = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
+        var ranks = [Int](repeating: 0, count: names.count)
+        var rank = 0
+        for (i, index) in sorted.enumerated() {
+            if i == 0 || names[sorted[i - 1]] != names[index] { rank += 1 }
+            ranks[index] = names[index].isEmpty ? 0 : rank
+        }
+        return ranks
+    }
+
+    private func canonical(_ e: RawEvent, sequence: UInt64, leavingOut localOnly: [String: Set<String>],
+                           ranks: [Int], order: inout [Int], into w: inout ByteWriter) {
         w.u8(1)
         w.id(replica)
         w.u64(sequence)
@@ -55,13 +72,20 @@ extension DecodedTransaction {
             w.id(e.object)
             let start = Int(e.start)
             let end = min(fields.count, start + Int(e.count))
-            let skipped = localOnly[name(e.entity)] ?? []
-            let own = start < end ? fields[start..<end].filter { skipped.isEmpty || !skipped.contains(name($0.name)) }
-                .sorted { name($0.name).utf8.lexicographicallyPrecedes(name($1.name).utf8) } : []
-            w.varint(UInt64(own.count))
-            for field in own {
-                w.string(name(field.name))
-                EventCodec.writeValue(field.value, into: &w)
+            let skipped = localOnly.isEmpty ? [] : localOnly[name(e.entity)] ?? []
+            order.removeAll(keepingCapacity: true)
+            for field in start..<max(start, end) where skipped.isEmpty || !skipped.contains(name(fields[field].name)) {
+                order.append(field)
+            }
+            func rank(_ field: Int) -> Int {
+                let index = Int(fields[field].name)
+                return ranks.indices.contains(index) ? ranks[index] : 0
+            }
+            order.sort { rank($0) < rank($1) }
+            w.varint(UInt64(order.count))
+            for field in order {
+                w.string(name(fields[field].name))
+                EventCodec.writeValue(fields[field].value, into: &w)
             }
         case .delete:
             w.string(name(e.entity))

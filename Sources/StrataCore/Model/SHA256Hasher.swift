@@ -28,23 +28,42 @@ package struct SHA256Hasher: Sendable {
     }
 
     package mutating func finalize() -> [UInt8] { Array(hasher.finalize()) }
+
+    /// The digest's first 16 bytes as two big-endian words. The hasher is spent.
+    package mutating func finalizePrefix128() -> (high: UInt64, low: UInt64) {
+        hasher.finalize().withUnsafeBytes { digest in
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            for i in 0..<8 {
+                high = high << 8 | UInt64(digest[i])
+                low = low << 8 | UInt64(digest[8 + i])
+            }
+            return (high, low)
+        }
+    }
 }
 #else
 import CSHA256
 
 /// An incremental SHA-256: `update` with bytes in any pieces, then `finalize` (once).
+///
+/// It allocates nothing: the state and the unfinished block are fixed-size fields. A diff
+/// fingerprints every event of two stores (two million hashes of about 60 bytes), and an array
+/// per hash was a third of that.
 package struct SHA256Hasher: Sendable {
     /// Whether whole blocks go through the CPU's SHA instructions (x86-64 with the SHA
     /// extensions); tests turn it off to check the portable path gives the same digests.
     package nonisolated(unsafe) static var usesHardware = strata_sha256_hardware_available() == 1
 
-    private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
+    private typealias Words = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+    private var state: Words =
         (0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19)
-    /// Bytes of an unfinished 64-byte block.
-    private var pending: [UInt8] = []
+    /// An unfinished 64-byte block: its first `pendingCount` bytes.
+    private var pending: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    private var pendingCount = 0
     private var length: UInt64 = 0
 
-    package init() { pending.reserveCapacity(64) }
+    package init() {}
 
     /// The digest of `bytes` (32 bytes).
     package static func hash<Bytes: Collection<UInt8>>(data bytes: Bytes) -> [UInt8] {
@@ -55,19 +74,14 @@ package struct SHA256Hasher: Sendable {
 
     package mutating func update<Bytes: Collection<UInt8>>(data bytes: Bytes) {
         length &+= UInt64(bytes.count)
-        if let done = bytes.withContiguousStorageIfAvailable({ absorb($0) }) { return done }
+        if let done = bytes.withContiguousStorageIfAvailable({ absorb(UnsafeRawBufferPointer($0)) }) { return done }
         let copy = Array(bytes)
-        copy.withUnsafeBufferPointer { absorb($0) }
+        copy.withUnsafeBytes { absorb($0) }
     }
 
     /// The digest of everything given (32 bytes). The hasher is spent.
     package mutating func finalize() -> [UInt8] {
-        let bits = length &* 8
-        var tail: [UInt8] = [0x80]
-        let used = (pending.count + 1) % 64
-        tail.append(contentsOf: repeatElement(0, count: (used <= 56 ? 56 - used : 120 - used)))
-        for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
-        tail.withUnsafeBufferPointer { absorb($0) }
+        pad()
         var out: [UInt8] = []
         out.reserveCapacity(32)
         for word in [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] {
@@ -79,35 +93,63 @@ package struct SHA256Hasher: Sendable {
         return out
     }
 
-    private mutating func absorb(_ input: UnsafeBufferPointer<UInt8>) {
-        var offset = 0
-        if !pending.isEmpty {
-            let take = min(64 - pending.count, input.count)
-            pending.append(contentsOf: input[0..<take])
-            offset = take
-            guard pending.count == 64 else { return }
-            // Out of `pending` for the call (compress mutates self), back with its storage kept.
-            var block: [UInt8] = []
-            swap(&block, &pending)
-            block.withUnsafeBufferPointer { whole in
-                if let start = whole.baseAddress { compressOne(start) }
-            }
-            block.removeAll(keepingCapacity: true)
-            swap(&block, &pending)
+    /// The digest's first 16 bytes as two big-endian words, without an array. The hasher is spent.
+    package mutating func finalizePrefix128() -> (high: UInt64, low: UInt64) {
+        pad()
+        return (UInt64(state.0) << 32 | UInt64(state.1), UInt64(state.2) << 32 | UInt64(state.3))
+    }
+
+    /// The standard's padding: 0x80, zeros to 56 mod 64, the length in bits (big-endian).
+    private mutating func pad() {
+        let bits = length &* 8
+        let zeros = pendingCount < 56 ? 55 - pendingCount : 119 - pendingCount
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 72) { tail in
+            tail.initialize(repeating: 0)
+            tail[0] = 0x80
+            for j in 0..<8 { tail[1 + zeros + j] = UInt8(truncatingIfNeeded: bits >> UInt64(56 - 8 * j)) }
+            absorb(UnsafeRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(tail)[0..<(9 + zeros)]))
         }
+    }
+
+    private mutating func absorb(_ input: UnsafeRawBufferPointer) {
         guard let base = input.baseAddress else { return }
+        var offset = 0
+        if pendingCount > 0 {
+            let take = min(64 - pendingCount, input.count)
+            let at = pendingCount
+            withUnsafeMutableBytes(of: &pending) { block in
+                block.baseAddress!.advanced(by: at).copyMemory(from: base, byteCount: take)
+            }
+            pendingCount += take
+            offset = take
+            guard pendingCount == 64 else { return }
+            var block = pending
+            withUnsafeBytes(of: &block) { compressBlocks($0.baseAddress!, count: 1) }
+            pendingCount = 0
+        }
         let whole = (input.count - offset) / 64
-        if whole > 0, Self.usesHardware {
-            var words: [UInt32] = [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7]
-            words.withUnsafeMutableBufferPointer { strata_sha256_hardware_blocks($0.baseAddress!, base + offset, whole) }
-            state = (words[0], words[1], words[2], words[3], words[4], words[5], words[6], words[7])
+        if whole > 0 {
+            compressBlocks(base + offset, count: whole)
             offset += 64 * whole
         }
-        while input.count - offset >= 64 {
-            compress(base + offset)
-            offset += 64
+        let rest = input.count - offset
+        if rest > 0 {
+            withUnsafeMutableBytes(of: &pending) { block in
+                block.baseAddress!.copyMemory(from: base + offset, byteCount: rest)
+            }
+            pendingCount = rest
         }
-        if offset < input.count { pending.append(contentsOf: input[offset...]) }
+    }
+
+    /// `count` 64-byte blocks into the state, by the CPU's instructions when it has them.
+    private mutating func compressBlocks(_ data: UnsafeRawPointer, count: Int) {
+        if Self.usesHardware {
+            withUnsafeMutablePointer(to: &state) { words in
+                words.withMemoryRebound(to: UInt32.self, capacity: 8) { strata_sha256_hardware_blocks($0, data, count) }
+            }
+            return
+        }
+        for i in 0..<count { compress(data.advanced(by: 64 * i).assumingMemoryBound(to: UInt8.self)) }
     }
 
     private static let k: [UInt32] = [
@@ -120,14 +162,6 @@ package struct SHA256Hasher: Sendable {
         0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
         0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
-
-    /// One block, by the CPU's instructions when it has them.
-    private mutating func compressOne(_ block: UnsafePointer<UInt8>) {
-        guard Self.usesHardware else { return compress(block) }
-        var words: [UInt32] = [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7]
-        words.withUnsafeMutableBufferPointer { strata_sha256_hardware_blocks($0.baseAddress!, block, 1) }
-        state = (words[0], words[1], words[2], words[3], words[4], words[5], words[6], words[7])
-    }
 
     /// One 64-byte block into the state (the standard's compression function).
     private mutating func compress(_ block: UnsafePointer<UInt8>) {

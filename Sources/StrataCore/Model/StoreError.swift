@@ -55,6 +55,8 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// `database.json` (the list of a database's zones) is damaged, undecodable or of an
         /// unknown format: the database is not opened rather than opened without some zones.
         public static let corruptDatabase = Code("corruptDatabase")
+        /// A debug bundle (`DebugBundle`) that is not one, or is damaged: the message says where.
+        public static let corruptBundle = Code("corruptBundle")
     }
 
     public var code: Code

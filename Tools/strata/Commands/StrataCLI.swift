@@ -22,7 +22,7 @@ public struct StrataCLI: AsyncParsableCommand {
         version: StrataVersion.description,
         subcommands: [
             DemoCommand.self, InitCommand.self, ApplyCommand.self, GetCommand.self, ExportCommand.self,
-            InspectCommand.self, LogCommand.self, VerifyCommand.self, ReplayCommand.self, DiffCommand.self,
+            InspectCommand.self, LogCommand.self, VerifyCommand.self, ReplayCommand.self, DiffCommand.self, MergeCommand.self, BundleCommand.self,
             CompactCommand.self, AssetCommand.self, SyncCommand.self, ZonesCommand.self, ShareCommand.self, ServeCommand.self, MigrateCommand.self, UsersCommand.self, SchemaCommand.self,
         ]
     )
@@ -32,6 +32,7 @@ public struct StrataCLI: AsyncParsableCommand {
     /// Parses `arguments`, runs the command and returns its exit code — usage errors are 2, not
     /// ArgumentParser's 64, per the CLI contract.
     public static func run(arguments: [String]) async -> Int32 {
+        defer { BundleCache.removeAll() }
         do {
             var command = try parseAsRoot(arguments)
             if var command = command as? any AsyncParsableCommand {

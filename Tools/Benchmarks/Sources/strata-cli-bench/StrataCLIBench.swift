@@ -67,6 +67,21 @@ struct StrataCLIBench {
         try measure("inspect A", ["inspect", built.a, "--json"], events: built.eventsA, expectStatus: 0)
         try measure("diff A B (both read)", ["diff", built.a, built.b, "--json"], events: built.eventsA + built.eventsB, expectStatus: 1)
         try measure("replay A --until end", ["replay", built.a, "--entity", "Item", "--json"], events: built.eventsA, expectStatus: 0)
+        try measure("merge A B --what-if", ["merge", built.a, built.b, "--what-if", "--json", "--limit", "100"], events: built.eventsA + built.eventsB, expectStatus: 0)
+        // Debug bundles: plain and redacted (A's and B's under one key, so that they compare),
+        // and their size next to the store's.
+        let storeBytes = Machine.directorySize(built.a)
+        let key = place.run + "/bench-redaction.key"
+        var bundleSizes: [String] = []
+        for (label, store, output, extra) in [("bundle A", built.a, "a.plain", [String]()), ("bundle A --redact", built.a, "a.redacted", ["--redact", "--key-file", key]),
+                                              ("bundle B --redact", built.b, "b.redacted", ["--redact", "--key-file", key])] {
+            let path = place.run + "/" + output + ".strata-bundle"
+            try measure(label, ["bundle", store, "-o", path] + extra, events: store == built.a ? built.eventsA : built.eventsB, expectStatus: 0)
+            let size = ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.intValue ?? 0
+            bundleSizes.append("\(label): \(bytes(Double(size))) = \(fixed(Double(size) / Double(max(1, storeBytes)), 2))× the store (\(bytes(Double(storeBytes))))")
+        }
+        try measure("diff A.bundle B.bundle (redacted)", ["diff", place.run + "/a.redacted.strata-bundle", place.run + "/b.redacted.strata-bundle", "--json"],
+                    events: built.eventsA + built.eventsB, expectStatus: 1)
         let compacted = try Timed.run(strata, ["compact", built.a])
         guard compacted.status == 0 else { throw BenchError("compact failed: \(compacted.stderr)") }
         try measure("verify A after compact (snapshot vs replay)", ["verify", built.a], events: built.eventsA, expectStatus: 0)
@@ -77,6 +92,8 @@ struct StrataCLIBench {
         print("| command | events read | wall | events/s | peak memory | goal |")
         print("| --- | ---: | ---: | ---: | ---: | --- |")
         for row in rows { print("| " + row.joined(separator: " | ") + " |") }
+        print("")
+        for line in bundleSizes { print("- " + line + " (goal for --redact ≤ 0.5×)") }
     }
 }
 

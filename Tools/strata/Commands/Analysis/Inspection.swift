@@ -108,7 +108,7 @@ struct Inspection: Codable, Sendable {
                 header = try tally.add(encoded: entry.payload, position: entry.position)
                 if header.isAdoption { adopted.append((entry.position, try AdoptionRecord(decoding: entry.payload, position: entry.position))) }
             } catch {
-                throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+                throw CLIError("\(files.name): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
             if header.eventCount > 0 {
                 perReplica[header.replica, default: ReplicaInLog()].add(header.firstSequence...(header.firstSequence + header.eventCount - 1))
@@ -173,7 +173,7 @@ struct Inspection: Codable, Sendable {
                          relationships: entity.relationships.map { "\($0.name) → \($0.isToMany ? "[\($0.destination)]" : $0.destination)\($0.inverse.map { " (inverse \($0))" } ?? "") \($0.deleteRule.rawValue)" })
         }
         var inspection = Inspection(
-            store: files.directory, replica: files.replicaID.description,
+            store: files.name, replica: files.replicaID.description,
             startPosition: report.startPosition ?? identity.startPosition, endPosition: report.endPosition ?? report.startPosition ?? identity.startPosition,
             records: report.records, transactions: tally.transactions, events: tally.events,
             storedBytes: report.storedBytes, payloadBytes: report.payloadBytes,

@@ -32,7 +32,7 @@ struct ReplayState: Codable, Sendable {
         let objects = ids.compactMap { projection.object($0) }.sorted { ($0.entity, $0.id) < ($1.entity, $1.id) }.map(ObjectJSON.init)
         var notes = loaded.notes
         if let warning = loaded.report.readWarning { notes.append(warning) }
-        return ReplayState(store: files.directory, until: cutoff.description, lastPosition: loaded.lastApplied ?? loaded.base.map { $0.position == 0 ? 0 : $0.position - 1 },
+        return ReplayState(store: files.name, until: cutoff.description, lastPosition: loaded.lastApplied ?? loaded.base.map { $0.position == 0 ? 0 : $0.position - 1 },
                            lastStored: lastStored.map { JSONValue.isoMicroseconds($0) }, transactions: loaded.appliedTransactions,
                            events: projection.eventCount, digest: projection.digest(), snapshot: loaded.base?.name, notes: notes, objects: objects)
     }
@@ -118,7 +118,7 @@ struct ObjectHistory: Codable, Sendable {
             // Its events are not in this log: the blame below still names the events that set each value.
             notes.append("at position \(position) the store adopted \(adoption.origin) (state \(adoption.stateDigest.prefix(16))); what that state held of this object came from events not in this log")
         }
-        if lifecycle == nil && events.isEmpty { throw CLIError("no event of \(files.directory) names the object \(id)") }
+        if lifecycle == nil && events.isEmpty { throw CLIError("no event of \(files.name) names the object \(id)") }
         let steps = events.map { event, position, stored -> Step in
             Step(event: EventDescription(event, position: position, stored: stored, user: authors.user(event.id.replica)), effect: effect(of: event, on: id, lifecycle: lifecycle, provenance: provenance))
         }
@@ -127,7 +127,7 @@ struct ObjectHistory: Codable, Sendable {
             blame[field] = Blame(replica: source.event.replica.description, sequence: source.event.sequence, hlc: source.hlc.rawValue,
                                  time: Format.time(source.hlc), user: authors.user(source.event.replica))
         }
-        return ObjectHistory(store: files.directory, object: id.description, entity: lifecycle?.entity, exists: lifecycle?.exists ?? false,
+        return ObjectHistory(store: files.name, object: id.description, entity: lifecycle?.entity, exists: lifecycle?.exists ?? false,
                              until: cutoff?.description, steps: steps, current: projection.object(id).map(ObjectJSON.init), blame: blame,
                              notes: notes)
     }

@@ -155,11 +155,11 @@ struct StoreDiff: Codable, Sendable {
         guard let resultA = results.get(0), let resultB = results.get(1) else { throw CLIError("internal: a store was not read") }
         let sideA = try resultA.get()
         let sideB = try resultB.get()
-        let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.directory): \($0)" } }
+        let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.name): \($0)" } }
         var diff = try compare(sideA, sideB, digests: (digests.get(0), digests.get(1)), limit: limit, timelineWindow: timelineWindow,
                                full: full, progress: progress)
         // Either store may have learned a replica's user from the server.
-        let authors = Authors(ofStoreAt: pathA).merged(with: Authors(ofStoreAt: pathB))
+        let authors = Authors(ofStoreAt: files[0].directory).merged(with: Authors(ofStoreAt: files[1].directory))
         diff.attribute(authors)
         diff.warnings = warnings + sideA.notes + sideB.notes + authors.warnings
         return diff
@@ -284,7 +284,7 @@ struct StoreDiff: Codable, Sendable {
                     do {
                         records[key] = try SegmentLog.readRecord(segment: sides[side].files.logDirectory + "/" + segment, offset: entry.recordOffset)
                     } catch {
-                        throw CLIError("cannot read back \(segment) at byte \(entry.recordOffset) of \(sides[side].files.directory): \(error)")
+                        throw CLIError("cannot read back \(segment) at byte \(entry.recordOffset) of \(sides[side].files.name): \(error)")
                     }
                 }
                 guard let stored = records[key]?.entries.first(where: { $0.position == entry.position }) else { continue }
@@ -410,7 +410,7 @@ struct StoreDiff: Codable, Sendable {
         }
 
         func side(_ loaded: LoadedStore, digest: String?) -> Side {
-            Side(store: loaded.files.directory, replica: loaded.files.replicaID.description, transactionsInLog: loaded.index.entries.count,
+            Side(store: loaded.files.name, replica: loaded.files.replicaID.description, transactionsInLog: loaded.index.entries.count,
                  eventsApplied: loaded.projection.eventCount, digest: digest, snapshot: loaded.base?.name)
         }
         return StoreDiff(a: side(sideA, digest: digestA), b: side(sideB, digest: digestB),

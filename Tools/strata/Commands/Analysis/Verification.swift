@@ -63,7 +63,7 @@ struct Verification: Codable, Sendable {
             // The first segment header is unreadable: the log walk says exactly where.
             let report = try SegmentLog.verify(at: files.logDirectory)
             let problem = report.problems.first
-            return Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: 0, events: 0,
+            return Verification(store: files.name, replica: files.replicaID.description, segments: report.segments, records: 0, events: 0,
                                 startPosition: 0, endPosition: 0,
                                 findings: findings + [Finding(message: problem?.message ?? "\(error)", file: problem?.file, offset: problem?.offset)],
                                 notes: [], snapshots: [], wrongSnapshots: [])
@@ -105,7 +105,7 @@ struct Verification: Codable, Sendable {
         if identity.startPosition > 0 {
             guard let oldest = pending.first, let payload = payloads[oldest.name] else {
                 findings.append(Finding(message: "no valid snapshot covers the retired history before position \(identity.startPosition)", file: files.logDirectory))
-                return Verification(store: files.directory, replica: files.replicaID.description, segments: 0, records: 0, events: 0,
+                return Verification(store: files.name, replica: files.replicaID.description, segments: 0, records: 0, events: 0,
                                     startPosition: identity.startPosition, endPosition: identity.startPosition, findings: findings,
                                     notes: [], snapshots: checks, wrongSnapshots: [])
             }
@@ -208,7 +208,7 @@ struct Verification: Codable, Sendable {
         for recorded in decoder.schemas { schema = schema.merged(with: recorded) }
         let assets = try Self.checkAssets(files, schema: schema, progress: progress != nil, notes: &notes)
         for finding in assets?.errors ?? [] { findings.append(Finding(message: finding.message, file: finding.file)) }
-        var verification = Verification(store: files.directory, replica: files.replicaID.description, segments: report.segments, records: report.records,
+        var verification = Verification(store: files.name, replica: files.replicaID.description, segments: report.segments, records: report.records,
                                         events: events, startPosition: report.startPosition ?? identity.startPosition,
                                         endPosition: report.endPosition ?? identity.startPosition, findings: logFindings + findings, notes: notes,
                                         snapshots: checks.sorted { $0.position < $1.position }, wrongSnapshots: wrong)

@@ -85,7 +85,7 @@ struct LogCommand: ParsableCommand {
         if identity.startPosition > 0 {
             StandardError.line("note: the history before position \(identity.startPosition) was compacted into a snapshot; the log lists what follows it")
         }
-        let authors = Authors(ofStoreAt: store)
+        let authors = Authors(ofStoreAt: files.directory)
         for warning in authors.warnings { StandardError.line("warning: \(warning)") }
         if let user, !authors.users.values.contains(user) {
             StandardError.line("note: no replica of \(store) is known to be \(user)'s (its authors: \(Set(authors.users.values).sorted().joined(separator: ", ")))")

@@ -112,9 +112,9 @@ final class LoadedStore: @unchecked Sendable {
             guard identity.startPosition == 0 else {
                 let held = identity.snapshots.map { String($0.position) }.joined(separator: ", ")
                 if case .position(let last)? = cutoff, identity.snapshots.contains(where: { $0.position >= identity.startPosition }) {
-                    throw CLIError("history before position \(identity.startPosition) was compacted away; the earliest state \(files.directory) can show is at a snapshot (positions \(held)), not position \(last)")
+                    throw CLIError("history before position \(identity.startPosition) was compacted away; the earliest state \(files.name) can show is at a snapshot (positions \(held)), not position \(last)")
                 }
-                throw CLIError("no valid snapshot covers the history before position \(identity.startPosition) that \(files.directory) retired (snapshots: \(held.isEmpty ? "none" : held))")
+                throw CLIError("no valid snapshot covers the history before position \(identity.startPosition) that \(files.name) retired (snapshots: \(held.isEmpty ? "none" : held))")
             }
             let builder = ProjectionBuilder(identity: files.storeIdentity)
             builder.adoptedStates = AdoptedStates(storeDirectory: files.directory)
@@ -128,7 +128,7 @@ final class LoadedStore: @unchecked Sendable {
             do {
                 header = try TransactionHeader(decoding: entry.payload, position: entry.position)
             } catch {
-                throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+                throw CLIError("\(files.name): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
             store.index.add(position: entry.position, timestamp: entry.timestamp, header: header, segment: entry.segment, recordOffset: entry.recordOffset)
             // A transaction a fork abandoned is not part of the store's history (it was re-authored).
@@ -151,7 +151,7 @@ final class LoadedStore: @unchecked Sendable {
                     store.appliedEvents += try store.projection.apply(encoded: entry.payload, position: entry.position)
                 }
             } catch {
-                throw CLIError("\(files.directory): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
+                throw CLIError("\(files.name): \(error) (record at byte \(entry.recordOffset) of \(entry.segment))", exitCode: ExitStatus.finding)
             }
             store.appliedTransactions += 1
             store.lastApplied = entry.position

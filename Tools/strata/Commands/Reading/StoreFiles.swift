@@ -8,7 +8,10 @@ import StrataCore
 /// from devices and on stores in use, and must change nothing (opening would take the writer's
 /// lock and truncate a torn tail).
 struct StoreFiles: Sendable {
+    /// The store's directory (for a debug bundle, where it was unpacked).
     let directory: String
+    /// What the user named: the store's directory, or the bundle file (for output).
+    let name: String
     /// What `store.json` says (current replica, log ID, lineage); `nil` only when it is damaged
     /// and the caller tolerated that (see ``identityProblem``).
     let storeIdentity: StoreIdentity?
@@ -23,7 +26,9 @@ struct StoreFiles: Sendable {
     /// - Parameter tolerateDamagedIdentity: read a store whose `store.json` is damaged (its
     ///   history is then replayed without a lineage), recording why in ``identityProblem``.
     /// - Throws: ``CLIError`` (exit 2) when `directory` is not a readable store.
-    init(_ directory: String, tolerateDamagedIdentity: Bool = false) throws {
+    init(_ path: String, tolerateDamagedIdentity: Bool = false) throws {
+        // A debug bundle reads as the store it was made of, unpacked once per process.
+        let directory = try BundleCache.directory(for: path)
         do {
             storeIdentity = try Store.identity(ofStoreAt: directory)
             identityProblem = nil
@@ -34,6 +39,7 @@ struct StoreFiles: Sendable {
             throw CLIError("\(error)")
         }
         self.directory = directory
+        self.name = path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: Store.logDirectory(ofStoreAt: directory), isDirectory: &isDirectory), isDirectory.boolValue else {
             throw CLIError("\(directory) has no log directory (\(Store.logDirectory(ofStoreAt: directory)))")
@@ -115,5 +121,39 @@ extension VerifyReport {
             return "warning: the log is damaged (\(problem)); showing what precedes the damage — run `strata verify`"
         }
         return nil
+    }
+}
+
+/// Debug bundles (`strata bundle`) the tools were given, unpacked into temporary directories
+/// once per process and removed when the command ends.
+enum BundleCache {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var unpacked: [String: String] = [:]
+
+    /// `path` itself when it is a directory (a store), else the directory a bundle there was
+    /// unpacked into.
+    static func directory(for path: String) throws -> String {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue, DebugBundle.isBundle(path) else { return path }
+        lock.lock()
+        defer { lock.unlock() }
+        if let done = unpacked[path] { return done }
+        let directory = NSTemporaryDirectory() + "strata-bundle-" + UUID().uuidString.prefix(8).lowercased()
+        do {
+            try DebugBundle.extract(path, into: directory)
+        } catch let error as StoreError {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw CLIError(error.message, exitCode: ExitStatus.usageOrIO)
+        }
+        unpacked[path] = directory
+        return directory
+    }
+
+    /// Removes every unpacked bundle.
+    static func removeAll() {
+        lock.lock()
+        defer { lock.unlock() }
+        for directory in unpacked.values { try? FileManager.default.removeItem(atPath: directory) }
+        unpacked = [:]
     }
 }

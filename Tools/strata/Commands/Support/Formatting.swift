@@ -87,4 +87,12 @@ enum FileSize {
     static func of(_ path: String) -> Int64 {
         ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0
     }
+
+    /// Bytes of the regular files under `path`, recursively.
+    static func directory(_ path: String) -> Int64 {
+        guard let walker = FileManager.default.enumerator(atPath: path) else { return 0 }
+        var total: Int64 = 0
+        while let name = walker.nextObject() as? String { total += of(path + "/" + name) }
+        return total
+    }
 }

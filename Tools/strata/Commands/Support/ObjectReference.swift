@@ -19,7 +19,7 @@ enum ObjectReference {
     static func resolve(_ text: String, in files: StoreFiles, progress: Progress? = nil) throws -> ObjectID {
         if let id = ObjectID(text) { return id }
         let loaded = try LoadedStore.load(files, start: .earliest, progress: progress)
-        return try resolve(text, among: loaded.projection.knownObjectIDs(), store: files.directory)
+        return try resolve(text, among: loaded.projection.knownObjectIDs(), store: files.name)
     }
 
     /// The one object among `known` whose ID is or starts with `text`.

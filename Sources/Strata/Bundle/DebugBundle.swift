@@ -1,0 +1,254 @@
+public import Foundation
+public import StrataCore
+import StrataLog
+
+/// One file a user can send when their device misbehaves: a store's history and state — the log
+/// (every record, position and timestamp), its snapshots, the states it adopted, its identity
+/// and lineage, the users of its replicas, its sync cursors, pins and download masks — and,
+/// when redacted (`ValueRedaction`), not one value the user wrote. Asset bytes are never in
+/// it. The tools (`strata diff`, `replay`, `log`, `inspect`, `verify`, `merge --what-if`) read a
+/// bundle wherever they read a store.
+///
+/// Layout (format 1; all integers little-endian):
+///
+/// | Bytes | Content |
+/// |---|---|
+/// | 8 | `STRATABN` |
+/// | 2 | format version (1) |
+/// | 2 | reserved (0) |
+/// | 4 | manifest length `m` (at most 16 MiB) |
+/// | `m` | the manifest: JSON (``Manifest``) |
+/// | … | the files the manifest lists, in its order, back to back |
+///
+/// A reader checks every file's size and CRC-32C and refuses a path that is not one a store
+/// holds (no `..`, no absolute path, only the names below), so a bundle from anyone can be
+/// opened safely.
+public enum DebugBundle {
+    public static let magic = Array("STRATABN".utf8)
+    public static let formatVersion: UInt16 = 1
+    public static let maxManifestBytes = 16 << 20
+
+    /// What a bundle holds.
+    public struct Manifest: Codable, Sendable, Hashable {
+        public struct File: Codable, Sendable, Hashable {
+            /// The path inside the store directory (`log/…`, `store.json`, …).
+            public var path: String
+            public var size: UInt64
+            /// CRC-32C of the bytes, lower-case hex.
+            public var crc32c: String
+        }
+
+        public var format: Int
+        /// When the bundle was made (ISO 8601).
+        public var created: String
+        /// The store directory's name on the device (not its path).
+        public var store: String
+        public var redacted: Bool
+        /// Which key redacted it (`ValueRedaction.keyID`): bundles with the same key ID compare
+        /// value by value.
+        public var keyID: String?
+        /// A torn tail of the log left out (as opening the store would cut it).
+        public var tornTail: String?
+        public var files: [File]
+    }
+
+    /// Writes the bundle of the store at `directory` to `path` (replaced atomically).
+    ///
+    /// The store may be open and writing: the log is append-only, and what is copied is the
+    /// records complete when each segment is read.
+    ///
+    /// - Throws: `StoreError` (`log`, `corruptEvent`, `corruptSnapshot`) when the store's files
+    ///   do not read; `storeFailed` when the bundle cannot be written.
+    @discardableResult
+    public static func write(storeAt directory: String, to path: String, redaction: ValueRedaction? = nil) throws -> Manifest {
+        let fm = FileManager.default
+        let staging = path + ".staging-\(ReplicaID.random().description.prefix(8))"
+        defer { try? fm.removeItem(atPath: staging) }
+        do {
+            try fm.createDirectory(atPath: staging, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError(.storeFailed, "cannot create \(staging): \(error)")
+        }
+        var files: [String] = []
+        // The small files of the store directory: identity, authors, cursors, pins, masks.
+        let top = ((try? fm.contentsOfDirectory(atPath: directory)) ?? []).filter(isStoreFile).sorted()
+        for name in top {
+            guard let data = fm.contents(atPath: directory + "/" + name) else { continue }
+            try put(Array(data), staging + "/" + name)
+            files.append(name)
+        }
+        // Adopted states first: a redacted log's adoption records name the redacted states.
+        var adopted: [String: AdoptionRecord] = [:]
+        var redactedStates: [String: (payload: [UInt8], digest: String)] = [:]
+        let adoptedDirectory = directory + "/adopted"
+        for name in ((try? fm.contentsOfDirectory(atPath: adoptedDirectory)) ?? []).filter({ $0.hasSuffix(".state") }).sorted() {
+            guard let data = fm.contents(atPath: adoptedDirectory + "/" + name) else { continue }
+            let payload = Array(data)
+            let stored: [UInt8]
+            if let redaction {
+                let state = try redaction.redactState(payload)
+                redactedStates[String(name.dropLast(6))] = state
+                stored = state.payload
+            } else {
+                stored = payload
+            }
+            let storedName = "adopted/" + Hex.encode(SHA256Hasher.hash(data: stored)) + ".state"
+            try? fm.createDirectory(atPath: staging + "/adopted", withIntermediateDirectories: true)
+            try put(stored, staging + "/" + storedName)
+            files.append(storedName)
+        }
+        // The log, record by record; redacted entries when asked.
+        let outcome: LogCopy.Outcome
+        do {
+            outcome = try LogCopy.copy(from: Store.logDirectory(ofStoreAt: directory), to: staging + "/log", entry: { entry in
+                guard let redaction else { return entry.payload }
+                if AdoptionRecord.isAdoption(entry.payload) {
+                    let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
+                    if adopted[record.contentHash] == nil, let state = redactedStates[record.contentHash] {
+                        adopted[record.contentHash] = ValueRedaction.adoption(record, redactedPayload: state.payload, digest: state.digest)
+                    }
+                }
+                return try redaction.redactEntry(entry.payload, position: entry.position, adopted: adopted)
+            }, snapshot: { snapshot in
+                guard let redaction else { return snapshot.payload }
+                return try redaction.redactState(snapshot.payload).payload
+            })
+        } catch let error as LogError {
+            throw StoreError(error)
+        }
+        for name in ((try? fm.contentsOfDirectory(atPath: staging + "/log")) ?? []).sorted() { files.append("log/" + name) }
+
+        var manifest = Manifest(format: Int(formatVersion), created: ISO8601DateFormatter().string(from: Date()),
+                                store: URL(fileURLWithPath: directory).lastPathComponent, redacted: redaction != nil,
+                                keyID: redaction?.keyID, tornTail: outcome.tornTail, files: [])
+        for file in files {
+            guard let data = fm.contents(atPath: staging + "/" + file) else { throw StoreError(.storeFailed, "cannot read back \(staging)/\(file)") }
+            manifest.files.append(Manifest.File(path: file, size: UInt64(data.count), crc32c: hex32(Array(data).withUnsafeBytes { CRC32C.checksum($0) })))
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let json: [UInt8]
+        do {
+            json = Array(try encoder.encode(manifest))
+        } catch {
+            throw StoreError(.encoding, "cannot encode the bundle's manifest: \(error)")
+        }
+        var header = ByteWriter(capacity: 16)
+        header.raw(magic)
+        header.u16(formatVersion)
+        header.u16(0)
+        header.u32(UInt32(json.count))
+        let temporary = path + ".tmp"
+        guard fm.createFile(atPath: temporary, contents: Data(header.bytes + json)), let handle = FileHandle(forWritingAtPath: temporary) else {
+            throw StoreError(.storeFailed, "cannot write \(temporary)")
+        }
+        do {
+            try handle.seekToEnd()
+            for file in files {
+                guard let data = fm.contents(atPath: staging + "/" + file) else { throw StoreError(.storeFailed, "cannot read back \(staging)/\(file)") }
+                try handle.write(contentsOf: data)
+            }
+            try handle.synchronize()
+            try handle.close()
+            if fm.fileExists(atPath: path) { try fm.removeItem(atPath: path) }
+            try fm.moveItem(atPath: temporary, toPath: path)
+        } catch let error as StoreError {
+            try? fm.removeItem(atPath: temporary)
+            throw error
+        } catch {
+            try? fm.removeItem(atPath: temporary)
+            throw StoreError(.storeFailed, "cannot write \(path): \(error)")
+        }
+        return manifest
+    }
+
+    /// Whether the file at `path` starts as a bundle does.
+    public static func isBundle(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        return (try? handle.read(upToCount: magic.count)).map(Array.init) == magic
+    }
+
+    /// Unpacks the bundle at `path` into `directory` (created; it then reads as a store to the
+    /// tools), after checking every part of it.
+    ///
+    /// - Throws: `StoreError` `corruptBundle` saying what is wrong and at which byte:
+    ///   not a bundle, another format version, a manifest too large or undecodable, a path a
+    ///   store does not hold, a file cut short or failing its checksum, bytes after the last.
+    @discardableResult
+    public static func extract(_ path: String, into directory: String) throws -> Manifest {
+        func bad(_ why: String, at offset: Int) -> StoreError {
+            StoreError(.corruptBundle, "\(path): \(why) (at byte \(offset))")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else { throw StoreError(.corruptBundle, "\(path): cannot be read") }
+        let bytes = [UInt8](data)
+        guard bytes.count >= 16, Array(bytes[0..<8]) == magic else { throw bad("not a Strata debug bundle (no STRATABN)", at: 0) }
+        let version = UInt16(bytes[8]) | UInt16(bytes[9]) << 8
+        guard version == formatVersion else { throw bad("bundle format version \(version); this reader knows version \(formatVersion)", at: 8) }
+        let length = Int(UInt32(bytes[12]) | UInt32(bytes[13]) << 8 | UInt32(bytes[14]) << 16 | UInt32(bytes[15]) << 24)
+        guard length <= maxManifestBytes, 16 + length <= bytes.count else {
+            throw bad("a manifest of \(length) bytes does not fit (at most \(maxManifestBytes), and the file has \(bytes.count))", at: 12)
+        }
+        let manifest: Manifest
+        do {
+            manifest = try JSONDecoder().decode(Manifest.self, from: Data(bytes[16..<(16 + length)]))
+        } catch {
+            throw bad("the manifest does not decode: \(error)", at: 16)
+        }
+        var offset = 16 + length
+        var seen = Set<String>()
+        let fm = FileManager.default
+        do {
+            try fm.createDirectory(atPath: directory + "/log", withIntermediateDirectories: true)
+            try fm.createDirectory(atPath: directory + "/adopted", withIntermediateDirectories: true)
+        } catch {
+            throw StoreError(.storeFailed, "cannot create \(directory): \(error)")
+        }
+        for file in manifest.files {
+            guard isBundledPath(file.path), seen.insert(file.path).inserted else { throw bad("the manifest names \(file.path.debugDescription), which is not a file of a store (or names it twice)", at: 16) }
+            guard file.size <= UInt64(bytes.count - offset) else { throw bad("\(file.path) is cut short: \(file.size) bytes listed, \(bytes.count - offset) left", at: offset) }
+            let content = Array(bytes[offset..<(offset + Int(file.size))])
+            let crc = hex32(content.withUnsafeBytes { CRC32C.checksum($0) })
+            guard crc == file.crc32c else { throw bad("\(file.path) fails its checksum (listed \(file.crc32c), computed \(crc))", at: offset) }
+            guard fm.createFile(atPath: directory + "/" + file.path, contents: Data(content)) else {
+                throw StoreError(.storeFailed, "cannot write \(directory)/\(file.path)")
+            }
+            offset += Int(file.size)
+        }
+        guard offset == bytes.count else { throw bad("\(bytes.count - offset) bytes follow the last file", at: offset) }
+        return manifest
+    }
+
+    /// A top-level file of a store directory that belongs in a bundle: its JSON files (identity,
+    /// authors, sync cursors, pins, download masks). Not the writer's lock, nor temporary files.
+    static func isStoreFile(_ name: String) -> Bool {
+        name.hasSuffix(".json") && !name.hasPrefix(".") && !name.contains("/")
+    }
+
+    /// The paths a bundle may hold: a store's JSON files, log segments and snapshots, adopted
+    /// states. Nothing else — above all no `..` and no absolute path.
+    static func isBundledPath(_ path: String) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        func plain(_ name: Substring) -> Bool {
+            !name.isEmpty && name != "." && name != ".." && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+        }
+        switch parts.count {
+        case 1: return plain(parts[0]) && isStoreFile(String(parts[0]))
+        case 2:
+            guard plain(parts[1]) else { return false }
+            if parts[0] == "log" { return parts[1].hasSuffix(".seg") || parts[1].hasSuffix(".snap") }
+            if parts[0] == "adopted" { return parts[1].hasSuffix(".state") }
+            return false
+        default: return false
+        }
+    }
+
+    private static func put(_ bytes: [UInt8], _ path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { throw StoreError(.storeFailed, "cannot write \(path)") }
+    }
+
+    private static func hex32(_ value: UInt32) -> String {
+        let s = String(value, radix: 16)
+        return String(repeating: "0", count: 8 - s.count) + s
+    }
+}
