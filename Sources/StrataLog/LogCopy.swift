@@ -31,6 +31,7 @@ package enum LogCopy {
         var logID: LogID?
         var file: FileHandle?
         var offset: Int64 = 0
+        var end: LogPosition = 0
         var failure: (any Error)?
         // Records are re-encoded with the log's own limits, so a copy reads where the original does.
         var options = LogOptions()
@@ -55,6 +56,7 @@ package enum LogCopy {
                     try file.write(record, at: offset)
                     offset += Int64(record.count)
                     outcome.records += 1
+                    end = header.endPosition
                     outcome.entries += entries.count
                 case .segmentEnd:
                     break
@@ -69,7 +71,9 @@ package enum LogCopy {
         }
         if let failure { throw failure }
         guard let logID else { return outcome }
-        for info in try SnapshotReader(directory: source, logID: logID).list() {
+        // Snapshots as far as the copied log goes: one written while the log was being copied
+        // may cover records the copy does not have.
+        for info in try SnapshotReader(directory: source, logID: logID).list() where info.position <= end {
             guard let read = try? SnapshotReader(directory: source, logID: logID).read(info) else { continue }
             let bytes = SnapshotFile.encode(try snapshot(read), position: info.position, logID: logID, created: read.created)
             let out = try FileHandle.open(FileSystem.join(destination, info.name), write: true, create: true, exclusive: true)

@@ -46,6 +46,7 @@ struct DebugBundleTests {
         let other = try await Store.open(at: dir.sub("other"), schema: Self.schema, options: StoreOptions(durability: .buffered))
         try await other.transaction { tx in _ = try tx.insert("Note", ["title": .string(Self.secret("adopted", 0))]) }
         strings.append(Self.secret("adopted", 0))
+        strings.append(Self.secret("origin", 0))
         let adoptedState = try other.statePayload()
         try await other.close()
         for label in ["A", "B"] {
@@ -53,7 +54,10 @@ struct DebugBundleTests {
             _ = try await store.applyRemote(shared)
             if label == "A" {
                 try await store.compact()
-                _ = try await store.adoptSnapshot(adoptedState, origin: "a test state")
+                _ = try await store.adoptSnapshot(adoptedState, origin: Self.secret("origin", 0))
+                // A shared zone's cursor (its name holds `@` and `%`), and a file of the app's own.
+                try Data("{}".utf8).write(to: URL(fileURLWithPath: dir.sub(label) + "/sync-notes@bob%40example.json"))
+                try Data(Self.secret("app-file", 0).utf8).write(to: URL(fileURLWithPath: dir.sub(label) + "/app-settings.json"))
             }
             let notes = store.fetch("Note").map(\.id).sorted().prefix(3)
             for (i, note) in notes.enumerated() {
@@ -101,11 +105,27 @@ struct DebugBundleTests {
         let redacted = try contents(ofBundle: dir.sub("a.redacted"), in: dir)
         let plain = try contents(ofBundle: dir.sub("a.plain"), in: dir)
         let held = strings.filter { Self.contains(plain, $0) }
-        // A's own strings, the shared ones and the adopted one are all in A (B's are not).
+        // A's own strings, the shared ones, the adopted one and the adoption's origin are all in
+        // A (B's are not).
         #expect(held.count == strings.count - 3, "the plain bundle holds \(held.count) of \(strings.count)")
+        // An app's own file in the store directory is in neither bundle.
+        #expect(!Self.contains(plain, Self.secret("app-file", 0)))
+        let unpacked = dir.sub("cursor-check")
+        try DebugBundle.extract(dir.sub("a.redacted"), into: unpacked)
+        #expect(FileManager.default.fileExists(atPath: unpacked + "/sync-notes@bob%40example.json"), "a shared zone's cursor is bundled and unpacked")
         for value in held { #expect(!Self.contains(redacted, value), "the redacted bundle holds \(value)") }
-        // The other types' values: integers, blobs.
+        // Bytes too; and every type's value is replaced (the same value the same way).
         #expect(Self.contains(plain, "blob-7") && !Self.contains(redacted, "blob-7"))
+        let asset = try Asset(sha256: try #require(AssetHash(bytes: [UInt8](repeating: 7, count: 32))), byteCount: 10, mediaType: "image/png", fileName: "holiday.png")
+        let values: [Value] = [.string("x"), .integer(42), .double(2.5), .date(1_700_000_000_000_000), .bytes(Data([1, 2, 3])),
+                               .uuid(UUID()), .asset(asset)]
+        for value in values {
+            #expect(redaction.redact(value, field: "f") != value, "\(value) is kept")
+            #expect(redaction.redact(value, field: "f") == redaction.redact(value, field: "f"))
+        }
+        #expect(redaction.redact(.double(0), field: "f") == redaction.redact(.double(-0.0), field: "f"))
+        #expect(redaction.redact(.bool(true), field: "f") != redaction.redact(.bool(false), field: "f"))
+        #expect(redaction.redact(.reference(ObjectID()), field: "f").referenceValue != nil, "references are structure")
         // Both still hold the structure: the same number of log entries and snapshots.
         let manifestPlain = try DebugBundle.extract(dir.sub("a.plain"), into: dir.sub("m1"))
         let manifestRedacted = try DebugBundle.extract(dir.sub("a.redacted"), into: dir.sub("m2"))
@@ -139,7 +159,7 @@ struct DebugBundleTests {
             #expect(original.allObjectIDs() == copy.allObjectIDs())
             for id in original.allObjectIDs() {
                 guard let object = original.object(id), let redacted = copy.object(id) else { continue }
-                #expect(object.values.mapValues(redaction.redact) == redacted.values, "\(id)")
+                #expect(Dictionary(uniqueKeysWithValues: object.values.map { ($0.key, redaction.redact($0.value, field: $0.key)) }) == redacted.values, "\(id)")
                 #expect(object.toMany == redacted.toMany)
             }
             #expect(original.provenance(original.allObjectIDs()[0]) == copy.provenance(original.allObjectIDs()[0]), "blame is kept")
@@ -162,9 +182,9 @@ struct DebugBundleTests {
         func refused(_ bytes: [UInt8], _ expected: String) {
             let path = dir.sub("bad-\(UUID().uuidString.prefix(6))")
             FileManager.default.createFile(atPath: path, contents: Data(bytes))
-            #expect(throws: StoreError.self) { try DebugBundle.extract(path, into: path + ".out") }
             do {
                 try DebugBundle.extract(path, into: path + ".out")
+                Issue.record("accepted: \(expected)")
             } catch let error as StoreError {
                 #expect(error.code == .corruptBundle && error.message.contains(expected), "\(error.message)")
             } catch {
@@ -187,7 +207,19 @@ struct DebugBundleTests {
         let hostile = Array(good[0..<12]) + withUnsafeBytes(of: UInt32(manifest.utf8.count).littleEndian, Array.init) + Array(manifest.utf8) + Array(good[(16 + length)...])
         refused(hostile, "not a file of a store")
         #expect(!FileManager.default.fileExists(atPath: dir.sub("store.json")))
-        // The tools say so too (exit 2), not a crash.
-        #expect(throws: CLIError.self) { _ = try StoreFiles(dir.sub("good") + "-missing") }
+        // The tools say so too (exit 2), not a crash, and leave nothing unpacked behind.
+        FileManager.default.createFile(atPath: dir.sub("hostile"), contents: Data(hostile))
+        let before = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("strata-bundle-") }
+        do {
+            _ = try StoreFiles(dir.sub("hostile"))
+            Issue.record("the tools read a hostile bundle")
+        } catch let error as CLIError {
+            #expect(error.exitCode == ExitStatus.usageOrIO && error.message.contains("not a file of a store"), "\(error.message)")
+        }
+        let after = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("strata-bundle-") }
+        #expect(Set(after).subtracting(before).isEmpty, "an unpacked directory was left behind")
+        // A bundle is written to a file, never over a directory (the store itself, say).
+        #expect(throws: StoreError.self) { try DebugBundle.write(storeAt: a, to: a) }
+        #expect(FileManager.default.fileExists(atPath: a + "/store.json"))
     }
 }

@@ -1,8 +1,9 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataCore
 import StrataSync
 import StrataTestSupport
+import Synchronization
 import Testing
 
 /// A merge preview (`Store.previewMerge(with:)`, `strata merge --what-if`) promises the state two
@@ -40,6 +41,8 @@ struct MergePreviewSyncTests {
     }
 
     static let pairs = 500
+    /// How often each rule decided something, over all pairs: the run must have met each.
+    static let reasons = Mutex<[MergePreview.Reason: Int]>([:])
 
     @Test("For 500 random pairs, the preview's state is what both devices hold after syncing with each other, and it says which side each value came from",
           .timeLimit(.minutes(10)))
@@ -68,6 +71,43 @@ struct MergePreviewSyncTests {
                 }
             }
         }
+        let counts = Self.reasons.withLock { $0 }
+        print("merge preview reasons over \(Self.pairs) pairs: \(counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))")
+        for reason: MergePreview.Reason in [.laterWrite, .clockTieBrokenByReplica, .onlyOneSideWrote, .onlyOneSideHasObject, .deleteNewerThanInsert,
+                                            .insertNewerThanDelete, .referenceToDeletedObject] {
+            #expect(counts[reason, default: 0] > 0, "no pair met \(reason): the random edits do not exercise it")
+        }
+    }
+
+    @Test("A member one side removed and the other added again is kept: add wins, and the preview says so")
+    func addWinsIsExplained() async throws {
+        let dir = TemporaryDirectory()
+        let a = try await Store.open(at: dir.sub("a"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+        let b = try await Store.open(at: dir.sub("b"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+        let (note, tag) = try await a.transaction { tx in
+            let note = try tx.insert("Note", ["title": "n"])
+            let tag = try tx.insert("Tag", ["label": "t"])
+            try tx.add(note, "tags", tag)
+            return (note, tag)
+        }
+        _ = try await b.applyRemote(try a.transactions().map(\.transaction))
+        try await b.transaction { tx in try tx.remove(note, "tags", tag) }
+        try await a.transaction { tx in try tx.add(note, "tags", tag) }
+        let preview = try a.previewMerge(with: b)
+        let member = try #require(preview.objects.first { $0.object == note }?.members.first)
+        #expect(member.target == tag && member.a && !member.b && member.merged)
+        #expect(member.from == .a && member.reason == .addWinsOverConcurrentRemove)
+        // The real thing agrees.
+        _ = try await b.applyRemote(try a.transactions().map(\.transaction))
+        #expect(b.related(note, "tags").map(\.id) == [tag])
+        #expect(b.digest() == preview.merged.digest())
+        // A copied store (one replica on two devices) is refused: a sync would fork it.
+        try await b.close()
+        try FileManager.default.copyItem(atPath: dir.sub("a"), toPath: dir.sub("copy"))
+        let copy = try await Store.open(at: dir.sub("copy"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+        #expect(throws: StoreError.self) { _ = try a.previewMerge(with: copy) }
+        try await copy.close()
+        try await a.close()
     }
 
     static func runPair(seed: UInt64, pair: Int, directory: String, server: URL) async throws {
@@ -92,24 +132,35 @@ struct MergePreviewSyncTests {
         let engineB = try SyncEngine(store: b, server: server, zone: zone, credentials: "alice-secret")
 
         // A shared past: A writes, both sync.
-        try await edit(a, steps: Int.random(in: 1...8, using: &random), random: &random)
+        var deletedA: [ObjectID] = []
+        var deletedB: [ObjectID] = []
+        try await edit(a, steps: Int.random(in: 1...8, using: &random), random: &random, deleted: &deletedA)
         _ = try await engineA.sync()
         _ = try await engineB.sync()
         // Apart: both edit the same objects offline (and sometimes one of them does nothing).
-        for (store, steps) in [(a, Int.random(in: 0...10, using: &random)), (b, Int.random(in: 0...10, using: &random))] {
-            try await edit(store, steps: steps, random: &random)
-        }
+        try await edit(a, steps: Int.random(in: 0...10, using: &random), random: &random, deleted: &deletedA)
+        try await edit(b, steps: Int.random(in: 0...10, using: &random), random: &random, deleted: &deletedB)
 
         let preview = try a.previewMerge(with: b)
         let reversed = try b.previewMerge(with: a)
         let promised = preview.merged.digest()
         #expect(reversed.merged.digest() == promised, "seed \(seed): merging B with A promises another state than A with B")
         // Each listed value is the one the side it names holds.
+        Self.reasons.withLock { counts in
+            for object in preview.objects {
+                if let existence = object.existence { counts[existence.reason, default: 0] += 1 }
+                for field in object.fields { counts[field.reason, default: 0] += 1 }
+                for member in object.members { counts[member.reason, default: 0] += 1 }
+            }
+        }
         for object in preview.objects {
+            for member in object.members {
+                #expect(member.merged == (member.from == .a ? member.a : member.b), "seed \(seed): \(object.object) member \(member.target)")
+            }
             for field in object.fields where field.from == .a || field.from == .b {
                 let side = field.from == .a ? field.a : field.b
                 if field.reason == .referenceToDeletedObject {
-                    #expect(field.merged == .null && side?.referenceValue != nil, "seed \(seed): \(object.object).\(field.name)")
+                    #expect(field.merged == .null && (field.a?.referenceValue != nil || field.b?.referenceValue != nil), "seed \(seed): \(object.object).\(field.name)")
                 } else {
                     #expect(field.merged == side, "seed \(seed): \(object.object).\(field.name) is not from \(field.from) (\(field.reason))")
                 }
@@ -140,17 +191,19 @@ struct MergePreviewSyncTests {
 
     /// Random edits of the store's notes, folders and tags: inserts, updates of one or two
     /// fields, deletes, to-one and to-many changes.
-    static func edit(_ store: Store, steps: Int, random: inout SeededGenerator) async throws {
+    static func edit(_ store: Store, steps: Int, random: inout SeededGenerator, deleted: inout [ObjectID]) async throws {
         for _ in 0..<steps {
             let notes = store.fetch("Note").map(\.id)
             let folders = store.fetch("Folder").map(\.id)
             let tags = store.fetch("Tag").map(\.id)
-            let choice = Int.random(in: 0..<10, using: &random)
+            let choice = Int.random(in: 0..<11, using: &random)
             let text = "v\(random.next() % 1000)"
             let rank = Int64(random.next() % 100)
             let note = notes.randomElement(using: &random)
             let folder = folders.randomElement(using: &random)
             let tag = tags.randomElement(using: &random)
+            let reinsert = choice == 10 ? deleted.popLast() : nil
+            if choice == 9, rank < 50, let note { deleted.append(note) }
             try await store.transaction { tx in
                 switch choice {
                 case 0, 1:
@@ -163,13 +216,22 @@ struct MergePreviewSyncTests {
                 case 5:
                     if let note { try tx.update(note, ["body": .string(text), "rank": .integer(rank), "draft": .string("d" + text)]) }
                 case 6:
-                    if let note, let tag { try tx.add(note, "tags", tag) }
+                    // Half the time an add of a member already there (an add the other side's
+                    // removal has not seen: add wins).
+                    if let note, rank < 50, let member = tx.related(note, "tags").first {
+                        try tx.add(note, "tags", member)
+                    } else if let note, let tag {
+                        try tx.add(note, "tags", tag)
+                    }
                 case 7:
-                    if let note, let tag, tx.related(note, "tags").contains(tag) { try tx.remove(note, "tags", tag) }
+                    if let note, let member = tx.related(note, "tags").first { try tx.remove(note, "tags", member) }
                 case 8:
                     if let note { try tx.set(note, "folder", folder.map(Value.reference) ?? .null) }
+                case 9:
+                    if rank < 50, let note { try tx.delete(note) } else if let target = [folder, tag][Int(rank % 2)] ?? folder ?? tag { try tx.delete(target) }
                 default:
-                    if rank < 50, let note { try tx.delete(note) } else if let target = folder ?? tag { try tx.delete(target) }
+                    // The same ID again after its delete: a new incarnation.
+                    if let reinsert { _ = try tx.insert("Note", id: reinsert, ["title": .string(text)]) }
                 }
             }
         }

@@ -1,6 +1,13 @@
-public import Foundation
+import Foundation
 public import StrataCore
 import StrataLog
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One file a user can send when their device misbehaves: a store's history and state — the log
 /// (every record, position and timestamp), its snapshots, the states it adopted, its identity
@@ -77,38 +84,45 @@ public enum DebugBundle {
             try put(Array(data), staging + "/" + name)
             files.append(name)
         }
-        // Adopted states first: a redacted log's adoption records name the redacted states.
+        // The log, record by record (redacted when asked). An adoption record's state is read
+        // when the walk meets the record (a state is written before its record), so a store
+        // adopting while it is bundled gives a bundle whose records all have their states.
         var adopted: [String: AdoptionRecord] = [:]
-        var redactedStates: [String: (payload: [UInt8], digest: String)] = [:]
-        let adoptedDirectory = directory + "/adopted"
-        for name in ((try? fm.contentsOfDirectory(atPath: adoptedDirectory)) ?? []).filter({ $0.hasSuffix(".state") }).sorted() {
-            guard let data = fm.contents(atPath: adoptedDirectory + "/" + name) else { continue }
-            let payload = Array(data)
-            let stored: [UInt8]
-            if let redaction {
-                let state = try redaction.redactState(payload)
-                redactedStates[String(name.dropLast(6))] = state
-                stored = state.payload
-            } else {
-                stored = payload
-            }
-            let storedName = "adopted/" + Hex.encode(SHA256Hasher.hash(data: stored)) + ".state"
-            try? fm.createDirectory(atPath: staging + "/adopted", withIntermediateDirectories: true)
-            try put(stored, staging + "/" + storedName)
-            files.append(storedName)
+        var adoptedFiles: [String] = []
+        do {
+            try fm.createDirectory(atPath: staging + "/adopted", withIntermediateDirectories: true)
+        } catch {
+            throw StoreError(.storeFailed, "cannot create \(staging)/adopted: \(error)")
         }
-        // The log, record by record; redacted entries when asked.
+        func bundleState(of record: AdoptionRecord) throws {
+            guard adopted[record.contentHash] == nil else { return }
+            guard let data = fm.contents(atPath: directory + "/adopted/" + record.contentHash + ".state") else {
+                // Missing on the device: the record is kept (redacted), its state cannot be.
+                adopted[record.contentHash] = redaction.map { $0.redactUnbundled(record) } ?? record
+                return
+            }
+            var stored = Array(data)
+            var bundled = record
+            if let redaction {
+                let state = try redaction.redactState(stored)
+                stored = state.payload
+                bundled = redaction.redact(ValueRedaction.adoption(record, redactedPayload: state.payload, digest: state.digest))
+            }
+            let name = "adopted/" + Hex.encode(SHA256Hasher.hash(data: stored)) + ".state"
+            try put(stored, staging + "/" + name)
+            adoptedFiles.append(name)
+            adopted[record.contentHash] = bundled
+        }
         let outcome: LogCopy.Outcome
         do {
             outcome = try LogCopy.copy(from: Store.logDirectory(ofStoreAt: directory), to: staging + "/log", entry: { entry in
-                guard let redaction else { return entry.payload }
-                if AdoptionRecord.isAdoption(entry.payload) {
-                    let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
-                    if adopted[record.contentHash] == nil, let state = redactedStates[record.contentHash] {
-                        adopted[record.contentHash] = ValueRedaction.adoption(record, redactedPayload: state.payload, digest: state.digest)
-                    }
+                guard AdoptionRecord.isAdoption(entry.payload) else {
+                    guard let redaction else { return entry.payload }
+                    return try redaction.redactEntry(entry.payload, position: entry.position)
                 }
-                return try redaction.redactEntry(entry.payload, position: entry.position, adopted: adopted)
+                let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
+                try bundleState(of: record)
+                return (adopted[record.contentHash] ?? record).encoded()
             }, snapshot: { snapshot in
                 guard let redaction else { return snapshot.payload }
                 return try redaction.redactState(snapshot.payload).payload
@@ -116,10 +130,11 @@ public enum DebugBundle {
         } catch let error as LogError {
             throw StoreError(error)
         }
+        files += adoptedFiles
         for name in ((try? fm.contentsOfDirectory(atPath: staging + "/log")) ?? []).sorted() { files.append("log/" + name) }
 
         var manifest = Manifest(format: Int(formatVersion), created: ISO8601DateFormatter().string(from: Date()),
-                                store: URL(fileURLWithPath: directory).lastPathComponent, redacted: redaction != nil,
+                                store: redaction == nil ? URL(fileURLWithPath: directory).lastPathComponent : "", redacted: redaction != nil,
                                 keyID: redaction?.keyID, tornTail: outcome.tornTail, files: [])
         for file in files {
             guard let data = fm.contents(atPath: staging + "/" + file) else { throw StoreError(.storeFailed, "cannot read back \(staging)/\(file)") }
@@ -138,10 +153,15 @@ public enum DebugBundle {
         header.u16(formatVersion)
         header.u16(0)
         header.u32(UInt32(json.count))
-        let temporary = path + ".tmp"
+        var isDirectory: ObjCBool = false
+        if fm.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw StoreError(.invalidArgument, "\(path) is a directory: a bundle is written to a file")
+        }
+        let temporary = staging + ".bundle"
         guard fm.createFile(atPath: temporary, contents: Data(header.bytes + json)), let handle = FileHandle(forWritingAtPath: temporary) else {
             throw StoreError(.storeFailed, "cannot write \(temporary)")
         }
+        defer { try? handle.close() }
         do {
             try handle.seekToEnd()
             for file in files {
@@ -149,9 +169,8 @@ public enum DebugBundle {
                 try handle.write(contentsOf: data)
             }
             try handle.synchronize()
-            try handle.close()
-            if fm.fileExists(atPath: path) { try fm.removeItem(atPath: path) }
-            try fm.moveItem(atPath: temporary, toPath: path)
+            // rename(2) replaces a bundle already there in one step.
+            guard rename(temporary, path) == 0 else { throw StoreError(.storeFailed, "cannot rename \(temporary) to \(path): errno \(errno)") }
         } catch let error as StoreError {
             try? fm.removeItem(atPath: temporary)
             throw error
@@ -196,16 +215,19 @@ public enum DebugBundle {
             throw bad("the manifest does not decode: \(error)", at: 16)
         }
         var offset = 16 + length
+        // Case-folded: on a case-insensitive file system `store.json` and `STORE.json` are one file.
         var seen = Set<String>()
         let fm = FileManager.default
         do {
-            try fm.createDirectory(atPath: directory + "/log", withIntermediateDirectories: true)
-            try fm.createDirectory(atPath: directory + "/adopted", withIntermediateDirectories: true)
+            // A new directory: nothing already there is mixed with the bundle's files.
+            try fm.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            try fm.createDirectory(atPath: directory + "/log", withIntermediateDirectories: false)
+            try fm.createDirectory(atPath: directory + "/adopted", withIntermediateDirectories: false)
         } catch {
             throw StoreError(.storeFailed, "cannot create \(directory): \(error)")
         }
         for file in manifest.files {
-            guard isBundledPath(file.path), seen.insert(file.path).inserted else { throw bad("the manifest names \(file.path.debugDescription), which is not a file of a store (or names it twice)", at: 16) }
+            guard isBundledPath(file.path), seen.insert(file.path.lowercased()).inserted else { throw bad("the manifest names \(file.path.debugDescription), which is not a file of a store (or names it twice)", at: 16) }
             guard file.size <= UInt64(bytes.count - offset) else { throw bad("\(file.path) is cut short: \(file.size) bytes listed, \(bytes.count - offset) left", at: offset) }
             let content = Array(bytes[offset..<(offset + Int(file.size))])
             let crc = hex32(content.withUnsafeBytes { CRC32C.checksum($0) })
@@ -219,13 +241,17 @@ public enum DebugBundle {
         return manifest
     }
 
-    /// A top-level file of a store directory that belongs in a bundle: its JSON files (identity,
-    /// authors, sync cursors, pins, download masks). Not the writer's lock, nor temporary files.
+    /// A top-level file of a store directory that belongs in a bundle — its identity, authors,
+    /// pins, download masks and sync cursors (`sync-<zone>.json`, `sync-<zone>@<owner>.json`) —
+    /// and nothing else an app may keep there. The writer and the reader use this one rule.
     static func isStoreFile(_ name: String) -> Bool {
-        name.hasSuffix(".json") && !name.hasPrefix(".") && !name.contains("/")
+        guard !name.hasPrefix("."), !name.contains("/"), !name.contains("\\"),
+              !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return false }
+        return ["store.json", "authors.json", "sync-pins.json", "download-masks.json"].contains(name)
+            || (name.hasPrefix("sync-") && name.hasSuffix(".json") && name.count > 10)
     }
 
-    /// The paths a bundle may hold: a store's JSON files, log segments and snapshots, adopted
+    /// The paths a bundle may hold: the store files above, log segments and snapshots, adopted
     /// states. Nothing else — above all no `..` and no absolute path.
     static func isBundledPath(_ path: String) -> Bool {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
@@ -233,7 +259,7 @@ public enum DebugBundle {
             !name.isEmpty && name != "." && name != ".." && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
         }
         switch parts.count {
-        case 1: return plain(parts[0]) && isStoreFile(String(parts[0]))
+        case 1: return isStoreFile(String(parts[0]))
         case 2:
             guard plain(parts[1]) else { return false }
             if parts[0] == "log" { return parts[1].hasSuffix(".seg") || parts[1].hasSuffix(".snap") }

@@ -18,8 +18,7 @@ extension ProjectionBuilder {
         }
         merged.projection.commitBatch(report: false)
         var preview = MergePreview(merged: merged)
-        // Every object either side holds, visible or not: one side's delete can decide an object
-        // the other holds.
+        // Every object either side can see (an object neither sees is the same on both).
         let ids = Set(allObjectIDs()).union(other.allObjectIDs()).sorted()
         for id in ids {
             if let outcome = MergePreview.outcome(of: id, a: self, b: other, merged: merged) { preview.objects.append(outcome) }
@@ -41,13 +40,8 @@ extension MergePreview {
     }
 
     static func side(of event: FieldProvenance?, a: FieldProvenance?, b: FieldProvenance?) -> Side {
-        switch (event, event == a, event == b) {
-        case (nil, _, _): .neither
-        case (_, true, true): .both
-        case (_, true, false): .a
-        case (_, false, true): .b
-        case (_, false, false): .neither
-        }
+        guard let event else { return .neither }
+        return event == a ? .a : event == b ? .b : .neither
     }
 
     /// The object's outcome, or `nil` when both sides read it the same (local-only attributes
@@ -81,7 +75,7 @@ extension MergePreview {
                     let holder: Side = membersA.contains(target) ? .a : .b
                     let reason: Reason
                     if !inMerged {
-                        reason = .removalCoversEveryAdd
+                        reason = merged.object(target) == nil ? .targetDeleted : .removalCoversEveryAdd
                     } else {
                         // The side without it: did it remove it (add wins), or never add it?
                         let lacking = holder == .a ? b : a
@@ -110,13 +104,16 @@ extension MergePreview {
         case (_?, nil), (nil, _?):
             reason = from == .neither ? .hiddenByNewerInsert : .onlyOneSideWrote
         case (nil, nil):
-            // Neither side's value was written by an event of this incarnation (a default).
-            reason = .onlyOneSideWrote
+            // Neither side's value was written by an event of this incarnation.
+            reason = .notWritten
             from = objectA.values[key] == valueM ? .a : (objectB.values[key] == valueM ? .b : .neither)
         }
-        // The winning write refers to an object the merge deletes (the other side deleted it).
-        let winning = from == .a ? objectA.values[key] : from == .b ? objectB.values[key] : nil
-        if let winning, winning != valueM, case .reference = winning, valueM == .null {
+        if from == .neither {
+            from = objectA.values[key] == valueM ? .a : (objectB.values[key] == valueM ? .b : .neither)
+        }
+        // The write that decided refers to an object the merge deletes (a side deleted it).
+        if valueM == .null, let decided = eventM, decided == eventA || decided == eventB,
+           [objectA.values[key], objectB.values[key]].contains(where: { $0?.referenceValue != nil }) {
             reason = .referenceToDeletedObject
         }
         return FieldOutcome(name: key, a: objectA.values[key], b: objectB.values[key], merged: valueM, from: from, reason: reason,
@@ -131,7 +128,7 @@ extension MergePreview {
         let existsB = lifeB?.exists ?? false
         let existsM = lifeM?.exists ?? false
         let decider = existsM ? lifeM?.inserted : lifeM?.deleted
-        let from: Side = existsA == existsM ? (existsB == existsM ? .both : .a) : .b
+        let from: Side = existsA == existsM ? .a : .b
         let reason: Reason
         if lifeA == nil || lifeB == nil {
             reason = .onlyOneSideHasObject

@@ -8,16 +8,24 @@
 /// --what-if` command) or `Store.previewMerge(with:)` (two open stores).
 ///
 /// What it does not model:
-/// - Local-only attributes never sync: they are left out of the comparison (each device keeps
-///   its own), as the state digest leaves them out.
+/// - Local-only attributes never sync: they are left out of ``objects`` (each device keeps its
+///   own), as the state digest leaves them out. ``merged`` holds both sides' local-only values,
+///   merged as if they synced: read only synced attributes from it.
+/// - Download masks: a masked device never receives what its mask leaves out, so two devices
+///   with masks do not converge to one state. `Store.previewMerge(with:)` refuses masked stores.
 /// - Two stores that hold *different* events under the same IDs (a store copied and both copies
 ///   written) are not reconciled here: a real sync forks one of the copies (its events are
-///   re-authored under a new replica) and both versions survive. The preview merges the two
-///   states as they are, so such an event's value is decided as if one were a retry of the
-///   other. `strata diff` names those events ("in both with different content").
+///   re-authored under a new replica) and both versions survive; the preview keeps side A's
+///   version. `Store.previewMerge(with:)` refuses two stores authoring under one replica, and
+///   `strata diff` names such events ("in both with different content").
+/// - What a server does to events on their way: a push whose clock is far ahead is restamped,
+///   and a state uploaded to heal a zone is credited to a new replica (whose ID is above every
+///   other, so it wins clock ties). The preview orders events as the stores hold them.
 public struct MergePreview {
-    /// The merged state: read any object of it as of a store (``ProjectionBuilder/object(_:)``,
-    /// ``ProjectionBuilder/provenance(_:)``, ``ProjectionBuilder/digest()``).
+    /// The merged state, under the stored names of the schema (a store reads through its app's
+    /// names when a migration renamed something): read its objects with
+    /// ``ProjectionBuilder/object(_:)`` and ``ProjectionBuilder/provenance(_:)``, and its
+    /// ``ProjectionBuilder/digest()`` (what both stores' `Store.digest()` would be).
     public let merged: ProjectionBuilder
     /// The objects whose visible state differs between the two sides, by ID.
     public internal(set) var objects: [ObjectOutcome] = []
@@ -25,10 +33,9 @@ public struct MergePreview {
     /// Where a part of the merged state comes from.
     public enum Side: String, Sendable, Hashable, Codable {
         case a, b
-        /// Both sides already agree on it.
-        case both
-        /// Neither side reads it so (the merge of the two hides both: a newer insert on one side
-        /// starts a new incarnation that the other side's writes are older than).
+        /// Neither side reads it so (a newer insert on one side starts a new incarnation that
+        /// the other side's writes are older than, and the re-creating side's value is not the
+        /// merged one either).
         case neither
     }
 
@@ -38,13 +45,16 @@ public struct MergePreview {
         case onlyOneSideWrote
         /// Last writer wins: the winning write has the later hybrid logical clock.
         case laterWrite
-        /// Both writes have the same clock: the higher replica ID wins (the same everywhere).
+        /// Both writes have the same clock: the higher replica ID wins.
         case clockTieBrokenByReplica
         /// Same clock and replica: the higher sequence wins.
         case clockTieBrokenBySequence
         /// Both sides hold the same write; what it reads as differs (a reference whose target
-        /// exists on one side only, say), and the merged state has both objects.
+        /// exists on one side only: the merged state has the target).
         case sameWrite
+        /// No event of the object's current incarnation wrote it: a default, a derived inverse,
+        /// or an attribute only one side's schema has.
+        case notWritten
         /// The object's newest insert is newer than its newest delete: it exists.
         case insertNewerThanDelete
         /// The object's newest delete is newer than its newest insert: it is gone.
@@ -56,9 +66,12 @@ public struct MergePreview {
         case addWinsOverConcurrentRemove
         /// A removal names every add of the member either side holds: it is gone.
         case removalCoversEveryAdd
+        /// The member's target object is deleted in the merge.
+        case targetDeleted
         /// A newer insert of the object (a re-creation) leaves out writes made before it.
         case hiddenByNewerInsert
-        /// The winning write is a reference to an object the merge deletes: it reads as null.
+        /// The winning write (or the write both hold) is a reference to an object the merge
+        /// deletes: it reads as null.
         case referenceToDeletedObject
     }
 

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import StrataLog
 
 /// Replaces every value a user wrote with a keyed hash of it, keeping the structure around it:
@@ -12,12 +12,14 @@ import StrataLog
 ///
 /// What is kept as it is: object IDs and references (the graph's structure), entity and
 /// attribute names and the schema, replicas, sequences, clocks, timestamps, positions, users
-/// (`authors.json`), the sizes of assets. What is replaced, by type:
+/// (`authors.json`) and zone names (sync cursors), the sizes of assets. An adopted state's
+/// origin text is replaced as a string is. What is replaced, by type:
 /// - a string: `h:` and 16 hex digits;
 /// - an integer: a 64-bit integer; a double: an integer-valued double below 2^53 in magnitude;
 ///   a date: a date within 2^50 µs (35 years) of 1970;
 /// - bytes and a UUID: 16 bytes of the hash;
-/// - a bool: the value XOR one key bit (two values cannot stay distinct any other way);
+/// - a bool: the value XOR a key bit of its attribute's (two values cannot stay distinct any
+///   other way, so whoever knows one value of an attribute can read that attribute's others);
 /// - an asset: its hash, media type (`redacted/h…`) and file name; its size stays.
 public struct ValueRedaction: Sendable {
     public let key: [UInt8]
@@ -62,13 +64,24 @@ public struct ValueRedaction: Sendable {
 
     private static func bytes(of value: Int64) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
 
-    /// The value as a redacted bundle holds it.
+    /// The value of the attribute `field` as a redacted bundle holds it.
+    public func redact(_ value: Value, field: String) -> Value {
+        // A bool's bit is flipped by a key bit of its attribute's own: one known bool (a default
+        // filled in by inserts) then gives away no other attribute's.
+        if case .bool(let b) = value { return .bool(b != (mac(tag: 4, Array(field.utf8)).first.map { $0 & 1 == 1 } ?? false)) }
+        return redact(value)
+    }
+
+    /// A value as a redacted bundle holds it (a bool: under the bit of no attribute; the bundle
+    /// uses ``redact(_:field:)``).
     public func redact(_ value: Value) -> Value {
         switch value {
         case .null, .reference: return value
         case .string(let s): return .string(text(s))
         case .integer(let i): return .integer(Int64(bitPattern: word(tag: 2, Self.bytes(of: i))))
-        case .double(let d): return .double(Double(Int64(bitPattern: word(tag: 3, Self.bytes(of: Int64(bitPattern: d.bitPattern)))) >> 11))
+        case .double(let raw):
+            let d = raw == 0 ? 0 : raw  // 0.0 and -0.0 are equal values
+            return .double(Double(Int64(bitPattern: word(tag: 3, Self.bytes(of: Int64(bitPattern: d.bitPattern)))) >> 11))
         case .bool(let b): return .bool(b != (mac(tag: 4, []).first.map { $0 & 1 == 1 } ?? false))
         case .date(let t): return .date(Int64(word(tag: 5, Self.bytes(of: t)) & ((1 << 50) - 1)))
         case .bytes(let data): return .bytes(Data(mac(tag: 6, Array(data)).prefix(16)))
@@ -87,22 +100,18 @@ public struct ValueRedaction: Sendable {
 }
 
 extension ValueRedaction {
-    /// A log entry redacted: a transaction's field values; an adoption record's hashes follow its
-    /// redacted state (`adopted` maps the original content hash to the redacted payload's).
+    /// A transaction entry with its field values redacted (an adoption record goes through
+    /// `redact(_:)` and `adoption(_:redactedPayload:digest:)`).
     ///
     /// - Throws: ``StoreError/Code/corruptEvent`` when the entry does not decode.
-    package func redactEntry(_ bytes: [UInt8], position: UInt64?, adopted: [String: AdoptionRecord]) throws -> [UInt8] {
-        if AdoptionRecord.isAdoption(bytes) {
-            let record = try AdoptionRecord(decoding: bytes, position: position)
-            return (adopted[record.contentHash] ?? record).encoded()
-        }
+    package func redactEntry(_ bytes: [UInt8], position: UInt64?) throws -> [UInt8] {
         var transaction = try EventCodec.decode(bytes, position: position)
         for index in transaction.events.indices {
             switch transaction.events[index].change {
             case .insert(let entity, let object, let fields):
-                transaction.events[index].change = .insert(entity: entity, object: object, fields: fields.mapValues(redact))
+                transaction.events[index].change = .insert(entity: entity, object: object, fields: redact(fields))
             case .update(let entity, let object, let fields):
-                transaction.events[index].change = .update(entity: entity, object: object, fields: fields.mapValues(redact))
+                transaction.events[index].change = .update(entity: entity, object: object, fields: redact(fields))
             case .delete, .add, .remove, .schema, .withheld:
                 break
             }
@@ -119,13 +128,36 @@ extension ValueRedaction {
         try ProjectionCodec.decode(payload, into: projection)
         let redacted = ProjectionCodec.encode(projection) { _, record in
             var copy = record
-            for index in copy.fields.indices { copy.fields[index].value = redact(copy.fields[index].value) }
+            for index in copy.fields.indices {
+                let name = projection.names.indices.contains(Int(copy.fields[index].key)) ? projection.names[Int(copy.fields[index].key)] : ""
+                copy.fields[index].value = redact(copy.fields[index].value, field: name)
+            }
             return copy
         }
         let check = Projection()
         try ProjectionCodec.decode(redacted, into: check)
         check.schema = check.recordedSchema
         return (redacted, check.digest())
+    }
+
+    private func redact(_ fields: [String: Value]) -> [String: Value] {
+        Dictionary(uniqueKeysWithValues: fields.map { ($0.key, redact($0.value, field: $0.key)) })
+    }
+
+    /// An adoption record as a redacted bundle holds it: its origin (app and server text: a zone's
+    /// and its owner's names, a token) redacted, and its hashes keyed when they are still the
+    /// plain state's (its state missing on the device, so not bundled).
+    package func redact(_ record: AdoptionRecord) -> AdoptionRecord {
+        AdoptionRecord(contentHash: record.contentHash, size: record.size, stateDigest: record.stateDigest,
+                              newestHLC: record.newestHLC, origin: text(record.origin, tag: 11))
+    }
+
+    /// The record of a state whose payload is not bundled: its hash and digest keyed too (they
+    /// would confirm a guess of the plain state).
+    package func redactUnbundled(_ record: AdoptionRecord) -> AdoptionRecord {
+        func keyed(_ hex: String, tag: UInt8) -> String { Hex.encode(mac(tag: tag, Array(hex.utf8))) }
+        return AdoptionRecord(contentHash: keyed(record.contentHash, tag: 12), size: record.size, stateDigest: keyed(record.stateDigest, tag: 13),
+                              newestHLC: record.newestHLC, origin: text(record.origin, tag: 11))
     }
 
     /// The adoption record for a redacted state: its hash, size and digest are the redacted

@@ -85,22 +85,7 @@ struct MergeWhatIf: Codable, Sendable {
 
     static func run(_ pathA: String, _ pathB: String, limit: Int, progress: Progress?) throws -> MergeWhatIf {
         let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
-        let results = Slots<Result<LoadedStore, any Error>>()
-        let digests = Slots<HistoryDigests>()
-        DispatchQueue.concurrentPerform(iterations: 2) { i in
-            results.set(i, Result {
-                let collector = HistoryDigestCollector(files[i])
-                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i, digests: collector)
-                digests.set(i, collector.finish())
-                return loaded
-            })
-        }
-        progress?.finish()
-        guard let resultA = results.get(0), let resultB = results.get(1), let digestsA = digests.get(0), let digestsB = digests.get(1) else {
-            throw CLIError("internal: a store was not read")
-        }
-        let sideA = try resultA.get()
-        let sideB = try resultB.get()
+        let ((sideA, digestsA), (sideB, digestsB)) = try LoadedStore.loadPair(files[0], files[1], progress: progress)
         let conflicting = try DigestBisection.compare(digestsA, with: digestsB, limit: 1000)
         let preview: MergePreview
         do {
@@ -110,6 +95,14 @@ struct MergeWhatIf: Codable, Sendable {
         }
         let authors = Authors(ofStoreAt: files[0].directory).merged(with: Authors(ofStoreAt: files[1].directory))
         var warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.name): \($0)" } } + authors.warnings
+        for side in files {
+            if let mask = try? DiffCommand.recordedMask(side.directory) {
+                warnings.append("\(side.name) syncs with the download mask \(mask): masked devices do not converge to one state; the preview shows the state without masks")
+            }
+        }
+        if files[0].replicaID == files[1].replicaID {
+            warnings.append("both stores author under replica \(files[0].replicaID) (a copied store): a sync forks one of them; the preview keeps A's version of events both hold")
+        }
         if !conflicting.differing.isEmpty {
             warnings.append("the stores hold \(conflicting.differing.count)\(conflicting.truncated ? "+" : "") events under the same IDs with different content (a copied store written on both sides; `strata diff` lists them): a real sync forks one copy and keeps both versions, which this preview does not show")
         }
@@ -126,7 +119,7 @@ struct MergeWhatIf: Codable, Sendable {
             var changesA = false
             var changesB = false
             if let existence = outcome.existence {
-                object.existence = Existence(inA: existence.a, inB: existence.b, merged: existence.merged, from: existence.from.rawValue,
+                object.existence = Existence(inA: existence.a, inB: existence.b, merged: existence.merged, from: existence.from.rawValue.uppercased(),
                                              rule: existence.reason.rawValue, why: Self.why(existence.reason, from: existence.from),
                                              decidedBy: ref(existence.decidedBy))
                 changesA = changesA || existence.a != existence.merged
@@ -136,14 +129,14 @@ struct MergeWhatIf: Codable, Sendable {
                 changesA = changesA || field.a != field.merged
                 changesB = changesB || field.b != field.merged
                 return Field(field: field.name, a: field.a.map(JSONValue.init), b: field.b.map(JSONValue.init), merged: field.merged.map(JSONValue.init),
-                             from: field.from.rawValue, rule: field.reason.rawValue, why: Self.why(field.reason, from: field.from),
+                             from: field.from.rawValue.uppercased(), rule: field.reason.rawValue, why: Self.why(field.reason, from: field.from),
                              eventA: ref(field.eventA), eventB: ref(field.eventB))
             }
             object.members = outcome.members.map { member in
                 changesA = changesA || member.a != member.merged
                 changesB = changesB || member.b != member.merged
                 return Member(relationship: member.relationship, target: member.target.description, inA: member.a, inB: member.b, merged: member.merged,
-                              from: member.from.rawValue, rule: member.reason.rawValue, why: Self.why(member.reason, from: member.from))
+                              from: member.from.rawValue.uppercased(), rule: member.reason.rawValue, why: Self.why(member.reason, from: member.from))
             }
             if changesA { changedA += 1 }
             if changesB { changedB += 1 }
@@ -166,17 +159,19 @@ struct MergeWhatIf: Codable, Sendable {
         let winner = side == .a ? "A's" : side == .b ? "B's" : "the"
         switch reason {
         case .onlyOneSideWrote: return "only \(side == .a ? "A" : side == .b ? "B" : "one side") has a write of it"
+        case .notWritten: return "no event wrote it (a default, a derived inverse, or an attribute only one schema has)"
+        case .targetDeleted: return "the object it points to is deleted in the merge"
         case .laterWrite: return "last writer wins: \(winner) write has the later clock"
         case .clockTieBrokenByReplica: return "both writes have the same clock: the higher replica ID wins (\(winner))"
         case .clockTieBrokenBySequence: return "same clock and replica: the higher sequence wins (\(winner))"
-        case .sameWrite: return "both hold the same write; it reads differently because what it refers to exists on one side only"
+        case .sameWrite: return "both hold the same write; it reads differently on the two sides (what it refers to exists on one side only)"
         case .insertNewerThanDelete: return "its newest insert is newer than its newest delete: it exists"
         case .deleteNewerThanInsert: return "its newest delete is newer than its newest insert: it is gone"
         case .onlyOneSideHasObject: return "only \(side == .a ? "A" : side == .b ? "B" : "one side") has ever seen the object"
         case .addWinsOverConcurrentRemove: return "add wins: \(winner) add was not seen by the other side's removal"
         case .removalCoversEveryAdd: return "a removal names every add of it"
         case .hiddenByNewerInsert: return "a newer insert of the object (a re-creation) leaves out writes made before it"
-        case .referenceToDeletedObject: return "\(winner) write wins, but the object it refers to is deleted in the merge: it reads as null"
+        case .referenceToDeletedObject: return "the deciding write refers to an object the merge deletes: it reads as null"
         }
     }
 }

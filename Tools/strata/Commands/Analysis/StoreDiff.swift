@@ -138,25 +138,9 @@ struct StoreDiff: Codable, Sendable {
     /// - Parameter full: compare every object, not only those the differing events can reach.
     static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, full: Bool = false, progress: Progress?) throws -> StoreDiff {
         let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
-        // Both rebuilds at once: they are independent, and this machine has the cores.
-        let results = Slots<Result<LoadedStore, any Error>>()
-        let digests = Slots<HistoryDigests>()
-        DispatchQueue.concurrentPerform(iterations: 2) { i in
-            do {
-                let collector = HistoryDigestCollector(files[i])
-                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i, digests: collector)
-                digests.set(i, collector.finish())
-                results.set(i, .success(loaded))
-            } catch {
-                results.set(i, .failure(error))
-            }
-        }
-        progress?.finish()
-        guard let resultA = results.get(0), let resultB = results.get(1) else { throw CLIError("internal: a store was not read") }
-        let sideA = try resultA.get()
-        let sideB = try resultB.get()
+        let ((sideA, digestsA), (sideB, digestsB)) = try LoadedStore.loadPair(files[0], files[1], progress: progress)
         let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.name): \($0)" } }
-        var diff = try compare(sideA, sideB, digests: (digests.get(0), digests.get(1)), limit: limit, timelineWindow: timelineWindow,
+        var diff = try compare(sideA, sideB, digests: (digestsA, digestsB), limit: limit, timelineWindow: timelineWindow,
                                full: full, progress: progress)
         // Either store may have learned a replica's user from the server.
         let authors = Authors(ofStoreAt: files[0].directory).merged(with: Authors(ofStoreAt: files[1].directory))

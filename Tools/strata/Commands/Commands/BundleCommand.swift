@@ -66,7 +66,9 @@ struct BundleCommand: ParsableCommand {
     /// The key in `file`, or a new one written there (readable by its owner only).
     static func redaction(keyFile file: String) throws -> ValueRedaction {
         var key: [UInt8]
-        if let data = FileManager.default.contents(atPath: file) {
+        if FileManager.default.fileExists(atPath: file) {
+            // An existing key is never replaced: bundles made with it stay comparable.
+            guard let data = FileManager.default.contents(atPath: file) else { throw CLIError("cannot read the redaction key \(file)") }
             let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             if data.count == 32 {
                 key = Array(data)

@@ -155,6 +155,16 @@ struct VerifyCommand: ParsableCommand {
 
     /// Verifies (and with `--repair`, repairs) one store, or a bare log directory.
     private func verify(_ store: String) throws {
+        // A debug bundle is checked as the store it holds (its log as copied, record by record);
+        // there is nothing to repair in it.
+        if DebugBundle.isBundle(store) {
+            if repair { throw CLIError("\(store) is a debug bundle: there is nothing to repair in it (repair the store it was made of)") }
+            let files = try StoreFiles(store, tolerateDamagedIdentity: true)
+            let verification = try Verification.run(files, progress: Progress("verify", total: files.segmentBytes()))
+            print(json ? try JSONOutput.string(verification) : verification.text)
+            if !verification.findings.isEmpty { throw ExitCode(ExitStatus.finding) }
+            return
+        }
         // A bare segment log (no store.json) is checked at the log level only.
         if !FileManager.default.fileExists(atPath: store + "/store.json") && FileManager.default.fileExists(atPath: store) {
             return try LogOnlyVerify(directory: store, repair: repair, yes: yes, json: json).run()

@@ -1,3 +1,4 @@
+import Dispatch
 import Strata
 import StrataLog
 import StrataCore
@@ -161,6 +162,26 @@ final class LoadedStore: @unchecked Sendable {
             store.notes.append("history before position \(identity.startPosition) was compacted; the state starts from the snapshot at position \(base.position)")
         }
         return store
+    }
+}
+
+extension LoadedStore {
+    /// Two stores rebuilt at once (they are independent: one per core), each with the history
+    /// digests of its log (`diff`, `merge --what-if`).
+    static func loadPair(_ a: StoreFiles, _ b: StoreFiles, progress: Progress?) throws
+        -> ((store: LoadedStore, digests: HistoryDigests), (store: LoadedStore, digests: HistoryDigests)) {
+        let files = [a, b]
+        let results = Slots<Result<(store: LoadedStore, digests: HistoryDigests), any Error>>()
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            results.set(i, Result {
+                let collector = HistoryDigestCollector(files[i])
+                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i, digests: collector)
+                return (loaded, collector.finish())
+            })
+        }
+        progress?.finish()
+        guard let first = results.get(0), let second = results.get(1) else { throw CLIError("internal: a store was not read") }
+        return (try first.get(), try second.get())
     }
 }
 
