@@ -8,7 +8,7 @@ import StrataCore
 
 /// `strata bundle`: one file with a store's history and state, values replaced by keyed hashes
 /// with --redact, that the tools read as they read the store.
-@Suite("Debug bundles")
+@Suite("Debug bundles", .serialized)
 struct DebugBundleTests {
     static let schema = Schema {
         Entity("Note", attributes: [
@@ -136,6 +136,7 @@ struct DebugBundleTests {
 
     @Test("diff, replay and merge --what-if on redacted bundles find what they find on the stores, up to the redaction")
     func toolsReadBundles() async throws {
+        defer { BundleCache.removeAll() }
         let dir = TemporaryDirectory()
         let (a, b, _) = try await pair(in: dir)
         let redaction = try ValueRedaction(key: ValueRedaction.newKey())
@@ -164,6 +165,11 @@ struct DebugBundleTests {
             }
             #expect(original.provenance(original.allObjectIDs()[0]) == copy.provenance(original.allObjectIDs()[0]), "blame is kept")
         }
+
+        // verify and inspect take a bundle as one store (not a database); verify finds nothing.
+        #expect(try !ZoneTargets(dir.sub("a.bundle"), zone: nil).isDatabase)
+        let verification = try Verification.run(try StoreFiles(dir.sub("a.bundle"), tolerateDamagedIdentity: true), progress: nil)
+        #expect(verification.findings.isEmpty, "\(verification.findings)")
 
         // merge --what-if: the same decisions.
         let merged = try MergeWhatIf.run(a, b, limit: 100, progress: nil)

@@ -32,6 +32,13 @@ struct ZoneTargets {
     /// - Throws: ``CLIError`` (exit 2) when `database.json` is damaged (with the typed error's
     ///   message), when `--zone` is given for a plain store, or names a zone the database does not hold.
     init(_ directory: String, zone: String?) throws {
+        // A debug bundle (a file) is one store's.
+        if DebugBundle.isBundle(directory) {
+            if let zone { throw CLIError("--zone \(zone): \(directory) is a debug bundle of one store, not a database") }
+            layout = nil
+            targets = [Target(zone: nil, path: directory)]
+            return
+        }
         do {
             layout = try Database.layout(ofDatabaseAt: directory)
         } catch {
