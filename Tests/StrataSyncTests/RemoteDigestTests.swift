@@ -34,7 +34,7 @@ struct RemoteDigestTests {
     }
 
     @Test("A synced device equals the zone; a replica written on two devices is named; a stranger is refused; a new life of the zone refuses old questions",
-          .timeLimit(.minutes(3)), arguments: ServerBackend.allCases)
+          .timeLimit(.minutes(8)), arguments: ServerBackend.allCases)
     func remoteComparison(backend: ServerBackend) async throws {
         let dir = TemporaryDirectory()
         try await withServer(dir.sub("server"), backend: backend) { url, storage in
@@ -106,7 +106,7 @@ struct RemoteDigestTests {
         }
     }
 
-    @Test("A masked device compares with what its mask lets it see; a compaction takes the retired events out of the answers", .timeLimit(.minutes(3)))
+    @Test("A masked device compares with what its mask lets it see; a compaction takes the retired events out of the answers", .timeLimit(.minutes(8)))
     func maskedDevice() async throws {
         let dir = TemporaryDirectory()
         try await withServer(dir.sub("server")) { url, storage in

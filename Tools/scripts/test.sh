@@ -33,7 +33,7 @@ else
     # that wait on a server, a timer or a child process on a 2-core machine, until their HTTP
     # clients time out. So those run first without them, then the heavy ones together. A failure
     # in the first round still runs the second, so one run shows every failure.
-    heavy='SimulationTests|AssetKillTests|ServeStateUploadBoundsTests|ServeBoundsTests|TransactionPropertyTests|ConvergenceTests|CrashTests|ConcurrencyTests|SharedStoreProcessTests'
+    heavy='SimulationTests|AssetKillTests|ServeStateUploadBoundsTests|ServeBoundsTests|TransactionPropertyTests|ConvergenceTests|CrashTests|ConcurrencyTests|SharedStoreProcessTests|MergePreviewSyncTests'
     # Each round's output is kept, so that a failure is summed up at the end: CI shows only the
     # end of a long output, which the second round's progress would fill.
     status=0
