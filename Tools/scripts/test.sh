@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command of README.md (and of CI): installs missing system libraries, builds, runs every
-# test (in two rounds, see below; arguments, such as `--filter X`, run one `swift test` with them), then checks the OpenAPI document against a live server (Tools/scripts/schemathesis.sh;
+# test (in three rounds, see below; arguments, such as `--filter X`, run one `swift test` with them), then checks the OpenAPI document against a live server (Tools/scripts/schemathesis.sh;
 # STRATA_SCHEMATHESIS=0 skips that) and builds the documentation with DocC warnings as errors
 # (Tools/scripts/docs.sh; STRATA_DOCS=0 skips that), then runs every libFuzzer target of Tools/Fuzz
 # over its corpus (Tools/scripts/fuzz.sh, 100,000 executions each; STRATA_FUZZ=0 skips that,
@@ -28,28 +28,34 @@ rm -f "$minimal_log"
 if [ "$#" -gt 0 ]; then
     swift test --skip-build --traits Server "$@"
 else
-    # Two rounds. Swift Testing starts every test of a run at once; the long CPU-bound suites
+    # Three rounds. Swift Testing starts every test of a run at once; the long CPU-bound suites
     # (simulations, property and crash tests, memory bounds under load) then starve the tests
     # that wait on a server, a timer or a child process on a 2-core machine, until their HTTP
     # clients time out. So those run first without them, then the heavy ones together. A failure
     # in the first round still runs the second, so one run shows every failure.
-    heavy='SimulationTests|AssetKillTests|ServeStateUploadBoundsTests|ServeBoundsTests|TransactionPropertyTests|ConvergenceTests|CrashTests|ConcurrencyTests|SharedStoreProcessTests|MergePreviewSyncTests'
+    heavy='SimulationTests|AssetKillTests|ServeStateUploadBoundsTests|ServeBoundsTests|TransactionPropertyTests|ConvergenceTests|CrashTests|ConcurrencyTests|SharedStoreProcessTests'
+    # The what-if merge simulation (500 pairs of devices syncing through a server, four at a time)
+    # runs alone last: beside the server-waiting tests it starves them, beside the long CPU-bound
+    # suites it is starved past its limit; alone it takes under a minute.
+    alone='MergePreviewSyncTests'
     # Each round's output is kept, so that a failure is summed up at the end: CI shows only the
     # end of a long output, which the second round's progress would fill.
     status=0
     round1=$(mktemp)
     round2=$(mktemp)
-    swift test --skip-build --traits Server --skip "$heavy" 2>&1 | tee "$round1" || status=$?
+    round3=$(mktemp)
+    swift test --skip-build --traits Server --skip "$heavy|$alone" 2>&1 | tee "$round1" || status=$?
     swift test --skip-build --traits Server --filter "$heavy" 2>&1 | tee "$round2" || status=$?
+    swift test --skip-build --traits Server --filter "$alone" 2>&1 | tee "$round3" || status=$?
     if [ "$status" != 0 ]; then
         echo "test.sh: swift test failed; what failed, round by round:" >&2
-        for round in "$round1" "$round2"; do
-            echo "--- $( [ "$round" = "$round1" ] && echo "round 1 (--skip heavy)" || echo "round 2 (--filter heavy)" )" >&2
+        for round in "$round1" "$round2" "$round3"; do
+            echo "--- $( [ "$round" = "$round1" ] && echo "round 1 (--skip heavy)" || { [ "$round" = "$round2" ] && echo "round 2 (--filter heavy)" || echo "round 3 (--filter $alone)"; } )" >&2
             grep -a -E "✘|error: |Fatal error|Exited with|signal [0-9]|Crash|timed out" "$round" | grep -a -v "^.*✔" | cut -c1-1500 | head -60 >&2 || true
         done
         exit "$status"
     fi
-    rm -f "$round1" "$round2"
+    rm -f "$round1" "$round2" "$round3"
 fi
 # Every decoder of bytes from disk or the network under libFuzzer (its own release build in .build-fuzz).
 if [ "${STRATA_FUZZ:-1}" != 0 ]; then
