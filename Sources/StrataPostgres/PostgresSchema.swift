@@ -122,11 +122,17 @@ import StrataServer
 /// Version 12 (the database changes and the acceptance of shares): see
 /// `PostgresSchema.databaseChanges`.
 ///
+/// Version 14 (the device registry, see `PostgresZoneStorage+Devices.swift`):
+///
+/// - `strata_devices(zone_id, replica_high, replica_low, user_name, last_seen, divergent, entry)`:
+///   each device's last report in a zone's life, by reporting user and replica (`entry`: the
+///   wire's `DeviceEntry` as JSON), deleted with the zone's row. `divergent` is indexed for the count `/metrics` answers.
+///
 /// 64-bit unsigned numbers (epochs, sequences, chains, digests, merge IDs) are stored as
 /// `bigint` with the same bits.
 enum PostgresSchema {
     /// The newest version this server writes.
-    static let version = 13
+    static let version = 14
 
     /// The key of the advisory lock held while migrating.
     static let migrationLock: Int64 = 0x5354_5241_5441_0001
@@ -407,6 +413,22 @@ enum PostgresSchema {
         12: databaseChanges,
         // A zone's oldest supported app schema version (`ZoneSettings.minSchemaVersion`).
         13: ["ALTER TABLE strata_zones ADD COLUMN min_schema_version integer NOT NULL DEFAULT 1"],
+        // The zones' device registries (`PostgresZoneStorage+Devices.swift`).
+        14: [
+            """
+            CREATE TABLE strata_devices (
+                zone_id bigint NOT NULL REFERENCES strata_zones (zone_id) ON DELETE CASCADE,
+                replica_high bigint NOT NULL,
+                replica_low bigint NOT NULL,
+                user_name text NOT NULL,
+                last_seen bigint NOT NULL,
+                divergent boolean NOT NULL,
+                entry text NOT NULL,
+                PRIMARY KEY (zone_id, user_name, replica_high, replica_low)
+            )
+            """,
+            "CREATE INDEX strata_devices_divergent ON strata_devices (divergent) WHERE divergent",
+        ],
     ]
 
     /// Brings the database to ``version``; returns the version it was at.

@@ -34,6 +34,10 @@ public enum StrataEndpoint {
     /// and fingerprints of events (``DigestAnswers``). Both take ``StrataQuery/omit`` and
     /// ``StrataQuery/replica`` as a pull does: a masked device compares with what it may see.
     public static let digests = "/digests"
+    /// After a zone's path: the zone's device registry. `POST` with a ``DeviceReport`` (any
+    /// reader, for its own replica) records a device's state digest at its token and answers the
+    /// server's ``DeviceVerdict``; `GET` (the zone's owner) answers ``ZoneDevices``.
+    public static let devices = "/devices"
 
     /// After a zone's path: asset `sha256` (64 lower-case hex digits). `PUT` with its manifest
     /// (``AssetManifestBody``) starts or resumes an upload and answers ``AssetUploadAnswer``;

@@ -18,3 +18,9 @@
 @_exported public import struct StrataProtocol.DatabaseChanges
 @_exported public import struct StrataProtocol.DatabaseZone
 @_exported public import struct StrataProtocol.RemovedZone
+// The device registry: what a sync's state report found (`SyncReport.stateCheck`).
+@_exported public import struct StrataProtocol.DeviceReport
+@_exported public import struct StrataProtocol.DeviceVerdict
+@_exported public import enum StrataProtocol.DeviceStateCheck
+@_exported public import struct StrataProtocol.DeviceEntry
+@_exported public import struct StrataProtocol.ZoneDevices

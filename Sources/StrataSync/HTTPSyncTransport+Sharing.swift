@@ -3,7 +3,7 @@ import Strata
 public import StrataProtocol
 
 /// The database-wide and sharing endpoints: which zones changed, a zone's description and
-/// settings, accepting and leaving shares.
+/// settings, accepting and leaving shares; and the zone's device registry.
 extension HTTPSyncTransport {
     public func databaseChanges(after token: String?, limit: Int, wait: Duration?) async throws -> DatabaseChanges {
         var query: [(String, String)] = [(StrataQuery.limit, String(limit))]
@@ -43,6 +43,24 @@ extension HTTPSyncTransport {
 
     public func leaveShare(_ zone: ZoneReference) async throws {
         _ = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, StrataEndpoint.leave)))
+    }
+
+    public func reportDevice(_ zone: ZoneReference, _ report: DeviceReport) async throws -> DeviceVerdict {
+        let body = try await send(HTTPExchangeRequest(method: "POST", url: url(zone, StrataEndpoint.devices), headers: [("Content-Type", "application/json")],
+                                                      body: Array(try JSONEncoder().encode(report)))).body
+        guard let verdict = try? JSONDecoder().decode(DeviceVerdict.self, from: Data(body)) else {
+            throw SyncError(.malformedResponse, "the device report's answer is not {check, reason, position, zoneDigest}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+        return verdict
+    }
+
+    /// The zone's device registry (its owner only; `403 forbidden` for anyone else).
+    public func devices(_ zone: ZoneReference) async throws -> ZoneDevices {
+        let body = try await send(HTTPExchangeRequest(method: "GET", url: url(zone, StrataEndpoint.devices))).body
+        guard let devices = try? JSONDecoder().decode(ZoneDevices.self, from: Data(body)) else {
+            throw SyncError(.malformedResponse, "the zone's devices are not {epoch, end, devices, divergent}: \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+        return devices
     }
 
     static func description(_ body: [UInt8], of zone: ZoneReference) throws -> ZoneDescription {

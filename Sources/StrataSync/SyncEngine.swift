@@ -91,6 +91,9 @@ public actor SyncEngine {
     /// Why the last push could not upload an asset (too large, over quota): what the sync
     /// reports rather than the push's `assetMissing` that follows from it.
     var assetUploadRefusal: SyncError?
+    /// The token, the store's log end and the time of the last state report the server
+    /// answered (see `SyncEngine+StateReport.swift`).
+    var lastStateReport: (token: String, logEnd: UInt64, at: ContinuousClock.Instant)?
     /// An engine over HTTP.
     ///
     /// - Parameters:
@@ -225,6 +228,7 @@ public actor SyncEngine {
             if let refused = try await healOrDefer(&report) { deferred = deferred ?? refused }
             await refreshAuthors(report)
             if let deferred { throw deferred }
+            await reportState(&report)
             let (phase, lastError) = machine.status(afterSyncFailing: nil)
             update { $0.phase = phase; $0.lastError = lastError }
         } catch let error as SyncError {

@@ -46,6 +46,14 @@ public struct SyncOptions: Sendable {
     /// download and the apply overlap. It holds a second page in memory (a page is at most the
     /// server's pull byte limit): turn it off where memory is tighter than time.
     public var pullReadAhead = true
+    /// How often, at most, a sync reports the store's state to the server's device registry
+    /// (``SyncReport/stateCheck``): the digest of the store's state at its change token, which
+    /// the server compares with the zone's own state there and flags when they differ — a device
+    /// holding a state the zone never had, found without anyone asking. A digest reads the whole
+    /// state, so a report goes after the engine's first sync, then after a sync that ends with
+    /// another token or another store log end (a local commit) than the last report's, once this
+    /// long has passed since it. `nil`: never report.
+    public var stateReportInterval: Duration? = .seconds(60)
 
     public init() {}
 }

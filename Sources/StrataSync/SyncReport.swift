@@ -38,6 +38,12 @@ public struct SyncReport: Sendable, Hashable {
     /// not pulled yet (also when the deadline came before the pull began). The next sync pulls
     /// them.
     public var moreToPull = false
+    /// What the server found of the store's state when this sync reported it to the zone's
+    /// device registry (see ``SyncOptions/stateReportInterval``); `nil` when the sync sent no
+    /// report (too soon after the last, the token did not move, or the report failed: a report
+    /// never fails a sync). ``DeviceStateCheck/divergent``: the store holds a state the zone never
+    /// had at this point of its history — `strata diff STORE --server URL --zone Z` names where.
+    public var stateCheck: DeviceVerdict?
 
     /// Whether the store got anything new from the zone: events applied (not its own coming
     /// back), a snapshot adopted, or the zone pulled again after a rewind. What an app answers a

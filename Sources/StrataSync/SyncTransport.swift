@@ -122,6 +122,9 @@ public protocol SyncTransport: Sendable {
     func acceptShare(_ zone: ZoneReference) async throws -> ZoneDescription
     /// Leaves another user's zone shared with the caller (the caller's grant is removed).
     func leaveShare(_ zone: ZoneReference) async throws
+    /// Reports the device's state digest at its token to the zone's device registry, and
+    /// returns what the server found (`POST /v1/zones/{zone}/devices`).
+    func reportDevice(_ zone: ZoneReference, _ report: DeviceReport) async throws -> DeviceVerdict
     /// A copy of this transport whose every request says it is for the user `user()` returns
     /// (the `Strata-User` header; none while it returns `nil`): the server refuses such a
     /// request with `anotherUser` when its token signs in someone else. The database sync
@@ -197,5 +200,9 @@ extension SyncTransport {
     }
     public func leaveShare(_ zone: ZoneReference) async throws {
         throw SyncError(.notFound, "this transport has no shares")
+    }
+    // A transport of tests or simulations without a device registry.
+    public func reportDevice(_ zone: ZoneReference, _ report: DeviceReport) async throws -> DeviceVerdict {
+        throw SyncError(.notFound, "this transport has no device registry")
     }
 }

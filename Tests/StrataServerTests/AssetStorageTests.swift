@@ -435,7 +435,7 @@ struct AssetStorageTests {
         #expect(try versions() == "1,2,3,4,5,6,7,8")
 
         storage = try await site.open()
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13,14")
         #expect(try await storage.endPosition(zone: "photos") == 1)
         #expect(try await storage.storedBytes(owner: "alice") == logBytes)
         let asset = try TestAsset(seed: 15, byteCount: 5000)

@@ -339,7 +339,7 @@ struct AssetSweepTests {
         // have taken minutes to get here).
         clock.advance(.milliseconds(Int64(ServerClock.systemWallMilliseconds()) - Int64(clock.milliseconds)))
         storage = try await Self.open(site, clock: clock)
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13,14")
         #expect(try await storage.heldAsset(zone: "photos", sha256: asset.sha256) == asset.manifest)
         #expect(try await storage.sweepAssets(grace: Self.grace) == AssetSweepReport())
         clock.advance(Self.grace + .seconds(60))

@@ -24,10 +24,11 @@ func withLiveServer<T: Sendable>(_ storage: any ZoneStorage, users: UserRegistry
     return try await app.buildApplication().test(.live) { client in try await body(client, app) }
 }
 
-/// What versions 12 and 13 of the PostgreSQL schema (the database changes and acceptances; a
-/// zone's oldest supported app schema version) added, undone,
+/// What versions 12, 13 and 14 of the PostgreSQL schema (the database changes and acceptances; a
+/// zone's oldest supported app schema version; the device registry) added, undone,
 /// for the tests that rebuild a database of an earlier version.
 let undoSchemaVersion12 = """
+    DROP TABLE IF EXISTS strata_devices; DELETE FROM strata_schema_migrations WHERE version >= 14;
     ALTER TABLE strata_zones DROP COLUMN IF EXISTS min_schema_version; DELETE FROM strata_schema_migrations WHERE version >= 13;
     DROP TRIGGER strata_zones_stamp_insert ON strata_zones; DROP TRIGGER strata_zones_stamp_update ON strata_zones;
     DROP TRIGGER strata_zones_stamp_delete ON strata_zones; DROP FUNCTION strata_stamp_zone; DROP FUNCTION strata_zone_members;

@@ -142,11 +142,11 @@ struct PostgresZoneStorageTests {
             try cluster.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM strata_schema_migrations", database: database)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13,14")
         let again = try await site.open()
         try await again.close()
         #expect(try cluster.psql("SELECT count(*) FROM strata_schema_migrations", database: database)
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "13")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "14")
         // A database a version-1 server wrote (a zone with a push in it) is brought to version 6
         // (version 2's append function created, then replaced by version 4's, which also checks
         // who may push; version 5's shared limit buckets; version 6's function that only compares
@@ -163,7 +163,7 @@ struct PostgresZoneStorageTests {
                          database: database)
         #expect(try versions() == "1")
         let upgraded = try await site.open()
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13,14")
         #expect(try cluster.psql("SELECT owner FROM strata_replica_owners", database: database).trimmingCharacters(in: .whitespacesAndNewlines) == "alice")
         _ = try await upgraded.createZone(name: "mine", owner: "bob", access: .private, grants: [:])
         await #expect { _ = try await upgraded.append(zone: "bob/mine", replica: replica, transactions: [pushed(transaction(replica, 1...1))]) } throws: {

@@ -118,7 +118,7 @@ struct ShareParticipantsTests {
         #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11")
 
         storage = try await site.open()
-        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13")
+        #expect(try versions() == "1,2,3,4,5,6,7,8,9,10,11,12,13,14")
         #expect(try await storage.zone("bob/board")?.accepted == ["alice"])
         let clock = try await storage.databaseClock()
         #expect(try await storage.memberZones(of: "alice", after: nil, through: clock.stamp, limit: 10).map(\.info.name) == ["board"])

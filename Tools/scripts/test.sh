@@ -44,7 +44,10 @@ else
     round1=$(mktemp)
     round2=$(mktemp)
     round3=$(mktemp)
-    swift test --skip-build --traits Server --skip "$heavy|$alone" 2>&1 | tee "$round1" || status=$?
+    # Round 1 runs at most 12 tests at once (Swift Testing starts them all otherwise): on a
+    # slower machine than this one, 600 tests at once starved the ones waiting on a server past
+    # their HTTP clients' timeouts; bounded, the round is no slower here (189 s against 209 s).
+    SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=12 swift test --skip-build --traits Server --skip "$heavy|$alone" 2>&1 | tee "$round1" || status=$?
     swift test --skip-build --traits Server --filter "$heavy" 2>&1 | tee "$round2" || status=$?
     swift test --skip-build --traits Server --filter "$alone" 2>&1 | tee "$round3" || status=$?
     if [ "$status" != 0 ]; then

@@ -45,6 +45,10 @@ public struct StrataServerApp: Sendable {
     let clock: ServerClock
     /// The zones' history digests, for devices comparing themselves with a zone.
     let digestCache: ZoneDigestCache
+    /// The zones' states at the positions devices report (the device registry).
+    let stateDigests: ZoneStateDigests
+    /// A count of divergent devices for `/metrics` under way (see `refreshDivergentDevices()`).
+    let divergentCount = CountInFlight()
 
     /// - Parameters:
     ///   - storage: where the zones live.
@@ -87,6 +91,7 @@ public struct StrataServerApp: Sendable {
         self.bounds = ServerBounds(limits: configuration.limits, buckets: buckets, clock: clock, logger: logger)
         self.clock = clock
         self.digestCache = ZoneDigestCache(storage: storage)
+        self.stateDigests = ZoneStateDigests(storage: storage)
     }
 
     /// The router with every endpoint of the protocol behind the authentication middleware, and
@@ -115,6 +120,8 @@ public struct StrataServerApp: Sendable {
         zone.get(RouterPath(StrataEndpoint.replicas)) { request, context in try await self.replicas(request, context) }
         zone.get(RouterPath(StrataEndpoint.digests)) { request, context in try await self.digestRanges(request, context) }
         zone.post(RouterPath(StrataEndpoint.digests)) { request, context in try await self.digestAnswers(request, context) }
+        zone.post(RouterPath(StrataEndpoint.devices)) { request, context in try await self.reportDevice(request, context) }
+        zone.get(RouterPath(StrataEndpoint.devices)) { request, context in try await self.listDevices(request, context) }
         zone.post(RouterPath(StrataEndpoint.accept)) { request, context in try await self.acceptShare(request, context) }
         zone.post(RouterPath(StrataEndpoint.leave)) { request, context in try await self.leaveShare(request, context) }
         zone.put(RouterPath(StrataEndpoint.assetPattern)) { request, context in try await self.beginAssetUpload(request, context) }

@@ -1,5 +1,6 @@
 public import Prometheus
 public import StrataLog
+import StrataProtocol
 
 /// The server's metrics, answered in Prometheus text format at `GET /metrics`.
 ///
@@ -44,6 +45,9 @@ public final class ServerMetrics: Sendable {
     let longPollWaiters: Prometheus.Gauge
     /// `strata_open_connections`: connections the server holds open now (admitted under the caps).
     let openConnections: Prometheus.Gauge
+    /// `strata_divergent_devices`: devices whose last report held a state their zone never had
+    /// (set at each scrape, from the storage's registries).
+    let divergentDevices: Prometheus.Gauge
     /// `strata_compaction_runs_total{outcome="ok"}`: compaction passes that finished.
     public let compactionRuns: CounterMetric
     /// `strata_compaction_runs_total{outcome="failed"}`: compaction passes that failed.
@@ -113,6 +117,8 @@ public final class ServerMetrics: Sendable {
                                              help: "Connections open now (admitted under the connection caps).")
         longPollWaiters = registry.makeGauge(name: "strata_long_poll_waiters", labels: [],
                                              help: "Pulls waiting for a change (long polls).")
+        divergentDevices = registry.makeGauge(name: "strata_divergent_devices", labels: [],
+                                              help: "Devices whose last state report differs from their zone's state at the same position.")
         let compactionHelp = "Compaction passes, by outcome."
         compactionRuns = counter("strata_compaction_runs_total", compactionHelp, [("outcome", "ok")])
         compactionFailures = counter("strata_compaction_runs_total", compactionHelp, [("outcome", "failed")])
@@ -182,4 +188,14 @@ extension ServerMetrics {
 
     /// Sets `strata_open_connections`.
     func setOpenConnections(_ count: Int) { openConnections.set(Int64(count)) }
+
+    /// Sets `strata_divergent_devices`.
+    func setDivergentDevices(_ count: Int) { divergentDevices.set(Int64(count)) }
+
+    /// Counts a device report by what the server found:
+    /// `strata_device_reports_total{check="consistent|divergent|unverified"}`.
+    func recordDeviceReport(_ check: DeviceStateCheck) {
+        registry.makeCounter(name: "strata_device_reports_total", labels: [("check", check.rawValue)],
+                             help: "Device state reports, by what the server found.").increment()
+    }
 }

@@ -159,6 +159,7 @@ extension EmbeddedZoneStorage {
             throw error
         }
         usage[id.owner, default: 0] -= state.storedBytes
+        deviceRegistries[id] = nil
         database.remove(id, from: state.info.members, .deleted)
         database.members(of: id, from: state.info.members, to: [])
         // Its links to assets go with it (a crash before this: removed on the next open).

@@ -16,7 +16,8 @@ import StrataProtocol
 /// - `zones/<name>-<epoch as 16 hex digits>/`: the zone's segment log. Each transaction is one log
 ///   entry; each push is one log record, so a push is in the log wholly or not at all. Beside the
 ///   log, `replicas.json` (which user each replica belongs to) and `retired-digests` (the digests
-///   of transactions compaction retired): see `ZoneLedgerFiles`.
+///   of transactions compaction retired): see `ZoneLedgerFiles`; and `devices.json`, the zone's
+///   device registry (see `EmbeddedZoneStorage+Devices.swift`).
 /// - `replica-owners.json`: which user each replica belongs to, server-wide (the layout of a
 ///   zone's `replicas.json`). A new replica's binding is appended to `replica-owners.journal` before
 ///   its first push or state upload is acknowledged, and the journal is folded into the file when
@@ -88,6 +89,9 @@ public actor EmbeddedZoneStorage: ZoneStorage {
     var closed = false
     /// The database changes' counter, stamps and removals, in memory (see `EmbeddedDatabase`).
     var database = EmbeddedDatabase()
+    /// The zones' device registries as read from their `devices.json`, by zone, with the life
+    /// they belong to (see `EmbeddedZoneStorage+Devices.swift`).
+    var deviceRegistries: [ZoneID: (epoch: UInt64, devices: [DeviceKey: DeviceEntry])] = [:]
 
     /// A zone as the storage holds it open.
     struct ZoneState {

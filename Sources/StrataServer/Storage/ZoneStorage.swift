@@ -233,6 +233,23 @@ public protocol ZoneStorage: Service, AssetStorage {
     /// The zone's newest snapshot (its state at a position, as a projection snapshot (`StrataCore`)
     /// payload), or `nil` when it was never compacted.
     func snapshot(zone: ZoneID) async throws(ZoneStorageError) -> ZoneSnapshot?
+
+    // MARK: The device registry (`DeviceEntry` in StrataProtocol)
+
+    /// The zone's device registry: the last report of each device (user and replica) in the
+    /// zone's current life, in no order. Deleting the zone deletes its registry.
+    func devices(zone: ZoneID) async throws(ZoneStorageError) -> [DeviceEntry]
+
+    /// Records `entry` in the zone's registry, replacing the one of the same user and replica,
+    /// when the zone is still in life `epoch` (`zoneReset` otherwise). Entries are keyed by user
+    /// and replica: a report under another user's replica ID is the reporter's own entry, and
+    /// never replaces or blocks the other's. Of the entry's user, at most `maxPerUser` entries are
+    /// kept: the least recently seen others go, so that one user's reports cannot crowd out
+    /// another's.
+    func recordDevice(_ entry: DeviceEntry, zone: ZoneID, epoch: UInt64, maxPerUser: Int) async throws(ZoneStorageError)
+
+    /// How many devices the registries of all zones hold as `divergent`.
+    func divergentDeviceCount() async throws(ZoneStorageError) -> Int
 }
 
 /// The result of ``ZoneStorage/mergeState(zone:user:replica:claim:state:basis:)``.
@@ -294,6 +311,14 @@ extension ZoneStorage {
     public static func rules(_ settings: ZoneSettings, keeping kept: ZoneSettings?) -> (access: ZoneAccess, grants: [String: ZoneGrant]) {
         (settings.access ?? kept?.access ?? .private, settings.grants ?? kept?.grants ?? [:])
     }
+
+    /// A storage without a device registry (a test's): reports are refused as a failure of the
+    /// storage; the registry reads as empty.
+    public func devices(zone: ZoneID) async throws(ZoneStorageError) -> [DeviceEntry] { [] }
+    public func recordDevice(_ entry: DeviceEntry, zone: ZoneID, epoch: UInt64, maxPerUser: Int) async throws(ZoneStorageError) {
+        throw ZoneStorageError(.storageFailure, "this storage keeps no device registry", zone: zone.description)
+    }
+    public func divergentDeviceCount() async throws(ZoneStorageError) -> Int { 0 }
 
     /// A storage that keeps no rules of deleted zones: none.
     public func deletedZoneRules(_ id: ZoneID) async throws(ZoneStorageError) -> ZoneSettings? { nil }

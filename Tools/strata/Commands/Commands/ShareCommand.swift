@@ -62,8 +62,8 @@ func zoneReference(_ text: String, owner: String?) throws -> ZoneReference {
 struct ZonesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "zones",
-        abstract: "List the zones a user has on a server (owned and shared with them), show one with its participants, or change one's settings.",
-        subcommands: [ZonesListCommand.self, ZonesShowCommand.self, ZonesSetCommand.self]
+        abstract: "List the zones a user has on a server (owned and shared with them), show one with its participants, change one's settings, or see the devices syncing with it.",
+        subcommands: [ZonesListCommand.self, ZonesShowCommand.self, ZonesSetCommand.self, ZonesStatusCommand.self]
     )
 }
 

@@ -1,0 +1,176 @@
+import StrataCore
+import StrataLog
+
+/// The digest of a zone's state at a position (`ProjectionBuilder.digest()`, the same canonical
+/// SHA-256 a device's `Store.digest()` gives), which the device registry compares a device's
+/// report with.
+///
+/// Each zone's state is kept as a projection (its snapshot, then its log replayed) and moved
+/// forward as devices report later positions, so that the devices of a zone, which report where
+/// their syncs end — mostly the zone's end — cost one replay of what was appended since, plus one
+/// digest per position. Digests already computed are remembered (the newest `keptDigests` per
+/// zone): every device reporting the same position costs a lookup. A report of a position behind
+/// the kept projection is answered by a replay from the snapshot that is not kept.
+///
+/// A projection is built again when it no longer describes the zone: another life (epoch),
+/// another snapshot (a compaction or a merged device state), or another history at its position
+/// (a server restored from a backup: the history chain differs there).
+///
+/// Memory: one projection per zone, dropped least recently used first past `maxEvents` events in
+/// all (the one just used is kept, whatever its size).
+actor ZoneStateDigests {
+    /// Why a state could not be computed at a position.
+    enum Unavailable: Error, Sendable {
+        /// The position is before the zone's snapshot: what the zone held there is compacted.
+        case compacted(snapshot: UInt64)
+    }
+
+    private struct Key: Hashable {
+        var zone: ZoneID
+        var epoch: UInt64
+    }
+
+    private struct Entry {
+        var builder: BuilderBox
+        /// The snapshot the projection started from (`nil`: the log's start), and the position
+        /// it has applied through.
+        var base: UInt64?
+        var next: UInt64
+        var chain: UInt64?
+        var digests: [UInt64: String]
+        var used: UInt64
+    }
+
+    private let storage: any ZoneStorage
+    private let maxEvents: UInt64
+    private let keptDigests: Int
+    private let pageSize: Int
+    private var entries: [Key: Entry] = [:]
+    private var busy: Set<Key> = []
+    private var waiters: [Key: [CheckedContinuation<Void, Never>]] = [:]
+    private var uses: UInt64 = 0
+
+    init(storage: any ZoneStorage, maxEvents: UInt64 = 8_000_000, keptDigests: Int = 64, pageSize: Int = 2_000) {
+        self.storage = storage
+        self.maxEvents = maxEvents
+        self.keptDigests = keptDigests
+        self.pageSize = pageSize
+    }
+
+    /// The digest of the zone's state through `position` (the transactions before it), in life
+    /// `epoch`.
+    ///
+    /// - Throws: ``Unavailable`` when the zone's snapshot is past `position`;
+    ///   ``ZoneStorageError`` from the storage; `StoreError` for a transaction or snapshot that
+    ///   does not decode.
+    func digest(zone: ZoneID, epoch: UInt64, at position: UInt64) async throws -> String {
+        let key = Key(zone: zone, epoch: epoch)
+        // One computation per zone at a time: a second report waits for the first's projection.
+        while busy.contains(key) {
+            await withCheckedContinuation { waiters[key, default: []].append($0) }
+        }
+        busy.insert(key)
+        defer {
+            busy.remove(key)
+            for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.resume() }
+        }
+        let snapshot = try await storage.snapshot(zone: zone)
+        if let snapshot, snapshot.position > position { throw Unavailable.compacted(snapshot: snapshot.position) }
+        var entry = entries.removeValue(forKey: key)
+        if let kept = entry {
+            let chain = try await storage.fingerprint(zone: zone, at: kept.next)
+            if kept.base != snapshot?.position || chain != kept.chain { entry = nil }
+        }
+        uses += 1
+        if var kept = entry, let known = kept.digests[position] {
+            kept.used = uses
+            entries[key] = kept
+            return known
+        }
+        if var kept = entry, kept.next <= position {
+            // Forward from the kept projection, which is kept.
+            kept.next = try await Self.apply(zone: zone, epoch: epoch, from: kept.next, to: position, into: kept.builder, storage: storage, pageSize: pageSize)
+            kept.chain = try await storage.fingerprint(zone: zone, at: kept.next)
+            let digest = try await Self.digest(kept.builder)
+            kept.digests[position] = digest
+            if kept.digests.count > keptDigests, let oldest = kept.digests.keys.min() { kept.digests[oldest] = nil }
+            kept.used = uses
+            entries[key] = kept
+            evict(keeping: key)
+            return digest
+        }
+        // A new projection (none kept, or the kept one is past `position`).
+        let builder: BuilderBox
+        let start: UInt64
+        if let snapshot {
+            builder = BuilderBox(try ProjectionBuilder(snapshot: snapshot.payload))
+            start = snapshot.position
+        } else {
+            builder = BuilderBox(ProjectionBuilder())
+            start = try await storage.startPosition(zone: zone)
+        }
+        let next = try await Self.apply(zone: zone, epoch: epoch, from: start, to: position, into: builder, storage: storage, pageSize: pageSize)
+        let digest = try await Self.digest(builder)
+        if var kept = entry {
+            // The kept projection is further on: it stays; this digest is remembered beside it.
+            kept.digests[position] = digest
+            if kept.digests.count > keptDigests, let oldest = kept.digests.keys.min() { kept.digests[oldest] = nil }
+            kept.used = uses
+            entries[key] = kept
+        } else {
+            let chain = try await storage.fingerprint(zone: zone, at: next)
+            entries[key] = Entry(builder: builder, base: snapshot?.position, next: next, chain: chain, digests: [position: digest], used: uses)
+        }
+        evict(keeping: key)
+        return digest
+    }
+
+    /// Applies the zone's transactions at positions `from..<to` to `builder`; returns the
+    /// position reached (`to`, or the zone's end when it holds less).
+    private static func apply(zone: ZoneID, epoch: UInt64, from: UInt64, to: UInt64, into builder: BuilderBox,
+                              storage: any ZoneStorage, pageSize: Int) async throws -> UInt64 {
+        var position = from
+        while position < to {
+            try Task.checkCancellation()
+            let page = try await storage.read(zone: zone, epoch: epoch, after: position, limit: Int(min(UInt64(pageSize), to - position)))
+            let entries = page.transactions.filter { $0.position < to }
+            // Decoding and applying a page is CPU work: off the server's cooperative threads.
+            try await BlockingIO.run { for entry in entries { _ = try builder.value.apply(encoded: entry.bytes) } }
+            guard page.nextPosition > position else { break }
+            position = page.nextPosition
+            if !page.moreComing { break }
+        }
+        // A token's position was checked against the zone's end before: a zone that holds less
+        // now was rewound meanwhile (a restore), and has no state there.
+        guard position >= to else {
+            throw ZoneStorageError(.positionBeyondEnd, "zone \(zone) holds no transactions through position \(to) (it ends at \(position))", zone: zone.description)
+        }
+        return position
+    }
+
+    private static func digest(_ builder: BuilderBox) async throws -> String {
+        try await BlockingIO.run { builder.value.digest() }
+    }
+
+    private func evict(keeping kept: Key) {
+        var total = entries.values.reduce(UInt64(0)) { $0 + $1.builder.value.eventCount }
+        guard total > maxEvents else { return }
+        for (key, entry) in entries.sorted(by: { $0.value.used < $1.value.used }) where key != kept {
+            entries[key] = nil
+            total -= min(total, entry.builder.value.eventCount)
+            if total <= maxEvents { return }
+        }
+    }
+
+    /// Forgets a zone's projections (it was deleted).
+    func forget(_ zone: ZoneID) {
+        for key in entries.keys where key.zone == zone { entries[key] = nil }
+    }
+}
+
+/// A projection handed to the blocking-I/O queue: only ever used by the one computation of its
+/// zone under way (``ZoneStateDigests`` runs one per zone at a time), never concurrently.
+private final class BuilderBox: @unchecked Sendable {
+    let value: ProjectionBuilder
+    init(_ value: ProjectionBuilder) { self.value = value }
+}
