@@ -1,8 +1,9 @@
-/// The version of the Strata library a device runs, as it reports it to the server's device
-/// registry (``DeviceReport/library``): so that an operator can tell which release a divergent
-/// device runs. Raised with each release.
+/// The release of Strata a device runs, as it reports it to the server's device registry
+/// (``DeviceReport/library``): so that an operator can tell which release a divergent device
+/// runs. Raised with each release; `strata --version` prints the same release.
 public enum StrataLibraryVersion {
-    public static let current = "strata-swift/0.1.0"
+    public static let release = "0.15.0"
+    public static let current = "strata-swift/\(release)"
 }
 
 /// The body of `POST /v1/zones/{zone}/devices`: a device says, after a sync, which state it holds
@@ -22,8 +23,9 @@ public struct DeviceReport: Sendable, Hashable, Codable {
     public var replica: String
     /// The change token the state is at (what the device's last pull ended with).
     public var token: String
-    /// The state's digest: 64 lower-case hex digits.
-    public var digest: String
+    /// The state's digest: 64 lower-case hex digits; `nil` when the device did not compute it
+    /// (its state would not be compared: it has unpushed transactions, or a download mask).
+    public var digest: String?
     /// The device's own transactions the zone has not acknowledged yet: a state with any is
     /// ahead of the zone, and not compared.
     public var pendingTransactions: UInt64
@@ -36,7 +38,7 @@ public struct DeviceReport: Sendable, Hashable, Codable {
     /// ``maxLibraryLength`` printable ASCII characters.
     public var library: String
 
-    public init(replica: String, token: String, digest: String, pendingTransactions: UInt64, pendingAssets: UInt64, masked: Bool,
+    public init(replica: String, token: String, digest: String?, pendingTransactions: UInt64, pendingAssets: UInt64, masked: Bool,
                 library: String = StrataLibraryVersion.current) {
         self.replica = replica
         self.token = token
@@ -98,7 +100,8 @@ public struct DeviceEntry: Sendable, Hashable, Codable {
     public var lastSeen: UInt64
     public var token: String
     public var position: UInt64
-    public var digest: String
+    /// The device's state digest (`nil`: not computed, see ``DeviceReport/digest``).
+    public var digest: String?
     public var pendingTransactions: UInt64
     public var pendingAssets: UInt64
     public var masked: Bool
@@ -109,7 +112,7 @@ public struct DeviceEntry: Sendable, Hashable, Codable {
     public var reason: String?
     public var zoneDigest: String?
 
-    public init(replica: String, user: String, lastSeen: UInt64, token: String, position: UInt64, digest: String,
+    public init(replica: String, user: String, lastSeen: UInt64, token: String, position: UInt64, digest: String?,
                 pendingTransactions: UInt64, pendingAssets: UInt64, masked: Bool, library: String, schemaVersion: Int?,
                 check: DeviceStateCheck, reason: String?, zoneDigest: String?) {
         self.replica = replica
@@ -135,6 +138,9 @@ public struct DeviceEntry: Sendable, Hashable, Codable {
 /// `GET /v1/zones/{zone}/devices` (its owner only): the zone's device registry, most recently
 /// seen first, with the zone's life and end so that a reader can tell each device's lag.
 public struct ZoneDevices: Sendable, Hashable, Codable {
+    /// The zone's owner and name.
+    public var owner: String
+    public var name: String
     public var epoch: UInt64
     /// The zone's end position now.
     public var end: UInt64
@@ -142,7 +148,9 @@ public struct ZoneDevices: Sendable, Hashable, Codable {
     /// How many of ``devices`` are ``DeviceStateCheck/divergent``.
     public var divergent: Int
 
-    public init(epoch: UInt64, end: UInt64, devices: [DeviceEntry]) {
+    public init(owner: String, name: String, epoch: UInt64, end: UInt64, devices: [DeviceEntry]) {
+        self.owner = owner
+        self.name = name
         self.epoch = epoch
         self.end = end
         self.devices = devices

@@ -46,13 +46,25 @@ public struct SyncOptions: Sendable {
     /// download and the apply overlap. It holds a second page in memory (a page is at most the
     /// server's pull byte limit): turn it off where memory is tighter than time.
     public var pullReadAhead = true
-    /// How often, at most, a sync reports the store's state to the server's device registry
-    /// (``SyncReport/stateCheck``): the digest of the store's state at its change token, which
-    /// the server compares with the zone's own state there and flags when they differ — a device
-    /// holding a state the zone never had, found without anyone asking. A digest reads the whole
-    /// state, so a report goes after the engine's first sync, then after a sync that ends with
-    /// another token or another store log end (a local commit) than the last report's, once this
-    /// long has passed since it. `nil`: never report.
+    /// The least time between two reports of the store's state to the server's device registry
+    /// (``SyncReport/stateCheck``), on by default; `nil` turns reports off.
+    ///
+    /// A report is the digest of the store's state at its change token, which the server
+    /// compares with the zone's own state there and flags when they differ — a device holding a
+    /// state the zone never had, found without anyone asking. It goes after the engine's first
+    /// sync, then after a sync that ends with another token or another store log end (a local
+    /// commit) than the last report's, once this long has passed since it.
+    ///
+    /// What it sends: the replica ID, the change token, the digest (a SHA-256; no value of the
+    /// store), how many transactions and assets are not pushed yet, whether a download mask is
+    /// used, and the library's release; the server adds the user and its own time. The zone's
+    /// owner sees these for every device that syncs with the zone, other users' included (when
+    /// each last synced, how much each has not pushed).
+    ///
+    /// What it costs: the digest reads the whole state under the store's lock (commits and
+    /// reads wait for it), in time proportional to the number of fields it holds. It is not computed when the
+    /// server would not compare it (unpushed edits, a download mask), nor when the sync's task
+    /// is cancelled (a background deadline).
     public var stateReportInterval: Duration? = .seconds(60)
 
     public init() {}

@@ -40,9 +40,16 @@ public struct SyncReport: Sendable, Hashable {
     public var moreToPull = false
     /// What the server found of the store's state when this sync reported it to the zone's
     /// device registry (see ``SyncOptions/stateReportInterval``); `nil` when the sync sent no
-    /// report (too soon after the last, the token did not move, or the report failed: a report
-    /// never fails a sync). ``DeviceStateCheck/divergent``: the store holds a state the zone never
-    /// had at this point of its history — `strata diff STORE --server URL --zone Z` names where.
+    /// report: reports are off, too soon after the last one, nothing changed since it (token and
+    /// store), the sync failed first, or the report failed (a report never fails a sync).
+    ///
+    /// ``DeviceStateCheck/divergent``: the store holds a state the zone never had at this point
+    /// of its history. Keep syncing: when the cause is events the zone has not received yet (a
+    /// device that got them another way), it clears once they arrive. When it persists, the
+    /// store is worth a look: `strata diff STORE --server URL --zone Z` names the first event
+    /// where the two part, and `DebugBundle` (with a redaction key) packs the store for whoever
+    /// looks, without its values. Quote the replica ID: the zone's owner finds the device by it
+    /// in `strata zones status`.
     public var stateCheck: DeviceVerdict?
 
     /// Whether the store got anything new from the zone: events applied (not its own coming

@@ -41,7 +41,7 @@ extension DatabaseCommandsTests {
             #expect(text.status == 0, "\(text.stderr)")
             let lines = text.stdout.split(separator: "\n").map(String.init)
             #expect(lines.first?.contains("1 devices, 1 divergent") == true, "\(text.stdout)")
-            #expect(lines.count > 2 && lines[1].contains(" divergent ") && lines[2].contains("strata diff STORE --server URL --zone groceries"), "\(text.stdout)")
+            #expect(lines.count > 3 && lines[2].contains(" divergent ") && lines.contains { $0.contains(" divergent ") } && lines.contains { $0.contains("strata diff STORE --server URL --zone groceries --token-file F") }, "\(text.stdout)")
             let summary = try await run("zones", "status", "--server", server, "--token", "alice-secret")
             #expect(summary.stdout.contains("groceries  end") && summary.stdout.contains("1 divergent"), "\(summary.stdout)")
 

@@ -23,11 +23,17 @@ actor ZoneStateDigests {
     enum Unavailable: Error, Sendable {
         /// The position is before the zone's snapshot: what the zone held there is compacted.
         case compacted(snapshot: UInt64)
+        /// The position is behind the kept projection and the zone's state was replayed from its
+        /// snapshot within the last ``ZoneStateDigests/replayInterval``: not again so soon.
+        case behind(kept: UInt64)
     }
 
+    /// A zone's life and, within it, its generation (the newest device state merged into it):
+    /// a merge replaces the zone's state at a position without appending anything there.
     private struct Key: Hashable {
         var zone: ZoneID
         var epoch: UInt64
+        var generation: UInt64
     }
 
     private struct Entry {
@@ -39,7 +45,15 @@ actor ZoneStateDigests {
         var chain: UInt64?
         var digests: [UInt64: String]
         var used: UInt64
+        /// When a position behind ``next`` was last replayed from the snapshot.
+        var replayedBehind: Duration?
     }
+
+    /// How often, at most, a zone's state is replayed from its snapshot for a position behind its
+    /// kept projection: a device reporting an old position is answered `unverified` in between,
+    /// so that reports cycling through old tokens cost the server one replay a minute per zone.
+    static let replayInterval: Duration = .seconds(60)
+    private let now: @Sendable () -> Duration
 
     private let storage: any ZoneStorage
     private let maxEvents: UInt64
@@ -50,8 +64,10 @@ actor ZoneStateDigests {
     private var waiters: [Key: [CheckedContinuation<Void, Never>]] = [:]
     private var uses: UInt64 = 0
 
-    init(storage: any ZoneStorage, maxEvents: UInt64 = 8_000_000, keptDigests: Int = 64, pageSize: Int = 2_000) {
+    init(storage: any ZoneStorage, maxEvents: UInt64 = 8_000_000, keptDigests: Int = 64, pageSize: Int = 2_000,
+         now: @escaping @Sendable () -> Duration = ServerClock.system.elapsed) {
         self.storage = storage
+        self.now = now
         self.maxEvents = maxEvents
         self.keptDigests = keptDigests
         self.pageSize = pageSize
@@ -63,8 +79,8 @@ actor ZoneStateDigests {
     /// - Throws: ``Unavailable`` when the zone's snapshot is past `position`;
     ///   ``ZoneStorageError`` from the storage; `StoreError` for a transaction or snapshot that
     ///   does not decode.
-    func digest(zone: ZoneID, epoch: UInt64, at position: UInt64) async throws -> String {
-        let key = Key(zone: zone, epoch: epoch)
+    func digest(zone: ZoneID, epoch: UInt64, generation: UInt64, at position: UInt64) async throws -> String {
+        let key = Key(zone: zone, epoch: epoch, generation: generation)
         // One computation per zone at a time: a second report waits for the first's projection.
         while busy.contains(key) {
             await withCheckedContinuation { waiters[key, default: []].append($0) }
@@ -74,12 +90,13 @@ actor ZoneStateDigests {
             busy.remove(key)
             for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.resume() }
         }
-        let snapshot = try await storage.snapshot(zone: zone)
-        if let snapshot, snapshot.position > position { throw Unavailable.compacted(snapshot: snapshot.position) }
+        // The snapshot's position only: its payload is read when a projection is built.
+        let snapshotPosition = try await storage.snapshotPosition(zone: zone)
+        if let snapshotPosition, snapshotPosition > position { throw Unavailable.compacted(snapshot: snapshotPosition) }
         var entry = entries.removeValue(forKey: key)
         if let kept = entry {
             let chain = try await storage.fingerprint(zone: zone, at: kept.next)
-            if kept.base != snapshot?.position || chain != kept.chain { entry = nil }
+            if kept.base != snapshotPosition || chain != kept.chain { entry = nil }
         }
         uses += 1
         if var kept = entry, let known = kept.digests[position] {
@@ -99,7 +116,18 @@ actor ZoneStateDigests {
             evict(keeping: key)
             return digest
         }
-        // A new projection (none kept, or the kept one is past `position`).
+        // A new projection (none kept, or the kept one is past `position`: then at most once per
+        // `replayInterval`).
+        if var kept = entry {
+            if let last = kept.replayedBehind, now() - last < Self.replayInterval {
+                entries[key] = kept
+                throw Unavailable.behind(kept: kept.next)
+            }
+            kept.replayedBehind = now()
+            entry = kept
+        }
+        let snapshot = try await storage.snapshot(zone: zone)
+        if let snapshot, snapshot.position > position { throw Unavailable.compacted(snapshot: snapshot.position) }
         let builder: BuilderBox
         let start: UInt64
         if let snapshot {
@@ -119,7 +147,8 @@ actor ZoneStateDigests {
             entries[key] = kept
         } else {
             let chain = try await storage.fingerprint(zone: zone, at: next)
-            entries[key] = Entry(builder: builder, base: snapshot?.position, next: next, chain: chain, digests: [position: digest], used: uses)
+            entries[key] = Entry(builder: builder, base: snapshot?.position, next: next, chain: chain, digests: [position: digest], used: uses,
+                                 replayedBehind: nil)
         }
         evict(keeping: key)
         return digest

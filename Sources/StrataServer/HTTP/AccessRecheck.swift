@@ -12,6 +12,17 @@ import StrataProtocol
 /// written after the revocation.
 extension StrataServerApp {
     /// The bearer token of a request's `Authorization` header, if it has one.
+    /// The name and token of an `Authorization: Basic` header (the dashboard's sign-in), or `nil`.
+    static func basicCredentials(of request: Request) -> (user: String, token: String)? {
+        guard let header = request.headers[.authorization] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "basic", parts[1].utf8.count <= 1024,
+              let decoded = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)).map(Array.init),
+              let text = String(validating: decoded, as: UTF8.self), let colon = text.firstIndex(of: ":") else { return nil }
+        let token = String(text[text.index(after: colon)...])
+        return token.isEmpty ? nil : (String(text[..<colon]), token)
+    }
+
     static func bearer(of request: Request) -> String? {
         guard let header = request.headers[.authorization] else { return nil }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)

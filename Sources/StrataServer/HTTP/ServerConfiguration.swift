@@ -136,6 +136,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The port to listen on (0 picks a free one).
     public var port: Int
     public var limits: Limits
+    /// The users (of the users file, signed in with their static token) who may open the
+    /// operator's dashboard (`/dashboard`): every zone, its devices, recent errors. Nobody by
+    /// default; the dashboard then answers `403` to everyone.
+    public var operators: Set<String> = []
     /// Where to tell an app's backend that zones changed, so that it wakes devices (`nil`: no
     /// webhook). See ``WebhookNotifier``.
     public var webhook: WebhookConfiguration?

@@ -36,9 +36,14 @@ extension StrataServerApp {
         if let owner = held.first(where: { $0.replica == replica })?.user, owner != user {
             throw ServerError(.replicaNotYours, "replica \(replica) of zone \(zone.id) belongs to another user")
         }
-        // Checked as a pull's token is: this life, within the history, the same history.
+        // Checked as a pull's token is: this life, within the history, the same history. A token
+        // without a history fingerprint (an older one) gets a pull from the start: no position
+        // to compare at.
         let position = try await PullStart.position(after: report.token, zone: zone, storage: storage)
-        let verdict = try await check(report, at: position, of: zone)
+        let claimed = (try? ChangeToken(parsing: report.token))?.position
+        let verdict = claimed == position ? try await check(report, at: position, of: zone)
+            : DeviceVerdict(check: .unverified, reason: "the token carries no fingerprint of the zone's history: no position to compare at",
+                            position: position, zoneDigest: nil)
         try requireStillSignedIn(request, as: user)
         try await requireStillReadable(zone.id, by: user, epoch: zone.epoch)
         let entry = DeviceEntry(replica: replica.description, user: user, lastSeen: clock.wallMilliseconds(), token: report.token,
@@ -54,7 +59,7 @@ extension StrataServerApp {
         if verdict.check == .divergent {
             logger.warning("a device holds a state the zone never had", metadata: [
                 "zone": "\(zone.id)", "user": "\(user)", "replica": "\(replica)", "position": "\(position)",
-                "digest": "\(report.digest)", "zoneDigest": "\(verdict.zoneDigest ?? "")",
+                "digest": "\(report.digest ?? "")", "zoneDigest": "\(verdict.zoneDigest ?? "")",
             ])
         }
         return try json(verdict)
@@ -70,7 +75,7 @@ extension StrataServerApp {
         let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.id) }
         try requireStillSignedIn(request, as: user)
         let sorted = devices.sorted { ($0.lastSeen, $0.replica) > ($1.lastSeen, $1.replica) }
-        return try json(ZoneDevices(epoch: zone.epoch, end: end, devices: sorted))
+        return try json(ZoneDevices(owner: zone.id.owner, name: zone.id.name, epoch: zone.epoch, end: end, devices: sorted))
     }
 
     /// A report's body, read and bounded.
@@ -84,8 +89,8 @@ extension StrataServerApp {
         } catch {
             throw ServerError(.badRequest, "the body is not a device report {replica, token, digest, pendingTransactions, pendingAssets, masked, library}: \(error)")
         }
-        guard DeviceReport.isDigest(report.digest) else {
-            throw ServerError(.badRequest, "the report's digest \"\(report.digest.prefix(80))\" is not 64 lower-case hex digits")
+        if let digest = report.digest, !DeviceReport.isDigest(digest) {
+            throw ServerError(.badRequest, "the report's digest \"\(digest.prefix(80))\" is not 64 lower-case hex digits")
         }
         guard DeviceReport.isLibrary(report.library) else {
             throw ServerError(.badRequest, "the report's library is not 1 to \(DeviceReport.maxLibraryLength) printable ASCII characters")
@@ -106,11 +111,17 @@ extension StrataServerApp {
             return DeviceVerdict(check: .unverified, reason: "the device downloads the zone with a download mask: it holds part of the zone's state",
                                  position: position, zoneDigest: nil)
         }
+        guard let claimed = report.digest else {
+            return DeviceVerdict(check: .unverified, reason: "the device sent no state digest", position: position, zoneDigest: nil)
+        }
         let digest: String
         do {
-            digest = try await stateDigests.digest(zone: zone.id, epoch: zone.epoch, at: position)
+            digest = try await stateDigests.digest(zone: zone.id, epoch: zone.epoch, generation: zone.generation, at: position)
         } catch ZoneStateDigests.Unavailable.compacted(let snapshot) {
             return DeviceVerdict(check: .unverified, reason: "the zone's history before position \(snapshot) is compacted: its state at \(position) is no longer known",
+                                 position: position, zoneDigest: nil)
+        } catch ZoneStateDigests.Unavailable.behind(let kept) {
+            return DeviceVerdict(check: .unverified, reason: "the server keeps the zone's state at position \(kept), past \(position), and replayed an older one lately: a report after the device's next pull is compared",
                                  position: position, zoneDigest: nil)
         } catch let error as ZoneStorageError {
             throw ServerError(error)
@@ -119,7 +130,7 @@ extension StrataServerApp {
         } catch {
             throw ServerError(.internalError, "zone \(zone.id): its state at position \(position) cannot be computed: \(error)")
         }
-        guard digest == report.digest else {
+        guard digest == claimed else {
             return DeviceVerdict(check: .divergent, reason: "the device's state differs from the zone's at position \(position)",
                                  position: position, zoneDigest: digest)
         }

@@ -56,6 +56,7 @@ extension StrataServerApp {
                                      storedBytesLimit: configuration.limits.maxStoredBytesPerUser)
         }
         metrics.pushTransactions.increment(by: Int64(outcome.appended))
+        zoneActivity.record(id, transactions: outcome.appended, at: clock.wallMilliseconds())
         metrics.pushBytes.increment(by: Int64(body.count))
         if outcome.appended > 0 {
             notifier.notify(zone: id.description, users: Self.databaseUsers(of: zone))

@@ -116,6 +116,7 @@ extension StrataServerApp {
         try await storageCall { () async throws(ZoneStorageError) in try await storage.deleteZone(name) }
         await digestCache.forget(name)
         await stateDigests.forget(name)
+        zoneActivity.forget(name)
         notifier.notify(zone: name.description, users: Self.databaseUsers(of: zone), nowUsers: [])
         webhooks?.zoneChanged(name, losing: Self.readers(of: zone), deleted: true, metrics: metrics)
         logger.info("zone deleted", metadata: ["zone": "\(name)", "user": "\(user)"])

@@ -49,6 +49,11 @@ public struct StrataServerApp: Sendable {
     let stateDigests: ZoneStateDigests
     /// A count of divergent devices for `/metrics` under way (see `refreshDivergentDevices()`).
     let divergentCount = CountInFlight()
+    /// The errors answered lately and the zones' growth, for the operator's dashboard.
+    let recentErrors = RecentErrors()
+    let zoneActivity = ZoneActivity()
+    /// When the server was made, by ``clock``'s monotonic time (the dashboard's uptime).
+    let startedAt: Duration
 
     /// - Parameters:
     ///   - storage: where the zones live.
@@ -92,6 +97,7 @@ public struct StrataServerApp: Sendable {
         self.clock = clock
         self.digestCache = ZoneDigestCache(storage: storage)
         self.stateDigests = ZoneStateDigests(storage: storage)
+        self.startedAt = clock.elapsed()
     }
 
     /// The router with every endpoint of the protocol behind the authentication middleware, and
@@ -101,13 +107,15 @@ public struct StrataServerApp: Sendable {
         // Outermost: every answer gets a request ID, is counted and timed (see ObservabilityMiddleware).
         router.add(middleware: ObservabilityMiddleware(metrics: metrics, logger: logger))
         router.add(middleware: RequestBoundsMiddleware(bounds: bounds, metrics: metrics, logger: logger))
-        router.add(middleware: GatekeeperMiddleware(users: userRegistry, jwt: jwt, rateLimiter: rateLimiter, logger: logger))
+        router.add(middleware: GatekeeperMiddleware(users: userRegistry, jwt: jwt, rateLimiter: rateLimiter, logger: logger,
+                                                    recentErrors: recentErrors, clock: clock))
         router.get(RouterPath(Self.healthPath)) { _, _ in try self.json(OperationsStatus(status: "ok")) }
         router.get(RouterPath(Self.readyPath)) { _, _ in try await self.ready() }
         router.get(RouterPath(Self.metricsPath)) { _, _ in self.metricsAnswer() }
         router.get(RouterPath(StrataEndpoint.zones)) { request, context in try await self.listZones(request, context) }
         router.get(RouterPath(StrataEndpoint.databaseChanges)) { request, context in try await self.databaseChanges(request, context) }
         router.get(RouterPath(StrataEndpoint.databaseStream)) { request, context in try await self.databaseStream(request, context) }
+        addDashboard(to: router)
         // Every zone endpoint: the caller, the zone named and its lookup, resolved once.
         let zone = router.group(RouterPath(StrataEndpoint.zonePattern)).add(middleware: ZoneResolution(server: self))
         zone.put { request, context in try await self.putZone(request, context) }
@@ -328,6 +336,8 @@ struct GatekeeperMiddleware: RouterMiddleware {
     let jwt: JWTVerifier?
     let rateLimiter: RateLimiter
     let logger: Logger
+    let recentErrors: RecentErrors
+    let clock: ServerClock
 
     // Every request's task holds this function's frame for as long as the request runs — a long
     // poll for up to a minute, on each of thousands of connections — and the task keeps the
@@ -387,7 +397,7 @@ struct GatekeeperMiddleware: RouterMiddleware {
         switch error {
         case let error as ServerError:
             log(error, request, context)
-            return error.response
+            return dashboardAware(error.response, error.code.name, request, context)
         case let error as HTTPError:
             let code: ErrorCode = switch error.status {
             case .notFound: .notFound
@@ -397,11 +407,22 @@ struct GatekeeperMiddleware: RouterMiddleware {
             }
             let answer = ServerError(code, error.body ?? "\(request.method) \(request.uri.path): \(error.status.reasonPhrase)")
             log(answer, request, context)
-            return answer.response
+            return dashboardAware(answer.response, answer.code.name, request, context)
         default:
             logger.error("unexpected error", metadata: metadata(request, context, status: .internalServerError).merging(["error": "\(error)"]) { $1 })
             return ServerError(.internalError, "the server failed to answer \(request.method) \(request.uri.path); try again later").response
         }
+    }
+
+    /// `response` to a failed request, recorded among the recent errors; for the dashboard, a
+    /// `401` asks the browser for the operator's name and token (HTTP Basic).
+    private func dashboardAware(_ response: Response, _ code: String, _ request: Request, _ context: Context) -> Response {
+        recentErrors.record(RecentErrors.Entry(at: clock.wallMilliseconds(), code: code, status: response.status.code, method: "\(request.method)",
+                                               path: String(request.uri.path.prefix(200)), user: context.user))
+        guard response.status == .unauthorized, StrataServerApp.isDashboard(request.uri.path) else { return response }
+        var response = response
+        response.headers[.wwwAuthenticate] = "Basic realm=\"Strata operators\", charset=\"UTF-8\""
+        return response
     }
 
     @inline(never)  // kept out of `handle`'s async frame (see there)
@@ -419,6 +440,13 @@ struct GatekeeperMiddleware: RouterMiddleware {
     /// The caller, and until when (wall-clock milliseconds) their JWT is valid; static tokens
     /// have no end.
     private func authenticate(_ request: Request) async throws(ServerError) -> (user: String, validUntil: UInt64?) {
+        // A browser on the dashboard signs in with HTTP Basic: a user's name and static token.
+        if StrataServerApp.isDashboard(request.uri.path), let basic = StrataServerApp.basicCredentials(of: request) {
+            guard let user = users.current.authenticate(bearer: basic.token), user == basic.user, jwt?.issuer(owningName: user) == nil else {
+                throw ServerError(.unauthorized, "unknown user name or token")
+            }
+            return (user, nil)
+        }
         guard let bearer = StrataServerApp.bearer(of: request) else {
             throw ServerError(.unauthorized, "missing or unknown bearer token (Authorization: Bearer <token>)")
         }

@@ -90,6 +90,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("A limit, NAME=VALUE (repeatable); see the discussion for the names.", valueName: "NAME=VALUE"))
     var limit: [String] = []
 
+    @Option(name: .customLong("operator"),
+            help: ArgumentHelp("A user of the users file who may open the operator's dashboard at /dashboard (repeatable; they sign in with their name and token).", valueName: "USER"))
+    var operators: [String] = []
+
     func validate() throws {
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535, got \(port)") }
         _ = try flagValues()
@@ -116,6 +120,7 @@ struct ServeCommand: AsyncParsableCommand {
         values["webhook.url"] = webhookUrl
         values["webhook.secretFile"] = webhookSecretFile
         values["webhook.coalesce"] = webhookCoalesce
+        if !operators.isEmpty { values["operators"] = operators.joined(separator: ",") }
         let names = Set(ServeConfiguration.limitNames)
         for assignment in limit {
             guard let equals = assignment.firstIndex(of: "=") else {

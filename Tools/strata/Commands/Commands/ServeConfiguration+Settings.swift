@@ -89,6 +89,11 @@ extension ServeConfiguration {
                 }
             }
         }, current: { $0.jwtIssuerFiles.isEmpty ? "none" : $0.jwtIssuerFiles.joined(separator: ",") }),
+        // Users of the users file who may open the dashboard at /dashboard (see the operator's guide).
+        ServeSetting(key: "operators", flag: "--operator", secret: false, apply: { c, v throws(ValueError) in
+            c.operators = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard c.operators.allSatisfy(UsersFile.isValidName) else { throw ValueError("names a user that is not a valid user name") }
+        }, current: { $0.operators.isEmpty ? "none" : $0.operators.joined(separator: ",") }),
         // The webhook that wakes devices (see the Operating article's Wake-ups).
         text("webhook.url", flag: "--webhook-url", \.webhookURL),
         text("webhook.secretFile", flag: "--webhook-secret-file", \.webhookSecretFile),

@@ -39,6 +39,8 @@ struct ServeConfiguration: Sendable {
     var webhookSecretFile: String?
     var webhookCoalesce: Duration = .seconds(1)
     var webhook: WebhookConfiguration?
+    /// The users who may open the operator's dashboard (`operators`, `--operator`, repeatable).
+    var operators: [String] = []
 
     /// Where a value came from.
     enum Source: Sendable, Hashable, CustomStringConvertible {
@@ -148,6 +150,7 @@ struct ServeConfiguration: Sendable {
     var serveOptions: ServeOptions {
         var server = ServerConfiguration(host: host, port: port, limits: limits)
         server.webhook = webhook
+        server.operators = Set(operators)
         return ServeOptions(dataDirectory: data ?? "", usersFile: users,
                      configuration: server,
                      retention: retain.map { Retention(transactions: $0, interval: .seconds(compactEvery)) },

@@ -93,7 +93,8 @@ struct ZonesStatusCommand: AsyncParsableCommand {
 
     /// One zone's devices as text: divergent first, then by last seen, newest first.
     static func render(_ zone: String, _ registry: ZoneDevices, now: UInt64) -> String {
-        var lines = ["zone \(zone): epoch \(registry.epoch), end \(registry.end), \(registry.devices.count) devices, \(registry.divergent) divergent"]
+        var lines = ["zone \(registry.owner)/\(registry.name): epoch \(registry.epoch), end \(registry.end), \(registry.devices.count) devices, \(registry.divergent) divergent"]
+        if !registry.devices.isEmpty { lines.append("  DEVICE (replica)  USER  STATE  POSITION (LAG: transactions behind the zone's end)  PENDING  LIBRARY  SCHEMA  LAST SEEN") }
         let order: [DeviceStateCheck: Int] = [.divergent: 0, .unverified: 1, .consistent: 2]
         let devices = registry.devices.sorted { (order[$0.check] ?? 3, UInt64.max - $0.lastSeen) < (order[$1.check] ?? 3, UInt64.max - $1.lastSeen) }
         for device in devices {
@@ -106,7 +107,11 @@ struct ZonesStatusCommand: AsyncParsableCommand {
             line += "  seen \(age(now > device.lastSeen ? now - device.lastSeen : 0)) ago"
             lines.append(line)
             if device.check == .divergent {
-                lines.append("    state \(device.digest), the zone's \(device.zoneDigest ?? "?"): on that device, strata diff STORE --server URL --zone \(zone)")
+                // The zone as the device's user names it (another user's zone takes --owner).
+                let name = registry.name
+                let ownerOption = registry.owner == device.user ? "" : " --owner \(registry.owner)"
+                lines.append("    \(device.reason ?? "its state differs from the zone's"): state \((device.digest ?? "?").prefix(12))…, the zone's \((device.zoneDigest ?? "?").prefix(12))…")
+                lines.append("    on that device (as \(device.user)): strata diff STORE --server URL --zone \(name)\(ownerOption) --token-file F")
             } else if device.check == .unverified, let reason = device.reason {
                 lines.append("    \(reason)")
             }
