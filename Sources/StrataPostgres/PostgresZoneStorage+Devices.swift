@@ -49,6 +49,20 @@ extension PostgresZoneStorage {
                     ORDER BY last_seen DESC, replica_high DESC, replica_low DESC OFFSET \(keep))
                 AND NOT (replica_high = \(high) AND replica_low = \(low))
                 """, logger: self.logger)
+            // The zone's bounds (`DeviceRegistryBounds`): devices not seen for too long, then the
+            // least recently seen beyond the zone's most.
+            let expired = lastSeen - Int64(DeviceRegistryBounds.expiry)
+            let perZone = Int64(DeviceRegistryBounds.maxPerZone)
+            try await connection.query("""
+                DELETE FROM strata_devices WHERE zone_id = \(zone.key) AND last_seen < \(expired)
+                """, logger: self.logger)
+            try await connection.query("""
+                DELETE FROM strata_devices WHERE zone_id = \(zone.key)
+                AND (user_name, replica_high, replica_low) IN (
+                    SELECT user_name, replica_high, replica_low FROM strata_devices WHERE zone_id = \(zone.key)
+                    ORDER BY last_seen DESC, replica_high DESC, replica_low DESC OFFSET \(perZone))
+                AND NOT (user_name = \(user) AND replica_high = \(high) AND replica_low = \(low))
+                """, logger: self.logger)
             return true
         }
         guard stored else {

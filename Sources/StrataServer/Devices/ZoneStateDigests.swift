@@ -63,6 +63,9 @@ actor ZoneStateDigests {
     private var busy: Set<Key> = []
     private var waiters: [Key: [CheckedContinuation<Void, Never>]] = [:]
     private var uses: UInt64 = 0
+    /// How many times each zone was forgotten (deleted): a computation under way when it was
+    /// does not put the deleted zone's projection back.
+    private var forgets: [ZoneID: UInt64] = [:]
 
     init(storage: any ZoneStorage, maxEvents: UInt64 = 8_000_000, keptDigests: Int = 64, pageSize: Int = 2_000,
          now: @escaping @Sendable () -> Duration = ServerClock.system.elapsed) {
@@ -86,6 +89,7 @@ actor ZoneStateDigests {
             await withCheckedContinuation { waiters[key, default: []].append($0) }
         }
         busy.insert(key)
+        let life = forgets[zone, default: 0]
         defer {
             busy.remove(key)
             for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.resume() }
@@ -101,7 +105,7 @@ actor ZoneStateDigests {
         uses += 1
         if var kept = entry, let known = kept.digests[position] {
             kept.used = uses
-            entries[key] = kept
+            keep(kept, key, life)
             return known
         }
         if var kept = entry, kept.next <= position {
@@ -112,7 +116,7 @@ actor ZoneStateDigests {
             kept.digests[position] = digest
             if kept.digests.count > keptDigests, let oldest = kept.digests.keys.min() { kept.digests[oldest] = nil }
             kept.used = uses
-            entries[key] = kept
+            keep(kept, key, life)
             evict(keeping: key)
             return digest
         }
@@ -120,7 +124,7 @@ actor ZoneStateDigests {
         // `replayInterval`).
         if var kept = entry {
             if let last = kept.replayedBehind, now() - last < Self.replayInterval {
-                entries[key] = kept
+                keep(kept, key, life)
                 throw Unavailable.behind(kept: kept.next)
             }
             kept.replayedBehind = now()
@@ -144,11 +148,11 @@ actor ZoneStateDigests {
             kept.digests[position] = digest
             if kept.digests.count > keptDigests, let oldest = kept.digests.keys.min() { kept.digests[oldest] = nil }
             kept.used = uses
-            entries[key] = kept
+            keep(kept, key, life)
         } else {
             let chain = try await storage.fingerprint(zone: zone, at: next)
-            entries[key] = Entry(builder: builder, base: snapshot?.position, next: next, chain: chain, digests: [position: digest], used: uses,
-                                 replayedBehind: nil)
+            keep(Entry(builder: builder, base: snapshot?.position, next: next, chain: chain, digests: [position: digest], used: uses,
+                       replayedBehind: nil), key, life)
         }
         evict(keeping: key)
         return digest
@@ -191,8 +195,16 @@ actor ZoneStateDigests {
         }
     }
 
+    /// Keeps `entry` for `key`, unless its zone was forgotten since the computation began (in
+    /// life `life`).
+    private func keep(_ entry: Entry, _ key: Key, _ life: UInt64) {
+        guard forgets[key.zone, default: 0] == life else { return }
+        entries[key] = entry
+    }
+
     /// Forgets a zone's projections (it was deleted).
     func forget(_ zone: ZoneID) {
+        forgets[zone, default: 0] += 1
         for key in entries.keys where key.zone == zone { entries[key] = nil }
     }
 }

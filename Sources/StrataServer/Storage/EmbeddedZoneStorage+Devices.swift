@@ -45,6 +45,13 @@ extension EmbeddedZoneStorage {
         devices[DeviceKey(user: entry.user, replica: replica)] = entry
         let own = devices.filter { $0.key.user == entry.user }.sorted { ($0.value.lastSeen, $0.key.replica) > ($1.value.lastSeen, $1.key.replica) }
         for (dropped, _) in own.dropFirst(max(1, maxPerUser)) where dropped.replica != replica { devices[dropped] = nil }
+        // Not seen for too long, or beyond the zone's bound: the least recently seen go.
+        devices = devices.filter { $0.value.lastSeen + DeviceRegistryBounds.expiry > entry.lastSeen }
+        devices[DeviceKey(user: entry.user, replica: replica)] = entry
+        if devices.count > DeviceRegistryBounds.maxPerZone {
+            let oldest = devices.sorted { ($0.value.lastSeen, $0.key.replica) > ($1.value.lastSeen, $1.key.replica) }.dropFirst(DeviceRegistryBounds.maxPerZone)
+            for (dropped, _) in oldest where dropped != DeviceKey(user: entry.user, replica: replica) { devices[dropped] = nil }
+        }
         let file = DeviceRegistryFile(format: 1, devices: devices.values.sorted { ($0.user, $0.replica) < ($1.user, $1.replica) })
         let bytes: Data
         do {

@@ -252,6 +252,16 @@ public protocol ZoneStorage: Service, AssetStorage {
     func divergentDeviceCount() async throws(ZoneStorageError) -> Int
 }
 
+/// The bounds every storage keeps a zone's device registry within, applied when a report is
+/// recorded: a device not seen for ``expiry`` is dropped (an uninstalled app's, a revoked user's:
+/// a divergent one would otherwise stay counted for good), and past ``maxPerZone`` entries the
+/// least recently seen go (a public zone's readers cannot grow it without end).
+public enum DeviceRegistryBounds {
+    public static let maxPerZone = 4_096
+    /// 90 days, in milliseconds of the server's clock.
+    public static let expiry: UInt64 = 90 * 86_400_000
+}
+
 /// The result of ``ZoneStorage/mergeState(zone:user:replica:claim:state:basis:)``.
 public struct StateMergeOutcome: Sendable, Hashable {
     public var epoch: UInt64
