@@ -68,7 +68,11 @@ EOF
 # 60 s maximum: requests get more time.)
 LIMITS=()
 REQUEST_TIMEOUT=30
-if "$STRATA" serve --help 2>&1 | grep -q -- '--limit'; then
+# The help read whole first: `grep -q` quits at its first match, and under `pipefail` the help
+# cut short by that (SIGPIPE) would fail the test and leave the server without its limits (its
+# streams then last an hour, and each generated one waits out the request timeout).
+SERVE_HELP=$("$STRATA" serve --help 2>&1 || true)
+if grep -q -- '--limit' <<<"$SERVE_HELP"; then
     LIMITS=(--limit maxWait=1 --limit maxStreamDuration=0.3 --limit streamHeartbeat=0.1 --limit maxBodyBytes=200 --limit maxGrantsPerZone=4 --limit maxZonesPerUser=40)
 else
     REQUEST_TIMEOUT=90
