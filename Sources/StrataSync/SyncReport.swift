@@ -43,7 +43,7 @@ public struct SyncReport: Sendable, Hashable {
     /// report: reports are off, too soon after the last one, nothing changed since it (token and
     /// store), the sync failed first, or the report failed (a report never fails a sync).
     ///
-    /// ``DeviceStateCheck/divergent``: the store holds a state the zone never had at this point
+    /// `DeviceStateCheck.divergent`: the store holds a state the zone never had at this point
     /// of its history. Keep syncing: when the cause is events the zone has not received yet (a
     /// device that got them another way), it clears once they arrive. When it persists, the
     /// store is worth a look: `strata diff STORE --server URL --zone Z` names the first event
