@@ -38,11 +38,18 @@ struct DeviceRegistryTests {
         }
     }
 
-    /// `strata_divergent_devices` as the server's `/metrics` answers it.
-    func divergentMetric(_ url: URL) async throws -> Int? {
-        let (data, _) = try await URLSession.shared.data(from: url.appendingPathComponent("metrics"))
-        let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("strata_divergent_devices ") }
-        return line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) }
+    /// `strata_divergent_devices` as the server's `/metrics` answers it, once it reads `expected`
+    /// or after 10 s: the server counts again in the background after each report and scrape.
+    func divergentMetric(_ url: URL, settlingAt expected: Int) async throws -> Int? {
+        var value: Int?
+        for _ in 0..<100 {
+            let (data, _) = try await URLSession.shared.data(from: url.appendingPathComponent("metrics"))
+            let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("strata_divergent_devices ") }
+            value = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) }
+            if value == expected { return value }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return value
     }
 
     func refusal(_ body: () async throws -> Void) async -> String? {
@@ -73,7 +80,7 @@ struct DeviceRegistryTests {
             let synced = try await engineB.sync()
             let atB = try #require(synced.stateCheck)
             #expect(atB.check == .consistent && atB.zoneDigest == b.digest(), "\(atB)")
-            #expect(try await divergentMetric(url) == 0)
+            #expect(try await divergentMetric(url, settlingAt: 0) == 0)
 
             // C writes offline; B gets C's transactions by another way than the zone (as a
             // peer-to-peer copy, or a faulty engine, would): B's state is one the zone never had.
@@ -94,14 +101,14 @@ struct DeviceRegistryTests {
             let now = UInt64(Date().timeIntervalSince1970 * 1000)
             #expect(entryB.lastSeen <= now && entryB.lastSeen + 120_000 > now, "the server's clock: \(entryB.lastSeen), now \(now)")
             #expect(listed.devices.first { $0.replica == a.replicaID.description }?.check == .consistent)
-            #expect(try await divergentMetric(url) == 1)
+            #expect(try await divergentMetric(url, settlingAt: 1) == 1)
 
             // Once C pushes, the zone holds what B holds: B's next sync finds it consistent again.
             _ = try await engine(c, url).sync()
             let healed = try #require(try await engineB.sync().stateCheck)
             #expect(healed.check == .consistent && healed.position > atB.position, "\(healed)")
             #expect(try await alice.devices(zone).divergent == 0)
-            #expect(try await divergentMetric(url) == 0)
+            #expect(try await divergentMetric(url, settlingAt: 0) == 0)
             for store in [a, b, c] { try await store.close() }
         }
     }

@@ -64,15 +64,6 @@ enum DashboardHTML {
         return html + "</tbody></table>"
     }
 
-    /// An age in milliseconds as text ("42 s", "5 min", "3 h", "2 d").
-    static func age(_ milliseconds: UInt64) -> String {
-        let seconds = milliseconds / 1000
-        if seconds < 120 { return "\(seconds) s" }
-        if seconds < 7_200 { return "\(seconds / 60) min" }
-        if seconds < 172_800 { return "\(seconds / 3_600) h" }
-        return "\(seconds / 86_400) d"
-    }
-
     /// Bytes as text (KiB, MiB, GiB).
     static func bytes(_ count: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]

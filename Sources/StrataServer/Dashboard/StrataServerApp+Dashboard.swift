@@ -92,7 +92,7 @@ extension StrataServerApp {
                          furthest.map { "\($0)" } ?? "–", divergent.isEmpty ? "0" : "<span class=\"bad\">\(divergent.count)</span>"])
             for device in divergent {
                 divergentRows.append([zoneLink(id), DashboardHTML.escape(device.user), deviceLink(id, device, text: device.replica),
-                                      "\(device.position)", DashboardHTML.age(now > device.lastSeen ? now - device.lastSeen : 0) + " ago",
+                                      "\(device.position)", ElapsedText.since(device.lastSeen, now: now) + " ago",
                                       deviceLink(id, device, text: "how to diff")])
             }
         }
@@ -100,7 +100,7 @@ extension StrataServerApp {
         var body = "<h1>Strata server</h1>"
         body += "<h2>Health</h2><ul>"
         body += "<li>Storage: " + (ready ? "<span class=\"ok\">ready</span>" : "<span class=\"bad\">not ready</span>") + "</li>"
-        body += "<li>Up for \(DashboardHTML.age(UInt64((clock.elapsed() - startedAt) / .milliseconds(1))))</li>"
+        body += "<li>Up for \(ElapsedText.age(UInt64(max(0, (clock.elapsed() - startedAt) / .milliseconds(1)))))</li>"
         body += "<li>Long polls waiting: \(notifier.totalWaiterCount)</li>"
         body += "<li>\(zones.count) zones, \(totalDevices) devices, " + (divergentCount == 0 ? "no divergent device" : "<span class=\"bad\">\(divergentCount) divergent</span>") + "</li></ul>"
         body += "<h2>Divergent devices</h2>"
@@ -119,7 +119,7 @@ extension StrataServerApp {
         if !errors.newest.isEmpty {
             body += "<h2>Latest errors</h2>"
             body += DashboardHTML.table(["When", "Code", "Status", "Request", "User"], errors.newest.prefix(20).map {
-                [DashboardHTML.age(now > $0.at ? now - $0.at : 0) + " ago", DashboardHTML.escape($0.code), "\($0.status)",
+                [ElapsedText.since($0.at, now: now) + " ago", DashboardHTML.escape($0.code), "\($0.status)",
                  DashboardHTML.escape("\($0.method) \($0.path)"), DashboardHTML.escape($0.user ?? "–")]
             }, numeric: [2])
         }
@@ -154,7 +154,7 @@ extension StrataServerApp {
             sorted.map { device in
                 [deviceLink(zone.id, device, text: device.replica), DashboardHTML.escape(device.user), checkCell(device.check), "\(device.position)",
                  "\(end > device.position ? end - device.position : 0)", "\(device.pendingTransactions)", DashboardHTML.escape(device.library),
-                 device.schemaVersion.map { "\($0)" } ?? "–", DashboardHTML.age(now > device.lastSeen ? now - device.lastSeen : 0) + " ago"]
+                 device.schemaVersion.map { "\($0)" } ?? "–", ElapsedText.since(device.lastSeen, now: now) + " ago"]
             }, numeric: [3, 4, 5], rowClass: { sorted[$0].check == .divergent ? "bad" : nil })
         return html("Zone \(zone.id)", body)
     }
@@ -170,7 +170,7 @@ extension StrataServerApp {
         let end = (try? await storage.endPosition(zone: zone.id)) ?? device.position
         let ownerOption = " --owner \(zone.id.owner)"
         var body = "<h1>Device \(DashboardHTML.escape(device.replica))</h1>"
-        body += "<p>Of user \(DashboardHTML.escape(device.user)) in zone \(zoneLink(zone.id)); last seen \(DashboardHTML.age(now > device.lastSeen ? now - device.lastSeen : 0)) ago, running \(DashboardHTML.escape(device.library)).</p>"
+        body += "<p>Of user \(DashboardHTML.escape(device.user)) in zone \(zoneLink(zone.id)); last seen \(ElapsedText.since(device.lastSeen, now: now)) ago, running \(DashboardHTML.escape(device.library)).</p>"
         body += DashboardHTML.table(["", ""], [
             ["State", checkCell(device.check) + (device.reason.map { " — " + DashboardHTML.escape($0) } ?? "")],
             ["At position", "\(device.position) (the zone is at \(end))"],

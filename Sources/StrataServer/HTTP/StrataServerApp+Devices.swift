@@ -55,7 +55,8 @@ extension StrataServerApp {
             try await storage.recordDevice(entry, zone: zone.id, epoch: zone.epoch, maxPerUser: Self.maxDevicesPerUser)
         }
         metrics.recordDeviceReport(verdict.check)
-        if let count = try? await storage.divergentDeviceCount() { metrics.setDivergentDevices(count) }
+        // Counted again in the background (one count at a time), not on the report's path.
+        refreshDivergentDevices()
         if verdict.check == .divergent {
             logger.warning("a device holds a state the zone never had", metadata: [
                 "zone": "\(zone.id)", "user": "\(user)", "replica": "\(replica)", "position": "\(position)",

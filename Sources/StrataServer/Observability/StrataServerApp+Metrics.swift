@@ -15,8 +15,8 @@ extension StrataServerApp {
         // Gauges read from live state are set when scraped.
         metrics.setLongPollWaiters(notifier.totalWaiterCount)
         // Counted again for the next scrape, never waited for: a storage that is down or slow
-        // does not hold `/metrics` up (the gauge is as of the last count: the previous scrape's,
-        // or this instance's last device report).
+        // does not hold `/metrics` up (the gauge is as of the last count, begun by the previous
+        // scrape or by a device report).
         refreshDivergentDevices()
         return Response(status: .ok, headers: [.contentType: Self.metricsContentType],
                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.exposition())))

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 import StrataProtocol
+import StrataServer
 import StrataSync
 
 /// `strata zones status [ZONE] --server URL …`: the zone's device registry as its owner sees it —
@@ -104,7 +105,7 @@ struct ZonesStatusCommand: AsyncParsableCommand {
             if device.pendingAssets > 0 { line += " (+\(device.pendingAssets) assets)" }
             line += "  \(device.library)"
             if let version = device.schemaVersion { line += "  schema \(version)" }
-            line += "  seen \(age(now > device.lastSeen ? now - device.lastSeen : 0)) ago"
+            line += "  seen \(ElapsedText.since(device.lastSeen, now: now)) ago"
             lines.append(line)
             if device.check == .divergent {
                 // The zone as the device's user names it (another user's zone takes --owner).
@@ -117,13 +118,5 @@ struct ZonesStatusCommand: AsyncParsableCommand {
             }
         }
         return lines.joined(separator: "\n")
-    }
-
-    static func age(_ milliseconds: UInt64) -> String {
-        let seconds = milliseconds / 1000
-        if seconds < 120 { return "\(seconds) s" }
-        if seconds < 7_200 { return "\(seconds / 60) min" }
-        if seconds < 172_800 { return "\(seconds / 3_600) h" }
-        return "\(seconds / 86_400) d"
     }
 }
