@@ -2,7 +2,7 @@
 /// (``DeviceReport/library``): so that an operator can tell which release a divergent device
 /// runs. Raised with each release; `strata --version` prints the same release.
 public enum StrataLibraryVersion {
-    public static let release = "0.15.0"
+    public static let release = "0.16.0"
     public static let current = "strata-swift/\(release)"
 }
 

@@ -116,8 +116,9 @@ public struct DigestAnswers: Sendable, Hashable, Codable {
     public init(answers: [DigestAnswer]) { self.answers = answers }
 }
 
-/// Digests (`count` and the 128-bit `sum` as 32 hex digits), or fingerprints (`sequence` and the
-/// 128-bit `fingerprint` as 32 hex digits).
+/// Digests (`count` and the 128-bit `sum` as 32 hex digits), or fingerprints (`sequence`, the
+/// 128-bit `fingerprint` as 32 hex digits, and the event's `hlc`, which a server since release
+/// 0.16 sends so that the asker can order what differs in the merge order; absent before).
 public struct DigestAnswer: Sendable, Hashable, Codable {
     public struct Sum: Sendable, Hashable, Codable {
         public var count: UInt64
@@ -126,6 +127,7 @@ public struct DigestAnswer: Sendable, Hashable, Codable {
     public struct Print: Sendable, Hashable, Codable {
         public var sequence: UInt64
         public var fingerprint: String
+        public var hlc: UInt64?
     }
     public var digests: [Sum]?
     public var fingerprints: [Print]?
@@ -135,7 +137,7 @@ public struct DigestAnswer: Sendable, Hashable, Codable {
         case .digests(let sums):
             digests = sums.map { Sum(count: $0.count, sum: Self.hex($0.high, $0.low)) }
         case .fingerprints(let prints):
-            fingerprints = prints.map { Print(sequence: $0.sequence, fingerprint: Self.hex($0.fingerprint.high, $0.fingerprint.low)) }
+            fingerprints = prints.map { Print(sequence: $0.sequence, fingerprint: Self.hex($0.fingerprint.high, $0.fingerprint.low), hlc: $0.hlc) }
         }
     }
 
@@ -153,7 +155,7 @@ public struct DigestAnswer: Sendable, Hashable, Codable {
             var parsed: [SequenceFingerprint] = []
             for print in prints {
                 guard let (high, low) = Self.words(print.fingerprint) else { return .failure(DigestWireProblem("a fingerprint is not 32 hex digits: \(print.fingerprint.prefix(40))")) }
-                parsed.append(SequenceFingerprint(sequence: print.sequence, fingerprint: Fingerprint(high: high, low: low)))
+                parsed.append(SequenceFingerprint(sequence: print.sequence, fingerprint: Fingerprint(high: high, low: low), hlc: print.hlc))
             }
             return .success(.fingerprints(parsed))
         default:

@@ -10,12 +10,13 @@ import Synchronization
 import Testing
 import StrataCore
 
-/// Seeds: `STRATA_SIM_SEEDS` (default `count`) from a random base after the `regressions` (seeds
-/// that once failed, always run), or `STRATA_SIM_SEED` for one.
-func simulationSeeds(default count: Int = 500, regressions: [UInt64] = [], shard: Int = 0, of shards: Int = 1) -> [UInt64] {
+/// Seeds: `STRATA_SIM_SEEDS` (default `count` scaled by `STRATA_SIM_SCALE`, see `SweepScale`,
+/// never under `minimum`) from a random base after the `regressions` (seeds that once failed,
+/// always run), or `STRATA_SIM_SEED` for one.
+func simulationSeeds(default count: Int = 500, minimum: Int = 1, regressions: [UInt64] = [], shard: Int = 0, of shards: Int = 1) -> [UInt64] {
     let environment = ProcessInfo.processInfo.environment
     if let seed = environment["STRATA_SIM_SEED"].flatMap(UInt64.init) { return shard == 0 ? [seed] : [] }
-    let count = environment["STRATA_SIM_SEEDS"].flatMap(Int.init) ?? count
+    let count = environment["STRATA_SIM_SEEDS"].flatMap(Int.init) ?? SweepScale.scaled(count, minimum: minimum)
     let base = UInt64.random(in: 1...UInt64.max / 2)
     // A shard runs every `shards`-th seed from its own base (the regression seeds in shard 0):
     // the shards of one test run side by side, so a long simulation is not the last thing a

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import StrataTestSupport
 @testable import Strata
 @testable import StrataCore
 
@@ -297,11 +298,12 @@ struct TransactionOpGenerator {
 }
 
 /// Seeds: `STRATA_TX_PROPERTY_SEED` runs one seed; otherwise `STRATA_TX_PROPERTY_SEEDS` seeds
-/// (default 400, of 25 transactions each) from a random base, printed on failure.
+/// (default 400 scaled by `STRATA_SIM_SCALE`, see `SweepScale`, of 25 transactions each) from a
+/// random base, printed on failure.
 private func transactionPropertySeeds() -> [UInt64] {
     let environment = ProcessInfo.processInfo.environment
     if let seed = environment["STRATA_TX_PROPERTY_SEED"].flatMap(UInt64.init) { return [seed] }
-    let runs = environment["STRATA_TX_PROPERTY_SEEDS"].flatMap(Int.init) ?? 400
+    let runs = environment["STRATA_TX_PROPERTY_SEEDS"].flatMap(Int.init) ?? SweepScale.scaled(400)
     let base = UInt64.random(in: 1...UInt64.max / 2)
     return (0..<runs).map { base + UInt64($0) }
 }

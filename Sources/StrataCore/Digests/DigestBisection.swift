@@ -31,6 +31,9 @@ public struct DigestBisection: Sendable {
         public var differing: [EventID] = []
         /// Whether a replica may have more than were listed.
         public var truncated = false
+        /// The other side's HLC of each differing event, where it sent one (a server before
+        /// release 0.16 does not): with this side's own, what orders them in the merge order.
+        public var otherClocks: [EventID: UInt64] = [:]
         /// Round trips to the other side (the first, for its held ranges, included).
         public var rounds = 1
         /// The bytes those round trips carry in a compact binary form: 16 per replica or range
@@ -48,6 +51,8 @@ public struct DigestBisection: Sendable {
         /// Pieces cut from those whose digests differed: the next level.
         var next: [[Range<UInt64>]] = []
         var found: [UInt64] = []
+        /// The other side's HLCs of the events found, where it sent them.
+        var clocks: [UInt64: UInt64] = [:]
         /// Whether pieces were left unexplored once `limit` events were found.
         var cut = false
         var done = false
@@ -163,12 +168,15 @@ public struct DigestBisection: Sendable {
             s.inner = []
         case (.fingerprints(let theirs), .fingerprints?):
             outcome.bytesExchanged += 16 + 16 * s.leaves.count + 24 * theirs.count
-            var byID: [UInt64: Fingerprint] = [:]
-            for one in theirs where byID[one.sequence] == nil { byID[one.sequence] = one.fingerprint }
+            var byID: [UInt64: SequenceFingerprint] = [:]
+            for one in theirs where byID[one.sequence] == nil { byID[one.sequence] = one }
             // A sequence the answer leaves out is no longer held there (retired by a compaction
             // since the held ranges were given): unknown, not different.
             for own in s.mine.fingerprints(in: s.leaves) {
-                if let theirs = byID[own.sequence], theirs != own.fingerprint { s.found.append(own.sequence) }
+                if let theirs = byID[own.sequence], theirs.fingerprint != own.fingerprint {
+                    s.found.append(own.sequence)
+                    s.clocks[own.sequence] = theirs.hlc
+                }
             }
             s.leaves = []
         default:
@@ -186,6 +194,9 @@ public struct DigestBisection: Sendable {
         if s.cut { outcome.truncated = true }
         outcome.differing += s.found.map { EventID(replica: s.replica, sequence: $0) }
         outcome.differing.sort()
+        for sequence in s.found {
+            if let hlc = s.clocks[sequence] { outcome.otherClocks[EventID(replica: s.replica, sequence: sequence)] = hlc }
+        }
         s.done = true
     }
 
@@ -194,6 +205,32 @@ public struct DigestBisection: Sendable {
         var bisection = DigestBisection(local: local, remoteRanges: other.contentRanges, fanOut: fanOut, leafSize: leafSize, limit: limit)
         while case let requests = bisection.nextRequests(), !requests.isEmpty { try bisection.receive(requests.map(other.answerNow)) }
         return bisection.outcome
+    }
+
+    /// The other side's HLC of each of `events` it holds with content (events it lacks, or whose
+    /// HLC it does not send, are left out): one more round trip, a single-sequence range each.
+    /// What orders the first event a side lacks of each replica in the merge order.
+    public static func clocks(of events: [EventID], from other: some HistoryDigestSource) async throws -> [EventID: UInt64] {
+        let byReplica = Dictionary(grouping: Set(events), by: \.replica)
+        let requests = byReplica.keys.sorted().map { replica in
+            Request.fingerprints(replica, ranges: byReplica[replica, default: []].map(\.sequence).sorted().map { $0..<$0 + 1 })
+        }
+        guard !requests.isEmpty else { return [:] }
+        let answers = try await other.answer(requests)
+        guard answers.count == requests.count else {
+            throw StoreError(.corruptEvent, "the other side gave \(answers.count) answers to \(requests.count) questions about clocks")
+        }
+        var clocks: [EventID: UInt64] = [:]
+        for (request, answer) in zip(requests, answers) {
+            guard case .fingerprints(let replica, let ranges) = request, case .fingerprints(let prints) = answer else {
+                throw StoreError(.corruptEvent, "the other side answered digests to a question about fingerprints")
+            }
+            let asked = Set(ranges.map(\.lowerBound))
+            for print in prints where asked.contains(print.sequence) {
+                if let hlc = print.hlc { clocks[EventID(replica: replica, sequence: print.sequence)] = hlc }
+            }
+        }
+        return clocks
     }
 
     /// Compares `local` with a side across the network, one round trip per step.

@@ -26,8 +26,8 @@ extension DecodedTransaction {
     /// Each event's sequence and fingerprint, in the transaction's order (withheld ones left
     /// out), without the fields `localOnly` names (entity name → attribute names): pass them for
     /// a transaction of the reader's own replicas only.
-    package func fingerprints(leavingOut localOnly: [String: Set<String>] = [:]) -> [(sequence: UInt64, fingerprint: Fingerprint)] {
-        var result: [(sequence: UInt64, fingerprint: Fingerprint)] = []
+    package func fingerprints(leavingOut localOnly: [String: Set<String>] = [:]) -> [SequenceDigests.Held] {
+        var result: [SequenceDigests.Held] = []
         result.reserveCapacity(events.count)
         var w = ByteWriter(capacity: 256)
         var order: [Int] = []
@@ -36,7 +36,7 @@ extension DecodedTransaction {
             let sequence = firstSequence + UInt64(index)
             w.bytes.removeAll(keepingCapacity: true)
             canonical(event, sequence: sequence, leavingOut: localOnly, ranks: ranks, order: &order, into: &w)
-            result.append((sequence, Fingerprint(of: w.bytes)))
+            result.append((sequence, Fingerprint(of: w.bytes), event.hlc))
         }
         return result
     }

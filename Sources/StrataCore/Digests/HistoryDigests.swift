@@ -11,7 +11,7 @@ public struct HistoryDigests: Sendable {
 
     /// Collects fingerprints transaction by transaction, then sorts them once.
     package struct Builder {
-        private var pairs: [ReplicaID: [(sequence: UInt64, fingerprint: Fingerprint)]] = [:]
+        private var pairs: [ReplicaID: [SequenceDigests.Held]] = [:]
 
         package init() {}
 
@@ -26,7 +26,7 @@ public struct HistoryDigests: Sendable {
         }
 
         package func finish() -> HistoryDigests {
-            HistoryDigests(replicas: pairs.mapValues(SequenceDigests.init))
+            HistoryDigests(replicas: pairs.mapValues { SequenceDigests(held: $0) })
         }
     }
 

@@ -1,25 +1,39 @@
 /// The events of one replica that a side holds with their content, by sequence: the sorted
-/// sequences and the prefix sums of their fingerprints, so that the digest of any set of
-/// sequence ranges costs two binary searches per range (32 bytes an event).
+/// sequences, the prefix sums of their fingerprints, so that the digest of any set of sequence
+/// ranges costs two binary searches per range, and each event's HLC, so that a comparison can
+/// order the events it finds in the merge order (40 bytes an event).
 public struct SequenceDigests: Sendable {
+    /// One held event: what the digests are built from.
+    public typealias Held = (sequence: UInt64, fingerprint: Fingerprint, hlc: UInt64)
+
     /// Sorted, each once.
     public private(set) var sequences: [UInt64] = []
     /// `prefix[i]`: the digest of the first `i` events (`prefix.count == sequences.count + 1`).
     private var prefix: [DigestSum] = [.zero]
+    /// `clocks[i]`: the HLC of `sequences[i]`'s event (0 when it was not given).
+    private var clocks: [UInt64] = []
 
-    /// From `(sequence, fingerprint)` pairs in any order. A sequence given twice keeps its first
-    /// fingerprint: a projection applies an event once, the first time it arrives.
+    /// From `(sequence, fingerprint)` pairs in any order, without their HLCs (answered as
+    /// unknown). A sequence given twice keeps its first fingerprint.
     public init(_ pairs: [(sequence: UInt64, fingerprint: Fingerprint)]) {
-        let order = pairs.indices.sorted { (pairs[$0].sequence, $0) < (pairs[$1].sequence, $1) }
-        sequences.reserveCapacity(pairs.count)
-        prefix.reserveCapacity(pairs.count + 1)
+        self.init(held: pairs.map { ($0.sequence, $0.fingerprint, 0) })
+    }
+
+    /// From held events in any order. A sequence given twice keeps its first fingerprint: a
+    /// projection applies an event once, the first time it arrives.
+    public init(held events: [Held]) {
+        let order = events.indices.sorted { (events[$0].sequence, $0) < (events[$1].sequence, $1) }
+        sequences.reserveCapacity(events.count)
+        prefix.reserveCapacity(events.count + 1)
+        clocks.reserveCapacity(events.count)
         var sum = DigestSum.zero
         for i in order {
-            let pair = pairs[i]
-            if let last = sequences.last, last == pair.sequence { continue }
-            sequences.append(pair.sequence)
-            sum.add(pair.fingerprint)
+            let event = events[i]
+            if let last = sequences.last, last == event.sequence { continue }
+            sequences.append(event.sequence)
+            sum.add(event.fingerprint)
             prefix.append(sum)
+            clocks.append(event.hlc)
         }
     }
 
@@ -27,21 +41,22 @@ public struct SequenceDigests: Sendable {
 
     /// Adds events seen later. A sequence already held keeps its fingerprint (the first seen).
     /// Sequences past the last held (a replica's new events) are appended; others rebuild.
-    package mutating func add(_ pairs: [(sequence: UInt64, fingerprint: Fingerprint)]) {
-        guard !pairs.isEmpty else { return }
-        let ordered = pairs.indices.sorted { (pairs[$0].sequence, $0) < (pairs[$1].sequence, $1) }
-        if let last = sequences.last, pairs[ordered[0]].sequence <= last {
-            let held = fingerprints(in: [0..<UInt64.max]).map { (sequence: $0.sequence, fingerprint: $0.fingerprint) }
-            self = SequenceDigests(held + pairs)
+    package mutating func add(_ events: [Held]) {
+        guard !events.isEmpty else { return }
+        let ordered = events.indices.sorted { (events[$0].sequence, $0) < (events[$1].sequence, $1) }
+        if let last = sequences.last, events[ordered[0]].sequence <= last {
+            let held = fingerprints(in: [0..<UInt64.max]).map { (sequence: $0.sequence, fingerprint: $0.fingerprint, hlc: $0.hlc ?? 0) }
+            self = SequenceDigests(held: held + events)
             return
         }
         var sum = prefix[prefix.count - 1]
         for i in ordered {
-            let pair = pairs[i]
-            if let last = sequences.last, last == pair.sequence { continue }
-            sequences.append(pair.sequence)
-            sum.add(pair.fingerprint)
+            let event = events[i]
+            if let last = sequences.last, last == event.sequence { continue }
+            sequences.append(event.sequence)
+            sum.add(event.fingerprint)
             prefix.append(sum)
+            clocks.append(event.hlc)
         }
     }
 
@@ -73,13 +88,14 @@ public struct SequenceDigests: Sendable {
         return sum
     }
 
-    /// Each held event's fingerprint in `ranges`, in sequence order.
+    /// Each held event's fingerprint (and HLC, when known) in `ranges`, in sequence order.
     public func fingerprints(in ranges: [Range<UInt64>]) -> [SequenceFingerprint] {
         var result: [SequenceFingerprint] = []
         for range in ranges {
             for i in index(of: range.lowerBound)..<index(of: range.upperBound) {
                 let one = prefix[i + 1] - prefix[i]
-                result.append(SequenceFingerprint(sequence: sequences[i], fingerprint: Fingerprint(high: one.high, low: one.low)))
+                result.append(SequenceFingerprint(sequence: sequences[i], fingerprint: Fingerprint(high: one.high, low: one.low),
+                                                  hlc: clocks[i] == 0 ? nil : clocks[i]))
             }
         }
         return result
@@ -97,14 +113,17 @@ public struct SequenceDigests: Sendable {
     }
 }
 
-/// One event's sequence and fingerprint.
+/// One event's sequence and fingerprint, and its HLC when the side knows it (a server before
+/// release 0.16 does not send it): what orders events found to differ in the merge order.
 public struct SequenceFingerprint: Hashable, Sendable, Codable {
     public var sequence: UInt64
     public var fingerprint: Fingerprint
+    public var hlc: UInt64?
 
-    public init(sequence: UInt64, fingerprint: Fingerprint) {
+    public init(sequence: UInt64, fingerprint: Fingerprint, hlc: UInt64? = nil) {
         self.sequence = sequence
         self.fingerprint = fingerprint
+        self.hlc = hlc
     }
 }
 

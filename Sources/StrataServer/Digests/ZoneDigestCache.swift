@@ -121,8 +121,8 @@ actor ZoneDigestCache {
 
     /// The fingerprints of a page's events by replica, as a pull with `mask` answers them.
     private static func fingerprints(_ transactions: [ZoneEntry], mask: DownloadMask?, puller: ReplicaID?) throws
-        -> [ReplicaID: [(sequence: UInt64, fingerprint: Fingerprint)]] {
-        var pairs: [ReplicaID: [(sequence: UInt64, fingerprint: Fingerprint)]] = [:]
+        -> [ReplicaID: [SequenceDigests.Held]] {
+        var pairs: [ReplicaID: [SequenceDigests.Held]] = [:]
         for transaction in transactions {
             var bytes = transaction.bytes
             if AdoptionRecord.isAdoption(bytes) { continue }

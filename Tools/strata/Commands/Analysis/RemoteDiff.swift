@@ -23,11 +23,18 @@ struct RemoteDiff: Codable, Sendable {
     }
 
     /// An event both hold with different content: the device's version (`nil` when its log no
-    /// longer has it); the zone's is known by its fingerprint only.
+    /// longer has it); the zone's is known by its fingerprint and HLC only.
+    ///
+    /// As ``RemoteDiff/firstDivergent`` it may also be an event only one side holds: `heldBy`
+    /// says which ("device", "zone" or "both"), `hlc` is the one that placed it first.
     struct DifferingEvent: Codable, Sendable {
         var replica: String
         var sequence: UInt64
         var device: EventDescription?
+        /// The zone's HLC of it (a server before release 0.16 does not send it).
+        var zoneHLC: UInt64? = nil
+        var heldBy: String? = nil
+        var hlc: UInt64? = nil
     }
     /// One of the device's objects a differing event names, with the event that set each field.
     struct DeviceObject: Codable, Sendable {
@@ -86,6 +93,8 @@ struct RemoteDiff: Codable, Sendable {
         let applied = Dictionary(uniqueKeysWithValues: loaded.projection.appliedSequences().map { ($0.replica, $0) })
         let acknowledged = remote.acknowledged
         var compared: UInt64 = 0
+        var firstOnlyOnDevice: [EventID] = []
+        var firstOnlyInZone: [EventID] = []
         for replica in Set(local.replicas.keys).union(remoteRanges.keys).sorted() {
             let mine = SequenceRanges(halfOpen: local.replicas[replica]?.ranges ?? [])
             let theirs = SequenceRanges(halfOpen: remoteRanges[replica] ?? [])
@@ -98,6 +107,8 @@ struct RemoteDiff: Codable, Sendable {
             // content: not lacking.
             let onlyTheirs = theirs.subtracting(SequenceRanges(applied[replica]))
             guard !onlyMine.isEmpty || !onlyTheirs.isEmpty else { continue }
+            if let first = onlyMine.first { firstOnlyOnDevice.append(EventID(replica: replica, sequence: first)) }
+            if let first = onlyTheirs.first { firstOnlyInZone.append(EventID(replica: replica, sequence: first)) }
             replicas.append(ReplicaHeld(replica: replica.description, onlyOnDevice: onlyMine.description, onlyInZone: onlyTheirs.description,
                                         onlyOnDeviceCount: onlyMine.count, onlyInZoneCount: onlyTheirs.count))
         }
@@ -105,29 +116,60 @@ struct RemoteDiff: Codable, Sendable {
         // The device's version of each differing event, from its log.
         var differing: [DifferingEvent] = []
         var records: [String: LogRecord] = [:]
-        for id in outcome.differing {
-            var description: EventDescription?
-            if let entry = loaded.index.entry(holding: id) {
-                let segment = loaded.index.segment(of: entry)
-                let key = "\(segment)@\(entry.recordOffset)"
-                do {
-                    if records[key] == nil {
-                        records[key] = try SegmentLog.readRecord(segment: files.logDirectory + "/" + segment, offset: entry.recordOffset)
-                    }
-                    if let stored = records[key]?.entries.first(where: { $0.position == entry.position }),
-                       let event = try TransactionRecord(decoding: stored.payload).events.first(where: { $0.id == id }) {
-                        description = EventDescription(event, position: entry.position, stored: entry.timestamp)
-                    }
-                } catch {
-                    warnings.append("cannot read back \(id) from \(segment) at byte \(entry.recordOffset): \(error)")
+        func describe(_ id: EventID) -> EventDescription? {
+            guard let entry = loaded.index.entry(holding: id) else { return nil }
+            let segment = loaded.index.segment(of: entry)
+            let key = "\(segment)@\(entry.recordOffset)"
+            do {
+                if records[key] == nil {
+                    records[key] = try SegmentLog.readRecord(segment: files.logDirectory + "/" + segment, offset: entry.recordOffset)
                 }
+                if let stored = records[key]?.entries.first(where: { $0.position == entry.position }),
+                   let event = try TransactionRecord(decoding: stored.payload).events.first(where: { $0.id == id }) {
+                    return EventDescription(event, position: entry.position, stored: entry.timestamp)
+                }
+            } catch {
+                warnings.append("cannot read back \(id) from \(segment) at byte \(entry.recordOffset): \(error)")
             }
-            differing.append(DifferingEvent(replica: id.replica.description, sequence: id.sequence, device: description))
+            return nil
         }
-        let firstDivergent = differing.filter { $0.device != nil }.min { x, y in
-            guard let ex = x.device, let ey = y.device else { return false }
-            return (ex.hlc, ex.replica) < (ey.hlc, ey.replica)
-        } ?? differing.first
+        for id in outcome.differing {
+            differing.append(DifferingEvent(replica: id.replica.description, sequence: id.sequence, device: describe(id), zoneHLC: outcome.otherClocks[id]))
+        }
+
+        // The first divergent event: the earliest in the merge order (HLC, then replica) of the
+        // events that differ and the first event of each replica one side holds and the other
+        // lacks (a replica's clock only moves forward, so its first missing event is its earliest),
+        // as `strata diff A B` names it. A differing event counts at the earlier of its two
+        // versions; the zone's HLCs come with its answers, and for the events only it holds, from
+        // one more round trip.
+        var candidates: [DifferingEvent] = []
+        for event in differing {
+            let hlc = [event.device?.hlc, event.zoneHLC].compactMap { $0 }.min()
+            candidates.append(DifferingEvent(replica: event.replica, sequence: event.sequence, device: event.device, zoneHLC: event.zoneHLC, heldBy: "both", hlc: hlc))
+        }
+        for first in firstOnlyOnDevice {
+            let description = describe(first)
+            candidates.append(DifferingEvent(replica: first.replica.description, sequence: first.sequence, device: description,
+                                             heldBy: "device", hlc: description?.hlc))
+        }
+        if !firstOnlyInZone.isEmpty {
+            do {
+                let clocks = try await DigestBisection.clocks(of: firstOnlyInZone, from: remote)
+                for first in firstOnlyInZone {
+                    candidates.append(DifferingEvent(replica: first.replica.description, sequence: first.sequence, zoneHLC: clocks[first],
+                                                     heldBy: "zone", hlc: clocks[first]))
+                }
+                if clocks.count < firstOnlyInZone.count {
+                    warnings.append("the server sent no HLC for \(firstOnlyInZone.count - clocks.count) of the events only the zone holds (a server before release 0.16): the first divergent event is chosen without them")
+                }
+            } catch {
+                warnings.append("the HLCs of the events only the zone holds could not be asked for (\(error)): the first divergent event is chosen without them")
+            }
+        }
+        let firstDivergent = candidates.filter { $0.hlc != nil }.min { x, y in
+            (x.hlc ?? .max, x.replica) < (y.hlc ?? .max, y.replica)
+        } ?? candidates.first
 
         // The device's objects those events name, with the event that set each field.
         var objects: [DeviceObject] = []
@@ -172,7 +214,7 @@ struct RemoteDiff: Codable, Sendable {
         }
         lines.append("events both hold with different content: \(differing.count)\(differingTruncated ? "+" : "")")
         if let first = firstDivergent {
-            lines.append("first divergent event (earliest in merge order, by the device's version): \(Self.describe(first))")
+            lines.append("first divergent event (earliest in merge order): \(Self.describeFirst(first))")
         }
         for event in differing.prefix(20) { lines.append("  " + Self.describe(event)) }
         if differing.count > 20 { lines.append("  … \(differing.count - 20) more (--json lists them)") }
@@ -188,6 +230,20 @@ struct RemoteDiff: Codable, Sendable {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The first divergent event, with the side that holds it.
+    static func describeFirst(_ event: DifferingEvent) -> String {
+        switch event.heldBy {
+        case "zone":
+            let time = event.hlc.map { " at \(Format.time(HLC(rawValue: $0)))" } ?? ""
+            return "\(StoreDiff.event(event.replica, event.sequence, nil)) only in the zone (not pulled)\(time)"
+        case "device":
+            return describe(event) + " (only on the device: not pushed)"
+        default:
+            let zone = event.zoneHLC.map { ", the zone's version at \(Format.time(HLC(rawValue: $0)))" } ?? ""
+            return describe(event) + " (both hold it with different content\(zone))"
+        }
     }
 
     static func describe(_ event: DifferingEvent) -> String {
