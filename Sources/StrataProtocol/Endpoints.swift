@@ -34,6 +34,10 @@ public enum StrataEndpoint {
     /// and fingerprints of events (``DigestAnswers``). Both take ``StrataQuery/omit`` and
     /// ``StrataQuery/replica`` as a pull does: a masked device compares with what it may see.
     public static let digests = "/digests"
+    /// `POST`, after a zone's path, with ``StateDigestQuestions``: digests of the zone's state by object
+    /// ID ranges, and objects' state fingerprints (``StateDigestAnswers``), for finding the objects a
+    /// device holds otherwise than the zone without sending either's values.
+    public static let stateDigests = "/state-digests"
     /// After a zone's path: the zone's device registry. `POST` with a ``DeviceReport`` (any
     /// reader, for its own replica) records a device's state digest at its token and answers the
     /// server's ``DeviceVerdict``; `GET` (the zone's owner) answers ``ZoneDevices``.

@@ -207,3 +207,82 @@ public final class RemoteZoneDigests: HistoryDigestSource, @unchecked Sendable {
     /// The zone's life the held ranges were answered in (`nil` before).
     public var epoch: UInt64? { lock.withLock { epochSeen } }
 }
+
+extension HTTPSyncTransport {
+    /// A zone on this server as the other side of a state comparison (`StateBisection`): what a
+    /// device compares its objects with, without downloading the zone. `epoch` is the zone's life
+    /// the comparison is in (``RemoteZoneDigests/epoch``, or the zone's description): a zone
+    /// deleted and created again meanwhile answers `zoneReset`.
+    public func zoneStateDigests(_ zone: ZoneReference, epoch: UInt64) -> RemoteZoneState {
+        RemoteZoneState(transport: self, zone: zone, epoch: epoch)
+    }
+}
+
+/// A zone's state by object across the network: `POST /v1/zones/{zone}/state-digests`. The first
+/// answer names the position the state is of (the zone's end then); every later round asks about
+/// that same position, so that the comparison is of one state while the zone moves on.
+public final class RemoteZoneState: @unchecked Sendable {
+    private let transport: HTTPSyncTransport
+    private let zone: ZoneReference
+    private let epoch: UInt64
+    private let lock = NSLock()
+    private var pinned: UInt64?
+    private var sent = 0
+    private var received = 0
+
+    init(transport: HTTPSyncTransport, zone: ZoneReference, epoch: UInt64) {
+        self.transport = transport
+        self.zone = zone
+        self.epoch = epoch
+    }
+
+    /// The position of the zone's state being compared (`nil` before the first answer).
+    public var position: UInt64? { lock.withLock { pinned } }
+
+    /// Bytes of request bodies sent and of answers received so far.
+    public var bytes: (sent: Int, received: Int) { lock.withLock { (sent, received) } }
+
+    /// One round's answers, in order.
+    public func answer(_ requests: [StateBisection.Request]) async throws -> [StateBisection.Answer] {
+        let position = lock.withLock { pinned }
+        let body = Array(try JSONEncoder().encode(StateDigestQuestions(epoch: epoch, position: position, questions: requests.map(StateDigestQuestion.init))))
+        let request = HTTPExchangeRequest(method: "POST", url: transport.url(zone, StrataEndpoint.stateDigests),
+                                          headers: [("Content-Type", "application/json")], body: body)
+        let answer = try await transport.send(request).body
+        guard let decoded = try? JSONDecoder().decode(StateDigestAnswers.self, from: Data(answer)), decoded.answers.count == requests.count else {
+            throw SyncError(.malformedResponse, "state digest answers are not {position, answers: [...]} with one answer per question: \(String(decoding: answer.prefix(200), as: UTF8.self))")
+        }
+        if let position, decoded.position != position {
+            throw SyncError(.malformedResponse, "the state digests answered are of position \(decoded.position), not \(position) as asked")
+        }
+        lock.withLock {
+            pinned = decoded.position
+            sent += body.count
+            received += answer.count
+        }
+        return try zip(decoded.answers, requests).map { wire, request in
+            switch (wire.answer(), request) {
+            case (.success(let answer), .digests(let ranges)):
+                guard case .digests(let sums) = answer, sums.count == ranges.count else {
+                    throw SyncError(.malformedResponse, "a state digest answer does not answer its question (\(ranges.count) ranges)")
+                }
+                return answer
+            case (.success(let answer), .objects):
+                guard case .objects = answer else { throw SyncError(.malformedResponse, "an object question was answered with digests") }
+                return answer
+            case (.failure(let problem), _):
+                throw SyncError(.malformedResponse, "state digest answer: \(problem.message)")
+            }
+        }
+    }
+
+    /// Compares `local` with the zone's state: the objects that differ, exist only on the device,
+    /// or only in the zone.
+    public func compare(_ local: StateDigests, limit: Int = 1_000) async throws -> StateBisection.Outcome {
+        var bisection = StateBisection(local: local, limit: limit)
+        while case let requests = bisection.nextRequests(), !requests.isEmpty {
+            try bisection.receive(try await answer(requests))
+        }
+        return bisection.outcome
+    }
+}

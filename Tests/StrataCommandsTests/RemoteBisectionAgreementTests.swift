@@ -8,8 +8,9 @@ import StrataTestSupport
 import Testing
 
 /// Remote bisection (`strata diff STORE --server URL --zone Z`, digests only) names the same
-/// first divergent event as a full local diff (`strata diff STORE COPY`) of the device against a
-/// store that pulled the whole zone — on seeded divergences of each kind, every seed.
+/// first divergent event, and the same differing objects, as a full local diff (`strata diff
+/// STORE COPY --full`) of the device against a store that pulled the whole zone — on seeded
+/// divergences of each kind, every seed.
 @Suite("Remote bisection agrees with a full local diff")
 struct RemoteBisectionAgreementTests {
     /// How a seed makes the device and the zone part.
@@ -39,7 +40,7 @@ struct RemoteBisectionAgreementTests {
     /// Seeds per kind (the seeds are printed with any disagreement).
     static let seedsPerKind = 6
 
-    @Test("remote and local diffs name the same first divergent event", arguments: Divergence.allCases)
+    @Test("remote and local diffs name the same first divergent event and the same differing objects", arguments: Divergence.allCases)
     func agreement(kind: Divergence) async throws {
         let base = UInt64.random(in: 1...UInt64.max / 2)
         var sides: Set<String> = []
@@ -147,7 +148,7 @@ struct RemoteBisectionAgreementTests {
             let devicePath = device === phone ? dir.sub("phone") : dir.sub("fork")
             for store in others + [device, copy] { try await store.close() }
 
-            let local = try StoreDiff.run(devicePath, dir.sub("zone-copy"), progress: nil)
+            let local = try StoreDiff.run(devicePath, dir.sub("zone-copy"), full: true, progress: nil)
             let remote = try await RemoteDiff.run(devicePath, transport: HTTPSyncTransport(server: url, bearer: Self.token), zone: Self.zone,
                                                   mask: .none, limit: 1000, progress: nil)
             let context = "\(kind), seed \(seed): local \(local.firstDivergent.map { "\($0.heldBy) \($0.replica.prefix(8)) #\($0.sequence)" } ?? "none"), remote \(remote.firstDivergent.map { "\($0.heldBy ?? "?") \($0.replica.prefix(8)) #\($0.sequence)" } ?? "none"); remote warnings: \(remote.warnings)"
@@ -155,6 +156,12 @@ struct RemoteBisectionAgreementTests {
             #expect(remote.firstDivergent?.replica == first.replica && remote.firstDivergent?.sequence == first.sequence, "\(context)")
             #expect(remote.firstDivergent?.heldBy == Self.remoteSide(first.heldBy), "\(context)")
             #expect(!remote.equal, "\(context)")
+            // The objects: remote state bisection against every object of the local diff.
+            let state = try #require(remote.state, "no state comparison: \(context)")
+            #expect(Set(state.differing) == Set(local.objects.filter { $0.existsInA && $0.existsInB }.map(\.object)), "\(context): differing objects")
+            #expect(Set(state.onlyOnDevice) == Set(local.objects.filter { $0.existsInA && !$0.existsInB }.map(\.object)), "\(context): objects only on the device")
+            #expect(Set(state.onlyInZone) == Set(local.objects.filter { !$0.existsInA && $0.existsInB }.map(\.object)), "\(context): objects only in the zone")
+            #expect(!state.isEmpty || local.objects.isEmpty, "\(context)")
             named = remote.firstDivergent?.heldBy
         }
         return named

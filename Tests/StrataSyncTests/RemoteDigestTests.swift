@@ -1,3 +1,6 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
 import Foundation
 @_spi(StrataInternals) import Strata
 import StrataProtocol
@@ -133,6 +136,102 @@ struct RemoteDigestTests {
             #expect(try await !transport.zoneDigests(zone).contentRanges().isEmpty)
             _ = try await storage.compact(zone: ZoneID(owner: "alice", name: "notes"), retaining: 0)
             #expect(try await transport.zoneDigests(zone).contentRanges().isEmpty)
+            try await a.close()
+            try await c.close()
+        }
+    }
+
+    /// A raw `POST …/state-digests` with `body`, as bob or alice: status and body.
+    func postState(_ url: URL, _ body: String, bearer: String = "alice-secret", owner: String? = nil) async throws -> (status: Int, body: String) {
+        var target = url.absoluteString + "/v1/zones/notes/state-digests"
+        if let owner { target += "?owner=\(owner)" }
+        var request = HTTPClientRequest(url: target)
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(Array(body.utf8))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 22)
+        return (Int(response.status.code), String(buffer: bytes))
+    }
+
+    @Test("State by object: a device finds the objects it changed, added and lacks; the state is pinned to one position while the zone moves on; strangers, bad questions, a compacted position and the zone's next life are refused by name",
+          .timeLimit(.minutes(8)), arguments: ServerBackend.allCases)
+    func stateComparison(backend: ServerBackend) async throws {
+        let dir = TemporaryDirectory()
+        try await withServer(dir.sub("server"), backend: backend) { url, storage in
+            let zone = ZoneReference("notes")
+            let transport = HTTPSyncTransport(server: url, bearer: "alice-secret")
+            let a = try await open(dir.sub("a"))
+            try await write(a, "A", count: 30)
+            #expect(try await SyncEngine(store: a, server: url, zone: "notes", credentials: "alice-secret").sync().leftToPush == 0)
+            let c = try await open(dir.sub("c"))
+            #expect(try await SyncEngine(store: c, server: url, zone: "notes", credentials: "alice-secret").sync().pulledTransactions > 0)
+            let epoch = try await transport.describeZone(zone).epoch
+            let same = try await transport.zoneStateDigests(zone, epoch: epoch).compare(c.stateDigests())
+            #expect(same.isEmpty && same.rounds == 1, "a synced device holds the zone's state: \(same.all)")
+
+            // C edits one note and adds one (not pushed); A adds one more (pushed, not pulled by C).
+            let edited = try #require(c.fetch("Note").first?.id)
+            try await c.transaction { tx in try tx.update(edited, ["title": .string("C's title")]) }
+            let added = try await c.transaction { tx in try tx.insert("Note", ["title": .string("C's note")]) }
+            let zoneOnly = try await a.transaction { tx in try tx.insert("Note", ["title": .string("A's late note")]) }
+            #expect(try await SyncEngine(store: a, server: url, zone: "notes", credentials: "alice-secret").sync().leftToPush == 0)
+            let remote = transport.zoneStateDigests(zone, epoch: epoch)
+            let found = try await remote.compare(c.stateDigests())
+            #expect(found.differing == [edited] && found.onlyHere == [added] && found.onlyThere == [zoneOnly], "\(found)")
+            let position = try #require(remote.position)
+            // The zone moves on; the comparison's position stays (asked for again, answered there).
+            try await write(a, "A more", count: 2)
+            #expect(try await SyncEngine(store: a, server: url, zone: "notes", credentials: "alice-secret").sync().leftToPush == 0)
+            let again = try await remote.compare(c.stateDigests())
+            #expect(again.all == found.all && remote.position == position)
+
+            // A stranger: as if the zone did not exist.
+            let root = #"{"epoch": \#(epoch), "questions": [{"digests": [["00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]]}]}"#
+            let stranger = try await postState(url, root, bearer: "bob-secret", owner: "alice")
+            #expect(stranger.status == 404 && stranger.body.contains("zoneNotFound"), "\(stranger)")
+            #expect(try await postState(url, root).status == 200)
+            // Bad questions, each refused by name.
+            let bad: [(String, String)] = [
+                ("{", "the body is not"),
+                (#"{"epoch": \#(epoch), "questions": []}"#, "1 to 4 questions"),
+                (#"{"epoch": \#(epoch), "questions": [{"digests": [["ffffffff-ffff-ffff-ffff-ffffffffffff", "00000000-0000-0000-0000-000000000000"]]}]}"#, "first ≤ last"),
+                (#"{"epoch": \#(epoch), "questions": [{"digests": [["00000000-0000-0000-0000-000000000009", "00000000-0000-0000-0000-00000000000a"], ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"]]}]}"#, "sorted and disjoint"),
+                (#"{"epoch": \#(epoch), "questions": [{"digests": [["a", "b"]]}]}"#, "two object IDs"),
+                (#"{"epoch": \#(epoch), "questions": [{}]}"#, "names 0 ranges"),
+                (#"{"epoch": \#(epoch), "position": 999999, "questions": [{"objects": [["00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]]}]}"#, "not known yet"),
+                (#"{"epoch": \#(epoch), "epoch": 1, "questions": [{"digests": [["00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]]}]}"#, "which value counts"),
+            ]
+            for (body, reason) in bad {
+                let answer = try await postState(url, body)
+                #expect(answer.status == 400 && answer.body.contains(reason), "\(body): \(answer)")
+            }
+            let tooWide = (0..<4_097).map { #"["00000000-0000-0000-0000-\#(String(format: "%012x", $0 * 2))", "00000000-0000-0000-0000-\#(String(format: "%012x", $0 * 2))"]"# }
+            let wide = try await postState(url, #"{"epoch": \#(epoch), "questions": [{"digests": [\#(tooWide.joined(separator: ","))]}]}"#)
+            #expect(wide.status == 400 && wide.body.contains("4096"), "\(wide.status) \(wide.body.prefix(300))")
+
+            // Compacted past the comparison's position: its state is no longer known.
+            _ = try await storage.compact(zone: ZoneID(owner: "alice", name: "notes"), retaining: 0)
+            do {
+                _ = try await remote.compare(c.stateDigests())
+                Issue.record("a state at a compacted position was answered")
+            } catch let error as SyncError {
+                #expect(error.code == .tokenExpired, "\(error)")
+            }
+            // From the zone's end, after the compaction (the snapshot is the state's start).
+            let fresh = try await transport.zoneStateDigests(zone, epoch: epoch).compare(c.stateDigests())
+            #expect(Set(fresh.onlyThere).isSuperset(of: [zoneOnly]) && fresh.differing == [edited] && fresh.onlyHere == [added])
+
+            // The zone deleted and created again: the old comparison's questions are refused.
+            try await storage.deleteZone(ZoneID(owner: "alice", name: "notes"))
+            _ = try await transport.ensureZone(zone, create: true)
+            do {
+                _ = try await transport.zoneStateDigests(zone, epoch: epoch).compare(c.stateDigests())
+                Issue.record("a question of the zone's earlier life was answered")
+            } catch let error as SyncError {
+                #expect(error.code == .zoneReset, "\(error)")
+            }
             try await a.close()
             try await c.close()
         }

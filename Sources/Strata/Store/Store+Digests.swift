@@ -29,4 +29,15 @@ extension Store {
         }
         return builder.finish()
     }
+
+    /// The store's state by object (`StateDigests`): each existing object's fingerprint — its
+    /// entity, visible values (local-only attributes left out) and to-many members — sorted by
+    /// ID. What a device compares with a zone's state on a server (see
+    /// `HTTPSyncTransport.zoneStateDigests`) or with another store (`StateBisection`) to find
+    /// the objects that differ, whatever each side's history still holds.
+    ///
+    /// Visits every object once, under the store's lock.
+    public func stateDigests() -> StateDigests {
+        core.withLock { $0.projection.stateDigests() }
+    }
 }

@@ -195,6 +195,12 @@ public final class ProjectionBuilder {
         return projection.digest()
     }
 
+    /// Each existing object's state fingerprint (see ``StateDigests``).
+    public func stateDigests() -> StateDigests {
+        projection.schema = projection.recordedSchema
+        return projection.stateDigests()
+    }
+
     // MARK: Reading
 
     /// The schema recorded by the events applied so far.

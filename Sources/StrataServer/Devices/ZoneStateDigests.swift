@@ -1,5 +1,6 @@
 import StrataCore
 import StrataLog
+import StrataProtocol
 
 /// The digest of a zone's state at a position (`ProjectionBuilder.digest()`, the same canonical
 /// SHA-256 a device's `Store.digest()` gives), which the device registry compares a device's
@@ -44,6 +45,8 @@ actor ZoneStateDigests {
         var next: UInt64
         var chain: UInt64?
         var digests: [UInt64: String]
+        /// The state by object at a position or two (a remote diff's rounds ask at one).
+        var objects: [UInt64: StateDigests] = [:]
         var used: UInt64
         /// When a position behind ``next`` was last replayed from the snapshot.
         var replayedBehind: Duration?
@@ -83,6 +86,57 @@ actor ZoneStateDigests {
     ///   ``ZoneStorageError`` from the storage; `StoreError` for a transaction or snapshot that
     ///   does not decode.
     func digest(zone: ZoneID, epoch: UInt64, generation: UInt64, at position: UInt64) async throws -> String {
+        guard case .digest(let digest) = try await state(zone: zone, epoch: epoch, generation: generation, at: position, kind: .digest) else {
+            throw ServerError(.internalError, "zone \(zone): the state's digest was asked for and something else computed")
+        }
+        return digest
+    }
+
+    /// The zone's state by object (``StateDigests``) through `position`, in life `epoch`: what a
+    /// remote diff bisects. Throws as ``digest(zone:epoch:generation:at:)`` does.
+    func objects(zone: ZoneID, epoch: UInt64, generation: UInt64, at position: UInt64) async throws -> StateDigests {
+        guard case .objects(let objects) = try await state(zone: zone, epoch: epoch, generation: generation, at: position, kind: .objects) else {
+            throw ServerError(.internalError, "zone \(zone): the state by object was asked for and something else computed")
+        }
+        return objects
+    }
+
+    /// What is computed from a projection.
+    private enum Kind { case digest, objects }
+    private enum Computed {
+        case digest(String)
+        case objects(StateDigests)
+    }
+
+    /// How many positions' state by object an entry keeps.
+    private static let keptObjectStates = 2
+
+    private static func known(_ entry: Entry, at position: UInt64, _ kind: Kind) -> Computed? {
+        switch kind {
+        case .digest: entry.digests[position].map(Computed.digest)
+        case .objects: entry.objects[position].map(Computed.objects)
+        }
+    }
+
+    private func remember(_ computed: Computed, at position: UInt64, in entry: inout Entry) {
+        switch computed {
+        case .digest(let digest):
+            entry.digests[position] = digest
+            if entry.digests.count > keptDigests, let oldest = entry.digests.keys.min() { entry.digests[oldest] = nil }
+        case .objects(let objects):
+            entry.objects[position] = objects
+            if entry.objects.count > Self.keptObjectStates, let oldest = entry.objects.keys.min() { entry.objects[oldest] = nil }
+        }
+    }
+
+    private static func compute(_ kind: Kind, _ builder: BuilderBox) async throws -> Computed {
+        switch kind {
+        case .digest: .digest(try await digest(builder))
+        case .objects: .objects(try await BlockingIO.run { builder.value.stateDigests() })
+        }
+    }
+
+    private func state(zone: ZoneID, epoch: UInt64, generation: UInt64, at position: UInt64, kind: Kind) async throws -> Computed {
         let key = Key(zone: zone, epoch: epoch, generation: generation)
         // One computation per zone at a time: a second report waits for the first's projection.
         while busy.contains(key) {
@@ -103,7 +157,7 @@ actor ZoneStateDigests {
             if kept.base != snapshotPosition || chain != kept.chain { entry = nil }
         }
         uses += 1
-        if var kept = entry, let known = kept.digests[position] {
+        if var kept = entry, let known = Self.known(kept, at: position, kind) {
             kept.used = uses
             keep(kept, key, life)
             return known
@@ -112,13 +166,12 @@ actor ZoneStateDigests {
             // Forward from the kept projection, which is kept.
             kept.next = try await Self.apply(zone: zone, epoch: epoch, from: kept.next, to: position, into: kept.builder, storage: storage, pageSize: pageSize)
             kept.chain = try await storage.fingerprint(zone: zone, at: kept.next)
-            let digest = try await Self.digest(kept.builder)
-            kept.digests[position] = digest
-            if kept.digests.count > keptDigests, let oldest = kept.digests.keys.min() { kept.digests[oldest] = nil }
+            let computed = try await Self.compute(kind, kept.builder)
+            remember(computed, at: position, in: &kept)
             kept.used = uses
             keep(kept, key, life)
             evict(keeping: key)
-            return digest
+            return computed
         }
         // A new projection (none kept, or the kept one is past `position`: then at most once per
         // `replayInterval`).
@@ -142,20 +195,20 @@ actor ZoneStateDigests {
             start = try await storage.startPosition(zone: zone)
         }
         let next = try await Self.apply(zone: zone, epoch: epoch, from: start, to: position, into: builder, storage: storage, pageSize: pageSize)
-        let digest = try await Self.digest(builder)
+        let computed = try await Self.compute(kind, builder)
         if var kept = entry {
-            // The kept projection is further on: it stays; this digest is remembered beside it.
-            kept.digests[position] = digest
-            if kept.digests.count > keptDigests, let oldest = kept.digests.keys.min() { kept.digests[oldest] = nil }
+            // The kept projection is further on: it stays; this result is remembered beside it.
+            remember(computed, at: position, in: &kept)
             kept.used = uses
             keep(kept, key, life)
         } else {
             let chain = try await storage.fingerprint(zone: zone, at: next)
-            keep(Entry(builder: builder, base: snapshot?.position, next: next, chain: chain, digests: [position: digest], used: uses,
-                       replayedBehind: nil), key, life)
+            var fresh = Entry(builder: builder, base: snapshot?.position, next: next, chain: chain, digests: [:], used: uses, replayedBehind: nil)
+            remember(computed, at: position, in: &fresh)
+            keep(fresh, key, life)
         }
         evict(keeping: key)
-        return digest
+        return computed
     }
 
     /// Applies the zone's transactions at positions `from..<to` to `builder`; returns the

@@ -128,6 +128,7 @@ public struct StrataServerApp: Sendable {
         zone.get(RouterPath(StrataEndpoint.replicas)) { request, context in try await self.replicas(request, context) }
         zone.get(RouterPath(StrataEndpoint.digests)) { request, context in try await self.digestRanges(request, context) }
         zone.post(RouterPath(StrataEndpoint.digests)) { request, context in try await self.digestAnswers(request, context) }
+        zone.post(RouterPath(StrataEndpoint.stateDigests)) { request, context in try await self.stateDigestAnswers(request, context) }
         zone.post(RouterPath(StrataEndpoint.devices)) { request, context in try await self.reportDevice(request, context) }
         zone.get(RouterPath(StrataEndpoint.devices)) { request, context in try await self.listDevices(request, context) }
         zone.post(RouterPath(StrataEndpoint.accept)) { request, context in try await self.acceptShare(request, context) }

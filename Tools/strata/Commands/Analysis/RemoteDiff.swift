@@ -49,6 +49,23 @@ struct RemoteDiff: Codable, Sendable {
         var fields: [Field]
     }
 
+    /// The device's objects against the zone's state at `position`, by digests of object ID
+    /// ranges (``StateBisection``): the objects both hold with other values, and those that exist
+    /// on one side only, whatever either history still holds.
+    struct StateComparison: Codable, Sendable {
+        /// The zone's position the state is of (its end when the comparison began).
+        var position: UInt64?
+        var objectsOnDevice: Int
+        var differing: [String]
+        var onlyOnDevice: [String]
+        var onlyInZone: [String]
+        var truncated: Bool
+        var rounds: Int
+        var bytesSent: Int
+        var bytesReceived: Int
+        var isEmpty: Bool { differing.isEmpty && onlyOnDevice.isEmpty && onlyInZone.isEmpty }
+    }
+
     var store: String
     var replica: String
     var zone: String
@@ -60,6 +77,11 @@ struct RemoteDiff: Codable, Sendable {
     var differing: [DifferingEvent]
     var differingTruncated: Bool
     var firstDivergent: DifferingEvent?
+    /// `nil` for a device with a download mask (it holds part of the zone's state by design), or
+    /// a server before release 0.16 (a warning says so).
+    var state: StateComparison?
+    /// The device's objects the differing events name, and those whose state differs from the
+    /// zone's, with the event that set each field.
     var objects: [DeviceObject]
     /// Damage met while reading the store, and events that could not be read back.
     var warnings: [String]
@@ -171,10 +193,31 @@ struct RemoteDiff: Codable, Sendable {
             (x.hlc ?? .max, x.replica) < (y.hlc ?? .max, y.replica)
         } ?? candidates.first
 
-        // The device's objects those events name, with the event that set each field.
+        // The device's state against the zone's, by object (not for a masked device: it holds
+        // part of the zone's state by design).
+        var state: StateComparison?
+        if mask.isEmpty, let epoch = remote.epoch {
+            let zoneState = transport.zoneStateDigests(zone, epoch: epoch)
+            do {
+                let outcome = try await zoneState.compare(loaded.projection.stateDigests(), limit: limit)
+                let (sent, received) = zoneState.bytes
+                state = StateComparison(position: zoneState.position, objectsOnDevice: loaded.projection.allObjectIDs().count,
+                                        differing: outcome.differing.map(\.description), onlyOnDevice: outcome.onlyHere.map(\.description),
+                                        onlyInZone: outcome.onlyThere.map(\.description), truncated: outcome.truncated, rounds: outcome.rounds,
+                                        bytesSent: sent, bytesReceived: received)
+            } catch {
+                warnings.append("the states could not be compared by object (a server before release 0.16 does not answer state digests): \(error); only the histories were compared")
+            }
+        }
+
+        // The device's objects those events name, and those whose state differs, with the event
+        // that set each field.
         var objects: [DeviceObject] = []
         let projection = loaded.projection
-        let named = Set(differing.compactMap { $0.device?.object }.compactMap(ObjectID.init))
+        var named = Set(differing.compactMap { $0.device?.object }.compactMap(ObjectID.init))
+        if let state {
+            named.formUnion((state.differing + state.onlyOnDevice).prefix(limit).compactMap(ObjectID.init))
+        }
         for id in named.sorted() {
             let object = projection.object(id)
             let provenance = projection.provenance(id)
@@ -189,8 +232,9 @@ struct RemoteDiff: Codable, Sendable {
         }
         let (sent, received) = remote.bytes
         return RemoteDiff(store: path, replica: files.replicaID.description, zone: zone.description, epoch: remote.epoch,
-                          equal: outcome.differing.isEmpty && replicas.isEmpty, replicas: replicas, compared: compared, differing: differing,
-                          differingTruncated: outcome.truncated, firstDivergent: firstDivergent, objects: objects, warnings: warnings,
+                          equal: outcome.differing.isEmpty && replicas.isEmpty && state?.isEmpty != false, replicas: replicas, compared: compared,
+                          differing: differing, differingTruncated: outcome.truncated, firstDivergent: firstDivergent, state: state, objects: objects,
+                          warnings: warnings,
                           rounds: outcome.rounds, bytesSent: sent, bytesReceived: received, seconds: seconds)
     }
 
@@ -218,9 +262,21 @@ struct RemoteDiff: Codable, Sendable {
         }
         for event in differing.prefix(20) { lines.append("  " + Self.describe(event)) }
         if differing.count > 20 { lines.append("  … \(differing.count - 20) more (--json lists them)") }
+        if let state {
+            lines.append("")
+            let at = state.position.map { " at position \($0)" } ?? ""
+            lines.append("objects against the zone's state\(at), by digests (\(state.objectsOnDevice) on the device; \(state.rounds) round trips, \(state.bytesSent) bytes sent, \(state.bytesReceived) received):")
+            if state.isEmpty {
+                lines.append("  every object is the same on both sides")
+            } else {
+                lines.append("  held by both with other values: \(state.differing.count)\(state.truncated ? "+" : ""); only on the device: \(state.onlyOnDevice.count); only in the zone: \(state.onlyInZone.count)")
+                for id in state.onlyInZone.prefix(20) { lines.append("  only in the zone: \(id)") }
+                if state.onlyInZone.count > 20 { lines.append("  … \(state.onlyInZone.count - 20) more only in the zone (--json lists them)") }
+            }
+        }
         if !objects.isEmpty {
             lines.append("")
-            lines.append("the device's objects those events name: \(objects.count)")
+            lines.append("the device's objects those events name or whose state differs: \(objects.count)")
             for object in objects.prefix(20) {
                 lines.append("  \(object.entity) \(object.object)\(object.exists ? "" : " (deleted on the device)")")
                 for field in object.fields {

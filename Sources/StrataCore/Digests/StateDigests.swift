@@ -1,0 +1,136 @@
+import StrataLog
+
+/// A side's state by object: each existing object's fingerprint, sorted by ID, with prefix sums,
+/// so that the digest of any range of object IDs costs two binary searches (48 bytes an object).
+///
+/// An object's fingerprint covers what a reader sees of it and what `strata diff` compares: its
+/// ID, its entity, its fields' values (local-only attributes left out: they never sync) and its
+/// to-many sets' members. Not which event set a field: two devices that hold the same values
+/// from different events hold the same state (their histories differ, and the history digests
+/// say so). Objects that do not exist (deleted, never seen) have no fingerprint: a range's
+/// digest counts the existing objects in it.
+public struct StateDigests: Sendable {
+    /// Sorted, each once.
+    public private(set) var ids: [ObjectID] = []
+    private var prints: [Fingerprint] = []
+    /// `prefix[i]`: the digest of the first `i` objects.
+    private var prefix: [DigestSum] = [.zero]
+
+    /// From `(id, fingerprint)` pairs in any order; an ID given twice keeps its first.
+    public init(_ objects: [ObjectFingerprint]) {
+        let sorted = objects.enumerated().sorted { ($0.element.id, $0.offset) < ($1.element.id, $1.offset) }.map(\.element)
+        ids.reserveCapacity(sorted.count)
+        prints.reserveCapacity(sorted.count)
+        prefix.reserveCapacity(sorted.count + 1)
+        var sum = DigestSum.zero
+        for object in sorted {
+            if let last = ids.last, last == object.id { continue }
+            ids.append(object.id)
+            prints.append(object.fingerprint)
+            sum.add(object.fingerprint)
+            prefix.append(sum)
+        }
+    }
+
+    public var count: Int { ids.count }
+
+    /// The digest of the objects whose IDs are in `range`.
+    public func digest(_ range: ClosedRange<ObjectID>) -> DigestSum {
+        let (low, high) = bounds(range)
+        return prefix[high] - prefix[low]
+    }
+
+    /// The objects in `range` with their fingerprints, in ID order.
+    public func fingerprints(in range: ClosedRange<ObjectID>) -> [ObjectFingerprint] {
+        let (low, high) = bounds(range)
+        return (low..<high).map { ObjectFingerprint(id: ids[$0], fingerprint: prints[$0]) }
+    }
+
+    /// How many objects `range` holds.
+    public func count(in range: ClosedRange<ObjectID>) -> Int {
+        let (low, high) = bounds(range)
+        return high - low
+    }
+
+    /// The IDs in `range`, in order.
+    public func ids(in range: ClosedRange<ObjectID>) -> ArraySlice<ObjectID> {
+        let (low, high) = bounds(range)
+        return ids[low..<high]
+    }
+
+    /// The index of the first object in `range` and the one after its last.
+    private func bounds(_ range: ClosedRange<ObjectID>) -> (Int, Int) {
+        let low = firstIndex(notBelow: range.lowerBound)
+        var high = firstIndex(notBelow: range.upperBound)
+        if high < ids.count, ids[high] == range.upperBound { high += 1 }
+        return (low, max(low, high))
+    }
+
+    private func firstIndex(notBelow id: ObjectID) -> Int {
+        var low = 0
+        var high = ids.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ids[mid] < id { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+}
+
+/// One object's ID and the fingerprint of its state (see ``StateDigests``).
+public struct ObjectFingerprint: Hashable, Sendable {
+    public var id: ObjectID
+    public var fingerprint: Fingerprint
+
+    public init(id: ObjectID, fingerprint: Fingerprint) {
+        self.id = id
+        self.fingerprint = fingerprint
+    }
+}
+
+extension Projection {
+    /// Every existing object's state fingerprint (see ``StateDigests``), by the recorded schema's
+    /// local-only attributes.
+    package func stateDigests() -> StateDigests {
+        let nameBytes = names.map { Array($0.utf8) }
+        var localOnly: [UInt64: Bool] = [:]
+        func isLocalOnly(entity: UInt32, key: UInt32) -> Bool {
+            let slot = UInt64(entity) << 32 | UInt64(key)
+            if let known = localOnly[slot] { return known }
+            let answer = schema.entity(names[Int(entity)])?.attribute(names[Int(key)])?.isLocalOnly == true
+            localOnly[slot] = answer
+            return answer
+        }
+        var objects: [ObjectFingerprint] = []
+        var w = ByteWriter(capacity: 1024)
+        var fields: [(key: UInt32, value: Value)] = []
+        for id in allObjectIDs() {
+            guard let record = records[id] else { continue }
+            w.bytes.removeAll(keepingCapacity: true)
+            w.id(id)
+            w.lengthPrefixed(nameBytes[Int(record.entity)])
+            fields.removeAll(keepingCapacity: true)
+            for slot in record.fields where !isLocalOnly(entity: record.entity, key: slot.key) {
+                if let visible = visibleValue(record, key: slot.key) { fields.append((slot.key, visible.value)) }
+            }
+            if fields.count > 1 { fields.sort { names[Int($0.key)].utf8.lexicographicallyPrecedes(names[Int($1.key)].utf8) } }
+            w.varint(UInt64(fields.count))
+            for field in fields {
+                w.lengthPrefixed(nameBytes[Int(field.key)])
+                EventCodec.writeValue(field.value, into: &w)
+            }
+            if !record.sets.isEmpty {
+                let setKeys = Set(record.sets.map(\.key)).sorted { names[Int($0)].utf8.lexicographicallyPrecedes(names[Int($1)].utf8) }
+                for key in setKeys {
+                    let members = visibleMembers(record, key: key).sorted()
+                    guard !members.isEmpty else { continue }
+                    w.lengthPrefixed(nameBytes[Int(key)])
+                    w.varint(UInt64(members.count))
+                    for member in members { w.id(member) }
+                }
+            }
+            objects.append(ObjectFingerprint(id: id, fingerprint: Fingerprint(of: w.bytes)))
+        }
+        return StateDigests(objects)
+    }
+}
