@@ -2,8 +2,9 @@ public import StrataCore
 
 /// The body of `POST /v1/zones/{zone}/state-digests`: one round of a state bisection
 /// (``StateBisection``) — at most ``maxQuestions`` questions of at most ``maxRanges`` object ID
-/// ranges each — about the zone's state at `position` (absent in the first round: the zone's end,
-/// which the answer names, and the following rounds name again), in the zone's life `epoch`.
+/// ranges each — about the zone's state at `position` and `generation` (absent in the first round:
+/// the zone's end, which the answer names, and the following rounds name again), in the zone's
+/// life `epoch`.
 public struct StateDigestQuestions: Sendable, Hashable, Codable {
     public static let maxQuestions = 4
     public static let maxRanges = StateBisection.maxRangesPerRequest
@@ -12,11 +13,15 @@ public struct StateDigestQuestions: Sendable, Hashable, Codable {
 
     public var epoch: UInt64
     public var position: UInt64?
+    /// The zone's generation the first answer named: a device state merged into the zone since
+    /// (which replaces its state without moving its position) is refused `tokenExpired`.
+    public var generation: UInt64?
     public var questions: [StateDigestQuestion]
 
-    public init(epoch: UInt64, position: UInt64?, questions: [StateDigestQuestion]) {
+    public init(epoch: UInt64, position: UInt64?, generation: UInt64? = nil, questions: [StateDigestQuestion]) {
         self.epoch = epoch
         self.position = position
+        self.generation = generation
         self.questions = questions
     }
 }
@@ -61,13 +66,16 @@ public struct StateDigestQuestion: Sendable, Hashable, Codable {
     }
 }
 
-/// The answer to ``StateDigestQuestions``: the position the state is of, and one answer per question.
+/// The answer to ``StateDigestQuestions``: the position and generation the state is of, and one
+/// answer per question.
 public struct StateDigestAnswers: Sendable, Hashable, Codable {
     public var position: UInt64
+    public var generation: UInt64
     public var answers: [StateDigestAnswer]
 
-    public init(position: UInt64, answers: [StateDigestAnswer]) {
+    public init(position: UInt64, generation: UInt64, answers: [StateDigestAnswer]) {
         self.position = position
+        self.generation = generation
         self.answers = answers
     }
 }

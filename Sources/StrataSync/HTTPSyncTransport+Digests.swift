@@ -219,14 +219,16 @@ extension HTTPSyncTransport {
 }
 
 /// A zone's state by object across the network: `POST /v1/zones/{zone}/state-digests`. The first
-/// answer names the position the state is of (the zone's end then); every later round asks about
-/// that same position, so that the comparison is of one state while the zone moves on.
+/// answer names the position and generation the state is of (the zone's end then); every later
+/// round asks about that same state, so
+/// that the comparison is of one state while the zone moves on (a device state merged into the
+/// zone meanwhile is refused `tokenExpired`).
 public final class RemoteZoneState: @unchecked Sendable {
     private let transport: HTTPSyncTransport
     private let zone: ZoneReference
     private let epoch: UInt64
     private let lock = NSLock()
-    private var pinned: UInt64?
+    private var pinned: (position: UInt64, generation: UInt64)?
     private var sent = 0
     private var received = 0
 
@@ -237,26 +239,27 @@ public final class RemoteZoneState: @unchecked Sendable {
     }
 
     /// The position of the zone's state being compared (`nil` before the first answer).
-    public var position: UInt64? { lock.withLock { pinned } }
+    public var position: UInt64? { lock.withLock { pinned?.position } }
 
     /// Bytes of request bodies sent and of answers received so far.
     public var bytes: (sent: Int, received: Int) { lock.withLock { (sent, received) } }
 
     /// One round's answers, in order.
     public func answer(_ requests: [StateBisection.Request]) async throws -> [StateBisection.Answer] {
-        let position = lock.withLock { pinned }
-        let body = Array(try JSONEncoder().encode(StateDigestQuestions(epoch: epoch, position: position, questions: requests.map(StateDigestQuestion.init))))
+        let pin = lock.withLock { pinned }
+        let body = Array(try JSONEncoder().encode(StateDigestQuestions(epoch: epoch, position: pin?.position, generation: pin?.generation,
+                                                                       questions: requests.map(StateDigestQuestion.init))))
         let request = HTTPExchangeRequest(method: "POST", url: transport.url(zone, StrataEndpoint.stateDigests),
                                           headers: [("Content-Type", "application/json")], body: body)
         let answer = try await transport.send(request).body
         guard let decoded = try? JSONDecoder().decode(StateDigestAnswers.self, from: Data(answer)), decoded.answers.count == requests.count else {
             throw SyncError(.malformedResponse, "state digest answers are not {position, answers: [...]} with one answer per question: \(String(decoding: answer.prefix(200), as: UTF8.self))")
         }
-        if let position, decoded.position != position {
-            throw SyncError(.malformedResponse, "the state digests answered are of position \(decoded.position), not \(position) as asked")
+        if let pin, decoded.position != pin.position || decoded.generation != pin.generation {
+            throw SyncError(.malformedResponse, "the state digests answered are of position \(decoded.position) and generation \(decoded.generation), not \(pin.position) and \(pin.generation) as asked")
         }
         lock.withLock {
-            pinned = decoded.position
+            pinned = (decoded.position, decoded.generation)
             sent += body.count
             received += answer.count
         }

@@ -31,8 +31,15 @@ struct RemoteBisectionAgreementTests {
         var testDescription: String { rawValue }
     }
 
+    /// Notes in folders (a to-one with a derived to-many inverse: a note moved changes what both
+    /// folders read), with tags, a default-valued attribute and a local-only one.
     static let schema = Schema {
-        Entity("Note", attributes: [Attribute("title", .string, default: ""), Attribute("body", .string)])
+        Entity("Folder", attributes: [Attribute("name", .string, default: "")],
+               relationships: [Relationship("notes", to: "Note", toMany: true, inverse: "folder")])
+        Entity("Note", attributes: [Attribute("title", .string, default: ""), Attribute("body", .string),
+                                    Attribute("pinned", .bool, default: false), Attribute("draft", .string, localOnly: true)],
+               relationships: [Relationship("folder", to: "Folder", inverse: "notes"), Relationship("tags", to: "Tag", toMany: true)])
+        Entity("Tag", attributes: [Attribute("label", .string, default: "")])
     }
     static let zone = ZoneReference("notes")
     static let token = "alice-secret"
@@ -62,16 +69,37 @@ struct RemoteBisectionAgreementTests {
         return try await Store.open(at: path, schema: Self.schema, options: options)
     }
 
-    /// `count` transactions of random inserts and updates of `store`'s notes.
+    /// `count` transactions of random inserts and updates of `store`'s notes: new folders and
+    /// tags, notes moved between folders, tagged, renamed, pinned, and local-only drafts.
     func write(_ store: Store, _ label: String, count: Int, rng: inout SeededGenerator) async throws {
         for i in 0..<count {
             let notes = store.fetch("Note").map(\.id).sorted()
-            let updateCount = notes.isEmpty ? 0 : Int(rng.next() % 3)
-            let targets = (0..<updateCount).map { _ in notes[Int(rng.next() % UInt64(notes.count))] }
-            let inserts = 1 + Int(rng.next() % 2)
+            let folders = store.fetch("Folder").map(\.id).sorted()
+            let tags = store.fetch("Tag").map(\.id).sorted()
+            let newFolder = folders.isEmpty || rng.next() % 4 == 0
+            let newTag = tags.isEmpty || rng.next() % 4 == 0
+            let inserts = (0..<1 + Int(rng.next() % 2)).map { _ in (folder: Int(rng.next() % 64), tagged: rng.next() % 3 == 0) }
+            let edits = (0..<(notes.isEmpty ? 0 : Int(rng.next() % 3))).map { _ in
+                (note: notes[Int(rng.next() % UInt64(notes.count))], kind: Int(rng.next() % 4), folder: Int(rng.next() % 64))
+            }
             try await store.transaction { tx in
-                for j in 0..<inserts { _ = try tx.insert("Note", ["title": .string("\(label) \(i).\(j)"), "body": .string("body \(i)")]) }
-                for target in targets { try tx.update(target, ["title": .string("\(label) edit \(i)")]) }
+                var folderIDs = folders
+                if newFolder { folderIDs.append(try tx.insert("Folder", ["name": .string("\(label) folder \(i)")])) }
+                var tagIDs = tags
+                if newTag { tagIDs.append(try tx.insert("Tag", ["label": .string("\(label) tag \(i)")])) }
+                for (j, insert) in inserts.enumerated() {
+                    let note = try tx.insert("Note", ["title": .string("\(label) \(i).\(j)"), "body": .string("body \(i)"), "draft": .string("draft \(i)"),
+                                                      "folder": .reference(folderIDs[insert.folder % folderIDs.count])])
+                    if insert.tagged { try tx.add(note, "tags", tagIDs[insert.folder % tagIDs.count]) }
+                }
+                for edit in edits {
+                    switch edit.kind {
+                    case 0: try tx.update(edit.note, ["title": .string("\(label) edit \(i)")])
+                    case 1: try tx.update(edit.note, ["folder": .reference(folderIDs[edit.folder % folderIDs.count])])
+                    case 2: try tx.update(edit.note, ["pinned": .bool(true), "draft": .string("\(label) draft \(i)")])
+                    default: try tx.add(edit.note, "tags", tagIDs[edit.folder % tagIDs.count])
+                    }
+                }
             }
         }
     }

@@ -200,13 +200,17 @@ struct RemoteDigestTests {
                 (#"{"epoch": \#(epoch), "questions": [{"digests": [["00000000-0000-0000-0000-000000000009", "00000000-0000-0000-0000-00000000000a"], ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"]]}]}"#, "sorted and disjoint"),
                 (#"{"epoch": \#(epoch), "questions": [{"digests": [["a", "b"]]}]}"#, "two object IDs"),
                 (#"{"epoch": \#(epoch), "questions": [{}]}"#, "names 0 ranges"),
-                (#"{"epoch": \#(epoch), "position": 999999, "questions": [{"objects": [["00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]]}]}"#, "not known yet"),
                 (#"{"epoch": \#(epoch), "epoch": 1, "questions": [{"digests": [["00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]]}]}"#, "which value counts"),
             ]
             for (body, reason) in bad {
                 let answer = try await postState(url, body)
                 #expect(answer.status == 400 && answer.body.contains(reason), "\(body): \(answer)")
             }
+            // A position past the zone's end (as after a restore from a backup), another generation.
+            let past = try await postState(url, #"{"epoch": \#(epoch), "position": 999999, "questions": [{"objects": [["00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]]}]}"#)
+            #expect(past.status == 410 && past.body.contains("zoneRewound"), "\(past)")
+            let merged = try await postState(url, #"{"epoch": \#(epoch), "generation": 77, "questions": [{"digests": [["00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]]}]}"#)
+            #expect(merged.status == 410 && merged.body.contains("tokenExpired") && merged.body.contains("merged a device's state"), "\(merged)")
             let tooWide = (0..<4_097).map { #"["00000000-0000-0000-0000-\#(String(format: "%012x", $0 * 2))", "00000000-0000-0000-0000-\#(String(format: "%012x", $0 * 2))"]"# }
             let wide = try await postState(url, #"{"epoch": \#(epoch), "questions": [{"digests": [\#(tooWide.joined(separator: ","))]}]}"#)
             #expect(wide.status == 400 && wide.body.contains("4096"), "\(wide.status) \(wide.body.prefix(300))")

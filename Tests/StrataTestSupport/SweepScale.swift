@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The full sweeps — the seed counts each test names — take most of an hour on a 2-core machine,
 /// far past what a test command run before every change can spend. `STRATA_SIM_SCALE` scales
-/// them: the test command's default, 0.2, runs a fifth of each (still hundreds of seeds for the
+/// them: the default (for the test command and a plain `swift test` alike), 0.2, runs a fifth of each (still hundreds of seeds for the
 /// main simulations, each with a fresh random base, so runs over time cover far more); `1` runs
 /// the full counts (a release, a change to the merge rule or the protocol). An exact count for
 /// one test is still its own variable (`STRATA_SIM_SEEDS`, `STRATA_TX_PROPERTY_SEEDS`).
@@ -13,7 +13,8 @@ public enum SweepScale {
     public static var factor: Double {
         guard let text = ProcessInfo.processInfo.environment["STRATA_SIM_SCALE"],
               let value = Double(text), value > 0, value.isFinite else { return 0.2 }
-        return value
+        // Past a thousand times the full sweeps a run would not end anyway; and no count overflows.
+        return min(value, 1_000)
     }
 
     /// `count` scaled, never under `minimum` (a test whose checks need that many seeds to mean

@@ -50,6 +50,10 @@ public struct StateBisection: Sendable {
     /// The most objects one answer holds: the leaves of a round are as many as hold at most that
     /// many objects (`leafSize` each).
     public static let maxObjectsPerAnswer = 65_536
+    /// The most rounds a comparison takes before the other side's answers are taken for lies:
+    /// 32 levels of cuts by width reach single IDs; a wide frontier and many leaves add rounds
+    /// of `maxRangesPerRequest`.
+    public static let maxRounds = 256
 
     private let local: StateDigests
     private let fanOut: Int
@@ -81,7 +85,7 @@ public struct StateBisection: Sendable {
             leaves = []
             return []
         }
-        // In ID order, so that what is found first (and listed, up to `limit`) is the lowest.
+        // In ID order, so that within a round the lowest ranges are asked about first.
         frontier.sort { $0.lowerBound < $1.lowerBound }
         leaves.sort { $0.lowerBound < $1.lowerBound }
         askedDigests = Array(frontier.prefix(Self.maxRangesPerRequest))
@@ -103,19 +107,47 @@ public struct StateBisection: Sendable {
             throw StoreError(.corruptEvent, "the other side gave \(answers.count) answers to \(expected) state questions")
         }
         outcome.rounds += 1
+        // Honest sides finish in about log_16 of the objects, at most 32 levels of cuts by width:
+        // an answer that keeps the comparison going past that is not believed.
+        guard outcome.rounds <= Self.maxRounds else {
+            throw StoreError(.corruptEvent, "the other side's answers kept the comparison going for \(Self.maxRounds) rounds")
+        }
         var rest = answers[...]
         if !askedDigests.isEmpty, case .digests(let sums) = rest.removeFirst() {
             guard sums.count == askedDigests.count else {
                 throw StoreError(.corruptEvent, "the other side answered \(sums.count) state digests for \(askedDigests.count) ranges")
             }
             outcome.bytesExchanged += 32 * askedDigests.count + 24 * sums.count
-            for (range, theirs) in zip(askedDigests, sums) where theirs != local.digest(range) {
+            // Each differing range holds at least one differing object: the first `limit` of them
+            // (in ID order) are explored, the rest left (the list may then be longer than shown),
+            // so that the questions stay within limit × fanOut ranges whatever the other side says.
+            var differing = zip(askedDigests, sums).filter { range, theirs in theirs != local.digest(range) }
+            if differing.count > limit {
+                differing.removeLast(differing.count - limit)
+                outcome.truncated = true
+            }
+            for (range, theirs) in differing {
+                // A side cannot hold more objects than a range has IDs: an answer that says so is
+                // not believed (it would make a range of one ID be cut forever).
+                let width = range.upperBound.rawValue - range.lowerBound.rawValue
+                if width < UInt128(UInt64.max), theirs.count > UInt64(width) + 1 {
+                    throw StoreError(.corruptEvent, "the other side claims \(theirs.count) objects in [\(range.lowerBound), \(range.upperBound)], a range of \(width + 1) IDs")
+                }
                 let mine = local.count(in: range)
-                if max(UInt64(mine), theirs.count) <= UInt64(leafSize) {
+                let pieces = max(UInt64(mine), theirs.count) <= UInt64(leafSize) || width < UInt128(leafSize) ? [range]
+                    : split(range, mine: mine, theirs: theirs.count)
+                if pieces.count <= 1 {
                     leaves.append(range)
                 } else {
-                    frontier.append(contentsOf: split(range, mine: mine, theirs: theirs.count))
+                    frontier.append(contentsOf: pieces)
                 }
+            }
+            // Ranges waiting stay within limit × fanOut (the lowest kept): a comparison's memory is
+            // bounded whatever the other side answers.
+            if frontier.count > limit * fanOut {
+                frontier.sort { $0.lowerBound < $1.lowerBound }
+                frontier.removeLast(frontier.count - limit * fanOut)
+                outcome.truncated = true
             }
         } else if !askedDigests.isEmpty {
             throw StoreError(.corruptEvent, "the other side answered objects where state digests were asked for")
@@ -168,8 +200,18 @@ public struct StateBisection: Sendable {
     /// Compares the other side's objects in the leaves asked about with this side's.
     private mutating func compare(_ theirs: [ObjectFingerprint]) throws {
         var byID: [ObjectID: Fingerprint] = [:]
+        // The leaves asked about are sorted and disjoint: each object's is found by binary search.
+        func inLeaf(_ id: ObjectID) -> Bool {
+            var low = 0
+            var high = askedLeaves.count
+            while low < high {
+                let mid = (low + high) / 2
+                if askedLeaves[mid].upperBound < id { low = mid + 1 } else { high = mid }
+            }
+            return low < askedLeaves.count && askedLeaves[low].contains(id)
+        }
         for object in theirs {
-            guard askedLeaves.contains(where: { $0.contains(object.id) }) else {
+            guard inLeaf(object.id) else {
                 throw StoreError(.corruptEvent, "the other side answered object \(object.id), outside the ranges asked about")
             }
             byID[object.id] = object.fingerprint

@@ -1,14 +1,15 @@
 import StrataLog
 
 /// A side's state by object: each existing object's fingerprint, sorted by ID, with prefix sums,
-/// so that the digest of any range of object IDs costs two binary searches (48 bytes an object).
+/// so that the digest of any range of object IDs costs two binary searches (56 bytes an object).
 ///
-/// An object's fingerprint covers what a reader sees of it and what `strata diff` compares: its
-/// ID, its entity, its fields' values (local-only attributes left out: they never sync) and its
-/// to-many sets' members. Not which event set a field: two devices that hold the same values
-/// from different events hold the same state (their histories differ, and the history digests
-/// say so). Objects that do not exist (deleted, never seen) have no fingerprint: a range's
-/// digest counts the existing objects in it.
+/// An object's fingerprint covers the object as a store reads it, which is what `strata diff`
+/// compares: its ID, its entity, its fields' values (absent attributes at their defaults,
+/// derived to-one relationships included; local-only attributes left out: they never sync) and
+/// its to-many relationships' members (derived ones included). Not which event set a field: two
+/// devices that hold the same values from different events hold the same state (their histories
+/// differ, and the history digests say so). Objects that do not exist (deleted, never seen) have
+/// no fingerprint: a range's digest counts the existing objects in it.
 public struct StateDigests: Sendable {
     /// Sorted, each once.
     public private(set) var ids: [ObjectID] = []
@@ -89,45 +90,39 @@ public struct ObjectFingerprint: Hashable, Sendable {
 }
 
 extension Projection {
-    /// Every existing object's state fingerprint (see ``StateDigests``), by the recorded schema's
-    /// local-only attributes.
+    /// Every existing object's state fingerprint (see ``StateDigests``): of the object as a
+    /// store reads it (``snapshot(_:includeToMany:)``: absent attributes at their defaults, derived
+    /// relationships included), so that two sides differ exactly where `strata diff` finds an
+    /// object differing. Local-only attributes of the schema are left out.
     package func stateDigests() -> StateDigests {
-        let nameBytes = names.map { Array($0.utf8) }
-        var localOnly: [UInt64: Bool] = [:]
-        func isLocalOnly(entity: UInt32, key: UInt32) -> Bool {
-            let slot = UInt64(entity) << 32 | UInt64(key)
-            if let known = localOnly[slot] { return known }
-            let answer = schema.entity(names[Int(entity)])?.attribute(names[Int(key)])?.isLocalOnly == true
-            localOnly[slot] = answer
-            return answer
-        }
+        var localOnly: [String: Set<String>] = [:]
         var objects: [ObjectFingerprint] = []
         var w = ByteWriter(capacity: 1024)
-        var fields: [(key: UInt32, value: Value)] = []
         for id in allObjectIDs() {
-            guard let record = records[id] else { continue }
+            guard let object = snapshot(id, includeToMany: true) else { continue }
+            let hidden: Set<String>
+            if let known = localOnly[object.entity] {
+                hidden = known
+            } else {
+                hidden = Set((schema.entity(object.entity)?.attributes ?? []).filter(\.isLocalOnly).map(\.name))
+                localOnly[object.entity] = hidden
+            }
             w.bytes.removeAll(keepingCapacity: true)
             w.id(id)
-            w.lengthPrefixed(nameBytes[Int(record.entity)])
-            fields.removeAll(keepingCapacity: true)
-            for slot in record.fields where !isLocalOnly(entity: record.entity, key: slot.key) {
-                if let visible = visibleValue(record, key: slot.key) { fields.append((slot.key, visible.value)) }
-            }
-            if fields.count > 1 { fields.sort { names[Int($0.key)].utf8.lexicographicallyPrecedes(names[Int($1.key)].utf8) } }
+            w.lengthPrefixed(Array(object.entity.utf8))
+            let fields = object.values.filter { !hidden.contains($0.key) }
+                .sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
             w.varint(UInt64(fields.count))
-            for field in fields {
-                w.lengthPrefixed(nameBytes[Int(field.key)])
-                EventCodec.writeValue(field.value, into: &w)
+            for (name, value) in fields {
+                w.lengthPrefixed(Array(name.utf8))
+                EventCodec.writeValue(value, into: &w)
             }
-            if !record.sets.isEmpty {
-                let setKeys = Set(record.sets.map(\.key)).sorted { names[Int($0)].utf8.lexicographicallyPrecedes(names[Int($1)].utf8) }
-                for key in setKeys {
-                    let members = visibleMembers(record, key: key).sorted()
-                    guard !members.isEmpty else { continue }
-                    w.lengthPrefixed(nameBytes[Int(key)])
-                    w.varint(UInt64(members.count))
-                    for member in members { w.id(member) }
-                }
+            let sets = object.toMany.filter { !$0.value.isEmpty }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            for (name, members) in sets {
+                let unique = Set(members).sorted()
+                w.lengthPrefixed(Array(name.utf8))
+                w.varint(UInt64(unique.count))
+                for member in unique { w.id(member) }
             }
             objects.append(ObjectFingerprint(id: id, fingerprint: Fingerprint(of: w.bytes)))
         }

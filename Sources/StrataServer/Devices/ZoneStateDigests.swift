@@ -17,8 +17,9 @@ import StrataProtocol
 /// another snapshot (a compaction or a merged device state), or another history at its position
 /// (a server restored from a backup: the history chain differs there).
 ///
-/// Memory: one projection per zone, dropped least recently used first past `maxEvents` events in
-/// all (the one just used is kept, whatever its size).
+/// Memory: one projection per zone (and its state by object at up to two positions, for remote
+/// diffs), dropped least recently used first past `maxEvents` events and objects in all (the one
+/// just used is kept, whatever its size).
 actor ZoneStateDigests {
     /// Why a state could not be computed at a position.
     enum Unavailable: Error, Sendable {
@@ -37,6 +38,12 @@ actor ZoneStateDigests {
         var generation: UInt64
     }
 
+    /// A state by object, and when it was last used.
+    private struct KeptObjects {
+        var state: StateDigests
+        var used: UInt64
+    }
+
     private struct Entry {
         var builder: BuilderBox
         /// The snapshot the projection started from (`nil`: the log's start), and the position
@@ -46,7 +53,7 @@ actor ZoneStateDigests {
         var chain: UInt64?
         var digests: [UInt64: String]
         /// The state by object at a position or two (a remote diff's rounds ask at one).
-        var objects: [UInt64: StateDigests] = [:]
+        var objects: [UInt64: KeptObjects] = [:]
         var used: UInt64
         /// When a position behind ``next`` was last replayed from the snapshot.
         var replayedBehind: Duration?
@@ -114,7 +121,7 @@ actor ZoneStateDigests {
     private static func known(_ entry: Entry, at position: UInt64, _ kind: Kind) -> Computed? {
         switch kind {
         case .digest: entry.digests[position].map(Computed.digest)
-        case .objects: entry.objects[position].map(Computed.objects)
+        case .objects: entry.objects[position].map { Computed.objects($0.state) }
         }
     }
 
@@ -124,8 +131,13 @@ actor ZoneStateDigests {
             entry.digests[position] = digest
             if entry.digests.count > keptDigests, let oldest = entry.digests.keys.min() { entry.digests[oldest] = nil }
         case .objects(let objects):
-            entry.objects[position] = objects
-            if entry.objects.count > Self.keptObjectStates, let oldest = entry.objects.keys.min() { entry.objects[oldest] = nil }
+            // The least recently used goes, never the one just computed: a comparison pinned to
+            // an older position keeps its state while newer ones are asked for.
+            entry.objects[position] = KeptObjects(state: objects, used: uses)
+            if entry.objects.count > Self.keptObjectStates,
+               let stale = entry.objects.filter({ $0.key != position }).min(by: { $0.value.used < $1.value.used })?.key {
+                entry.objects[stale] = nil
+            }
         }
     }
 
@@ -159,6 +171,7 @@ actor ZoneStateDigests {
         uses += 1
         if var kept = entry, let known = Self.known(kept, at: position, kind) {
             kept.used = uses
+            kept.objects[position]?.used = uses
             keep(kept, key, life)
             return known
         }
@@ -239,11 +252,16 @@ actor ZoneStateDigests {
     }
 
     private func evict(keeping kept: Key) {
-        var total = entries.values.reduce(UInt64(0)) { $0 + $1.builder.value.eventCount }
+        // A kept state by object counts as many events as it holds objects (56 bytes an object,
+        // about what a projection spends on an event).
+        func weight(_ entry: Entry) -> UInt64 {
+            entry.builder.value.eventCount + entry.objects.values.reduce(UInt64(0)) { $0 + UInt64($1.state.count) }
+        }
+        var total = entries.values.reduce(UInt64(0)) { $0 + weight($1) }
         guard total > maxEvents else { return }
         for (key, entry) in entries.sorted(by: { $0.value.used < $1.value.used }) where key != kept {
             entries[key] = nil
-            total -= min(total, entry.builder.value.eventCount)
+            total -= min(total, weight(entry))
             if total <= maxEvents { return }
         }
     }

@@ -16,7 +16,7 @@ import StrataLog
 /// and when the zone's history is no longer the one it was built from (restored from a backup:
 /// the history chain's fingerprint at the entry's end differs, or the end moved back).
 ///
-/// Memory: 32 bytes per event held (``SequenceDigests``); entries are dropped, least recently
+/// Memory: 40 bytes per event held (``SequenceDigests``, with each event's HLC); entries are dropped, least recently
 /// used first, past `maxEvents` in all (the one just built is kept, whatever its size).
 actor ZoneDigestCache {
     struct Key: Hashable, Sendable {

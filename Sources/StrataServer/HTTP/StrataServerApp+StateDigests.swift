@@ -14,10 +14,16 @@ extension StrataServerApp {
         try Self.requireSchemaVersion(request, zone)
         let body = try await readBody(request, limit: min(configuration.limits.maxBodyBytes, Self.maxDigestQuestionBytes))
         let (questions, requests) = try Self.stateRequests(body, zone: zone)
+        // A comparison is of one state: the generation pins it as the position does (a device
+        // state merged into the zone replaces its state at a position without moving it).
+        if let generation = questions.generation, generation != zone.generation {
+            throw ServerError(.tokenExpired, "zone \(zone.id) merged a device's state since the comparison began (generation \(zone.generation), not \(generation)): compare again from the zone's end")
+        }
         let end = try await storageCall { () async throws(ZoneStorageError) in try await storage.endPosition(zone: zone.id) }
+        // No position named: the zone's end (a state kept there already answers at once).
         let position = questions.position ?? end
         guard position <= end else {
-            throw ServerError(.badRequest, "zone \(zone.id) ends at position \(end); its state at \(position) is not known yet")
+            throw ServerError(.zoneRewound, "zone \(zone.id) ends at position \(end), before \(position): it was restored from a backup since the comparison began; compare again from its end")
         }
         let state: StateDigests
         do {
@@ -44,7 +50,7 @@ extension StrataServerApp {
         let answers = requests.map { StateDigestAnswer(StateBisection.answer($0, from: state)) }
         try requireStillSignedIn(request, as: user)
         try await requireStillReadable(zone.id, by: user, epoch: zone.epoch)
-        return try json(StateDigestAnswers(position: position, answers: answers))
+        return try json(StateDigestAnswers(position: position, generation: zone.generation, answers: answers))
     }
 
     /// The questions of a round, read and bounded.

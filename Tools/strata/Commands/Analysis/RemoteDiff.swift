@@ -116,6 +116,7 @@ struct RemoteDiff: Codable, Sendable {
         let acknowledged = remote.acknowledged
         var compared: UInt64 = 0
         var firstOnlyOnDevice: [EventID] = []
+        var onlyOnDevice: [ReplicaID: SequenceRanges] = [:]
         var firstOnlyInZone: [EventID] = []
         for replica in Set(local.replicas.keys).union(remoteRanges.keys).sorted() {
             let mine = SequenceRanges(halfOpen: local.replicas[replica]?.ranges ?? [])
@@ -130,6 +131,7 @@ struct RemoteDiff: Codable, Sendable {
             let onlyTheirs = theirs.subtracting(SequenceRanges(applied[replica]))
             guard !onlyMine.isEmpty || !onlyTheirs.isEmpty else { continue }
             if let first = onlyMine.first { firstOnlyOnDevice.append(EventID(replica: replica, sequence: first)) }
+            if !onlyMine.isEmpty { onlyOnDevice[replica] = onlyMine }
             if let first = onlyTheirs.first { firstOnlyInZone.append(EventID(replica: replica, sequence: first)) }
             replicas.append(ReplicaHeld(replica: replica.description, onlyOnDevice: onlyMine.description, onlyInZone: onlyTheirs.description,
                                         onlyOnDeviceCount: onlyMine.count, onlyInZoneCount: onlyTheirs.count))
@@ -197,16 +199,27 @@ struct RemoteDiff: Codable, Sendable {
         // part of the zone's state by design).
         var state: StateComparison?
         if mask.isEmpty, let epoch = remote.epoch {
-            let zoneState = transport.zoneStateDigests(zone, epoch: epoch)
-            do {
-                let outcome = try await zoneState.compare(loaded.projection.stateDigests(), limit: limit)
-                let (sent, received) = zoneState.bytes
-                state = StateComparison(position: zoneState.position, objectsOnDevice: loaded.projection.allObjectIDs().count,
-                                        differing: outcome.differing.map(\.description), onlyOnDevice: outcome.onlyHere.map(\.description),
-                                        onlyInZone: outcome.onlyThere.map(\.description), truncated: outcome.truncated, rounds: outcome.rounds,
-                                        bytesSent: sent, bytesReceived: received)
-            } catch {
-                warnings.append("the states could not be compared by object (a server before release 0.16 does not answer state digests): \(error); only the histories were compared")
+            let deviceState = loaded.projection.stateDigests()
+            // Once more from the zone's end when the state the comparison was pinned to went
+            // away meanwhile (compacted, merged with a device's state, rewound, replayed lately).
+            for attempt in 0..<2 where state == nil {
+                let zoneState = transport.zoneStateDigests(zone, epoch: epoch)
+                do {
+                    let outcome = try await zoneState.compare(deviceState, limit: limit)
+                    let (sent, received) = zoneState.bytes
+                    state = StateComparison(position: zoneState.position, objectsOnDevice: deviceState.count,
+                                            differing: outcome.differing.map(\.description), onlyOnDevice: outcome.onlyHere.map(\.description),
+                                            onlyInZone: outcome.onlyThere.map(\.description), truncated: outcome.truncated, rounds: outcome.rounds,
+                                            bytesSent: sent, bytesReceived: received)
+                } catch let error as SyncError where attempt == 0 && [SyncError.Code(.tokenExpired), SyncError.Code(.serverBusy), SyncError.Code(.zoneRewound)].contains(error.code) {
+                    continue
+                } catch let error as SyncError where error.code == .notFound || error.code == .badRequest && zoneState.position == nil {
+                    warnings.append("the server does not compare states by object (a server before release 0.16?): \(error); only the histories were compared")
+                    break
+                } catch {
+                    warnings.append("the states could not be compared by object: \(error); only the histories were compared")
+                    break
+                }
             }
         }
 
@@ -225,7 +238,8 @@ struct RemoteDiff: Codable, Sendable {
             let fields = (object?.values ?? [:]).sorted(by: { $0.key < $1.key }).map { key, value in
                 DeviceObject.Field(field: key, value: JSONValue(value), setBy: provenance[key].map { p in
                     StoreDiff.Blame(replica: p.event.replica.description, sequence: p.event.sequence, hlc: p.hlc.rawValue, time: Format.time(p.hlc),
-                                    position: loaded.index.entry(holding: p.event)?.position, seenByOther: outcome.differing.contains(p.event) == false)
+                                    position: loaded.index.entry(holding: p.event)?.position,
+                                    seenByOther: !outcome.differing.contains(p.event) && onlyOnDevice[p.event.replica]?.contains(p.event.sequence) != true)
                 })
             }
             objects.append(DeviceObject(object: id.description, entity: entity, exists: object != nil, fields: fields))
@@ -280,7 +294,7 @@ struct RemoteDiff: Codable, Sendable {
             for object in objects.prefix(20) {
                 lines.append("  \(object.entity) \(object.object)\(object.exists ? "" : " (deleted on the device)")")
                 for field in object.fields {
-                    let setBy = field.setBy.map { "← set by \(StoreDiff.event($0.replica, $0.sequence, $0.user)) at \($0.time)\($0.seenByOther ? "" : " (an event the zone holds with other content)")" } ?? "(no event: default)"
+                    let setBy = field.setBy.map { "← set by \(StoreDiff.event($0.replica, $0.sequence, $0.user)) at \($0.time)\($0.seenByOther ? "" : " (not in the zone as the device holds it: unpushed, or held there with other content)")" } ?? "(no event: default)"
                     lines.append("    \(field.field): \(StoreDiff.show(field.value)) \(setBy)")
                 }
             }

@@ -36,6 +36,16 @@ struct SequenceRanges: Sendable, Hashable, CustomStringConvertible {
     var count: UInt64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound + 1) } }
     var isEmpty: Bool { ranges.isEmpty }
     var first: UInt64? { ranges.first?.lowerBound }
+    /// Whether `sequence` is in one of the ranges (a binary search).
+    func contains(_ sequence: UInt64) -> Bool {
+        var low = 0
+        var high = ranges.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ranges[mid].upperBound < sequence { low = mid + 1 } else { high = mid }
+        }
+        return low < ranges.count && ranges[low].contains(sequence)
+    }
 
     /// The sequences in `self` and not in `other`.
     func subtracting(_ other: SequenceRanges) -> SequenceRanges {
