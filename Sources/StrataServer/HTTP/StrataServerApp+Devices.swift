@@ -81,15 +81,8 @@ extension StrataServerApp {
 
     /// A report's body, read and bounded.
     static func deviceReport(_ body: [UInt8]) throws(ServerError) -> DeviceReport {
-        if let problem = DuplicateJSONKeys.first(in: body) {
-            throw ServerError(.badRequest, "the body \(problem): which value counts would be a guess")
-        }
-        let report: DeviceReport
-        do {
-            report = try JSONDecoder().decode(DeviceReport.self, from: Data(body))
-        } catch {
-            throw ServerError(.badRequest, "the body is not a device report {replica, token, digest, pendingTransactions, pendingAssets, masked, library}: \(error)")
-        }
+        let report = try decodeJSONBody(body, as: DeviceReport.self,
+                                        shape: "a device report {replica, token, digest, pendingTransactions, pendingAssets, masked, library}")
         if let digest = report.digest, !DeviceReport.isDigest(digest) {
             throw ServerError(.badRequest, "the report's digest \"\(digest.prefix(80))\" is not 64 lower-case hex digits")
         }

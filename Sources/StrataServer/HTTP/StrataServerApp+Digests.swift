@@ -55,15 +55,8 @@ extension StrataServerApp {
 
     /// The questions of a round, read and bounded.
     static func digestRequests(_ body: [UInt8], zone: ZoneInfo) throws(ServerError) -> [DigestBisection.Request] {
-        if let problem = DuplicateJSONKeys.first(in: body) {
-            throw ServerError(.badRequest, "the body \(problem): which value counts would be a guess")
-        }
-        let questions: DigestQuestions
-        do {
-            questions = try JSONDecoder().decode(DigestQuestions.self, from: Data(body))
-        } catch {
-            throw ServerError(.badRequest, "the body is not {\"epoch\": N, \"questions\": [{\"replica\": ID, \"pieces\": [[[first, end], …], …]} or {\"replica\": ID, \"fingerprints\": [[first, end], …]}]}: \(describe(error))")
-        }
+        let questions = try decodeJSONBody(body, as: DigestQuestions.self,
+                                           shape: "{\"epoch\": N, \"questions\": [{\"replica\": ID, \"pieces\": [[[first, end], …], …]} or {\"replica\": ID, \"fingerprints\": [[first, end], …]}]}")
         guard questions.epoch == zone.epoch else {
             throw ServerError(.zoneReset, "zone \(zone.id) is in epoch \(zone.epoch), not \(questions.epoch): it was deleted and created again since its digests were asked for")
         }

@@ -55,15 +55,8 @@ extension StrataServerApp {
 
     /// The questions of a round, read and bounded.
     static func stateRequests(_ body: [UInt8], zone: ZoneInfo) throws(ServerError) -> (StateDigestQuestions, [StateBisection.Request]) {
-        if let problem = DuplicateJSONKeys.first(in: body) {
-            throw ServerError(.badRequest, "the body \(problem): which value counts would be a guess")
-        }
-        let questions: StateDigestQuestions
-        do {
-            questions = try JSONDecoder().decode(StateDigestQuestions.self, from: Data(body))
-        } catch {
-            throw ServerError(.badRequest, "the body is not {\"epoch\": N, \"position\": N (optional), \"questions\": [{\"digests\": [[first, last], …]} or {\"objects\": [[first, last], …]}]}: \(describe(error))")
-        }
+        let questions = try decodeJSONBody(body, as: StateDigestQuestions.self,
+                                           shape: "{\"epoch\": N, \"position\": N (optional), \"generation\": N (optional), \"questions\": [{\"digests\": [[first, last], …]} or {\"objects\": [[first, last], …]}]}")
         guard questions.epoch == zone.epoch else {
             throw ServerError(.zoneReset, "zone \(zone.id) is in epoch \(zone.epoch), not \(questions.epoch): it was deleted and created again since the comparison began")
         }

@@ -328,6 +328,19 @@ struct StrataSyncBench {
                        run.found && run.bytes <= 64 * 1024 && run.warm.seconds <= 1 ? "✔ \(fixed(Double(run.bytes) / 1024, 1)) KiB, \(fixed(run.warm.seconds, 3)) s" : "✘")
         }
 
+        // 2f. Remote state bisection: the source device's objects against the zone's state, one
+        // object's fingerprint changed on the device's side.
+        do {
+            let zone = "push-\(settings.pushBatchSizes[0])"
+            note("remote state bisection: the source store's objects against \(zone), one differing object…")
+            let run = try await stateBisectionRun(storePath: place.path("source"), server: server, zone: zone)
+            note("  found \(run.found ? "the differing object" : "**not the differing object**"): cold \(fixed(run.cold.seconds * 1000, 1)) ms, warm \(fixed(run.warm.seconds * 1000, 1)) ms, \(grouped(run.bytes)) bytes, \(run.rounds) rounds; device state \(fixed(run.localSeconds, 2)) s")
+            report.add("2f. remote state bisection: a device's objects against its zone's state (\(grouped(run.objects)) objects), one differing object, by POST /state-digests over loopback",
+                       "\(grouped(run.bytes)) bytes exchanged (bodies), \(run.rounds) rounds; \(fixed(run.warm.seconds * 1000, 1)) ms with the server's state kept, \(fixed(run.cold.seconds * 1000, 1)) ms for the first (the server fingerprints every object); the device's state took \(fixed(run.localSeconds, 2)) s; found the differing object: \(run.found ? "yes" : "**no**")",
+                       "≤ 64 KiB, ≤ 1 s (as 2e)",
+                       run.found && run.bytes <= 64 * 1024 && run.warm.seconds <= 1 ? "✔ \(fixed(Double(run.bytes) / 1024, 1)) KiB, \(fixed(run.warm.seconds, 3)) s" : "✘")
+        }
+
         // 2c. The same transactions applied from memory: the client's share of a catch-up.
         let pageSize = settings.pullLimits[0]
         note("apply alone: the source store's transactions applied to a fresh store, \(pageSize) tx per applyRemote, best of 3…")

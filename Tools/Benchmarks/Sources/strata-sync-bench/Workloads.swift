@@ -374,6 +374,52 @@ func bisectionRun(storePath: String, server: ServerProcess, zone: String) async 
     return run
 }
 
+// MARK: 2f. remote state bisection
+
+struct StateBisectionRun {
+    var objects = 0
+    var localSeconds = 0.0
+    var cold = Sample(operations: 0, events: 0, nanos: 0)
+    var warm = Sample(operations: 0, events: 0, nanos: 0)
+    var bytes = 0
+    var rounds = 0
+    var found = false
+}
+
+/// The store at `storePath` (whose events the zone holds) compared with `zone`'s state by object,
+/// one object's fingerprint changed first: the first comparison (the server replays the zone and
+/// fingerprints every object), then a second (its state is kept).
+func stateBisectionRun(storePath: String, server: ServerProcess, zone: String) async throws -> StateBisectionRun {
+    var run = StateBisectionRun()
+    let store = try await openStore(storePath, .buffered, autoCompaction: .disabled)
+    let started = monotonicNanos()
+    let state = store.stateDigests()
+    run.localSeconds = Double(monotonicNanos() - started) / 1e9
+    try await store.close()
+    var objects = state.fingerprints(in: ObjectID(rawValue: 0)...ObjectID(rawValue: .max))
+    guard !objects.isEmpty else { throw BenchError("the source store holds no objects") }
+    run.objects = objects.count
+    let target = objects.count / 3 + 11
+    objects[target].fingerprint.low ^= 1
+    let device = StateDigests(objects)
+    let epoch = try await transport(server).describeZone(ZoneReference(zone)).epoch
+    for pass in 0..<2 {
+        let remote = transport(server).zoneStateDigests(ZoneReference(zone), epoch: epoch)
+        let start = monotonicNanos()
+        let outcome = try await remote.compare(device)
+        let sample = Sample(operations: outcome.rounds, events: run.objects, nanos: monotonicNanos() - start)
+        if pass == 0 {
+            run.cold = sample
+        } else {
+            run.warm = sample
+            run.bytes = remote.bytes.sent + remote.bytes.received
+            run.rounds = outcome.rounds
+            run.found = outcome.differing == [objects[target].id] && outcome.onlyHere.isEmpty && outcome.onlyThere.isEmpty
+        }
+    }
+    return run
+}
+
 // MARK: 3. long-poll wake-up
 
 struct WakeUpRun {
