@@ -29,7 +29,9 @@ extension SyncEngine {
             let masked = !options.downloadMask.isEmpty
             // A state the server would not compare (ahead of the zone, or part of it) is not
             // digested: the report still says where the device is and what it has not pushed.
-            let digest = unpushed.isEmpty && !masked ? try await BlockingIO.run { store.digest() } : nil
+            // On a view of the state, not under the store's lock: commits go on while it is
+            // computed (a million objects take seconds).
+            let digest = unpushed.isEmpty && !masked ? try await BlockingIO.run { store.read { $0.digest() } } : nil
             // The state must be the one at `token`: a pull, a push or a commit meanwhile (another
             // call on this engine while it waited) makes the digest another state's. Sent later.
             guard cursor.token == token, cursor.acknowledged == acknowledged, store.segmentLog.endPosition == logEnd else { return }

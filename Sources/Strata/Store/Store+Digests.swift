@@ -36,8 +36,9 @@ extension Store {
     /// `HTTPSyncTransport.zoneStateDigests`) or with another store (`StateBisection`) to find
     /// the objects that differ, whatever each side's history still holds.
     ///
-    /// Visits every object once, under the store's lock.
+    /// Visits every object once, on a view of the store's state (see ``read(_:)``): commits go
+    /// on meanwhile.
     public func stateDigests() -> StateDigests {
-        core.withLock { $0.projection.stateDigests() }
+        read { $0.projection.stateDigests() }
     }
 }
