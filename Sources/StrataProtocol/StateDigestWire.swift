@@ -1,7 +1,7 @@
 public import StrataCore
 
 /// The body of `POST /v1/zones/{zone}/state-digests`: one round of a state bisection
-/// (``StateBisection``) — at most ``maxQuestions`` questions of at most ``maxRanges`` object ID
+/// (`StateBisection`) — at most ``maxQuestions`` questions of at most ``maxRanges`` object ID
 /// ranges each — about the zone's state at `position` and `generation` (absent in the first round:
 /// the zone's end, which the answer names, and the following rounds name again), in the zone's
 /// life `epoch`.
@@ -27,7 +27,7 @@ public struct StateDigestQuestions: Sendable, Hashable, Codable {
 }
 
 /// A question: the digests of object ID ranges, or the objects (with their fingerprints) in
-/// ranges; each range `[first, last]`, IDs as ``ObjectID`` writes them, sorted and disjoint.
+/// ranges; each range `[first, last]`, IDs as `ObjectID` writes them, sorted and disjoint.
 /// Exactly one of the two.
 public struct StateDigestQuestion: Sendable, Hashable, Codable {
     public var digests: [[String]]?

@@ -21,7 +21,7 @@ struct RemoteDiffCommandTests: NoteStoreCLI {
 
             let equal = try await strata(diff)
             #expect(equal.status == 0, "\(equal.stdout)\(equal.stderr)")
-            #expect(equal.stdout.contains("equal: every event both hold has the same content"))
+            #expect(equal.stdout.contains("equal: the same events with the same content, and every object the same"), "\(equal.stdout)")
             // The schema event and the two inserts (one transaction), compared in two round trips.
             #expect(equal.stdout.contains("compared by digests: 3 (2 round trips"), "\(equal.stdout)")
 
@@ -35,6 +35,12 @@ struct RemoteDiffCommandTests: NoteStoreCLI {
             #expect((replicas.first?["onlyOnDeviceCount"] as? NSNumber)?.intValue == 1, "the one unpushed insert")
             #expect((replicas.first?["onlyInZoneCount"] as? NSNumber)?.intValue == 0)
             #expect((object["differing"] as? [Any])?.isEmpty == true)
+            // The objects: the unpushed note exists only on the device, and is listed with why.
+            let state = try #require(object["state"] as? [String: Any], "no state comparison: \(ahead.stdout)")
+            #expect((state["onlyOnDevice"] as? [String])?.count == 1 && (state["differing"] as? [String])?.isEmpty == true)
+            let ahead2 = try await strata(diff)
+            #expect(ahead2.stdout.contains("exist only on the device (created here, or deleted in the zone): 1"), "\(ahead2.stdout)")
+            #expect(ahead2.stdout.contains("[only on the device]") && ahead2.stdout.contains("expected while the histories differ"), "\(ahead2.stdout)")
 
             // Pushed, then the zone compacted: what the zone holds only in its snapshot is held
             // all the same (nothing "only on the device"), and nothing is left to compare.

@@ -2,12 +2,13 @@ import Foundation
 
 /// How much of the long randomized sweeps (simulations, property tests) a run does.
 ///
-/// The full sweeps — the seed counts each test names — take most of an hour on a 2-core machine,
-/// far past what a test command run before every change can spend. `STRATA_SIM_SCALE` scales
+/// The full sweeps — the seed counts each test names — took the test command's long round 1,404 s
+/// on a 2-core machine (418 s at the default scale), past what a test command run before every
+/// change can spend. `STRATA_SIM_SCALE` scales
 /// them: the default (for the test command and a plain `swift test` alike), 0.2, runs a fifth of each (still hundreds of seeds for the
 /// main simulations, each with a fresh random base, so runs over time cover far more); `1` runs
-/// the full counts (a release, a change to the merge rule or the protocol). An exact count for
-/// one test is still its own variable (`STRATA_SIM_SEEDS`, `STRATA_TX_PROPERTY_SEEDS`).
+/// the full counts (a release, a change to the merge rule or the protocol). Exact counts, past the
+/// scale: `STRATA_SIM_SEEDS` (every simulation at once) and `STRATA_TX_PROPERTY_SEEDS`.
 public enum SweepScale {
     /// The scale: `STRATA_SIM_SCALE` when it is a positive number, 0.2 otherwise.
     public static var factor: Double {

@@ -6,7 +6,7 @@
 # over its corpus (Tools/scripts/fuzz.sh, 100,000 executions each; STRATA_FUZZ=0 skips that,
 # STRATA_FUZZ_RUNS raises it). STRATA_CRASH_ROUNDS (default 200) sets the rounds of the
 # SIGKILL crash test. STRATA_SIM_SCALE (default 0.2) scales the seeds of the simulations and the
-# transaction property test: 1 runs the full sweeps (about an hour more on 2 cores).
+# transaction property test: 1 runs the full sweeps (round 2 took 1,404 s at 1, 418 s at 0.2).
 set -euo pipefail
 # Files the tests write (users files among them) must not be group-writable: `strata serve` refuses
 # a users file others may write. A machine whose umask is 002 would otherwise fail them.

@@ -47,6 +47,10 @@ struct RemoteDiff: Codable, Sendable {
         var entity: String
         var exists: Bool
         var fields: [Field]
+        /// Its to-many relationships' members on the device.
+        var members: [String: [String]] = [:]
+        /// Why it is listed: "named by an event that differs", "state differs", "only on the device".
+        var reasons: [String] = []
     }
 
     /// The device's objects against the zone's state at `position`, by digests of object ID
@@ -231,8 +235,15 @@ struct RemoteDiff: Codable, Sendable {
         if let state {
             named.formUnion((state.differing + state.onlyOnDevice).prefix(limit).compactMap(ObjectID.init))
         }
+        let eventNamed = Set(differing.compactMap { $0.device?.object })
+        let stateDiffers = Set(state?.differing ?? [])
+        let stateOnlyHere = Set(state?.onlyOnDevice ?? [])
         for id in named.sorted() {
             let object = projection.object(id)
+            var reasons: [String] = []
+            if eventNamed.contains(id.description) { reasons.append("named by an event that differs") }
+            if stateDiffers.contains(id.description) { reasons.append("state differs") }
+            if stateOnlyHere.contains(id.description) { reasons.append("only on the device") }
             let provenance = projection.provenance(id)
             let entity = object?.entity ?? projection.lifecycle(id)?.entity ?? "?"
             let fields = (object?.values ?? [:]).sorted(by: { $0.key < $1.key }).map { key, value in
@@ -242,7 +253,8 @@ struct RemoteDiff: Codable, Sendable {
                                     seenByOther: !outcome.differing.contains(p.event) && onlyOnDevice[p.event.replica]?.contains(p.event.sequence) != true)
                 })
             }
-            objects.append(DeviceObject(object: id.description, entity: entity, exists: object != nil, fields: fields))
+            let members = (object?.toMany ?? [:]).filter { !$0.value.isEmpty }.mapValues { $0.map(\.description) }
+            objects.append(DeviceObject(object: id.description, entity: entity, exists: object != nil, fields: fields, members: members, reasons: reasons))
         }
         let (sent, received) = remote.bytes
         return RemoteDiff(store: path, replica: files.replicaID.description, zone: zone.description, epoch: remote.epoch,
@@ -260,44 +272,59 @@ struct RemoteDiff: Codable, Sendable {
         lines.append("events both hold with their content, compared by digests: \(compared) (\(rounds) round trips, \(bytesSent) bytes sent, \(bytesReceived) received, \(String(format: "%.1f", seconds * 1000)) ms)")
         if equal {
             lines.append("")
-            lines.append("equal: every event both hold has the same content, and each holds what the other does")
+            lines.append("equal: the same events with the same content\(state == nil ? " (objects not compared)" : ", and every object the same")")
             return lines.joined(separator: "\n")
         }
         lines.append("")
-        for r in replicas {
-            var parts: [String] = []
-            if r.onlyOnDeviceCount > 0 { parts.append("only on the device (not pushed): \(r.onlyOnDevice)") }
-            if r.onlyInZoneCount > 0 { parts.append("only in the zone (not pulled): \(r.onlyInZone)") }
-            lines.append("  \(r.replica.prefix(8))  " + parts.joined(separator: "  "))
-        }
-        lines.append("events both hold with different content: \(differing.count)\(differingTruncated ? "+" : "")")
         if let first = firstDivergent {
             lines.append("first divergent event (earliest in merge order): \(Self.describeFirst(first))")
         }
+        if !replicas.isEmpty {
+            lines.append("events held on one side only, by replica:")
+            for r in replicas {
+                var parts: [String] = []
+                if r.onlyOnDeviceCount > 0 { parts.append("only on the device (not pushed yet, or lost by the server): \(r.onlyOnDevice)") }
+                if r.onlyInZoneCount > 0 { parts.append("only in the zone (not pulled yet): \(r.onlyInZone)") }
+                lines.append("  \(r.replica.prefix(8))  " + parts.joined(separator: "  "))
+            }
+        }
+        lines.append("events both hold with different content: \(differing.count)\(differingTruncated ? "+" : "")")
         for event in differing.prefix(20) { lines.append("  " + Self.describe(event)) }
         if differing.count > 20 { lines.append("  … \(differing.count - 20) more (--json lists them)") }
+        lines.append("")
         if let state {
-            lines.append("")
             let at = state.position.map { " at position \($0)" } ?? ""
             lines.append("objects against the zone's state\(at), by digests (\(state.objectsOnDevice) on the device; \(state.rounds) round trips, \(state.bytesSent) bytes sent, \(state.bytesReceived) received):")
             if state.isEmpty {
                 lines.append("  every object is the same on both sides")
             } else {
-                lines.append("  held by both with other values: \(state.differing.count)\(state.truncated ? "+" : ""); only on the device: \(state.onlyOnDevice.count); only in the zone: \(state.onlyInZone.count)")
+                lines.append("  differ (both hold it): \(state.differing.count)\(state.truncated ? "+" : ""); exist only on the device (created here, or deleted in the zone): \(state.onlyOnDevice.count); exist only in the zone (deleted here, or not pulled): \(state.onlyInZone.count)")
+                if replicas.isEmpty && differing.isEmpty {
+                    lines.append("  the histories agree but these objects do not: a merge or compaction problem on one side; keep the store (strata bundle STORE --redact) and report it")
+                } else {
+                    lines.append("  expected while the histories differ (above): sync, then compare again; what remains then is a real difference")
+                }
                 for id in state.onlyInZone.prefix(20) { lines.append("  only in the zone: \(id)") }
                 if state.onlyInZone.count > 20 { lines.append("  … \(state.onlyInZone.count - 20) more only in the zone (--json lists them)") }
             }
+        } else {
+            lines.append("objects not compared (the device syncs with a download mask, or see the warnings above)")
         }
         if !objects.isEmpty {
             lines.append("")
             lines.append("the device's objects those events name or whose state differs: \(objects.count)")
             for object in objects.prefix(20) {
-                lines.append("  \(object.entity) \(object.object)\(object.exists ? "" : " (deleted on the device)")")
+                let why = object.reasons.isEmpty ? "" : "  [\(object.reasons.joined(separator: ", "))]"
+                lines.append("  \(object.entity) \(object.object)\(object.exists ? "" : " (deleted on the device)")\(why)")
                 for field in object.fields {
-                    let setBy = field.setBy.map { "← set by \(StoreDiff.event($0.replica, $0.sequence, $0.user)) at \($0.time)\($0.seenByOther ? "" : " (not in the zone as the device holds it: unpushed, or held there with other content)")" } ?? "(no event: default)"
+                    let setBy = field.setBy.map { "← set by \(StoreDiff.event($0.replica, $0.sequence, $0.user)) at \($0.time)\($0.seenByOther ? "" : " (not in the zone as the device holds it: unpushed, or held there with other content)")" } ?? "(no event: a default or a derived relationship)"
                     lines.append("    \(field.field): \(StoreDiff.show(field.value)) \(setBy)")
                 }
+                for (name, members) in object.members.sorted(by: { $0.key < $1.key }) {
+                    lines.append("    \(name): \(members.count) member\(members.count == 1 ? "" : "s")\(members.count <= 5 ? ": " + members.map { String($0.prefix(8)) }.joined(separator: ", ") : "")")
+                }
             }
+            if objects.count > 20 { lines.append("  … \(objects.count - 20) more (--json lists them)") }
         }
         return lines.joined(separator: "\n")
     }
@@ -307,9 +334,9 @@ struct RemoteDiff: Codable, Sendable {
         switch event.heldBy {
         case "zone":
             let time = event.hlc.map { " at \(Format.time(HLC(rawValue: $0)))" } ?? ""
-            return "\(StoreDiff.event(event.replica, event.sequence, nil)) only in the zone (not pulled)\(time)"
+            return "\(StoreDiff.event(event.replica, event.sequence, nil)) only in the zone (not pulled yet)\(time)"
         case "device":
-            return describe(event) + " (only on the device: not pushed)"
+            return describe(event) + " (only on the device: not pushed yet, or lost by the server)"
         default:
             let zone = event.zoneHLC.map { ", the zone's version at \(Format.time(HLC(rawValue: $0)))" } ?? ""
             return describe(event) + " (both hold it with different content\(zone))"

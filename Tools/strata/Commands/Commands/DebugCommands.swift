@@ -452,7 +452,7 @@ struct DiffCommand: AsyncParsableCommand {
         commandName: "diff",
         abstract: "Compare two device stores, or a store with a zone on a server: events each lacks, events both hold with different content, the first divergent event, differing fields and who set them.",
         discussion: """
-        Exit 0 when equal, 1 when they differ. With --server and --zone, the store is compared with the zone by digests of ranges of both histories, bisected down to the differing events: neither history is sent (a few kilobytes, whatever their size). The zone's side is known by its fingerprints only: the events and objects shown are the device's.
+        Exit 0 when equal, 1 when they differ. With --server and --zone, the store is compared with the zone by digests of ranges of both histories, bisected down to the differing events, then by digests of object ID ranges of both states, down to the objects held otherwise: neither history nor any value is sent (a few kilobytes, whatever their size). The zone's side is known by fingerprints and HLCs only: the first divergent event is named whichever side holds it, and the events and objects shown in full are the device's (objects only in the zone by ID). A device with a download mask is compared by history only.
         """
     )
 
@@ -486,7 +486,7 @@ struct DiffCommand: AsyncParsableCommand {
     @Option(help: "Also write a self-contained HTML page with both timelines side by side (two stores).")
     var html: String?
 
-    @Option(help: "List at most this many missing events per side (per replica for events with different content).")
+    @Option(help: "List at most this many missing events per side (per replica for events with different content; with --server, also the objects held otherwise).")
     var limit: Int = 1000
 
     @Flag(help: "Compare every object, not only those the differing events can reach (two stores).")
