@@ -103,13 +103,7 @@ public struct SequenceDigests: Sendable {
 
     /// The index of the first held sequence ≥ `sequence`.
     private func index(of sequence: UInt64) -> Int {
-        var low = 0
-        var high = sequences.count
-        while low < high {
-            let mid = (low + high) / 2
-            if sequences[mid] < sequence { low = mid + 1 } else { high = mid }
-        }
-        return low
+        sequences.partitionIndex { $0 >= sequence }
     }
 }
 

@@ -202,13 +202,8 @@ public struct StateBisection: Sendable {
         var byID: [ObjectID: Fingerprint] = [:]
         // The leaves asked about are sorted and disjoint: each object's is found by binary search.
         func inLeaf(_ id: ObjectID) -> Bool {
-            var low = 0
-            var high = askedLeaves.count
-            while low < high {
-                let mid = (low + high) / 2
-                if askedLeaves[mid].upperBound < id { low = mid + 1 } else { high = mid }
-            }
-            return low < askedLeaves.count && askedLeaves[low].contains(id)
+            let at = askedLeaves.partitionIndex { $0.upperBound >= id }
+            return at < askedLeaves.count && askedLeaves[at].contains(id)
         }
         for object in theirs {
             guard inLeaf(object.id) else {

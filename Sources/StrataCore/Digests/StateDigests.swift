@@ -68,13 +68,7 @@ public struct StateDigests: Sendable {
     }
 
     private func firstIndex(notBelow id: ObjectID) -> Int {
-        var low = 0
-        var high = ids.count
-        while low < high {
-            let mid = (low + high) / 2
-            if ids[mid] < id { low = mid + 1 } else { high = mid }
-        }
-        return low
+        ids.partitionIndex { $0 >= id }
     }
 }
 

@@ -38,13 +38,8 @@ struct SequenceRanges: Sendable, Hashable, CustomStringConvertible {
     var first: UInt64? { ranges.first?.lowerBound }
     /// Whether `sequence` is in one of the ranges (a binary search).
     func contains(_ sequence: UInt64) -> Bool {
-        var low = 0
-        var high = ranges.count
-        while low < high {
-            let mid = (low + high) / 2
-            if ranges[mid].upperBound < sequence { low = mid + 1 } else { high = mid }
-        }
-        return low < ranges.count && ranges[low].contains(sequence)
+        let at = ranges.partitionIndex { $0.upperBound >= sequence }
+        return at < ranges.count && ranges[at].contains(sequence)
     }
 
     /// The sequences in `self` and not in `other`.
