@@ -11,28 +11,33 @@ extension Projection {
             hasher.update(data: w.bytes)
             w.bytes.removeAll(keepingCapacity: true)
         }
-        // Per name and replica, once: their bytes, and which attributes are local-only per entity
-        // (a digest visits every field of every object).
+        // Per name and replica, once: their bytes, their rank in name order (fields are hashed in
+        // the order of their names: comparing two ranks is cheaper than two strings), and which
+        // attributes are local-only per entity (a digest visits every field of every object).
         let nameBytes = names.map { Array($0.utf8) }
+        var nameRank = [UInt32](repeating: 0, count: names.count)
+        for (rank, index) in names.indices.sorted(by: { names[$0] < names[$1] }).enumerated() {
+            nameRank[index] = UInt32(rank)
+        }
         let replicaBytes = replicas.map(\.bytes)
-        var localOnly: [UInt64: Bool] = [:]
-        func isLocalOnly(entity: UInt32, key: UInt32) -> Bool {
-            let slot = UInt64(entity) << 32 | UInt64(key)
-            if let known = localOnly[slot] { return known }
-            let answer = schema.entity(names[Int(entity)])?.attribute(names[Int(key)])?.isLocalOnly == true
-            localOnly[slot] = answer
-            return answer
+        var localOnly: [[Bool]?] = Array(repeating: nil, count: names.count)
+        func localOnlyKeys(of entity: UInt32) -> [Bool] {
+            if let known = localOnly[Int(entity)] { return known }
+            let attributes = schema.entity(names[Int(entity)])?.attributes.filter(\.isLocalOnly).map(\.name) ?? []
+            let keys = names.map { attributes.contains($0) }
+            localOnly[Int(entity)] = keys
+            return keys
         }
         var fields: [(key: UInt32, value: Value, ref: Ref)] = []
-        for id in allObjectIDs() {
-            guard let record = records[id] else { continue }
+        records.forEachInIDOrder(where: exists) { id, record in
             w.id(id)
             w.lengthPrefixed(nameBytes[Int(record.entity)])
             fields.removeAll(keepingCapacity: true)
-            for slot in record.fields where !isLocalOnly(entity: record.entity, key: slot.key) {
+            let hidden = localOnlyKeys(of: record.entity)
+            for slot in record.fields where !hidden[Int(slot.key)] {
                 if let visible = visibleValue(record, key: slot.key) { fields.append((slot.key, visible.value, visible.ref)) }
             }
-            if fields.count > 1 { fields.sort { names[Int($0.key)] < names[Int($1.key)] } }
+            if fields.count > 1 { fields.sort { nameRank[Int($0.key)] < nameRank[Int($1.key)] } }
             w.varint(UInt64(fields.count))
             for field in fields {
                 w.lengthPrefixed(nameBytes[Int(field.key)])
@@ -41,7 +46,7 @@ extension Projection {
                 w.varint(field.ref.sequence)
             }
             if !record.sets.isEmpty {
-                let setKeys = Set(record.sets.map(\.key)).sorted { names[Int($0)] < names[Int($1)] }
+                let setKeys = Set(record.sets.map(\.key)).sorted { nameRank[Int($0)] < nameRank[Int($1)] }
                 for key in setKeys {
                     let members = visibleMembers(record, key: key)
                     guard !members.isEmpty else { continue }

@@ -327,6 +327,6 @@ extension Projection {
 
     /// Every existing object's ID, sorted.
     package func allObjectIDs() -> [ObjectID] {
-        records.compactMap { exists($0.value) ? $0.key : nil }.sorted()
+        records.keys(where: exists).sorted()
     }
 }

@@ -19,7 +19,7 @@ struct Settings {
     var quick = false
     var parent: String?
     var keep = false
-    /// The workloads: `push` (rows 0–2: build, push, catch-up of the pushed zone), `wake-up`
+    /// The workloads: `digest` (row 0b: a large store's state digests), `push` (rows 0–2: build, push, catch-up of the pushed zone), `wake-up`
     /// (row 3), `heal` (rows 4a–4d and the healing table), `abuse` (rows 5a–5b: pulls with and
     /// without idle long polls and slow clients connected), `incremental` (rows 6a–6b: a sync of
     /// one new transaction on a store with a long history vs an empty store), `state-merge` (rows
@@ -28,7 +28,7 @@ struct Settings {
     /// and one long poll for all; a newly shared zone of 100k events until it is queryable.
     /// `fleet` (rows 9a–9c, 9d–9f with `--fleet-database`): one server holding 10,000 devices (idle memory, then 1,000 pushes/s:
     /// acknowledgement and delivery latency), in its own server child.
-    static let workloads: Set<String> = ["push", "wake-up", "heal", "abuse", "incremental", "state-merge", "zones", "fleet"]
+    static let workloads: Set<String> = ["digest", "push", "wake-up", "heal", "abuse", "incremental", "state-merge", "zones", "fleet"]
     var abuse = AbuseSettings()
     var fleet = FleetSettings()
     var only = Settings.workloads
@@ -186,6 +186,9 @@ struct StrataSyncBench {
     static func run(_ settings: Settings, _ place: DataPlace, _ server: ServerProcess?, freeBytes: Double?) async throws {
         let started = Date()
         var report = Report()
+        if settings.only.contains("digest") {
+            try await DigestWorkload.run(settings, place, &report)
+        }
         if let server, settings.only.contains("push") {
             try await pushAndCatchUp(settings, place, server, &report)
         }

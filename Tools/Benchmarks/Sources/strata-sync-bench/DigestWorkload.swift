@@ -1,0 +1,41 @@
+import BenchSupport
+import Foundation
+import Strata
+import StrataCore
+
+/// Row 0b: what a store's state digests cost at the push workload's size. A device's first sync
+/// of a large zone ends with a state report (`Store.digest()` of every object), so this cost is
+/// part of catch-up (rows 2a/2b); `Store.stateDigests()` is what a remote state bisection
+/// (row 2f) computes on each side.
+enum DigestWorkload {
+    static func run(_ settings: Settings, _ place: DataPlace, _ report: inout Report) async throws {
+        let events = settings.events
+        note("digest: building a store of \(grouped(events)) inserts…")
+        let (store, _) = try await buildStore(at: place.path("digest-source"), events: events, perTransaction: settings.perTransaction)
+        var digestSeconds: [Double] = []
+        var digest = ""
+        for _ in 0..<3 {
+            let started = ContinuousClock.now
+            digest = store.digest()
+            digestSeconds.append(seconds(started.duration(to: .now)))
+        }
+        let viewStarted = ContinuousClock.now
+        let viewDigest = store.read { $0.digest() }
+        let viewSeconds = seconds(viewStarted.duration(to: .now))
+        let stateStarted = ContinuousClock.now
+        let state = store.stateDigests()
+        let stateSeconds = seconds(stateStarted.duration(to: .now))
+        try await store.close()
+        if !settings.keep { try? FileManager.default.removeItem(atPath: place.path("digest-source")) }
+        guard viewDigest == digest else { throw BenchError("a view's digest differs from the store's") }
+        let best = digestSeconds.min() ?? 0
+        note("  digest best \(fixed(best, 3)) s, on a view \(fixed(viewSeconds, 3)) s, state digests \(fixed(stateSeconds, 3)) s")
+        report.add("0b. the state digests of a store of \(grouped(events)) objects (4 fields each): Store.digest() (the state report's), best of 3; on a view (store.read); Store.stateDigests() (a state bisection's)",
+                   "digest \(fixed(best, 3)) s (runs: \(digestSeconds.map { fixed($0, 3) }.joined(separator: ", "))), \(fixed(best * 1e9 / Double(max(1, events)), 0)) ns/object; on a view \(fixed(viewSeconds, 3)) s; stateDigests \(fixed(stateSeconds, 3)) s for \(grouped(state.ids.count)) objects",
+                   "— (informational: part of 2a/2b)", "—")
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
