@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataCore
 @testable import StrataCommands
 import StrataTestSupport
 import Testing
@@ -35,5 +36,28 @@ struct StateDigestGoldenTests {
         #expect(store.digest() == expected, "\(name): the store")
         #expect(store.read { $0.digest() } == expected, "\(name): a view of the store")
         try await store.close()
+    }
+
+    /// The per-object state fingerprints (``StateDigests``, what a remote state bisection
+    /// compares between a device and a server) are compared between releases too: their sum over
+    /// every object (count and 128-bit sum) is pinned for the same stores, from release 0.16.0.
+    static let pinnedStateSums: [(String, String)] = [
+        ("divergent/device-a", "44:5b4591ed913919970e9385b6a694a52b"),
+        ("divergent/device-b", "45:78277031d59b36daf225638dcd5a4ee4"),
+        ("adopted/device-d", "45:335b2116cd55e65003904cf0df235f83"),
+        ("digest/rich-store", "313:7e75f4853df6f69e233d1341d8ac1a25"),
+    ]
+
+    @Test("every committed store has its pinned sum of object fingerprints", arguments: 0..<4)
+    func pinnedStateDigests(index: Int) async throws {
+        let (name, expected) = Self.pinnedStateSums[index]
+        let dir = TemporaryDirectory()
+        let path = try FixturePaths.copy(FixturePaths.root + "/" + name, to: dir, as: "store")
+        let store = try await Store.open(at: path)
+        let state = store.stateDigests()
+        try await store.close()
+        let whole = state.digest(ObjectID(rawValue: 0)...ObjectID(rawValue: .max))
+        #expect(whole.description == expected, "\(name): the sum of \(state.count) object fingerprints")
+        #expect(Int(whole.count) == state.count)
     }
 }
