@@ -23,7 +23,7 @@ struct StateDigestGoldenTests {
         ("digest/rich-store", "5bec289db8a1432428ade19bc5879a3a2f4eb3215b8ce586d02f28fd1f2bbfdb"),
     ]
 
-    @Test("every committed store has its pinned digest, by the store, a view, a reader and a replay", arguments: 0..<4)
+    @Test("every committed store has its pinned digest, by the store, a view, a reader and a replay", arguments: Self.pinned.indices)
     func pinnedDigest(index: Int) async throws {
         let (name, expected) = Self.pinned[index]
         let dir = TemporaryDirectory()
@@ -48,7 +48,7 @@ struct StateDigestGoldenTests {
         ("digest/rich-store", "313:7e75f4853df6f69e233d1341d8ac1a25"),
     ]
 
-    @Test("every committed store has its pinned sum of object fingerprints", arguments: 0..<4)
+    @Test("every committed store has its pinned sum of object fingerprints", arguments: Self.pinnedStateSums.indices)
     func pinnedStateDigests(index: Int) async throws {
         let (name, expected) = Self.pinnedStateSums[index]
         let dir = TemporaryDirectory()

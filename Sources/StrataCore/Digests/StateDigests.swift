@@ -19,7 +19,9 @@ public struct StateDigests: Sendable {
 
     /// From `(id, fingerprint)` pairs in any order; an ID given twice keeps its first.
     public init(_ objects: [ObjectFingerprint]) {
-        let sorted = objects.enumerated().sorted { ($0.element.id, $0.offset) < ($1.element.id, $1.offset) }.map(\.element)
+        // A projection gives them sorted, each once: then there is nothing to sort.
+        let ordered = zip(objects, objects.dropFirst()).allSatisfy { $0.id < $1.id }
+        let sorted = ordered ? objects : objects.enumerated().sorted { ($0.element.id, $0.offset) < ($1.element.id, $1.offset) }.map(\.element)
         ids.reserveCapacity(sorted.count)
         prints.reserveCapacity(sorted.count)
         prefix.reserveCapacity(sorted.count + 1)
@@ -92,8 +94,9 @@ extension Projection {
         var localOnly: [String: Set<String>] = [:]
         var objects: [ObjectFingerprint] = []
         var w = ByteWriter(capacity: 1024)
-        for id in allObjectIDs() {
-            guard let object = snapshot(id, includeToMany: true) else { continue }
+        // In ID order, each record read where it is (no lookup by ID per object).
+        records.forEachInIDOrder(where: exists) { id, record in
+            let object = snapshot(of: record, id: id, includeToMany: true)
             let hidden: Set<String>
             if let known = localOnly[object.entity] {
                 hidden = known

@@ -20,11 +20,17 @@ extension Projection {
             nameRank[index] = UInt32(rank)
         }
         let replicaBytes = replicas.map(\.bytes)
-        var localOnly: [[Bool]?] = Array(repeating: nil, count: names.count)
-        func localOnlyKeys(of entity: UInt32) -> [Bool] {
+        // Per entity (by name index), the keys of its local-only attributes, found once. An
+        // attribute's first declaration decides, as `Entity.attribute(_:)` does (a schema read
+        // from a log may declare a name twice); only the entity's own attributes are visited.
+        var localOnly: [[UInt32]?] = Array(repeating: nil, count: names.count)
+        func localOnlyKeys(of entity: UInt32) -> [UInt32] {
             if let known = localOnly[Int(entity)] { return known }
-            let attributes = schema.entity(names[Int(entity)])?.attributes.filter(\.isLocalOnly).map(\.name) ?? []
-            let keys = names.map { attributes.contains($0) }
+            var seen: Set<String> = []
+            var keys: [UInt32] = []
+            for attribute in schema.entity(names[Int(entity)])?.attributes ?? [] where seen.insert(attribute.name).inserted {
+                if attribute.isLocalOnly, let key = nameID(attribute.name) { keys.append(key) }
+            }
             localOnly[Int(entity)] = keys
             return keys
         }
@@ -34,7 +40,7 @@ extension Projection {
             w.lengthPrefixed(nameBytes[Int(record.entity)])
             fields.removeAll(keepingCapacity: true)
             let hidden = localOnlyKeys(of: record.entity)
-            for slot in record.fields where !hidden[Int(slot.key)] {
+            for slot in record.fields where hidden.isEmpty || !hidden.contains(slot.key) {
                 if let visible = visibleValue(record, key: slot.key) { fields.append((slot.key, visible.value, visible.ref)) }
             }
             if fields.count > 1 { fields.sort { nameRank[Int($0.key)] < nameRank[Int($1.key)] } }

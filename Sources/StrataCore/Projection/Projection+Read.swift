@@ -198,6 +198,12 @@ extension Projection {
     /// read does no schema lookups.
     package func snapshot(_ id: ObjectID, includeToMany: Bool = false) -> ObjectSnapshot? {
         guard let record = existing(id) else { return nil }
+        return snapshot(of: record, id: id, includeToMany: includeToMany)
+    }
+
+    /// The snapshot of an existing object whose record the caller already holds (a walk over
+    /// every record: ``RecordTable/forEachInIDOrder(where:_:)``), without looking it up again.
+    package func snapshot(of record: ObjectRecord, id: ObjectID, includeToMany: Bool) -> ObjectSnapshot {
         let plan = readPlan(record.entity)
         var values: [String: Value] = [:]
         values.reserveCapacity(plan.fields.count + record.fields.count)

@@ -133,7 +133,7 @@ package struct RecordTable: Sequence {
     /// Calls `body` with each record `include` accepts, in the order of their IDs, each read in
     /// place: one pass over packed memory to choose, one sort, and no hash lookup or copy of a
     /// record after (a digest visits every object of a store; looking each up by ID was a third
-    /// of its time).
+    /// of its time). `body` must not change the table: it reads the records in place.
     package func forEachInIDOrder(where include: (ObjectRecord) -> Bool,
                                   _ body: (ObjectID, ObjectRecord) throws -> Void) rethrows {
         var chosen: [(id: ObjectID, position: UInt32)] = []
