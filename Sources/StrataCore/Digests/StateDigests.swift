@@ -94,7 +94,9 @@ extension Projection {
         var localOnly: [String: Set<String>] = [:]
         var objects: [ObjectFingerprint] = []
         var w = ByteWriter(capacity: 1024)
-        // In ID order, each record read where it is (no lookup by ID per object).
+        // In ID order, each record read where it is (no lookup by ID per object), from a local
+        // copy of the table (see `digest()`).
+        let records = self.records
         records.forEachInIDOrder(where: exists) { id, record in
             let object = snapshot(of: record, id: id, includeToMany: true)
             let hidden: Set<String>

@@ -35,6 +35,9 @@ extension Projection {
             return keys
         }
         var fields: [(key: UInt32, value: Value, ref: Ref)] = []
+        // A local copy of the table (one retain): the walk reads its buffer in place, and should
+        // anything in the body ever write `records`, that write copies instead of freeing it.
+        let records = self.records
         records.forEachInIDOrder(where: exists) { id, record in
             w.id(id)
             w.lengthPrefixed(nameBytes[Int(record.entity)])
