@@ -29,38 +29,102 @@ extension DecodedTransaction {
     package func fingerprints(leavingOut localOnly: [String: Set<String>] = [:]) -> [SequenceDigests.Held] {
         var result: [SequenceDigests.Held] = []
         result.reserveCapacity(events.count)
-        var w = ByteWriter(capacity: 256)
-        var order: [(rank: Int, field: Int)] = []
-        let ranks = nameRanks()
-        for (index, event) in events.enumerated() where event.kind != .withheld {
-            let sequence = firstSequence + UInt64(index)
-            w.bytes.removeAll(keepingCapacity: true)
-            canonical(event, sequence: sequence, leavingOut: localOnly, ranks: ranks, order: &order, into: &w)
-            result.append((sequence, Fingerprint(of: w.bytes), event.hlc))
-        }
+        fingerprints(leavingOut: localOnly) { result.append($0) }
         return result
     }
 
-    private func name(_ index: Int32) -> String {
-        names.indices.contains(Int(index)) ? names[Int(index)] : ""
-    }
-
-    /// Each name's place in the UTF-8 byte order of the transaction's names (equal names share
-    /// one; "" and an index out of range are 0): fields are sorted by comparing integers, once
-    /// per transaction rather than strings per event.
-    private func nameRanks() -> [Int] {
-        let sorted = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
-        var ranks = [Int](repeating: 0, count: names.count)
-        var rank = 0
-        for (i, index) in sorted.enumerated() {
-            if i == 0 || names[sorted[i - 1]] != names[index] { rank += 1 }
-            ranks[index] = names[index].isEmpty ? 0 : rank
+    /// The same, handed to `each` one at a time (a caller collecting many transactions' appends
+    /// them to its own list, without an array per transaction).
+    package func fingerprints(leavingOut localOnly: [String: Set<String>] = [:], _ each: (SequenceDigests.Held) -> Void) {
+        guard events.contains(where: { $0.kind != .withheld }) else { return }
+        let table = NameTable(self, leavingOut: localOnly)
+        var w = CanonicalBytes(capacity: 256)
+        var order: [(rank: Int, field: Int)] = []
+        for (index, event) in events.enumerated() where event.kind != .withheld {
+            let sequence = firstSequence + UInt64(index)
+            w.removeAll()
+            canonical(event, sequence: sequence, names: table, order: &order, into: &w)
+            let (high, low) = SHA256Hasher.prefix128(of: w.bytes)
+            each((sequence, Fingerprint(high: high, low: low), event.hlc))
         }
-        return ranks
     }
 
-    private func canonical(_ e: RawEvent, sequence: UInt64, leavingOut localOnly: [String: Set<String>],
-                           ranks: [Int], order: inout [(rank: Int, field: Int)], into w: inout ByteWriter) {
+    /// A transaction's names as the canonical encoding needs them, worked out once per
+    /// transaction rather than per field: each name's length-prefixed UTF-8 bytes, its place in
+    /// the names' order, and which names are left out of which entity's events.
+    private struct NameTable {
+        /// Each name's length-prefixed UTF-8, one after another; `ends[i]` is where name `i`'s end.
+        var encoded: [UInt8] = []
+        var ends: [Int] = []
+        /// Each name's place in the UTF-8 byte order of the transaction's names (equal names
+        /// share one; "" and an index out of range are 0): fields are sorted by comparing
+        /// integers, not strings.
+        var ranks: [Int]
+        /// By entity name index: the name indexes whose fields are left out, and whether a
+        /// name out of range (read as "") is (`nil`: none).
+        var skipped: [(byName: [Bool], empty: Bool)?]
+        /// The same for an entity index out of range (read as "").
+        var skippedForNoEntity: (byName: [Bool], empty: Bool)?
+
+        init(_ transaction: DecodedTransaction, leavingOut localOnly: [String: Set<String>]) {
+            let names = transaction.names
+            var encoded: [UInt8] = []
+            var ends: [Int] = []
+            encoded.reserveCapacity(names.reduce(0) { $0 + $1.utf8.count + 1 })
+            ends.reserveCapacity(names.count)
+            for name in names {
+                var name = name
+                let count = name.utf8.count
+                var v = UInt64(count)
+                while v >= 0x80 {
+                    encoded.append(UInt8(truncatingIfNeeded: v) | 0x80)
+                    v >>= 7
+                }
+                encoded.append(UInt8(v))
+                name.withUTF8 { encoded.append(contentsOf: $0) }
+                ends.append(encoded.count)
+            }
+            self.encoded = encoded
+            self.ends = ends
+            let sorted = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
+            ranks = [Int](repeating: 0, count: names.count)
+            var rank = 0
+            for (i, index) in sorted.enumerated() {
+                if i == 0 || names[sorted[i - 1]] != names[index] { rank += 1 }
+                ranks[index] = names[index].isEmpty ? 0 : rank
+            }
+            skipped = [(byName: [Bool], empty: Bool)?](repeating: nil, count: names.count)
+            guard !localOnly.isEmpty else { return }
+            func skips(_ entity: String) -> (byName: [Bool], empty: Bool)? {
+                guard let attributes = localOnly[entity], !attributes.isEmpty else { return nil }
+                return (names.map { attributes.contains($0) }, attributes.contains(""))
+            }
+            for (entity, name) in names.enumerated() { skipped[entity] = skips(name) }
+            skippedForNoEntity = skips("")
+        }
+
+        /// Name `index`, length-prefixed ("" for an index out of range).
+        func write(_ index: Int32, into w: inout CanonicalBytes) {
+            let i = Int(index)
+            guard ends.indices.contains(i) else { return w.u8(0) }
+            let start = i == 0 ? 0 : ends[i - 1]
+            encoded.withUnsafeBytes { w.raw(UnsafeRawBufferPointer(rebasing: $0[start..<ends[i]])) }
+        }
+
+        func rank(_ index: Int32) -> Int {
+            ranks.indices.contains(Int(index)) ? ranks[Int(index)] : 0
+        }
+
+        /// Whether a field named `name` is left out of an event of `entity`.
+        func skips(_ name: Int32, entity: Int32) -> Bool {
+            let found = skipped.indices.contains(Int(entity)) ? skipped[Int(entity)] : skippedForNoEntity
+            guard let found else { return false }
+            return found.byName.indices.contains(Int(name)) ? found.byName[Int(name)] : found.empty
+        }
+    }
+
+    private func canonical(_ e: RawEvent, sequence: UInt64, names: NameTable, order: inout [(rank: Int, field: Int)],
+                           into w: inout CanonicalBytes) {
         w.u8(1)
         w.id(replica)
         w.u64(sequence)
@@ -68,32 +132,30 @@ extension DecodedTransaction {
         w.u8(e.kind.rawValue)
         switch e.kind {
         case .insert, .update:
-            w.string(name(e.entity))
+            names.write(e.entity, into: &w)
             w.id(e.object)
             let start = Int(e.start)
             let end = min(fields.count, start + Int(e.count))
-            let skipped = localOnly.isEmpty ? [] : localOnly[name(e.entity)] ?? []
             order.removeAll(keepingCapacity: true)
             // Each field with its name's rank, sorted by (rank, place): the order of a stable sort
             // by rank. (A closure reading `fields` here captured the whole transaction, copied
             // for every event: most of a diff's time.)
-            for field in start..<max(start, end) where skipped.isEmpty || !skipped.contains(name(fields[field].name)) {
-                let index = Int(fields[field].name)
-                order.append((ranks.indices.contains(index) ? ranks[index] : 0, field))
+            for field in start..<max(start, end) where !names.skips(fields[field].name, entity: e.entity) {
+                order.append((names.rank(fields[field].name), field))
             }
             if order.count > 1 { order.sort { ($0.rank, $0.field) < ($1.rank, $1.field) } }
             w.varint(UInt64(order.count))
             for (_, field) in order {
-                w.string(name(fields[field].name))
-                EventCodec.writeValue(fields[field].value, into: &w)
+                names.write(fields[field].name, into: &w)
+                w.value(fields[field].value)
             }
         case .delete:
-            w.string(name(e.entity))
+            names.write(e.entity, into: &w)
             w.id(e.object)
         case .add, .remove:
-            w.string(name(e.entity))
+            names.write(e.entity, into: &w)
             w.id(e.object)
-            w.string(name(e.relationship))
+            names.write(e.relationship, into: &w)
             w.id(e.target)
             if e.kind == .remove {
                 let start = Int(e.start)
@@ -108,7 +170,10 @@ extension DecodedTransaction {
                 }
             }
         case .schema:
-            if schemaJSON.indices.contains(Int(e.start)) { w.lengthPrefixed(schemaJSON[Int(e.start)]) }
+            if schemaJSON.indices.contains(Int(e.start)) {
+                w.varint(UInt64(schemaJSON[Int(e.start)].count))
+                w.raw(schemaJSON[Int(e.start)])
+            }
         case .withheld:
             break
         }

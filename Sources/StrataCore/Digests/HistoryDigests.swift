@@ -20,9 +20,11 @@ public struct HistoryDigests: Sendable {
         ///     attribute names), left out of the fingerprints of `own` replicas' events.
         ///   - own: the store's own replicas (its replica and those it forked from).
         package mutating func add(_ transaction: DecodedTransaction, leavingOut localOnly: [String: Set<String>] = [:], own: Set<ReplicaID> = []) {
-            let fingerprints = transaction.fingerprints(leavingOut: own.contains(transaction.replica) ? localOnly : [:])
-            guard !fingerprints.isEmpty else { return }
-            pairs[transaction.replica, default: []].append(contentsOf: fingerprints)
+            // The replica's list is taken out and put back, so that it is appended to in place
+            // (one hash lookup a transaction, not one an event, and no array per transaction).
+            var list = pairs.removeValue(forKey: transaction.replica) ?? []
+            transaction.fingerprints(leavingOut: own.contains(transaction.replica) ? localOnly : [:]) { list.append($0) }
+            if !list.isEmpty { pairs[transaction.replica] = list }
         }
 
         package func finish() -> HistoryDigests {

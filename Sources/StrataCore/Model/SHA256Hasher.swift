@@ -29,6 +29,13 @@ package struct SHA256Hasher: Sendable {
 
     package mutating func finalize() -> [UInt8] { Array(hasher.finalize()) }
 
+    /// The first 16 bytes of the digest of `bytes` as two big-endian words, in one call.
+    package static func prefix128(of bytes: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
+        var hasher = SHA256Hasher()
+        hasher.hasher.update(bufferPointer: bytes)
+        return hasher.finalizePrefix128()
+    }
+
     /// The digest's first 16 bytes as two big-endian words. The hasher is spent.
     package mutating func finalizePrefix128() -> (high: UInt64, low: UInt64) {
         hasher.finalize().withUnsafeBytes { digest in
@@ -77,6 +84,15 @@ package struct SHA256Hasher: Sendable {
         if let done = bytes.withContiguousStorageIfAvailable({ absorb(UnsafeRawBufferPointer($0)) }) { return done }
         let copy = Array(bytes)
         copy.withUnsafeBytes { absorb($0) }
+    }
+
+    /// The first 16 bytes of the digest of `bytes` as two big-endian words, in one call (no
+    /// generic `update`: the event fingerprints hash two million short encodings in a diff).
+    package static func prefix128(of bytes: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
+        var hasher = SHA256Hasher()
+        hasher.length = UInt64(bytes.count)
+        hasher.absorb(bytes)
+        return hasher.finalizePrefix128()
     }
 
     /// The digest of everything given (32 bytes). The hasher is spent.
