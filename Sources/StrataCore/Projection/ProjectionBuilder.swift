@@ -14,6 +14,14 @@ public final class ProjectionBuilder {
     /// merges the state it names from here (`nil`: such an entry is refused, as a zone's log on
     /// a server never holds one).
     package var adoptedStates: AdoptedStates?
+    /// A partial replay (`nil`: a full one): only the events of these objects, and every schema
+    /// event, change the state; every other event counts as applied (its sequence and HLC, as a
+    /// withheld event does) and changes nothing. An object's record then holds what a full
+    /// replay's would, and so does everything that reads only records of this set: what `diff`
+    /// needs of the objects differing events reach, without building a million others. An
+    /// adoption record still adopts its whole state. (``apply(encoded:position:visit:)`` hands
+    /// `visit` the transaction as decoded, not as masked.)
+    package var replayingOnly: Set<ObjectID>?
 
     public init(identity: StoreIdentity? = nil) {
         self.identity = identity
@@ -68,7 +76,7 @@ public final class ProjectionBuilder {
         let transaction = try EventCodec.decodeRaw(bytes, position: position)
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }
-        let applied = try projection.apply(transaction)
+        let applied = try projection.apply(replayingOnly.map { transaction.withholding(allBut: $0) } ?? transaction)
         decoded(transaction)
         return applied
     }

@@ -136,12 +136,23 @@ struct StoreDiff: Codable, Sendable {
     // MARK: Computing
 
     /// - Parameter full: compare every object, not only those the differing events can reach.
+    ///
+    /// Read in two passes. The first reads both logs whole: every event fingerprinted, every
+    /// sequence counted as applied, the references events make, but no object state past the
+    /// snapshot it starts from. What differs in the events follows from that (which objects
+    /// they reach); the second pass replays those objects alone. Two full replays of a million
+    /// events each were the larger part of a diff; a partial one of the objects that differ is
+    /// not. When every object must be compared (`full`, equal events whose states are compared by
+    /// digest, a schema that differs, events not all read back), the second pass replays all.
     static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, full: Bool = false, progress: Progress?) throws -> StoreDiff {
         let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
-        let ((sideA, digestsA), (sideB, digestsB)) = try LoadedStore.loadPair(files[0], files[1], progress: progress)
+        let ((firstA, digestsA), (firstB, digestsB)) = try LoadedStore.loadPair(files[0], files[1], replayingOnly: full ? nil : [],
+                                                                                 collectingReferences: !full, progress: progress)
+        let found = try findings(firstA, firstB, digests: (digestsA, digestsB), limit: limit, timelineWindow: timelineWindow)
+        let (sideA, sideB) = full ? (firstA, firstB)
+            : try LoadedStore.replayPair((firstA, firstB), replayingOnly: found.replayNeeded(firstA, firstB), progress: progress)
         let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.name): \($0)" } }
-        var diff = try compare(sideA, sideB, digests: (digestsA, digestsB), limit: limit, timelineWindow: timelineWindow,
-                               full: full, progress: progress)
+        var diff = try compare(sideA, sideB, found, full: full, progress: progress)
         // Either store may have learned a replica's user from the server.
         let authors = Authors(ofStoreAt: files[0].directory).merged(with: Authors(ofStoreAt: files[1].directory))
         diff.attribute(authors)
@@ -149,12 +160,57 @@ struct StoreDiff: Codable, Sendable {
         return diff
     }
 
-    static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, digests: (HistoryDigests?, HistoryDigests?) = (nil, nil),
-                        limit: Int, timelineWindow: Int, full: Bool, progress: Progress?) throws -> StoreDiff {
+    /// What the comparison finds in the two logs, before any object is compared: the events one
+    /// holds and the other lacks or holds otherwise, each described from its log, and the
+    /// timelines' entries. It needs the stores' applied sequences and logs only, which a partial
+    /// replay has as a full one does.
+    struct Findings {
+        var seen: [ReplicaSeen]
+        var onlyInACount: UInt64
+        var onlyInBCount: UInt64
+        var differing: [EventID]
+        var differingSet: Set<EventID>
+        var differingTruncated: Bool
+        var digestComparison: DigestComparison?
+        var truncated: Bool
+        /// Every event missing on a side was read back and described.
+        var allDescribed: Bool
+        var describedA: [MissingEvent]
+        var describedB: [MissingEvent]
+        var differingEvents: [DifferingEvent]
+        var firstDivergent: MissingEvent?
+        var timelinePositions: [[UInt64]]
+        var divergencePositions: [UInt64?]
+        var missingEntries: [Set<UInt64>]
+        var decoded: [[UInt64: (entry: HistoryEntry, record: TransactionRecord)]]
+        var adoptions: [[UInt64: (entry: HistoryEntry, record: AdoptionRecord)]]
+        /// How many events of each side are listed.
+        var limit: Int
+
+        var sameEvents: Bool { onlyInACount == 0 && onlyInBCount == 0 }
+
+        /// The events whose objects are compared, as `MissingEvent`s.
+        var described: [MissingEvent] {
+            describedA + describedB + differingEvents.flatMap { [$0.a, $0.b].compactMap { $0 } }.map {
+                MissingEvent(heldBy: "both", replica: $0.replica, sequence: $0.sequence, event: $0)
+            }
+        }
+
+        /// The objects a second pass must replay so that every object the comparison reads is
+        /// as a full replay leaves it (`nil`: all of them). See ``StoreDiff/replayNeeded``.
+        func replayNeeded(_ a: LoadedStore, _ b: LoadedStore) -> Set<ObjectID>? {
+            // Equal events: the states are compared by digest, which reads every object.
+            guard !sameEvents else { return nil }
+            guard let named = StoreDiff.named(from: described, complete: allDescribed && !differingTruncated,
+                                              a: a.projection, b: b.projection) else { return nil }
+            return StoreDiff.replayNeeded(named: named, sides: [a, b])
+        }
+    }
+
+    static func findings(_ sideA: LoadedStore, _ sideB: LoadedStore, digests: (HistoryDigests?, HistoryDigests?) = (nil, nil),
+                         limit: Int, timelineWindow: Int) throws -> Findings {
         let a = sideA.projection
         let b = sideB.projection
-        progress?.phase("comparing")
-        defer { progress?.finish() }
 
         // 1. What each has seen of each replica.
         let appliedA = Dictionary(uniqueKeysWithValues: a.appliedSequences().map { ($0.replica, $0) })
@@ -304,6 +360,21 @@ struct StoreDiff: Codable, Sendable {
             guard let ex = x.event, let ey = y.event else { return false }
             return (ex.hlc, ex.replica) < (ey.hlc, ey.replica)
         } ?? (describedA + describedB + describedBoth).first
+        return Findings(seen: seen, onlyInACount: onlyInACount, onlyInBCount: onlyInBCount, differing: differing, differingSet: differingSet,
+                        differingTruncated: differingTruncated, digestComparison: digestComparison, truncated: truncated,
+                        allDescribed: allDescribed, describedA: describedA, describedB: describedB, differingEvents: differingEvents,
+                        firstDivergent: firstDivergent, timelinePositions: timelinePositions, divergencePositions: divergencePositions,
+                        missingEntries: missingEntries, decoded: decoded, adoptions: adoptions, limit: limit)
+    }
+
+    /// Compares the two stores' objects for what the log comparison found (``findings``).
+    static func compare(_ sideA: LoadedStore, _ sideB: LoadedStore, _ found: Findings, full: Bool, progress: Progress?) throws -> StoreDiff {
+        let a = sideA.projection
+        let b = sideB.projection
+        progress?.phase("comparing")
+        defer { progress?.finish() }
+        let differingSet = found.differingSet
+        let differing = found.differing
 
         // 5. The objects and fields that differ, and who set each side's value.
         var objects: [ObjectDiff] = []
@@ -318,7 +389,7 @@ struct StoreDiff: Codable, Sendable {
         }
         // Digests only matter when the events are the same (equal digests then prove equal
         // objects; different ones point at a merge bug): both at once, one per core.
-        let sameEvents = onlyInACount == 0 && onlyInBCount == 0
+        let sameEvents = found.sameEvents
         var digestA: String?
         var digestB: String?
         if sameEvents {
@@ -330,9 +401,7 @@ struct StoreDiff: Codable, Sendable {
         }
         if !(sameEvents && digestA == digestB && differing.isEmpty) {
             let ids = full ? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
-                : Self.reachable(from: describedA + describedB + differingEvents.flatMap { [$0.a, $0.b].compactMap { $0 } }.map {
-                    MissingEvent(heldBy: "both", replica: $0.replica, sequence: $0.sequence, event: $0)
-                }, complete: allDescribed && !sameEvents && !differingTruncated, a: a, b: b)
+                : Self.reachable(from: found.described, complete: found.allDescribed && !sameEvents && !found.differingTruncated, a: a, b: b)
                     ?? Set(a.allObjectIDs()).union(b.allObjectIDs()).sorted()
             for id in ids {
                 let objectA = a.object(id)
@@ -375,6 +444,11 @@ struct StoreDiff: Codable, Sendable {
         }
 
         // 6. Timelines.
+        let timelinePositions = found.timelinePositions
+        let adoptions = found.adoptions
+        let decoded = found.decoded
+        let missingEntries = found.missingEntries
+        let divergencePositions = found.divergencePositions
         func timeline(_ side: Int) -> [TimelineEntry] {
             timelinePositions[side].compactMap { position -> TimelineEntry? in
                 if let adopted = adoptions[side][position] {
@@ -399,10 +473,11 @@ struct StoreDiff: Codable, Sendable {
         }
         return StoreDiff(a: side(sideA, digest: digestA), b: side(sideB, digest: digestB),
                          equal: sameEvents && objects.isEmpty && digestA == digestB && differing.isEmpty,
-                         replicas: seen, onlyInACount: onlyInACount, onlyInBCount: onlyInBCount, firstDivergent: firstDivergent,
-                         differingEvents: differingEvents, differingTruncated: differingTruncated, digestComparison: digestComparison,
-                         onlyInA: Self.listed(describedA, limit: limit), onlyInB: Self.listed(describedB, limit: limit), objects: objects,
-                         timelineA: timeline(0), timelineB: timeline(1), truncated: truncated)
+                         replicas: found.seen, onlyInACount: found.onlyInACount, onlyInBCount: found.onlyInBCount,
+                         firstDivergent: found.firstDivergent, differingEvents: found.differingEvents,
+                         differingTruncated: found.differingTruncated, digestComparison: found.digestComparison,
+                         onlyInA: Self.listed(found.describedA, limit: found.limit), onlyInB: Self.listed(found.describedB, limit: found.limit),
+                         objects: objects, timelineA: timeline(0), timelineB: timeline(1), truncated: found.truncated)
     }
 }
 
@@ -423,6 +498,18 @@ extension StoreDiff {
     /// cannot be known (not every differing event is described, or a schema event differs):
     /// then every object is compared.
     static func reachable(from missing: [MissingEvent], complete: Bool, a: ProjectionBuilder, b: ProjectionBuilder) -> [ObjectID]? {
+        guard let named = named(from: missing, complete: complete, a: a, b: b) else { return nil }
+        var result = named
+        for id in named {
+            result.formUnion(a.neighbours(of: id))
+            result.formUnion(b.neighbours(of: id))
+        }
+        return result.sorted()
+    }
+
+    /// The objects the differing events name (as subject, member or reference target); `nil`
+    /// when that cannot be known (see ``reachable(from:complete:a:b:)``).
+    static func named(from missing: [MissingEvent], complete: Bool, a: ProjectionBuilder, b: ProjectionBuilder) -> Set<ObjectID>? {
         guard complete else { return nil }
         var named = Set<ObjectID>()
         for item in missing {
@@ -440,12 +527,34 @@ extension StoreDiff {
                 if case .string(let text) = value, let id = ObjectID(text) { named.insert(id) }
             }
         }
-        var result = named
-        for id in named {
-            result.formUnion(a.neighbours(of: id))
-            result.formUnion(b.neighbours(of: id))
+        return named
+    }
+
+    /// The objects a partial replay must hold for `named` and their neighbours to read as after a
+    /// full replay, from a first pass that replayed none (``LoadedStore/references`` and the
+    /// state it started from).
+    ///
+    /// An object's snapshot reads its own record (its own events), whether the objects it refers
+    /// to exist (their own inserts and deletes), and which objects refer to it now (their
+    /// records: derived relationships); its neighbours are the objects on either end of a
+    /// reference. Every object that refers to or is referred to by an object now — or ever did —
+    /// got there by the starting state or by an event, so with `near(S)` = S and every object on
+    /// the other end of any reference of the starting state or of any event with S: the objects
+    /// compared are within `near(named)`, and each of them reads only records within
+    /// `near(near(named))`, which is what is replayed.
+    static func replayNeeded(named: Set<ObjectID>, sides: [LoadedStore]) -> Set<ObjectID> {
+        func near(_ objects: Set<ObjectID>) -> Set<ObjectID> {
+            var result = objects
+            for side in sides {
+                for id in objects { result.formUnion(side.projection.neighbours(of: id)) }
+                for (subject, target) in side.references {
+                    if objects.contains(subject) { result.insert(target) }
+                    if objects.contains(target) { result.insert(subject) }
+                }
+            }
+            return result
         }
-        return result.sorted()
+        return near(near(named))
     }
 }
 

@@ -52,6 +52,9 @@ final class LoadedStore: @unchecked Sendable {
     var notes: [String] = []
     /// The projection's digest, when a caller computed it.
     var digest: String?
+    /// When asked for: every (subject, target) reference an applied event made (see
+    /// `DecodedTransaction.references`), repeats and all.
+    var references: [(subject: ObjectID, target: ObjectID)] = []
 
     private init(files: StoreFiles, projection: ProjectionBuilder, base: SnapshotInfo?) {
         self.files = files
@@ -78,8 +81,13 @@ final class LoadedStore: @unchecked Sendable {
     ///   the earliest state still held, or an event that does not decode (with its position).
     ///   - digests: when given, collects the fingerprints of every event the log holds of the
     ///     store's history, as the log is read.
+    ///   - replayingOnly: a partial replay of these objects (see
+    ///     `ProjectionBuilder.replayingOnly`); `nil`: every object.
+    ///   - before: apply no entry at or past this position (later ones are still read and indexed).
+    ///   - collectingReferences: fill ``references`` from the events applied.
     static func load(_ files: StoreFiles, start: Start = .newest, until cutoff: Cutoff? = nil, progress: Progress? = nil, slot: Int = 0,
-                     digests: HistoryDigestCollector? = nil,
+                     digests: HistoryDigestCollector? = nil, replayingOnly: Set<ObjectID>? = nil, before: UInt64? = nil,
+                     collectingReferences: Bool = false,
                      each: ((_ entry: HistoryEntry, _ header: TransactionHeader, _ applied: Bool) throws -> Void)? = nil) throws -> LoadedStore {
         let identity = try files.identity()
         // Snapshots that may count transactions a fork abandoned are never a base.
@@ -122,6 +130,7 @@ final class LoadedStore: @unchecked Sendable {
             loaded = LoadedStore(files: files, projection: builder, base: nil)
         }
         guard let store = loaded else { throw CLIError("internal: no projection") }
+        store.projection.replayingOnly = replayingOnly
         store.notes = skipped
         let from = store.base?.position ?? 0
         store.report = try files.scan(progress: progress, slot: slot) { entry in
@@ -135,6 +144,7 @@ final class LoadedStore: @unchecked Sendable {
             // A transaction a fork abandoned is not part of the store's history (it was re-authored).
             let abandoned = files.storeIdentity?.isAbandoned(header: header, position: entry.position) ?? false
             let applies = entry.position >= from && !abandoned && (cutoff?.includes(position: entry.position, timestamp: entry.timestamp) ?? true)
+                && (before.map { entry.position < $0 } ?? true)
             // An entry applied is fingerprinted from the decoding the apply makes; one a snapshot
             // covers (or past the cutoff) is decoded for it alone.
             if let digests, !abandoned, !applies { digests.add(entry, schema: store.projection.schema) }
@@ -143,10 +153,11 @@ final class LoadedStore: @unchecked Sendable {
                 return
             }
             do {
-                if let digests {
+                if digests != nil || collectingReferences {
                     let projection = store.projection
                     store.appliedEvents += try projection.apply(encoded: entry.payload, position: entry.position) { decoded in
-                        digests.add(decoded, schema: projection.schema)
+                        digests?.add(decoded, schema: projection.schema)
+                        if collectingReferences { decoded.references { store.references.append(($0, $1)) } }
                     }
                 } else {
                     store.appliedEvents += try store.projection.apply(encoded: entry.payload, position: entry.position)
@@ -168,20 +179,50 @@ final class LoadedStore: @unchecked Sendable {
 extension LoadedStore {
     /// Two stores rebuilt at once (they are independent: one per core), each with the history
     /// digests of its log (`diff`, `merge --what-if`).
-    static func loadPair(_ a: StoreFiles, _ b: StoreFiles, progress: Progress?) throws
+    ///
+    /// - Parameters:
+    ///   - replayingOnly: a partial replay of these objects (`[]`: of none — the applied
+    ///     sequences, the schema and the base state only); `nil`: a full one.
+    ///   - collectingReferences: fill each store's ``references``.
+    static func loadPair(_ a: StoreFiles, _ b: StoreFiles, replayingOnly: Set<ObjectID>? = nil, collectingReferences: Bool = false,
+                         progress: Progress?) throws
         -> ((store: LoadedStore, digests: HistoryDigests), (store: LoadedStore, digests: HistoryDigests)) {
         let files = [a, b]
         let results = Slots<Result<(store: LoadedStore, digests: HistoryDigests), any Error>>()
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             results.set(i, Result {
                 let collector = HistoryDigestCollector(files[i])
-                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i, digests: collector)
+                let loaded = try LoadedStore.load(files[i], start: .newest, progress: progress, slot: i, digests: collector,
+                                                  replayingOnly: replayingOnly, collectingReferences: collectingReferences)
                 return (loaded, collector.finish())
             })
         }
         progress?.finish()
         guard let first = results.get(0), let second = results.get(1) else { throw CLIError("internal: a store was not read") }
         return (try first.get(), try second.get())
+    }
+
+    /// The two stores of a first pass replayed again (one per core), as far as that pass read
+    /// their logs, with the given objects only (`nil`: all). Each keeps the first pass's index and
+    /// findings, so that what was found in the log and what the projection holds are of one read
+    /// even when a writer appended in between.
+    static func replayPair(_ first: (LoadedStore, LoadedStore), replayingOnly: Set<ObjectID>?, progress: Progress?) throws -> (LoadedStore, LoadedStore) {
+        let sides = [first.0, first.1]
+        let results = Slots<Result<LoadedStore, any Error>>()
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            results.set(i, Result {
+                let earlier = sides[i]
+                let again = try LoadedStore.load(earlier.files, start: .newest, progress: progress, slot: i, replayingOnly: replayingOnly,
+                                                 before: earlier.index.entries.last.map { $0.position + 1 } ?? 0)
+                again.index = earlier.index
+                again.report = earlier.report
+                again.notes = earlier.notes
+                return again
+            })
+        }
+        progress?.finish()
+        guard let a = results.get(0), let b = results.get(1) else { throw CLIError("internal: a store was not read") }
+        return (try a.get(), try b.get())
     }
 }
 
