@@ -43,6 +43,13 @@ struct SHA256Tests {
             // The fingerprints' 16-byte prefix, read without an array, is the digest's first 16 bytes.
             let (high, low) = prefixed.finalizePrefix128()
             #expect(Fingerprint(high: high, low: low).description == Self.hex(Array(theirs.prefix(16))), "prefix, length \(length), seed \(seed)")
+            // The one-call prefix (whole blocks from the input, the tail padded on the stack),
+            // with the CPU's instructions and with the portable rounds.
+            for hardware in [SHA256Hasher.usesHardware, false] {
+                let (oneHigh, oneLow) = bytes.withUnsafeBytes { SHA256Hasher.prefix128(of: $0, hardware: hardware) }
+                #expect(Fingerprint(high: oneHigh, low: oneLow).description == Self.hex(Array(theirs.prefix(16))),
+                        "one-call prefix, length \(length), hardware \(hardware), seed \(seed)")
+            }
             // The same bytes as a Data slice that does not start at 0, with empty pieces, and as a
             // collection with no contiguous storage.
             let padded = Data([0xFF] + bytes)

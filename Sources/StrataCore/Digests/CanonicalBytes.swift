@@ -81,7 +81,12 @@ struct CanonicalBytes: ~Copyable {
     mutating func raw(_ bytes: UnsafeRawBufferPointer) {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
         reserve(bytes.count)
-        (base + count).copyMemory(from: source, byteCount: bytes.count)
+        if bytes.count <= 16 {
+            // Names and short values: a call to memmove costs more than the copy.
+            for i in 0..<bytes.count { base.storeBytes(of: bytes[i], toByteOffset: count + i, as: UInt8.self) }
+        } else {
+            (base + count).copyMemory(from: source, byteCount: bytes.count)
+        }
         count += bytes.count
     }
 

@@ -38,13 +38,14 @@ extension DecodedTransaction {
     package func fingerprints(leavingOut localOnly: [String: Set<String>] = [:], _ each: (SequenceDigests.Held) -> Void) {
         guard events.contains(where: { $0.kind != .withheld }) else { return }
         let table = NameTable(self, leavingOut: localOnly)
+        let hardware = SHA256Hasher.usesHardware
         var w = CanonicalBytes(capacity: 256)
         var order: [(rank: Int, field: Int)] = []
         for (index, event) in events.enumerated() where event.kind != .withheld {
             let sequence = firstSequence + UInt64(index)
             w.removeAll()
             canonical(event, sequence: sequence, names: table, order: &order, into: &w)
-            let (high, low) = SHA256Hasher.prefix128(of: w.bytes)
+            let (high, low) = SHA256Hasher.prefix128(of: w.bytes, hardware: hardware)
             each((sequence, Fingerprint(high: high, low: low), event.hlc))
         }
     }
@@ -136,6 +137,13 @@ extension DecodedTransaction {
             w.id(e.object)
             let start = Int(e.start)
             let end = min(fields.count, start + Int(e.count))
+            // One field (most updates): written as it is.
+            if end == start + 1, !names.skips(fields[start].name, entity: e.entity) {
+                w.u8(1)
+                names.write(fields[start].name, into: &w)
+                w.value(fields[start].value)
+                return
+            }
             order.removeAll(keepingCapacity: true)
             // Each field with its name's rank, sorted by (rank, place): the order of a stable sort
             // by rank. (A closure reading `fields` here captured the whole transaction, copied

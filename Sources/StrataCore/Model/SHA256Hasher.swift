@@ -30,7 +30,7 @@ package struct SHA256Hasher: Sendable {
     package mutating func finalize() -> [UInt8] { Array(hasher.finalize()) }
 
     /// The first 16 bytes of the digest of `bytes` as two big-endian words, in one call.
-    package static func prefix128(of bytes: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
+    package static func prefix128(of bytes: UnsafeRawBufferPointer, hardware: Bool = true) -> (high: UInt64, low: UInt64) {
         var hasher = SHA256Hasher()
         hasher.hasher.update(bufferPointer: bytes)
         return hasher.finalizePrefix128()
@@ -86,13 +86,28 @@ package struct SHA256Hasher: Sendable {
         copy.withUnsafeBytes { absorb($0) }
     }
 
-    /// The first 16 bytes of the digest of `bytes` as two big-endian words, in one call (no
-    /// generic `update`: the event fingerprints hash two million short encodings in a diff).
-    package static func prefix128(of bytes: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
+    /// The first 16 bytes of the digest of `bytes` as two big-endian words, in one call: the
+    /// whole blocks straight from `bytes`, the rest and the padding in one or two blocks on the
+    /// stack (the event fingerprints hash two million short encodings in a diff; the pending
+    /// block of `update` and `finalize` was a tenth of that). `hardware`: the value of
+    /// ``usesHardware``, read once by a caller hashing many (a global's every read is checked
+    /// for exclusive access).
+    package static func prefix128(of bytes: UnsafeRawBufferPointer, hardware: Bool = usesHardware) -> (high: UInt64, low: UInt64) {
         var hasher = SHA256Hasher()
-        hasher.length = UInt64(bytes.count)
-        hasher.absorb(bytes)
-        return hasher.finalizePrefix128()
+        let whole = bytes.count / 64
+        if whole > 0, let base = bytes.baseAddress { hasher.compressBlocks(base, count: whole, hardware: hardware) }
+        let rest = bytes.count - 64 * whole
+        var tail: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                   UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &tail) { block in
+            guard let start = block.baseAddress else { return }
+            if rest > 0, let base = bytes.baseAddress { start.copyMemory(from: base + 64 * whole, byteCount: rest) }
+            block[rest] = 0x80
+            let blocks = rest < 56 ? 1 : 2
+            block.storeBytes(of: (UInt64(bytes.count) &* 8).bigEndian, toByteOffset: 64 * blocks - 8, as: UInt64.self)
+            hasher.compressBlocks(start, count: blocks, hardware: hardware)
+        }
+        return (UInt64(hasher.state.0) << 32 | UInt64(hasher.state.1), UInt64(hasher.state.2) << 32 | UInt64(hasher.state.3))
     }
 
     /// The digest of everything given (32 bytes). The hasher is spent.
@@ -158,8 +173,8 @@ package struct SHA256Hasher: Sendable {
     }
 
     /// `count` 64-byte blocks into the state, by the CPU's instructions when it has them.
-    private mutating func compressBlocks(_ data: UnsafeRawPointer, count: Int) {
-        if Self.usesHardware {
+    private mutating func compressBlocks(_ data: UnsafeRawPointer, count: Int, hardware: Bool = usesHardware) {
+        if hardware {
             withUnsafeMutablePointer(to: &state) { words in
                 words.withMemoryRebound(to: UInt32.self, capacity: 8) { strata_sha256_hardware_blocks($0, data, count) }
             }
