@@ -2,7 +2,7 @@ extension DecodedTransaction {
     /// The transaction with the events of every object outside `objects` turned into withheld
     /// events: the same sequences and HLCs, no content. Schema events are kept (they change what
     /// every object reads). What a partial replay applies (``ProjectionBuilder/replayingOnly``).
-    package func withholding(allBut objects: Set<ObjectID>) -> DecodedTransaction {
+    package func withholding(allBut objects: ObjectFilter) -> DecodedTransaction {
         var masked = self
         for index in events.indices {
             switch events[index].kind {
@@ -33,5 +33,33 @@ extension DecodedTransaction {
                 break
             }
         }
+    }
+}
+
+/// A set of object IDs asked "does it hold this one?" for every event of a log, nearly always
+/// answered no: a bitmap of the IDs' low bits answers most of those without hashing the ID.
+package struct ObjectFilter: Sendable {
+    package let objects: Set<ObjectID>
+    private var bits = [UInt64](repeating: 0, count: 1024)
+
+    package init(_ objects: Set<ObjectID>) {
+        self.objects = objects
+        for id in objects {
+            let slot = Self.slot(id)
+            bits[slot >> 6] |= 1 << UInt64(slot & 63)
+        }
+    }
+
+    /// 16 bits of the ID (both halves folded, so that IDs random in either half spread).
+    private static func slot(_ id: ObjectID) -> Int {
+        let folded = UInt64(truncatingIfNeeded: id.rawValue >> 64) ^ UInt64(truncatingIfNeeded: id.rawValue)
+        return Int(truncatingIfNeeded: (folded ^ folded >> 16 ^ folded >> 32 ^ folded >> 48) & 0xFFFF)
+    }
+
+    @inline(__always) package func contains(_ id: ObjectID) -> Bool {
+        if objects.isEmpty { return false }
+        let slot = Self.slot(id)
+        guard bits[slot >> 6] & (1 << UInt64(slot & 63)) != 0 else { return false }
+        return objects.contains(id)
     }
 }

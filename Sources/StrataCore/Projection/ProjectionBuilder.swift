@@ -21,7 +21,10 @@ public final class ProjectionBuilder {
     /// needs of the objects differing events reach, without building a million others. An
     /// adoption record still adopts its whole state. (``apply(encoded:position:visit:)`` hands
     /// `visit` the transaction as decoded, not as masked.)
-    package var replayingOnly: Set<ObjectID>?
+    package var replayingOnly: Set<ObjectID>? {
+        didSet { replayFilter = replayingOnly.map(ObjectFilter.init) }
+    }
+    private var replayFilter: ObjectFilter?
 
     public init(identity: StoreIdentity? = nil) {
         self.identity = identity
@@ -76,7 +79,7 @@ public final class ProjectionBuilder {
         let transaction = try EventCodec.decodeRaw(bytes, position: position)
         projection.beginBatch(tracking: false)
         defer { projection.commitBatch(report: false) }
-        let applied = try projection.apply(replayingOnly.map { transaction.withholding(allBut: $0) } ?? transaction)
+        let applied = try projection.apply(replayFilter.map { transaction.withholding(allBut: $0) } ?? transaction)
         decoded(transaction)
         return applied
     }
