@@ -22,19 +22,25 @@ public struct SequenceDigests: Sendable {
     /// From held events in any order. A sequence given twice keeps its first fingerprint: a
     /// projection applies an event once, the first time it arrives.
     public init(held events: [Held]) {
-        let order = events.indices.sorted { (events[$0].sequence, $0) < (events[$1].sequence, $1) }
         sequences.reserveCapacity(events.count)
         prefix.reserveCapacity(events.count + 1)
         clocks.reserveCapacity(events.count)
         var sum = DigestSum.zero
-        for i in order {
-            let event = events[i]
-            if let last = sequences.last, last == event.sequence { continue }
+        func take(_ event: Held) {
+            if let last = sequences.last, last == event.sequence { return }
             sequences.append(event.sequence)
             sum.add(event.fingerprint)
             prefix.append(sum)
             clocks.append(event.hlc)
         }
+        // A log holds a replica's events mostly in sequence order: then no sort (a sort of a
+        // million indexes was a tenth of a diff's first pass).
+        if events.indices.dropFirst().allSatisfy({ events[$0 - 1].sequence < events[$0].sequence }) {
+            for event in events { take(event) }
+            return
+        }
+        let order = events.indices.sorted { (events[$0].sequence, $0) < (events[$1].sequence, $1) }
+        for i in order { take(events[i]) }
     }
 
     public var count: Int { sequences.count }
