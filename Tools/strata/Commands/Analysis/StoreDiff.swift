@@ -146,11 +146,17 @@ struct StoreDiff: Codable, Sendable {
     /// digest, a schema that differs, events not all read back), the second pass replays all.
     static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, full: Bool = false, progress: Progress?) throws -> StoreDiff {
         let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
-        let ((firstA, digestsA), (firstB, digestsB)) = try LoadedStore.loadPair(files[0], files[1], replayingOnly: full ? nil : [],
-                                                                                 collectingReferences: !full, progress: progress)
-        let found = try findings(firstA, firstB, digests: (digestsA, digestsB), limit: limit, timelineWindow: timelineWindow)
-        let (sideA, sideB) = full ? (firstA, firstB)
-            : try LoadedStore.replayPair((firstA, firstB), replayingOnly: found.replayNeeded(firstA, firstB), progress: progress)
+        // (In a closure, so that the first pass's stores are freed before the comparison: with
+        // a large snapshot, each holds all of its objects.)
+        let (found, sideA, sideB) = try { () throws -> (Findings, LoadedStore, LoadedStore) in
+            let ((firstA, digestsA), (firstB, digestsB)) = try LoadedStore.loadPair(files[0], files[1], replayingOnly: full ? nil : [],
+                                                                                     collectingReferences: !full, progress: progress)
+            let found = try findings(firstA, firstB, digests: (digestsA, digestsB), limit: limit, timelineWindow: timelineWindow)
+            if full { return (found, firstA, firstB) }
+            let needed = found.replayNeeded(firstA, firstB)
+            let (sideA, sideB) = try LoadedStore.replayPair((firstA, firstB), replayingOnly: needed, progress: progress)
+            return (found, sideA, sideB)
+        }()
         let warnings = [sideA, sideB].compactMap { side in side.report.readWarning.map { "\(side.files.name): \($0)" } }
         var diff = try compare(sideA, sideB, found, full: full, progress: progress)
         // Either store may have learned a replica's user from the server.
