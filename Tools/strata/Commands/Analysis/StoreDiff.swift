@@ -213,6 +213,77 @@ struct StoreDiff: Codable, Sendable {
         }
     }
 
+    /// One side's part of ``Findings``: its timeline and the records read back from its log.
+    struct SideFindings {
+        var timelinePositions: [UInt64]
+        var divergencePosition: UInt64?
+        var missingEntries: Set<UInt64>
+        var decoded: [UInt64: (entry: HistoryEntry, record: TransactionRecord)]
+        var adoptions: [UInt64: (entry: HistoryEntry, record: AdoptionRecord)]
+    }
+
+    /// 3. The side's timeline: where its log first holds an event the other lacks (or holds with
+    /// other content). 4. The records those events and the timeline are in, read back (the index
+    /// knows where).
+    static func sideFindings(_ store: LoadedStore, other: [ReplicaID: AppliedSequences], differing differingSet: Set<EventID>,
+                             wanted: [EventID], timelineWindow: Int) throws -> SideFindings {
+        let index = store.index
+        var missingEntries = Set<UInt64>()
+        var divergencePosition: UInt64?
+        var replicaSets: [UInt32: AppliedSequences?] = [:]
+        for entry in index.entries {
+            let set = replicaSets[entry.replica] ?? other[index.replica(of: entry)]
+            replicaSets[entry.replica] = set
+            let replica = index.replica(of: entry)
+            let lacks = entry.count > 0 && (0..<entry.count).contains { k in
+                !(set?.contains(entry.firstSequence + k) ?? false) || differingSet.contains(EventID(replica: replica, sequence: entry.firstSequence + k))
+            }
+            if lacks {
+                missingEntries.insert(entry.position)
+                if divergencePosition == nil { divergencePosition = entry.position }
+            }
+        }
+        let positions = index.entries.map(\.position)
+        let start: Int
+        if let point = divergencePosition, let at = positions.firstIndex(of: point) {
+            start = max(0, at - timelineWindow / 10)
+        } else {
+            start = max(0, positions.count - timelineWindow)
+        }
+        let timelinePositions = Array(positions[start..<min(positions.count, start + timelineWindow)])
+
+        var decoded: [UInt64: (entry: HistoryEntry, record: TransactionRecord)] = [:]
+        // Adoption records in the timelines: states a side adopted from a zone (no events).
+        var adoptions: [UInt64: (entry: HistoryEntry, record: AdoptionRecord)] = [:]
+        var wantedPositions = Set(timelinePositions)
+        for id in wanted {
+            if let entry = store.index.entry(holding: id) { wantedPositions.insert(entry.position) }
+        }
+        let wantedEntries = index.entries.filter { wantedPositions.contains($0.position) }
+        var records: [String: LogRecord] = [:]
+        for entry in wantedEntries {
+            let segment = index.segment(of: entry)
+            let key = "\(segment)@\(entry.recordOffset)"
+            if records[key] == nil {
+                do {
+                    records[key] = try SegmentLog.readRecord(segment: store.files.logDirectory + "/" + segment, offset: entry.recordOffset)
+                } catch {
+                    throw CLIError("cannot read back \(segment) at byte \(entry.recordOffset) of \(store.files.name): \(error)")
+                }
+            }
+            guard let stored = records[key]?.entries.first(where: { $0.position == entry.position }) else { continue }
+            let historyEntry = HistoryEntry(position: stored.position, timestamp: stored.timestamp, payload: stored.payload,
+                                            segment: segment, recordOffset: entry.recordOffset)
+            if AdoptionRecord.isAdoption(stored.payload) {
+                adoptions[entry.position] = (historyEntry, try AdoptionRecord(decoding: stored.payload, position: stored.position))
+                continue
+            }
+            decoded[entry.position] = (historyEntry, try TransactionRecord(decoding: stored.payload))
+        }
+        return SideFindings(timelinePositions: timelinePositions, divergencePosition: divergencePosition, missingEntries: missingEntries,
+                            decoded: decoded, adoptions: adoptions)
+    }
+
     static func findings(_ sideA: LoadedStore, _ sideB: LoadedStore, digests: (HistoryDigests?, HistoryDigests?) = (nil, nil),
                          limit: Int, timelineWindow: Int) throws -> Findings {
         let a = sideA.projection
@@ -280,69 +351,24 @@ struct StoreDiff: Codable, Sendable {
             wanted[side] = chosen.sorted()
         }
 
-        // 3. Each log's timeline: where it first holds an event the other lacks.
+        // 3. Each log's timeline, 4. the records to describe read back: each side at once (one
+        // per core; see ``sideFindings``).
         let sides = [sideA, sideB]
-        var timelinePositions: [[UInt64]] = [[], []]
-        var divergencePositions: [UInt64?] = [nil, nil]
-        var missingEntries: [Set<UInt64>] = [[], []]
-        for side in 0..<2 {
-            let other = side == 0 ? appliedB : appliedA
-            let index = sides[side].index
-            var replicaSets: [UInt32: AppliedSequences?] = [:]
-            for entry in index.entries {
-                let set = replicaSets[entry.replica] ?? other[index.replica(of: entry)]
-                replicaSets[entry.replica] = set
-                let replica = index.replica(of: entry)
-                let lacks = entry.count > 0 && (0..<entry.count).contains { k in
-                    !(set?.contains(entry.firstSequence + k) ?? false) || differingSet.contains(EventID(replica: replica, sequence: entry.firstSequence + k))
-                }
-                if lacks {
-                    missingEntries[side].insert(entry.position)
-                    if divergencePositions[side] == nil { divergencePositions[side] = entry.position }
-                }
-            }
-            let positions = index.entries.map(\.position)
-            let start: Int
-            if let point = divergencePositions[side], let at = positions.firstIndex(of: point) {
-                start = max(0, at - timelineWindow / 10)
-            } else {
-                start = max(0, positions.count - timelineWindow)
-            }
-            timelinePositions[side] = Array(positions[start..<min(positions.count, start + timelineWindow)])
+        let perSide = Slots<Result<SideFindings, any Error>>()
+        let wantedNow = wanted
+        DispatchQueue.concurrentPerform(iterations: 2) { side in
+            perSide.set(side, Result {
+                try Self.sideFindings(sides[side], other: side == 0 ? appliedB : appliedA, differing: differingSet,
+                                      wanted: wantedNow[side], timelineWindow: timelineWindow)
+            })
         }
-
-        // 4. Read back just the records those events and timelines are in (the index knows where).
-        var decoded: [[UInt64: (entry: HistoryEntry, record: TransactionRecord)]] = [[:], [:]]
-        // Adoption records in the timelines: states a side adopted from a zone (no events).
-        var adoptions: [[UInt64: (entry: HistoryEntry, record: AdoptionRecord)]] = [[:], [:]]
-        for side in 0..<2 {
-            let index = sides[side].index
-            var positions = Set(timelinePositions[side])
-            for id in wanted[side] {
-                if let entry = sides[side].index.entry(holding: id) { positions.insert(entry.position) }
-            }
-            let wantedEntries = index.entries.filter { positions.contains($0.position) }
-            var records: [String: LogRecord] = [:]
-            for entry in wantedEntries {
-                let segment = index.segment(of: entry)
-                let key = "\(segment)@\(entry.recordOffset)"
-                if records[key] == nil {
-                    do {
-                        records[key] = try SegmentLog.readRecord(segment: sides[side].files.logDirectory + "/" + segment, offset: entry.recordOffset)
-                    } catch {
-                        throw CLIError("cannot read back \(segment) at byte \(entry.recordOffset) of \(sides[side].files.name): \(error)")
-                    }
-                }
-                guard let stored = records[key]?.entries.first(where: { $0.position == entry.position }) else { continue }
-                let historyEntry = HistoryEntry(position: stored.position, timestamp: stored.timestamp, payload: stored.payload,
-                                                segment: segment, recordOffset: entry.recordOffset)
-                if AdoptionRecord.isAdoption(stored.payload) {
-                    adoptions[side][entry.position] = (historyEntry, try AdoptionRecord(decoding: stored.payload, position: stored.position))
-                    continue
-                }
-                decoded[side][entry.position] = (historyEntry, try TransactionRecord(decoding: stored.payload))
-            }
-        }
+        guard let resultA = perSide.get(0), let resultB = perSide.get(1) else { throw CLIError("internal: a side was not compared") }
+        let found = [try resultA.get(), try resultB.get()]
+        let timelinePositions = found.map(\.timelinePositions)
+        let divergencePositions = found.map(\.divergencePosition)
+        let missingEntries = found.map(\.missingEntries)
+        let decoded = found.map(\.decoded)
+        let adoptions = found.map(\.adoptions)
         func describe(_ id: EventID, side: Int) -> MissingEvent {
             var description: EventDescription?
             if let entry = sides[side].index.entry(holding: id), let found = decoded[side][entry.position],
