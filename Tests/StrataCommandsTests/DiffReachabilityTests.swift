@@ -65,6 +65,7 @@ struct DiffReachabilityTests {
             let quickJSON = String(decoding: try encoder.encode(quick), as: UTF8.self)
             let fullJSON = String(decoding: try encoder.encode(full), as: UTF8.self)
             #expect(quickJSON == fullJSON, "seed \(seed): the partial replay's diff differs from the full one's")
+            #expect(try quick.json == JSONOutput.string(quick), "seed \(seed): --json joined from its members")
             // How much the second pass replayed.
             let first = try LoadedStore.loadPair(StoreFiles(dir.sub("a")), StoreFiles(dir.sub("b")), replayingOnly: [],
                                                  collectingReferences: true, progress: nil)

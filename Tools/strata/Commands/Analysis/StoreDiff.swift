@@ -616,3 +616,20 @@ final class KeyedSlots<Key: Hashable, Value>: @unchecked Sendable {
 
 typealias Slots<Value> = KeyedSlots<Int, Value>
 typealias NamedSlots<Value> = KeyedSlots<String, Value>
+
+extension StoreDiff {
+    /// `--json`: the members the synthesized encoding writes, encoded at once
+    /// (``JSONOutput/prettyObject(_:)``; `DiffJSONTests` checks it against the encoder's own
+    /// output of the whole value).
+    var json: String {
+        get throws {
+            try JSONOutput.prettyObject([
+                ("a", a), ("b", b), ("equal", equal), ("replicas", replicas), ("onlyInACount", onlyInACount),
+                ("onlyInBCount", onlyInBCount), ("firstDivergent", firstDivergent), ("differingEvents", differingEvents),
+                ("differingTruncated", differingTruncated), ("digestComparison", digestComparison), ("onlyInA", onlyInA),
+                ("onlyInB", onlyInB), ("objects", objects), ("timelineA", timelineA), ("timelineB", timelineB),
+                ("truncated", truncated), ("warnings", warnings),
+            ])
+        }
+    }
+}

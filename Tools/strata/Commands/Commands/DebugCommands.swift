@@ -517,7 +517,7 @@ struct DiffCommand: AsyncParsableCommand {
         let b = try StoreFiles(storeB)
         let progress = Progress("diff", total: a.segmentBytes() + b.segmentBytes())
         let diff = try StoreDiff.run(storeA, storeB, limit: limit, full: full, progress: progress)
-        print(json ? try JSONOutput.string(diff) : diff.text)
+        print(json ? try diff.json : diff.text)
         if let html {
             do {
                 try Data(diff.html.utf8).write(to: URL(fileURLWithPath: html))

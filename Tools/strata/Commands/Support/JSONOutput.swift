@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Strata
 import StrataCore
@@ -12,6 +13,55 @@ enum JSONOutput {
         } catch {
             throw CLIError("cannot encode the output as JSON: \(error)")
         }
+    }
+}
+
+extension JSONOutput {
+    /// A top-level object whose members are encoded at once, one per core, and joined: the same
+    /// bytes as ``string(_:pretty:)`` of the value whose synthesized encoding writes these
+    /// members (`nil` ones left out), pretty-printed. For outputs of megabytes (`diff --json` of
+    /// large stores), where Foundation's encoder was an eighth of the command's time.
+    ///
+    /// Each member is encoded on its own and indented one level, which is how the encoder
+    /// nests it: every line after its first gains two spaces, except the empty line inside an
+    /// empty array or object (strings hold no raw line breaks: they are escaped).
+    static func prettyObject(_ members: [(key: String, value: (any Encodable & Sendable)?)]) throws -> String {
+        let present = members.compactMap { member in member.value.map { (key: member.key, value: $0) } }
+            .sorted { $0.key < $1.key }
+        guard !present.isEmpty else { return "{\n\n}" }
+        let encoded = KeyedSlots<Int, Result<[UInt8], any Error>>()
+        DispatchQueue.concurrentPerform(iterations: present.count) { i in
+            encoded.set(i, Result {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+                let key = try encoder.encode(present[i].key)
+                let value: Data
+                do {
+                    value = try encoder.encode(present[i].value)
+                } catch {
+                    throw CLIError("cannot encode the output as JSON: \(error)")
+                }
+                var member: [UInt8] = [0x20, 0x20]
+                member.reserveCapacity(key.count + value.count + value.count / 8 + 8)
+                member.append(contentsOf: key)
+                member.append(contentsOf: [0x20, 0x3A, 0x20])  // " : "
+                var previousWasBreak = false
+                for byte in value {
+                    if previousWasBreak && byte != 0x0A { member.append(contentsOf: [0x20, 0x20]) }
+                    member.append(byte)
+                    previousWasBreak = byte == 0x0A
+                }
+                return member
+            })
+        }
+        var out: [UInt8] = [0x7B, 0x0A]  // "{\n"
+        for i in present.indices {
+            guard let result = encoded.get(i) else { throw CLIError("internal: a member of the output was not encoded") }
+            out.append(contentsOf: try result.get())
+            out.append(contentsOf: i + 1 < present.count ? [0x2C, 0x0A] : [0x0A])
+        }
+        out.append(0x7D)  // "}"
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
