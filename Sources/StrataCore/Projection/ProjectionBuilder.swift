@@ -200,15 +200,23 @@ public final class ProjectionBuilder {
         Dictionary(uniqueKeysWithValues: projection.appliedSummary().map { ($0.replica, $0.contiguous) })
     }
 
+    /// Reads see the schema the events applied so far recorded. Assigned only when it changed:
+    /// an assignment drops the projection's read plans, and a read per object (`replay --json`,
+    /// `diff`) rebuilt them for every object. (Equal schemas share their storage, so the check
+    /// is cheap.)
+    private func useRecordedSchema() {
+        if projection.schema != projection.recordedSchema { projection.schema = projection.recordedSchema }
+    }
+
     /// The canonical digest (see `Store.digest()`).
     public func digest() -> String {
-        projection.schema = projection.recordedSchema
+        useRecordedSchema()
         return projection.digest()
     }
 
     /// Each existing object's state fingerprint (see ``StateDigests``).
     public func stateDigests() -> StateDigests {
-        projection.schema = projection.recordedSchema
+        useRecordedSchema()
         return projection.stateDigests()
     }
 
@@ -236,7 +244,7 @@ public final class ProjectionBuilder {
 
     /// An existing object with its to-many relationships, as a store would read it.
     public func object(_ id: ObjectID) -> ObjectSnapshot? {
-        projection.schema = projection.recordedSchema
+        useRecordedSchema()
         return projection.snapshot(id, includeToMany: true)
     }
 
@@ -245,7 +253,7 @@ public final class ProjectionBuilder {
 
     /// The existing objects of `entity`, sorted by ID.
     public func objectIDs(of entity: String) -> [ObjectID] {
-        projection.schema = projection.recordedSchema
+        useRecordedSchema()
         return projection.objectIDs(of: entity).sorted()
     }
 
