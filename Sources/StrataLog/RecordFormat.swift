@@ -40,6 +40,11 @@ struct RecordHeader: Hashable, Sendable {
         guard flags == 0, reserved == 0 else { return .failure(FormatViolation("reserved header bits set")) }
         guard count > 0 else { return .failure(FormatViolation("record with no entries")) }
         guard minTs <= maxTs else { return .failure(FormatViolation("timestamp range inverted")) }
+        // Its entries' positions must be numbers: a first position this close to the top would
+        // wrap (found by fuzzing: the decoder trapped computing the second entry's position).
+        guard first <= LogPosition.max - LogPosition(count) else {
+            return .failure(FormatViolation("first position \(first) with \(count) entries runs past the last position"))
+        }
         guard Int(payloadLength) <= LogOptions.formatMaxRecordSize else { return .failure(FormatViolation("payload length \(payloadLength) out of range")) }
         if codec == .raw && Int(payloadLength) != Int(length) - size {
             return .failure(FormatViolation("raw payload length \(payloadLength) disagrees with record length \(length)"))

@@ -20,6 +20,36 @@ struct RecordDamageTests {
         #expect(violation.description.contains("more than an LZ4 block of 100 bytes can hold"))
     }
 
+    @Test("A record whose entries' positions would run past the last position is refused, not trapped on (found by fuzzing)")
+    func positionsPastTheEnd() {
+        func header(first: UInt64, count: UInt32) -> Result<RecordHeader, FormatViolation> {
+            var w = ByteWriter()
+            w.u32(UInt32(RecordHeader.size + 8))  // length
+            w.u32(0)  // checksum
+            w.u8(RecordCodec.raw.rawValue)
+            w.u8(0)  // flags
+            w.u16(UInt16(RecordHeader.size))
+            w.u32(count)
+            w.u64(first)
+            w.u32(8)  // payload length
+            w.u32(0)  // reserved
+            w.i64(0)
+            w.i64(0)
+            return w.bytes.withUnsafeBytes { RecordHeader.parse($0) }
+        }
+        guard case .failure(let violation) = header(first: UInt64.max - 1, count: 3) else {
+            Issue.record("a record whose third entry would be at position 2^64 parsed")
+            return
+        }
+        #expect(violation.description.contains("runs past the last position"))
+        // The last positions that are numbers are still a record's.
+        guard case .success(let last) = header(first: UInt64.max - 3, count: 3) else {
+            Issue.record("a record ending just below the top was refused")
+            return
+        }
+        #expect(last.endPosition == UInt64.max)
+    }
+
     @Test("The most compressible payloads (a megabyte of one byte) still round-trip through LZ4 records")
     func mostCompressibleRoundTrips() async throws {
         let dir = TemporaryDirectory()
