@@ -32,14 +32,23 @@ done
 # -enable-testing: some decoders are internal (the record decoder, the identity and cursor files,
 # the users file) and the targets reach them with @testable import.
 build=(swift build -c release --sanitize=fuzzer -Xswiftc -enable-testing --package-path Tools/Fuzz --scratch-path "$SCRATCH")
+# Runs a build, prints its output less the noise, and returns the build's own status. (It was
+# `build | grep … || true` and then PIPESTATUS: under pipefail a failed build made the pipe fail,
+# `|| true` ran, and PIPESTATUS was true's — a build that failed went on to fuzz the old binaries.)
+quiet_build() {
+    local out status
+    out="$(mktemp)"
+    "$@" > "$out" 2>&1 && status=0 || status=$?
+    grep -Ev "^warning: '|^    /|Compiling|^\[" "$out" || true
+    rm -f "$out"
+    return "$status"
+}
 start=$(date +%s)
 if [ ${#targets[@]} -eq ${#ALL[@]} ]; then
-    "${build[@]}" 2>&1 | grep -Ev "^warning: '|^    /|Compiling|^\[" || true
-    [ "${PIPESTATUS[0]}" = 0 ] || { echo "fuzz: the build failed" >&2; exit 1; }
+    quiet_build "${build[@]}" || { echo "fuzz: the build failed" >&2; exit 1; }
 else
     for t in "${targets[@]}"; do
-        "${build[@]}" --product "$t" 2>&1 | grep -Ev "^warning: '|^    /|Compiling|^\[" || true
-        [ "${PIPESTATUS[0]}" = 0 ] || { echo "fuzz: the build of $t failed" >&2; exit 1; }
+        quiet_build "${build[@]}" --product "$t" || { echo "fuzz: the build of $t failed" >&2; exit 1; }
     done
 fi
 bin="$("${build[@]}" --show-bin-path)"
