@@ -96,9 +96,19 @@ extension DecodedTransaction {
             }
             skipped = [(byName: [Bool], empty: Bool)?](repeating: nil, count: names.count)
             guard !localOnly.isEmpty else { return }
+            // One row per distinct entity name, shared by every index that names it: a name
+            // table that repeats an entity's name (a hostile log may) costs a row once, not a row
+            // per repetition.
+            var rows: [String: (byName: [Bool], empty: Bool)?] = [:]
             func skips(_ entity: String) -> (byName: [Bool], empty: Bool)? {
-                guard let attributes = localOnly[entity], !attributes.isEmpty else { return nil }
-                return (names.map { attributes.contains($0) }, attributes.contains(""))
+                if let row = rows[entity] { return row }
+                guard let attributes = localOnly[entity], !attributes.isEmpty else {
+                    rows[entity] = .some(nil)
+                    return nil
+                }
+                let row = (byName: names.map { attributes.contains($0) }, empty: attributes.contains(""))
+                rows[entity] = row
+                return row
             }
             for (entity, name) in names.enumerated() { skipped[entity] = skips(name) }
             skippedForNoEntity = skips("")
