@@ -77,6 +77,29 @@ struct DiffReachabilityTests {
         #expect(partial > 0, "no run replayed fewer objects than the store holds")
     }
 
+    @Test("The second pass reads what the first did, though the store was written and compacted in between")
+    func secondPassKeepsTheFirstRead() async throws {
+        let dir = TemporaryDirectory()
+        var g = SeededGenerator(seed: 0x5EC0_0D)
+        var store = try await Store.open(at: dir.sub("a"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+        try await edit(store, count: 20, &g)
+        try await store.close()
+        let files = try StoreFiles(dir.sub("a"))
+        let first = try LoadedStore.loadPair(files, files, progress: nil)
+        let digest = first.0.store.projection.digest()
+        let events = first.0.store.projection.eventCount
+        // A writer appends and compacts (a snapshot past everything the first pass read).
+        store = try await Store.open(at: dir.sub("a"), schema: Self.schema, options: StoreOptions(durability: .buffered))
+        try await edit(store, count: 10, &g)
+        try await store.compact()
+        try await store.close()
+        let (again, _) = try LoadedStore.replayPair((first.0.store, first.1.store), replayingOnly: nil, progress: nil)
+        #expect(again.base == nil, "the second pass started from a snapshot the first never read")
+        #expect(again.projection.eventCount == events)
+        #expect(again.projection.digest() == digest)
+        #expect(again.index.entries.count == first.0.store.index.entries.count)
+    }
+
     /// `count` random transactions of one to three changes.
     func edit(_ store: Store, count: Int, _ g: inout SeededGenerator) async throws {
         for _ in 0..<count {

@@ -33,7 +33,13 @@ struct SequenceRanges: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    var count: UInt64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound + 1) } }
+    /// Saturating: applied sets come from snapshots, which may be damaged or hostile.
+    var count: UInt64 {
+        ranges.reduce(0) { sum, range in
+            let width = range.upperBound - range.lowerBound
+            return width == .max ? .max : StoreDiff.saturatingSum(sum, width + 1)
+        }
+    }
     var isEmpty: Bool { ranges.isEmpty }
     var first: UInt64? { ranges.first?.lowerBound }
     /// Whether `sequence` is in one of the ranges (a binary search).

@@ -166,6 +166,11 @@ struct StoreDiff: Codable, Sendable {
         return diff
     }
 
+    static func saturatingSum(_ a: UInt64, _ b: UInt64) -> UInt64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? .max : sum
+    }
+
     /// What the comparison finds in the two logs, before any object is compared: the events one
     /// holds and the other lacks or holds otherwise, each described from its log, and the
     /// timelines' entries. It needs the stores' applied sequences and logs only, which a partial
@@ -306,8 +311,10 @@ struct StoreDiff: Codable, Sendable {
             if !onlyA.isEmpty { missing.append((0, replica, onlyA)) }
             if !onlyB.isEmpty { missing.append((1, replica, onlyB)) }
         }
-        let onlyInACount = missing.filter { $0.heldBy == 0 }.reduce(0) { $0 + $1.ranges.count }
-        let onlyInBCount = missing.filter { $0.heldBy == 1 }.reduce(0) { $0 + $1.ranges.count }
+        // Counts from applied sets a damaged or hostile snapshot may claim near 2^64: summed
+        // without trapping (saturating), as they are only reported.
+        let onlyInACount = missing.filter { $0.heldBy == 0 }.reduce(0) { Self.saturatingSum($0, $1.ranges.count) }
+        let onlyInBCount = missing.filter { $0.heldBy == 1 }.reduce(0) { Self.saturatingSum($0, $1.ranges.count) }
 
         // 1b. The events both hold with content: compared by digests of sequence ranges.
         var differing: [EventID] = []
@@ -319,7 +326,7 @@ struct StoreDiff: Codable, Sendable {
             differingTruncated = outcome.truncated
             let compared = digestsA.replicas.reduce(UInt64(0)) { sum, item in
                 guard let other = digestsB.replicas[item.key] else { return sum }
-                return sum + SequenceRangeSet.count(SequenceRangeSet.intersection(item.value.ranges, other.ranges))
+                return Self.saturatingSum(sum, SequenceRangeSet.count(SequenceRangeSet.intersection(item.value.ranges, other.ranges)))
             }
             digestComparison = DigestComparison(rounds: outcome.rounds, bytes: outcome.bytesExchanged, compared: compared)
         }
@@ -343,7 +350,7 @@ struct StoreDiff: Codable, Sendable {
                     chosen.insert(EventID(replica: list.replica, sequence: s))
                 }
             }
-            let total = lists.reduce(UInt64(0)) { $0 + $1.ranges.count }
+            let total = lists.reduce(UInt64(0)) { Self.saturatingSum($0, $1.ranges.count) }
             if UInt64(chosen.count) < total { allDescribed = false }
             if total > UInt64(limit) { truncated = true }
             // Both sides' versions of an event whose content differs.

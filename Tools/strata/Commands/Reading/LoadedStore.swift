@@ -69,6 +69,9 @@ final class LoadedStore: @unchecked Sendable {
         /// The whole log from an empty projection when the log still starts at position 0,
         /// otherwise the oldest snapshot that verifies (what can be checked or replayed).
         case earliest
+        /// This snapshot (`nil`: the whole log), as an earlier read of the same store started:
+        /// a second pass over a store in use must not start from a snapshot written since.
+        case base(SnapshotInfo?)
     }
 
     /// Rebuilds the projection.
@@ -95,6 +98,8 @@ final class LoadedStore: @unchecked Sendable {
             info.position >= identity.startPosition && !(files.storeIdentity?.isTainted(snapshotAt: info.position) ?? false)
         }
         switch (start, cutoff) {
+        case (.base(let info), _):
+            candidates = info.map { [$0] } ?? []
         case (.earliest, _), (_, .time?):
             candidates.reverse()
             if identity.startPosition == 0 { candidates = [] }
@@ -202,17 +207,19 @@ extension LoadedStore {
         return (try first.get(), try second.get())
     }
 
-    /// The two stores of a first pass replayed again (one per core), as far as that pass read
-    /// their logs, with the given objects only (`nil`: all). Each keeps the first pass's index and
-    /// findings, so that what was found in the log and what the projection holds are of one read
-    /// even when a writer appended in between.
+    /// The two stores of a first pass replayed again (one per core), from the snapshot that pass
+    /// started from and as far as it read their logs, with the given objects only (`nil`: all).
+    /// Each keeps the first pass's index and findings, so that what was found in the log and what
+    /// the projection holds are of one read even when a writer appended or wrote a snapshot in
+    /// between. (A compaction in between that retired what the first pass read fails the second
+    /// with the reason; a diff run again reads the store as it is then.)
     static func replayPair(_ first: (LoadedStore, LoadedStore), replayingOnly: Set<ObjectID>?, progress: Progress?) throws -> (LoadedStore, LoadedStore) {
         let sides = [first.0, first.1]
         let results = Slots<Result<LoadedStore, any Error>>()
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             results.set(i, Result {
                 let earlier = sides[i]
-                let again = try LoadedStore.load(earlier.files, start: .newest, progress: progress, slot: i, replayingOnly: replayingOnly,
+                let again = try LoadedStore.load(earlier.files, start: .base(earlier.base), progress: progress, slot: i, replayingOnly: replayingOnly,
                                                  before: earlier.index.entries.last.map { $0.position + 1 } ?? 0)
                 again.index = earlier.index
                 again.report = earlier.report
