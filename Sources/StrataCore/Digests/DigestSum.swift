@@ -11,9 +11,7 @@ public struct Fingerprint: Hashable, Sendable, Codable, CustomStringConvertible 
 
     /// The fingerprint of `bytes`.
     package init(of bytes: [UInt8]) {
-        var hasher = SHA256Hasher()
-        hasher.update(data: bytes)
-        let (high, low) = hasher.finalizePrefix128()
+        let (high, low) = bytes.withUnsafeBytes { SHA256Hasher.prefix128(of: $0) }
         self.init(high: high, low: low)
     }
 

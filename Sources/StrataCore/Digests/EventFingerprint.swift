@@ -69,24 +69,13 @@ extension DecodedTransaction {
 
         init(_ transaction: DecodedTransaction, leavingOut localOnly: [String: Set<String>]) {
             let names = transaction.names
-            var encoded: [UInt8] = []
-            var ends: [Int] = []
-            encoded.reserveCapacity(names.reduce(0) { $0 + $1.utf8.count + 1 })
+            var writer = ByteWriter(capacity: names.reduce(0) { $0 + $1.utf8.count + 1 })
             ends.reserveCapacity(names.count)
             for name in names {
-                var name = name
-                let count = name.utf8.count
-                var v = UInt64(count)
-                while v >= 0x80 {
-                    encoded.append(UInt8(truncatingIfNeeded: v) | 0x80)
-                    v >>= 7
-                }
-                encoded.append(UInt8(v))
-                name.withUTF8 { encoded.append(contentsOf: $0) }
-                ends.append(encoded.count)
+                writer.string(name)
+                ends.append(writer.bytes.count)
             }
-            self.encoded = encoded
-            self.ends = ends
+            encoded = writer.bytes
             let sorted = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
             ranks = [Int](repeating: 0, count: names.count)
             var rank = 0
@@ -94,24 +83,19 @@ extension DecodedTransaction {
                 if i == 0 || names[sorted[i - 1]] != names[index] { rank += 1 }
                 ranks[index] = names[index].isEmpty ? 0 : rank
             }
-            skipped = [(byName: [Bool], empty: Bool)?](repeating: nil, count: names.count)
-            guard !localOnly.isEmpty else { return }
-            // One row per distinct entity name, shared by every index that names it: a name
-            // table that repeats an entity's name (a hostile log may) costs a row once, not a row
-            // per repetition.
-            var rows: [String: (byName: [Bool], empty: Bool)?] = [:]
-            func skips(_ entity: String) -> (byName: [Bool], empty: Bool)? {
-                if let row = rows[entity] { return row }
-                guard let attributes = localOnly[entity], !attributes.isEmpty else {
-                    rows[entity] = .some(nil)
-                    return nil
-                }
-                let row = (byName: names.map { attributes.contains($0) }, empty: attributes.contains(""))
-                rows[entity] = row
-                return row
+            // One row per distinct local-only entity name among the names, shared by every index
+            // that names it (a name table repeating an entity's name — a hostile log may — costs
+            // one row, not one per repetition).
+            func row(_ entity: String) -> (byName: [Bool], empty: Bool)? {
+                guard let attributes = localOnly[entity], !attributes.isEmpty else { return nil }
+                return (names.map { attributes.contains($0) }, attributes.contains(""))
             }
-            for (entity, name) in names.enumerated() { skipped[entity] = skips(name) }
-            skippedForNoEntity = skips("")
+            var rows: [String: (byName: [Bool], empty: Bool)] = [:]
+            if !localOnly.isEmpty {
+                for name in Set(names) { rows[name] = row(name) }
+            }
+            skipped = names.map { rows[$0] }
+            skippedForNoEntity = row("")
         }
 
         /// Name `index`, length-prefixed ("" for an index out of range).
@@ -188,10 +172,7 @@ extension DecodedTransaction {
                 }
             }
         case .schema:
-            if schemaJSON.indices.contains(Int(e.start)) {
-                w.varint(UInt64(schemaJSON[Int(e.start)].count))
-                w.raw(schemaJSON[Int(e.start)])
-            }
+            if schemaJSON.indices.contains(Int(e.start)) { schemaJSON[Int(e.start)].withUnsafeBytes { w.lengthPrefixed($0) } }
         case .withheld:
             break
         }

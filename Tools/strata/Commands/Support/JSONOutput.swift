@@ -6,8 +6,7 @@ import StrataCore
 /// JSON for `--json`: keys sorted, so output is stable for scripts and tests.
 enum JSONOutput {
     static func string(_ value: some Encodable, pretty: Bool = true) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        let encoder = JSONOutput.encoder(pretty: pretty)
         do {
             return String(decoding: try encoder.encode(value), as: UTF8.self)
         } catch {
@@ -17,6 +16,13 @@ enum JSONOutput {
 }
 
 extension JSONOutput {
+    /// The encoder every `--json` output is written with.
+    static func encoder(pretty: Bool) -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+
     /// A top-level object whose members are encoded at once, one per core, and joined: the same
     /// bytes as ``string(_:pretty:)`` of the value whose synthesized encoding writes these
     /// members (`nil` ones left out), pretty-printed. For outputs of megabytes (`diff --json` of
@@ -32,8 +38,7 @@ extension JSONOutput {
         let encoded = KeyedSlots<Int, Result<[UInt8], any Error>>()
         DispatchQueue.concurrentPerform(iterations: present.count) { i in
             encoded.set(i, Result {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+                let encoder = JSONOutput.encoder(pretty: true)
                 let key = try encoder.encode(present[i].key)
                 let value: Data
                 do {
