@@ -3,8 +3,10 @@
 /// the copy (positions in a report, a replay to a time, a diff's timelines) reads the original's
 /// structure. A debug bundle's redacted log is one (`strata bundle --redact`).
 ///
-/// The copy has no index files (whoever opens the log rebuilds them) and is not synced to disk
-/// (it is scratch for a bundle, not a store).
+/// The copy goes to a ``LogCopySink``: a log directory (``LogCopy/DirectoryWriter``), or a
+/// bundle's packed log, which is later unpacked into a directory through the same writer.
+/// The directory has no index files (whoever opens the log rebuilds them) and is not synced to
+/// disk (it is scratch for a bundle, not a store).
 package enum LogCopy {
     package struct Outcome: Sendable {
         package var segments = 0
@@ -25,36 +27,31 @@ package enum LogCopy {
     ///   transformed entry too large for a record, or for a write that fails.
     package static func copy(from source: String, to destination: String,
                              entry: (StoredEntry) throws -> [UInt8], snapshot: (Snapshot) throws -> [UInt8]) throws -> Outcome {
-        try FileSystem.makeDirectory(destination)
+        var writer = try DirectoryWriter(destination: destination)
+        return try copy(from: source, into: &writer, entry: entry, snapshot: snapshot)
+    }
+
+    /// Copies the log at `source` into `sink`: each segment, then its records in position
+    /// order, then the snapshots as far as the copied records go.
+    package static func copy<Sink: LogCopySink>(from source: String, into sink: inout Sink,
+                                                entry: (StoredEntry) throws -> [UInt8], snapshot: (Snapshot) throws -> [UInt8]) throws -> Outcome {
         var outcome = Outcome()
         var walk = try SegmentWalk(directory: source)
         var logID: LogID?
-        var file: FileHandle?
-        var offset: Int64 = 0
         var end: LogPosition = 0
         var failure: (any Error)?
-        // Records are re-encoded with the log's own limits, so a copy reads where the original does.
-        var options = LogOptions()
-        options.maxEntrySize = LogOptions.formatMaxRecordSize - 64
-        options.maxRecordSize = LogOptions.formatMaxRecordSize
         try walk.run(decode: true, keepEntries: true, progress: nil) { event in
             guard failure == nil else { return }
             do {
                 switch event {
-                case .segment(let name, let header, _):
+                case .segment(_, let header, _):
                     logID = header.logID
-                    let created = try FileHandle.open(FileSystem.join(destination, name), write: true, create: true, exclusive: true)
-                    let bytes = header.encoded()
-                    try created.write(bytes, at: 0)
-                    file = created
-                    offset = Int64(bytes.count)
+                    try sink.segment(logID: header.logID, firstPosition: header.firstPosition, created: header.created)
                     outcome.segments += 1
                 case .record(let header, _, let entries):
-                    guard let entries, let file, let logID else { return }
+                    guard let entries, logID != nil else { return }
                     let transformed = try entries.map { LogEntry(try entry($0), timestamp: $0.timestamp) }
-                    let record = try EncodedPayload(entries: transformed, options: options).record(firstPosition: header.firstPosition, logID: logID)
-                    try file.write(record, at: offset)
-                    offset += Int64(record.count)
+                    try sink.record(firstPosition: header.firstPosition, entries: transformed)
                     outcome.records += 1
                     end = header.endPosition
                     outcome.entries += entries.count
@@ -75,11 +72,61 @@ package enum LogCopy {
         // may cover records the copy does not have.
         for info in try SnapshotReader(directory: source, logID: logID).list() where info.position <= end {
             guard let read = try? SnapshotReader(directory: source, logID: logID).read(info) else { continue }
-            let bytes = SnapshotFile.encode(try snapshot(read), position: info.position, logID: logID, created: read.created)
-            let out = try FileHandle.open(FileSystem.join(destination, info.name), write: true, create: true, exclusive: true)
-            try out.write(bytes, at: 0)
+            try sink.snapshot(position: info.position, created: read.created, payload: try snapshot(read))
             outcome.snapshots += 1
         }
         return outcome
     }
+
+    /// Writes a copy as a log directory: segment files of records encoded as a log writes them
+    /// (with the format's largest limits, so that a copy reads wherever the original does), and
+    /// snapshot files.
+    package struct DirectoryWriter: LogCopySink {
+        package let destination: String
+        private var logID: LogID?
+        private var file: FileHandle?
+        private var offset: Int64 = 0
+        private let options: LogOptions
+
+        /// Creates `destination` (it must not exist).
+        package init(destination: String) throws {
+            try FileSystem.makeDirectory(destination)
+            self.destination = destination
+            var options = LogOptions()
+            options.maxEntrySize = LogOptions.formatMaxRecordSize - 64
+            options.maxRecordSize = LogOptions.formatMaxRecordSize
+            self.options = options
+        }
+
+        package mutating func segment(logID: LogID, firstPosition: LogPosition, created: LogTimestamp) throws {
+            self.logID = logID
+            let handle = try FileHandle.open(FileSystem.join(destination, SegmentName.name(for: firstPosition)), write: true, create: true, exclusive: true)
+            let bytes = SegmentHeader(logID: logID, firstPosition: firstPosition, created: created).encoded()
+            try handle.write(bytes, at: 0)
+            file = handle
+            offset = Int64(bytes.count)
+        }
+
+        package mutating func record(firstPosition: LogPosition, entries: [LogEntry]) throws {
+            guard let file, let logID else { throw LogError(.invalidArgument, "a record before the first segment") }
+            let record = try EncodedPayload(entries: entries, options: options).record(firstPosition: firstPosition, logID: logID)
+            try file.write(record, at: offset)
+            offset += Int64(record.count)
+        }
+
+        package mutating func snapshot(position: LogPosition, created: LogTimestamp, payload: [UInt8]) throws {
+            guard let logID else { throw LogError(.invalidArgument, "a snapshot of a log without segments") }
+            let bytes = SnapshotFile.encode(payload, position: position, logID: logID, created: created)
+            let out = try FileHandle.open(FileSystem.join(destination, SnapshotName.name(for: position)), write: true, create: true, exclusive: true)
+            try out.write(bytes, at: 0)
+        }
+    }
+}
+
+/// Where ``LogCopy`` puts a copied log: segments in order, each followed by its records, then the
+/// snapshots.
+package protocol LogCopySink {
+    mutating func segment(logID: LogID, firstPosition: LogPosition, created: LogTimestamp) throws
+    mutating func record(firstPosition: LogPosition, entries: [LogEntry]) throws
+    mutating func snapshot(position: LogPosition, created: LogTimestamp, payload: [UInt8]) throws
 }

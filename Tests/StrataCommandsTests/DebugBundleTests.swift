@@ -87,6 +87,16 @@ struct DebugBundleTests {
         return haystack
     }
 
+    /// The log's structure: segment files, records' positions and timestamps, snapshots.
+    static func logShape(_ store: String) throws -> [String] {
+        let log = store + "/log"
+        var lines = try FileManager.default.contentsOfDirectory(atPath: log).filter { $0.hasSuffix(".seg") || $0.hasSuffix(".snap") }.sorted()
+        _ = try SegmentLog.verify(at: log, progress: nil) { record in
+            lines.append(record.entries.map { "\($0.position)@\($0.timestamp)" }.joined(separator: " "))
+        }
+        return lines
+    }
+
     static func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         let bytes = Array(needle.utf8)
         guard bytes.count <= haystack.count else { return false }
@@ -129,7 +139,8 @@ struct DebugBundleTests {
         // Both still hold the structure: the same number of log entries and snapshots.
         let manifestPlain = try DebugBundle.extract(dir.sub("a.plain"), into: dir.sub("m1"))
         let manifestRedacted = try DebugBundle.extract(dir.sub("a.redacted"), into: dir.sub("m2"))
-        #expect(manifestPlain.files.map(\.path).filter { $0.hasPrefix("log/") } == manifestRedacted.files.map(\.path).filter { $0.hasPrefix("log/") })
+        #expect(manifestPlain.files.map(\.path).filter { $0.hasPrefix("log") } == ["log.pack"] && manifestRedacted.files.map(\.path).filter { $0.hasPrefix("log") } == ["log.pack"])
+        #expect(try Self.logShape(dir.sub("m1")) == Self.logShape(dir.sub("m2")) && Self.logShape(dir.sub("m1")) == Self.logShape(a))
         #expect(manifestRedacted.redacted && manifestRedacted.keyID == redaction.keyID && !manifestPlain.redacted)
         #expect(manifestRedacted.files.contains { $0.path.hasPrefix("adopted/") }, "the adopted state is bundled")
     }
@@ -212,6 +223,24 @@ struct DebugBundleTests {
         manifest = manifest.replacingOccurrences(of: "\"path\":\"store.json\"", with: "\"path\":\"..\\/store.json\"")
         let hostile = Array(good[0..<12]) + withUnsafeBytes(of: UInt32(manifest.utf8.count).littleEndian, Array.init) + Array(manifest.utf8) + Array(good[(16 + length)...])
         refused(hostile, "not a file of a store")
+        // A packed log that does not unpack, under a manifest whose checksums agree with it: refused
+        // naming log.pack and what is wrong in it.
+        var parsed = try JSONDecoder().decode(DebugBundle.Manifest.self, from: Data(good[16..<(16 + length)]))
+        var bodies: [[UInt8]] = []
+        var at = 16 + length
+        for file in parsed.files {
+            bodies.append(Array(good[at..<(at + Int(file.size))]))
+            at += Int(file.size)
+        }
+        let packIndex = try #require(parsed.files.firstIndex { $0.path == "log.pack" })
+        bodies[packIndex] = Array(bodies[packIndex].dropLast(3))
+        parsed.files[packIndex].size = UInt64(bodies[packIndex].count)
+        let crc = bodies[packIndex].withUnsafeBytes { CRC32C.checksum($0) }
+        parsed.files[packIndex].crc32c = String(repeating: "0", count: 8 - String(crc, radix: 16).count) + String(crc, radix: 16)
+        let json = Array(try JSONEncoder().encode(parsed))
+        let cut = Array(good[0..<12]) + withUnsafeBytes(of: UInt32(json.count).littleEndian, Array.init) + json + bodies.flatMap { $0 }
+        refused(cut, "log.pack")
+        refused(cut, "follow the header")
         #expect(!FileManager.default.fileExists(atPath: dir.sub("store.json")))
         // The tools say so too (exit 2), not a crash, and leave nothing unpacked behind.
         FileManager.default.createFile(atPath: dir.sub("hostile"), contents: Data(hostile))

@@ -16,23 +16,33 @@ import Darwin
 /// it. The tools (`strata diff`, `replay`, `log`, `inspect`, `verify`, `merge --what-if`) read a
 /// bundle wherever they read a store.
 ///
-/// Layout (format 1; all integers little-endian):
+/// Layout (format 2; all integers little-endian):
 ///
 /// | Bytes | Content |
 /// |---|---|
 /// | 8 | `STRATABN` |
-/// | 2 | format version (1) |
+/// | 2 | format version (2) |
 /// | 2 | reserved (0) |
 /// | 4 | manifest length `m` (at most 16 MiB) |
 /// | `m` | the manifest: JSON (``Manifest``) |
 /// | … | the files the manifest lists, in its order, back to back |
+///
+/// The files are the store's own, except its log: format 2 holds it as one `log.pack`
+/// (``PackedLog``: each object ID, name and value stored once, then referred to), which the
+/// reader unpacks into the log directory, record for record and entry byte for byte. Format 1
+/// held the log's segment and snapshot files as they are (`log/…`); it is still read.
 ///
 /// A reader checks every file's size and CRC-32C and refuses a path that is not one a store
 /// holds (no `..`, no absolute path, only the names below), so a bundle from anyone can be
 /// opened safely.
 public enum DebugBundle {
     public static let magic = Array("STRATABN".utf8)
-    public static let formatVersion: UInt16 = 1
+    /// The format this writes.
+    public static let formatVersion: UInt16 = 2
+    /// The formats this reads.
+    public static let readableVersions: ClosedRange<UInt16> = 1...2
+    /// Where a format-2 bundle keeps the packed log.
+    static let packedLogPath = "log.pack"
     public static let maxManifestBytes = 16 << 20
 
     /// What a bundle holds.
@@ -114,8 +124,9 @@ public enum DebugBundle {
             adopted[record.contentHash] = bundled
         }
         let outcome: LogCopy.Outcome
+        var packed = PackedLog.Writer()
         do {
-            outcome = try LogCopy.copy(from: Store.logDirectory(ofStoreAt: directory), to: staging + "/log", entry: { entry in
+            outcome = try LogCopy.copy(from: Store.logDirectory(ofStoreAt: directory), into: &packed, entry: { entry in
                 guard AdoptionRecord.isAdoption(entry.payload) else {
                     guard let redaction else { return entry.payload }
                     return try redaction.redactEntry(entry.payload, position: entry.position)
@@ -131,7 +142,8 @@ public enum DebugBundle {
             throw StoreError(error)
         }
         files += adoptedFiles
-        for name in ((try? fm.contentsOfDirectory(atPath: staging + "/log")) ?? []).sorted() { files.append("log/" + name) }
+        try put(packed.finish(), staging + "/" + packedLogPath)
+        files.append(packedLogPath)
 
         var manifest = Manifest(format: Int(formatVersion), created: ISO8601DateFormatter().string(from: Date()),
                                 store: redaction == nil ? URL(fileURLWithPath: directory).lastPathComponent : "", redacted: redaction != nil,
@@ -203,7 +215,9 @@ public enum DebugBundle {
         let bytes = [UInt8](data)
         guard bytes.count >= 16, Array(bytes[0..<8]) == magic else { throw bad("not a Strata debug bundle (no STRATABN)", at: 0) }
         let version = UInt16(bytes[8]) | UInt16(bytes[9]) << 8
-        guard version == formatVersion else { throw bad("bundle format version \(version); this reader knows version \(formatVersion)", at: 8) }
+        guard readableVersions.contains(version) else {
+            throw bad("bundle format version \(version); this reader knows versions \(readableVersions.lowerBound)–\(readableVersions.upperBound)", at: 8)
+        }
         let length = Int(UInt32(bytes[12]) | UInt32(bytes[13]) << 8 | UInt32(bytes[14]) << 16 | UInt32(bytes[15]) << 24)
         guard length <= maxManifestBytes, 16 + length <= bytes.count else {
             throw bad("a manifest of \(length) bytes does not fit (at most \(maxManifestBytes), and the file has \(bytes.count))", at: 12)
@@ -221,18 +235,22 @@ public enum DebugBundle {
         do {
             // A new directory: nothing already there is mixed with the bundle's files.
             try fm.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-            try fm.createDirectory(atPath: directory + "/log", withIntermediateDirectories: false)
+            if version == 1 { try fm.createDirectory(atPath: directory + "/log", withIntermediateDirectories: false) }
             try fm.createDirectory(atPath: directory + "/adopted", withIntermediateDirectories: false)
         } catch {
             throw StoreError(.storeFailed, "cannot create \(directory): \(error)")
         }
+        guard manifest.format == Int(version) else { throw bad("the manifest says format \(manifest.format), the header \(version)", at: 16) }
+        if version >= 2, !manifest.files.contains(where: { $0.path == packedLogPath }) { throw bad("the manifest lists no \(packedLogPath)", at: 16) }
         for file in manifest.files {
-            guard isBundledPath(file.path), seen.insert(file.path.lowercased()).inserted else { throw bad("the manifest names \(file.path.debugDescription), which is not a file of a store (or names it twice)", at: 16) }
+            guard isBundledPath(file.path, format: version), seen.insert(file.path.lowercased()).inserted else { throw bad("the manifest names \(file.path.debugDescription), which is not a file of a store (or names it twice)", at: 16) }
             guard file.size <= UInt64(bytes.count - offset) else { throw bad("\(file.path) is cut short: \(file.size) bytes listed, \(bytes.count - offset) left", at: offset) }
             let content = Array(bytes[offset..<(offset + Int(file.size))])
             let crc = hex32(content.withUnsafeBytes { CRC32C.checksum($0) })
             guard crc == file.crc32c else { throw bad("\(file.path) fails its checksum (listed \(file.crc32c), computed \(crc))", at: offset) }
-            guard fm.createFile(atPath: directory + "/" + file.path, contents: Data(content)) else {
+            if file.path == packedLogPath {
+                try unpackLog(content, into: directory + "/log", bundle: path, at: offset)
+            } else if !fm.createFile(atPath: directory + "/" + file.path, contents: Data(content)) {
                 throw StoreError(.storeFailed, "cannot write \(directory)/\(file.path)")
             }
             offset += Int(file.size)
@@ -251,9 +269,23 @@ public enum DebugBundle {
             || (name.hasPrefix("sync-") && name.hasSuffix(".json") && name.count > 10)
     }
 
-    /// The paths a bundle may hold: the store files above, log segments and snapshots, adopted
-    /// states. Nothing else — above all no `..` and no absolute path.
-    static func isBundledPath(_ path: String) -> Bool {
+    /// Unpacks a format-2 bundle's packed log into the log directory `destination`.
+    private static func unpackLog(_ bytes: [UInt8], into destination: String, bundle: String, at offset: Int) throws {
+        do {
+            var writer = try LogCopy.DirectoryWriter(destination: destination)
+            try PackedLog.unpack(bytes, into: &writer)
+        } catch let error as PackError {
+            throw StoreError(.corruptBundle, "\(bundle): \(packedLogPath) (at byte \(offset) of the bundle): \(error.message)")
+        } catch let error as LogError {
+            throw StoreError(.corruptBundle, "\(bundle): \(packedLogPath) (at byte \(offset) of the bundle) does not unpack: \(error.message)")
+        }
+    }
+
+    /// The paths a bundle of `format` may hold: the store files above, adopted states, and the
+    /// log — packed (format 2), or its segments and snapshots (format 1). Nothing else — above
+    /// all no `..` and no absolute path.
+    static func isBundledPath(_ path: String, format: UInt16) -> Bool {
+        if path == packedLogPath { return format >= 2 }
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         func plain(_ name: Substring) -> Bool {
             !name.isEmpty && name != "." && name != ".." && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
@@ -262,7 +294,7 @@ public enum DebugBundle {
         case 1: return isStoreFile(String(parts[0]))
         case 2:
             guard plain(parts[1]) else { return false }
-            if parts[0] == "log" { return parts[1].hasSuffix(".seg") || parts[1].hasSuffix(".snap") }
+            if parts[0] == "log" { return format == 1 && (parts[1].hasSuffix(".seg") || parts[1].hasSuffix(".snap")) }
             if parts[0] == "adopted" { return parts[1].hasSuffix(".state") }
             return false
         default: return false

@@ -98,7 +98,7 @@ struct RemoteDiff: Codable, Sendable {
                     progress: Progress?) async throws -> RemoteDiff {
         let files = try StoreFiles(path)
         let collector = HistoryDigestCollector(files)
-        var loaded = try LoadedStore.load(files, start: .newest, progress: progress, digests: collector)
+        let loaded = try LoadedStore.load(files, start: .newest, progress: progress, digests: collector)
         progress?.finish()
         let local = collector.finish()
         let clock = ContinuousClock()
