@@ -1,3 +1,5 @@
+import Foundation
+
 /// A copy of a log with every entry's and snapshot's payload passed through a transform: the
 /// same log ID, segments, record boundaries, positions and timestamps, so that whatever reads
 /// the copy (positions in a report, a replay to a time, a diff's timelines) reads the original's
@@ -33,6 +35,10 @@ package enum LogCopy {
 
     /// Copies the log at `source` into `sink`: each segment, then its records in position
     /// order, then the snapshots as far as the copied records go.
+    ///
+    /// `entry` runs on every core at once, over batches of records (a redaction's keyed hashes
+    /// and re-encoding are most of a bundle's time): it must be safe to call concurrently. The
+    /// sink gets the records in order, one at a time.
     package static func copy<Sink: LogCopySink>(from source: String, into sink: inout Sink,
                                                 entry: (StoredEntry) throws -> [UInt8], snapshot: (Snapshot) throws -> [UInt8]) throws -> Outcome {
         var outcome = Outcome()
@@ -40,18 +46,33 @@ package enum LogCopy {
         var logID: LogID?
         var end: LogPosition = 0
         var failure: (any Error)?
+        var batch: [(firstPosition: LogPosition, entries: [StoredEntry])] = []
+        var batchEntries = 0
+        func flush() throws {
+            guard !batch.isEmpty else { return }
+            let transformed = try transform(batch.flatMap(\.entries), entry)
+            var next = 0
+            for record in batch {
+                try sink.record(firstPosition: record.firstPosition, entries: Array(transformed[next..<(next + record.entries.count)]))
+                next += record.entries.count
+            }
+            batch.removeAll(keepingCapacity: true)
+            batchEntries = 0
+        }
         try walk.run(decode: true, keepEntries: true, progress: nil) { event in
             guard failure == nil else { return }
             do {
                 switch event {
                 case .segment(_, let header, _):
+                    try flush()
                     logID = header.logID
                     try sink.segment(logID: header.logID, firstPosition: header.firstPosition, created: header.created)
                     outcome.segments += 1
                 case .record(let header, _, let entries):
                     guard let entries, logID != nil else { return }
-                    let transformed = try entries.map { LogEntry(try entry($0), timestamp: $0.timestamp) }
-                    try sink.record(firstPosition: header.firstPosition, entries: transformed)
+                    batch.append((header.firstPosition, entries))
+                    batchEntries += entries.count
+                    if batchEntries >= 4096 { try flush() }
                     outcome.records += 1
                     end = header.endPosition
                     outcome.entries += entries.count
@@ -67,6 +88,7 @@ package enum LogCopy {
             }
         }
         if let failure { throw failure }
+        try flush()
         guard let logID else { return outcome }
         // Snapshots as far as the copied log goes: one written while the log was being copied
         // may cover records the copy does not have.
@@ -76,6 +98,40 @@ package enum LogCopy {
             outcome.snapshots += 1
         }
         return outcome
+    }
+
+    /// `entry` of each of `entries`, in their order, computed on every core; the first error
+    /// (in position order) is thrown.
+    private static func transform(_ entries: [StoredEntry], _ entry: (StoredEntry) throws -> [UInt8]) throws -> [LogEntry] {
+        let parts = min(entries.count, 4 * ProcessInfo.processInfo.activeProcessorCount)
+        guard parts > 1 else { return try entries.map { LogEntry(try entry($0), timestamp: $0.timestamp) } }
+        let results = ResultSlots(count: parts)
+        try withoutActuallyEscaping(entry) { entry in
+            let box = UncheckedBox(entry)
+            DispatchQueue.concurrentPerform(iterations: parts) { part in
+                let range = (entries.count * part / parts)..<(entries.count * (part + 1) / parts)
+                results.set(part, Result { try entries[range].map { LogEntry(try box.value($0), timestamp: $0.timestamp) } })
+            }
+        }
+        var out: [LogEntry] = []
+        out.reserveCapacity(entries.count)
+        for part in 0..<parts { out += try results.get(part).get() }
+        return out
+    }
+
+    /// One result per part of a parallel transform, written from the worker threads.
+    private final class ResultSlots: @unchecked Sendable {
+        private let lock = NSLock()
+        private var slots: [Result<[LogEntry], any Error>]
+        init(count: Int) { slots = Array(repeating: .success([]), count: count) }
+        func set(_ i: Int, _ value: Result<[LogEntry], any Error>) { lock.withLock { slots[i] = value } }
+        func get(_ i: Int) -> Result<[LogEntry], any Error> { lock.withLock { slots[i] } }
+    }
+
+    /// The caller promised the transform is safe to run concurrently.
+    private struct UncheckedBox<T>: @unchecked Sendable {
+        let value: T
+        init(_ value: T) { self.value = value }
     }
 
     /// Writes a copy as a log directory: segment files of records encoded as a log writes them

@@ -34,7 +34,7 @@ let package = Package(
     products: [
         "fuzz-log-record", "fuzz-log-segment", "fuzz-transaction", "fuzz-adoption", "fuzz-snapshot",
         "fuzz-change-token", "fuzz-push-frames", "fuzz-store-identity", "fuzz-sync-cursor",
-        "fuzz-users-file", "fuzz-state-upload",
+        "fuzz-users-file", "fuzz-state-upload", "fuzz-packed-log",
     ].map { .executable(name: $0, targets: [$0]) },
     dependencies: [
         // The server, the CLI and the AsyncHTTPClient transport are behind the trait Server.
@@ -54,5 +54,6 @@ let package = Package(
         fuzzTarget("fuzz-sync-cursor", [.product(name: "StrataSync", package: "Strata")] + strata + log),
         fuzzTarget("fuzz-users-file", [.product(name: "StrataServer", package: "Strata")]),
         fuzzTarget("fuzz-state-upload", [.product(name: "StrataServer", package: "Strata")] + strata + log),
+        fuzzTarget("fuzz-packed-log", strata + log),
     ]
 )

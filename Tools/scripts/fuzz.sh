@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 ALL=(fuzz-log-record fuzz-log-segment fuzz-transaction fuzz-adoption fuzz-snapshot fuzz-change-token
-     fuzz-push-frames fuzz-store-identity fuzz-sync-cursor fuzz-users-file fuzz-state-upload)
+     fuzz-push-frames fuzz-store-identity fuzz-sync-cursor fuzz-users-file fuzz-state-upload fuzz-packed-log)
 RUNS="${STRATA_FUZZ_RUNS:-100000}"
 TIMEOUT="${STRATA_FUZZ_TIMEOUT:-10}"
 SCRATCH=".build-fuzz"

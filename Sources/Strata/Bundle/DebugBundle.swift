@@ -94,35 +94,16 @@ public enum DebugBundle {
             try put(Array(data), staging + "/" + name)
             files.append(name)
         }
-        // The log, record by record (redacted when asked). An adoption record's state is read
-        // when the walk meets the record (a state is written before its record), so a store
-        // adopting while it is bundled gives a bundle whose records all have their states.
-        var adopted: [String: AdoptionRecord] = [:]
-        var adoptedFiles: [String] = []
+        // The log, record by record (redacted when asked, on every core). An adoption record's
+        // state is read after the walk meets the record (a state is written before its record),
+        // so a store adopting while it is bundled gives a bundle whose records all have their
+        // states.
         do {
             try fm.createDirectory(atPath: staging + "/adopted", withIntermediateDirectories: true)
         } catch {
             throw StoreError(.storeFailed, "cannot create \(staging)/adopted: \(error)")
         }
-        func bundleState(of record: AdoptionRecord) throws {
-            guard adopted[record.contentHash] == nil else { return }
-            guard let data = fm.contents(atPath: directory + "/adopted/" + record.contentHash + ".state") else {
-                // Missing on the device: the record is kept (redacted), its state cannot be.
-                adopted[record.contentHash] = redaction.map { $0.redactUnbundled(record) } ?? record
-                return
-            }
-            var stored = Array(data)
-            var bundled = record
-            if let redaction {
-                let state = try redaction.redactState(stored)
-                stored = state.payload
-                bundled = redaction.redact(ValueRedaction.adoption(record, redactedPayload: state.payload, digest: state.digest))
-            }
-            let name = "adopted/" + Hex.encode(SHA256Hasher.hash(data: stored)) + ".state"
-            try put(stored, staging + "/" + name)
-            adoptedFiles.append(name)
-            adopted[record.contentHash] = bundled
-        }
+        let states = BundledStates(store: directory, staging: staging, redaction: redaction)
         let outcome: LogCopy.Outcome
         var packed = PackedLog.Writer()
         do {
@@ -131,9 +112,7 @@ public enum DebugBundle {
                     guard let redaction else { return entry.payload }
                     return try redaction.redactEntry(entry.payload, position: entry.position)
                 }
-                let record = try AdoptionRecord(decoding: entry.payload, position: entry.position)
-                try bundleState(of: record)
-                return (adopted[record.contentHash] ?? record).encoded()
+                return try states.bundle(AdoptionRecord(decoding: entry.payload, position: entry.position)).encoded()
             }, snapshot: { snapshot in
                 guard let redaction else { return snapshot.payload }
                 return try redaction.redactState(snapshot.payload).payload
@@ -141,7 +120,7 @@ public enum DebugBundle {
         } catch let error as LogError {
             throw StoreError(error)
         }
-        files += adoptedFiles
+        files += states.files.sorted()
         try put(packed.finish(), staging + "/" + packedLogPath)
         files.append(packedLogPath)
 
@@ -298,6 +277,50 @@ public enum DebugBundle {
             if parts[0] == "adopted" { return parts[1].hasSuffix(".state") }
             return false
         default: return false
+        }
+    }
+
+    /// The adopted states a bundle holds, as the log's adoption records meet them (from the
+    /// cores redacting the log: one at a time).
+    private final class BundledStates: @unchecked Sendable {
+        let store: String
+        let staging: String
+        let redaction: ValueRedaction?
+        private let lock = NSLock()
+        private var records: [String: AdoptionRecord] = [:]
+        private var names: [String] = []
+
+        init(store: String, staging: String, redaction: ValueRedaction?) {
+            self.store = store
+            self.staging = staging
+            self.redaction = redaction
+        }
+
+        var files: [String] { lock.withLock { names } }
+
+        /// The record as the bundle holds it, its state bundled (redacted when asked).
+        func bundle(_ record: AdoptionRecord) throws -> AdoptionRecord {
+            try lock.withLock {
+                if let done = records[record.contentHash] { return done }
+                guard let data = FileManager.default.contents(atPath: store + "/adopted/" + record.contentHash + ".state") else {
+                    // Missing on the device: the record is kept (redacted), its state cannot be.
+                    let kept = redaction.map { $0.redactUnbundled(record) } ?? record
+                    records[record.contentHash] = kept
+                    return kept
+                }
+                var stored = Array(data)
+                var bundled = record
+                if let redaction {
+                    let state = try redaction.redactState(stored)
+                    stored = state.payload
+                    bundled = redaction.redact(ValueRedaction.adoption(record, redactedPayload: state.payload, digest: state.digest))
+                }
+                let name = "adopted/" + Hex.encode(SHA256Hasher.hash(data: stored)) + ".state"
+                try put(stored, staging + "/" + name)
+                names.append(name)
+                records[record.contentHash] = bundled
+                return bundled
+            }
         }
     }
 

@@ -84,7 +84,7 @@ struct MergeWhatIf: Codable, Sendable {
     var warnings: [String]
 
     static func run(_ pathA: String, _ pathB: String, limit: Int, progress: Progress?) throws -> MergeWhatIf {
-        let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
+        let files = try StoreFiles.pair(pathA, pathB)
         let ((sideA, digestsA), (sideB, digestsB)) = try LoadedStore.loadPair(files[0], files[1], progress: progress)
         let conflicting = try DigestBisection.compare(digestsA, with: digestsB, limit: 1000)
         let preview: MergePreview

@@ -145,7 +145,7 @@ struct StoreDiff: Codable, Sendable {
     /// not. When every object must be compared (`full`, equal events whose states are compared by
     /// digest, a schema that differs, events not all read back), the second pass replays all.
     static func run(_ pathA: String, _ pathB: String, limit: Int = 1000, timelineWindow: Int = 200, full: Bool = false, progress: Progress?) throws -> StoreDiff {
-        let files = [try StoreFiles(pathA), try StoreFiles(pathB)]
+        let files = try StoreFiles.pair(pathA, pathB)
         // (In a closure, so that the first pass's stores are freed before the comparison: with
         // a large snapshot, each holds all of its objects.)
         let (found, sideA, sideB) = try { () throws -> (Findings, LoadedStore, LoadedStore) in

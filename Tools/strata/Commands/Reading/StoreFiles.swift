@@ -26,6 +26,15 @@ struct StoreFiles: Sendable {
     /// - Parameter tolerateDamagedIdentity: read a store whose `store.json` is damaged (its
     ///   history is then replayed without a lineage), recording why in ``identityProblem``.
     /// - Throws: ``CLIError`` (exit 2) when `directory` is not a readable store.
+    /// Two stores' files, read on two cores (a bundle is unpacked first: the two at once).
+    static func pair(_ a: String, _ b: String) throws -> [StoreFiles] {
+        let paths = [a, b]
+        let results = Slots<Result<StoreFiles, any Error>>()
+        DispatchQueue.concurrentPerform(iterations: 2) { i in results.set(i, Result { try StoreFiles(paths[i]) }) }
+        guard let first = results.get(0), let second = results.get(1) else { throw CLIError("internal: a store was not read") }
+        return [try first.get(), try second.get()]
+    }
+
     init(_ path: String, tolerateDamagedIdentity: Bool = false) throws {
         // A debug bundle reads as the store it was made of, unpacked once per process.
         let directory = try BundleCache.directory(for: path)
@@ -127,17 +136,30 @@ extension VerifyReport {
 /// Debug bundles (`strata bundle`) the tools were given, unpacked into temporary directories
 /// once per process and removed when the command ends.
 enum BundleCache {
+    /// One bundle's unpacking: its own lock, so that two bundles unpack at once (a diff's two
+    /// sides, one per core) while a second reader of the same bundle waits for the first.
+    private final class Entry: @unchecked Sendable {
+        let lock = NSLock()
+        var directory: String?
+    }
+
     private static let lock = NSLock()
-    nonisolated(unsafe) private static var unpacked: [String: String] = [:]
+    nonisolated(unsafe) private static var unpacked: [String: Entry] = [:]
 
     /// `path` itself when it is a directory (a store), else the directory a bundle there was
     /// unpacked into.
     static func directory(for path: String) throws -> String {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue, DebugBundle.isBundle(path) else { return path }
-        lock.lock()
-        defer { lock.unlock() }
-        if let done = unpacked[path] { return done }
+        let entry = lock.withLock {
+            if let entry = unpacked[path] { return entry }
+            let entry = Entry()
+            unpacked[path] = entry
+            return entry
+        }
+        entry.lock.lock()
+        defer { entry.lock.unlock() }
+        if let done = entry.directory { return done }
         let directory = NSTemporaryDirectory() + "strata-bundle-" + UUID().uuidString.prefix(8).lowercased()
         do {
             try DebugBundle.extract(path, into: directory)
@@ -145,7 +167,7 @@ enum BundleCache {
             try? FileManager.default.removeItem(atPath: directory)
             throw CLIError(error.message, exitCode: ExitStatus.usageOrIO)
         }
-        unpacked[path] = directory
+        entry.directory = directory
         return directory
     }
 
@@ -153,7 +175,12 @@ enum BundleCache {
     static func removeAll() {
         lock.lock()
         defer { lock.unlock() }
-        for directory in unpacked.values { try? FileManager.default.removeItem(atPath: directory) }
+        for entry in unpacked.values {
+            entry.lock.withLock {
+                if let directory = entry.directory { try? FileManager.default.removeItem(atPath: directory) }
+                entry.directory = nil
+            }
+        }
         unpacked = [:]
     }
 }
