@@ -28,7 +28,7 @@ package enum LogCopy {
     /// - Throws: ``LogError`` for a log that does not verify (other than a torn tail), for a
     ///   transformed entry too large for a record, or for a write that fails.
     package static func copy(from source: String, to destination: String,
-                             entry: (StoredEntry) throws -> [UInt8], snapshot: (Snapshot) throws -> [UInt8]) throws -> Outcome {
+                             entry: @Sendable (StoredEntry) throws -> [UInt8], snapshot: (Snapshot) throws -> [UInt8]) throws -> Outcome {
         var writer = try DirectoryWriter(destination: destination)
         return try copy(from: source, into: &writer, entry: entry, snapshot: snapshot)
     }
@@ -40,7 +40,7 @@ package enum LogCopy {
     /// and re-encoding are most of a bundle's time): it must be safe to call concurrently. The
     /// sink gets the records in order, one at a time.
     package static func copy<Sink: LogCopySink>(from source: String, into sink: inout Sink,
-                                                entry: (StoredEntry) throws -> [UInt8], snapshot: (Snapshot) throws -> [UInt8]) throws -> Outcome {
+                                                entry: @Sendable (StoredEntry) throws -> [UInt8], snapshot: (Snapshot) throws -> [UInt8]) throws -> Outcome {
         var outcome = Outcome()
         var walk = try SegmentWalk(directory: source)
         var logID: LogID?
@@ -102,16 +102,13 @@ package enum LogCopy {
 
     /// `entry` of each of `entries`, in their order, computed on every core; the first error
     /// (in position order) is thrown.
-    private static func transform(_ entries: [StoredEntry], _ entry: (StoredEntry) throws -> [UInt8]) throws -> [LogEntry] {
+    private static func transform(_ entries: [StoredEntry], _ entry: @Sendable (StoredEntry) throws -> [UInt8]) throws -> [LogEntry] {
         let parts = min(entries.count, 4 * ProcessInfo.processInfo.activeProcessorCount)
         guard parts > 1 else { return try entries.map { LogEntry(try entry($0), timestamp: $0.timestamp) } }
         let results = ResultSlots(count: parts)
-        try withoutActuallyEscaping(entry) { entry in
-            let box = UncheckedBox(entry)
-            DispatchQueue.concurrentPerform(iterations: parts) { part in
-                let range = (entries.count * part / parts)..<(entries.count * (part + 1) / parts)
-                results.set(part, Result { try entries[range].map { LogEntry(try box.value($0), timestamp: $0.timestamp) } })
-            }
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
+            let range = (entries.count * part / parts)..<(entries.count * (part + 1) / parts)
+            results.set(part, Result { try entries[range].map { LogEntry(try entry($0), timestamp: $0.timestamp) } })
         }
         var out: [LogEntry] = []
         out.reserveCapacity(entries.count)
@@ -126,12 +123,6 @@ package enum LogCopy {
         init(count: Int) { slots = Array(repeating: .success([]), count: count) }
         func set(_ i: Int, _ value: Result<[LogEntry], any Error>) { lock.withLock { slots[i] = value } }
         func get(_ i: Int) -> Result<[LogEntry], any Error> { lock.withLock { slots[i] } }
-    }
-
-    /// The caller promised the transform is safe to run concurrently.
-    private struct UncheckedBox<T>: @unchecked Sendable {
-        let value: T
-        init(_ value: T) { self.value = value }
     }
 
     /// Writes a copy as a log directory: segment files of records encoded as a log writes them

@@ -22,6 +22,12 @@ struct PackedLogTests {
             payloads.append(TransactionRecord(replica: replica, events: [Event(id: EventID(replica: replica, sequence: UInt64(i + 1)), hlc: HLC(rawValue: 99),
                                                                                change: .update(entity: "Note", object: ObjectID(rawValue: 5), fields: ["title": .string(text)]))]).encoded())
         }
+        // Canonically equivalent names (é precomposed, then decomposed): equal as Swift strings,
+        // two names in a log.
+        for (i, name) in ["Caf\u{E9}", "Cafe\u{301}"].enumerated() {
+            payloads.append(TransactionRecord(replica: replica, events: [Event(id: EventID(replica: replica, sequence: UInt64(20 + i)), hlc: HLC(rawValue: 99),
+                                                                               change: .update(entity: name, object: ObjectID(rawValue: 5), fields: [name: .integer(1)]))]).encoded())
+        }
         // Kept whole: an empty entry, bytes that are no transaction, an adoption record, a name
         // that is not UTF-8 (decoding would change it), a base HLC that is not the smallest.
         var whole: [[UInt8]] = [[], (0..<300).map { _ in UInt8(truncatingIfNeeded: rng.next()) }]
@@ -136,6 +142,14 @@ struct PackedLogTests {
             do { try PackedLog.unpack(bad, into: &sink) } catch is PackError { refusedCount += 1 } catch is LogError { refusedCount += 1 }
         }
         #expect(refusedCount > 100, "seed \(seed): only \(refusedCount) of 600 flipped copies refused (a flip in a literal — an ID, a string — reads as another value)")
+        // An unpacked size one off what the entries and snapshots add up to, either way.
+        for delta in [Int64(1), -1] {
+            var wrong = good
+            let declared = (0..<8).reduce(UInt64(0)) { $0 | UInt64(good[28 + $1]) << (8 * UInt64($1)) }
+            withUnsafeBytes(of: (UInt64(bitPattern: Int64(bitPattern: declared) + delta)).littleEndian) { for i in 0..<8 { wrong[28 + i] = $0[i] } }
+            var sink = Collector()
+            #expect(throws: PackError.self, "seed \(seed): unpacked size off by \(delta)") { try PackedLog.unpack(wrong, into: &sink) }
+        }
         // Claims: a chunk that says it unpacks to more than a chunk may, a count of 2^62 segments.
         func refused(_ bytes: [UInt8], _ expected: String) {
             var sink = Collector()
@@ -157,6 +171,10 @@ struct PackedLogTests {
         header.u16(1)
         header.u16(0)
         header.raw([UInt8](repeating: 1, count: 16))
+        var claims = header
+        claims.u64(1 << 40)
+        refused(claims.bytes + [0, 0, 0, 0, 0, 0], "claims to unpack to")
+        header.u64(1000)
         var huge = header
         huge.varint(1 << 62)
         refused(huge.bytes + [0, 0, 0], "bad segment count")

@@ -30,7 +30,8 @@ import Darwin
 /// The files are the store's own, except its log: format 2 holds it as one `log.pack`
 /// (``PackedLog``: each object ID, name and value stored once, then referred to), which the
 /// reader unpacks into the log directory, record for record and entry byte for byte. Format 1
-/// held the log's segment and snapshot files as they are (`log/…`); it is still read.
+/// held the log's segment and snapshot files, rewritten record by record (`log/…`); it is
+/// still read.
 ///
 /// A reader checks every file's size and CRC-32C and refuses a path that is not one a store
 /// holds (no `..`, no absolute path, only the names below), so a bundle from anyone can be
@@ -48,7 +49,8 @@ public enum DebugBundle {
     /// What a bundle holds.
     public struct Manifest: Codable, Sendable, Hashable {
         public struct File: Codable, Sendable, Hashable {
-            /// The path inside the store directory (`log/…`, `store.json`, …).
+            /// The path inside the store directory: `log.pack` (format 2), `log/…` (format 1),
+            /// `store.json`, `adopted/…`, ….
             public var path: String
             public var size: UInt64
             /// CRC-32C of the bytes, lower-case hex.
@@ -184,7 +186,9 @@ public enum DebugBundle {
     ///
     /// - Throws: `StoreError` `corruptBundle` saying what is wrong and at which byte:
     ///   not a bundle, another format version, a manifest too large or undecodable, a path a
-    ///   store does not hold, a file cut short or failing its checksum, bytes after the last.
+    ///   store does not hold, a file cut short or failing its checksum, bytes after the last, a
+    ///   `log.pack` that does not unpack (the stream, its byte and the log position);
+    ///   `storeFailed` when `directory` exists already or cannot be written.
     @discardableResult
     public static func extract(_ path: String, into directory: String) throws -> Manifest {
         func bad(_ why: String, at offset: Int) -> StoreError {
@@ -255,6 +259,8 @@ public enum DebugBundle {
             try PackedLog.unpack(bytes, into: &writer)
         } catch let error as PackError {
             throw StoreError(.corruptBundle, "\(bundle): \(packedLogPath) (at byte \(offset) of the bundle): \(error.message)")
+        } catch let error as LogError where error.code == .io {
+            throw StoreError(.storeFailed, "cannot unpack \(bundle)'s \(packedLogPath) into \(destination): \(error)")
         } catch let error as LogError {
             throw StoreError(.corruptBundle, "\(bundle): \(packedLogPath) (at byte \(offset) of the bundle) does not unpack: \(error.message)")
         }
@@ -281,13 +287,24 @@ public enum DebugBundle {
     }
 
     /// The adopted states a bundle holds, as the log's adoption records meet them (from the
-    /// cores redacting the log: one at a time).
+    /// cores redacting the log: one at a time). Each state is bundled once; each record is
+    /// rewritten from its own fields, so that two records of one state come out the same
+    /// whichever core meets them first.
     private final class BundledStates: @unchecked Sendable {
+        /// A state bundled: its hash, size and digest as bundled (the digest only when redacted:
+        /// a plain record is kept as it is).
+        private struct Bundled {
+            var contentHash: String
+            var size: UInt64
+            var stateDigest: String
+        }
+
         let store: String
         let staging: String
         let redaction: ValueRedaction?
         private let lock = NSLock()
-        private var records: [String: AdoptionRecord] = [:]
+        /// By the device's content hash; `nil`: missing on the device.
+        private var states: [String: Bundled?] = [:]
         private var names: [String] = []
 
         init(store: String, staging: String, redaction: ValueRedaction?) {
@@ -300,27 +317,35 @@ public enum DebugBundle {
 
         /// The record as the bundle holds it, its state bundled (redacted when asked).
         func bundle(_ record: AdoptionRecord) throws -> AdoptionRecord {
-            try lock.withLock {
-                if let done = records[record.contentHash] { return done }
-                guard let data = FileManager.default.contents(atPath: store + "/adopted/" + record.contentHash + ".state") else {
-                    // Missing on the device: the record is kept (redacted), its state cannot be.
-                    let kept = redaction.map { $0.redactUnbundled(record) } ?? record
-                    records[record.contentHash] = kept
-                    return kept
-                }
-                var stored = Array(data)
-                var bundled = record
-                if let redaction {
-                    let state = try redaction.redactState(stored)
-                    stored = state.payload
-                    bundled = redaction.redact(ValueRedaction.adoption(record, redactedPayload: state.payload, digest: state.digest))
-                }
-                let name = "adopted/" + Hex.encode(SHA256Hasher.hash(data: stored)) + ".state"
-                try put(stored, staging + "/" + name)
-                names.append(name)
-                records[record.contentHash] = bundled
-                return bundled
+            let state = try lock.withLock { try bundleState(record.contentHash) }
+            // Plain: the record is kept as it is (its state is bundled as it is, or is missing).
+            guard let redaction else { return record }
+            // Missing on the device: the record is kept (redacted), its state cannot be.
+            guard let state else { return redaction.redactUnbundled(record) }
+            return redaction.redact(AdoptionRecord(contentHash: state.contentHash, size: state.size, stateDigest: state.stateDigest,
+                                                   newestHLC: record.newestHLC, origin: record.origin))
+        }
+
+        private func bundleState(_ contentHash: String) throws -> Bundled? {
+            if let done = states[contentHash] { return done }
+            guard let data = FileManager.default.contents(atPath: store + "/adopted/" + contentHash + ".state") else {
+                states[contentHash] = .some(nil)
+                return nil
             }
+            var stored = Array(data)
+            var digest: String?
+            if let redaction {
+                let state = try redaction.redactState(stored)
+                stored = state.payload
+                digest = state.digest
+            }
+            let hash = Hex.encode(SHA256Hasher.hash(data: stored))
+            let bundled = Bundled(contentHash: hash, size: UInt64(stored.count), stateDigest: digest ?? "")
+            let name = "adopted/" + hash + ".state"
+            try put(stored, staging + "/" + name)
+            names.append(name)
+            states[contentHash] = bundled
+            return bundled
         }
     }
 

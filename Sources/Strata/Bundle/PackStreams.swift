@@ -56,8 +56,8 @@ struct PackError: Error {
     var message: String
 }
 
-/// Reads one stream of a packed log chunk by chunk, decompressing a chunk when it is reached, so
-/// that memory stays at one chunk per stream whatever the bundle claims.
+/// Reads one stream of a packed log chunk by chunk, decompressing a chunk when it is reached: one
+/// chunk per stream in memory at a time, and nothing asked of it beyond the bytes it holds.
 struct PackStreamReader {
     struct Chunk {
         var range: Range<Int>
@@ -67,6 +67,8 @@ struct PackStreamReader {
     let stream: PackStream
     private let file: [UInt8]
     private let chunks: [Chunk]
+    /// The unpacked bytes of the chunks from each index on (the last is 0).
+    private let after: [Int]
     private var next = 0
     private var current: [UInt8] = []
     private var index = 0
@@ -79,7 +81,13 @@ struct PackStreamReader {
         self.stream = stream
         self.file = file
         self.chunks = chunks
+        var after = [Int](repeating: 0, count: chunks.count + 1)
+        for i in chunks.indices.reversed() { after[i] = after[i + 1] + chunks[i].rawLength }
+        self.after = after
     }
+
+    /// The bytes left in the stream.
+    var remaining: Int { current.count - index + after[next] }
 
     /// Where the reader is, for an error message.
     var offset: Int { before + index }
@@ -142,6 +150,7 @@ struct PackStreamReader {
     }
 
     mutating func bytes(_ n: Int, into w: inout ByteWriter) throws {
+        guard n <= remaining else { throw fail("\(n) bytes asked, \(remaining) left") }
         var left = n
         while left > 0 {
             while index == current.count { try load() }
@@ -153,6 +162,7 @@ struct PackStreamReader {
     }
 
     mutating func bytes(_ n: Int) throws -> [UInt8] {
+        guard n <= remaining else { throw fail("\(n) bytes asked, \(remaining) left") }
         var w = ByteWriter(capacity: n)
         try bytes(n, into: &w)
         return w.bytes

@@ -25,6 +25,10 @@ struct EntryBuilder {
         heads.removeAll(keepingCapacity: true)
     }
 
+    /// Bytes the entry holds for certain so far (its header and the events' kinds and HLCs
+    /// come on top).
+    var size: Int { names.bytes.count + 16 * replicas.count + body.bytes.count }
+
     mutating func name(_ utf8: some Collection<UInt8>) {
         names.lengthPrefixed(utf8)
         nameCount += 1

@@ -13,6 +13,9 @@ extension PackedLog {
         private var segments: [(first: UInt64, created: Int64, records: Int)] = []
         private var snapshots: [(position: UInt64, created: Int64, length: Int)] = []
         private let logID: LogID
+        /// What the header says the log unpacks to, and what is left of it.
+        private let declared: UInt64
+        private var left: UInt64
         private var structure: PackStreamReader
         private var objects: PackStreamReader
         private var values: PackStreamReader
@@ -21,7 +24,10 @@ extension PackedLog {
         private var objectTable: [ObjectID] = []
         private var replicaTable: [ReplicaID] = []
         private var nameTable: [[UInt8]] = []
-        private var valueTables: [[[UInt8]]] = Array(repeating: [], count: PackedLog.tabled.count)
+        /// Per tag, every value's encoded payload back to back, and where each starts (one
+        /// buffer per tag, not an array per value: a million values were a million retains).
+        private var valueBytes: [[UInt8]] = Array(repeating: [], count: PackedLog.tabled.count)
+        private var valueStarts: [[Int]] = Array(repeating: [0], count: PackedLog.tabled.count)
         private var nextSequence: [ReplicaID: UInt64] = [:]
         private var previousTimestamp: Int64 = 0
         private var previousHLC: UInt64 = 0
@@ -29,14 +35,17 @@ extension PackedLog {
 
         init(_ bytes: [UInt8]) throws {
             func bad(_ why: String, _ at: Int) -> PackError { PackError(message: "\(why) (at byte \(at))") }
-            let header: (logID: [UInt8], segments: [(UInt64, Int64, Int)], snapshots: [(UInt64, Int64, Int)], tables: [[PackStreamReader.Chunk]])
+            let header: (logID: [UInt8], declared: UInt64, segments: [(UInt64, Int64, Int)], snapshots: [(UInt64, Int64, Int)], tables: [[PackStreamReader.Chunk]])
             header = try bytes.withUnsafeBytes { raw in
                 var r = ByteReader(raw)
                 guard let magic = r.bytes(8), Array(magic) == PackedLog.magic else { throw bad("not a packed log (no STRATALP)", 0) }
                 guard let version = r.u16(), let reserved = r.u16() else { throw bad("truncated header", r.offset) }
                 guard version == PackedLog.version else { throw bad("packed log version \(version); this reader knows version \(PackedLog.version)", 8) }
                 guard reserved == 0 else { throw bad("reserved bits set", 10) }
-                guard let id = r.bytes(16) else { throw bad("truncated header", r.offset) }
+                guard let id = r.bytes(16), let declared = r.u64() else { throw bad("truncated header", r.offset) }
+                // A small file may not unpack to a huge log (see `maxExpansion`).
+                let allowed = min(PackedLog.maxUnpacked, UInt64(bytes.count) * UInt64(PackedLog.maxExpansion) + PackedLog.expansionFloor)
+                guard declared <= allowed else { throw bad("it claims to unpack to \(declared) bytes; a packed log of \(bytes.count) bytes unpacks to at most \(allowed)", 28) }
                 // Each count is bounded by the bytes left (every item takes at least 3), so a
                 // claim cannot make the reader allocate more than the file justifies.
                 guard let segmentCount = r.varint(), segmentCount <= UInt64(r.remaining / 3) else { throw bad("bad segment count", r.offset) }
@@ -50,12 +59,15 @@ extension PackedLog {
                 var snapshots: [(UInt64, Int64, Int)] = []
                 for i in 0..<Int(snapshotCount) {
                     let at = r.offset
-                    guard let position = r.varint(), let created = r.svarint(), let length = r.varint(), length <= UInt64(LogOptions.formatMaxRecordSize) else { throw bad("bad snapshot \(i)", at) }
+                    guard let position = r.varint(), let created = r.svarint(), let length = r.varint(), length <= declared else { throw bad("bad snapshot \(i)", at) }
+                    guard snapshots.last.map({ position > $0.0 }) ?? true, segments.first.map({ position >= $0.0 }) ?? false else {
+                        throw bad("snapshot \(i) at position \(position) is not after the last one, or before the log", at)
+                    }
                     snapshots.append((position, created, Int(length)))
                 }
                 var tables: [[PackStreamReader.Chunk]] = []
                 var chunkOffset = 0
-                var declared: [(raw: Int, stored: Int)] = []
+                var chunkLengths: [(raw: Int, stored: Int)] = []
                 for stream in PackStream.allCases {
                     guard let count = r.varint(), count <= UInt64(r.remaining / 2) else { throw bad("bad chunk count of the \(stream) stream", r.offset) }
                     var chunks: [(raw: Int, stored: Int)] = []
@@ -66,11 +78,11 @@ extension PackedLog {
                         }
                         chunks.append((Int(rawLength), Int(stored)))
                     }
-                    declared.append(contentsOf: chunks)
+                    chunkLengths.append(contentsOf: chunks)
                     tables.append(chunks.map { PackStreamReader.Chunk(range: 0..<$0.stored, rawLength: $0.raw) })
                 }
                 let dataStart = r.offset
-                let total = declared.reduce(0) { $0 + $1.stored }
+                let total = chunkLengths.reduce(0) { $0 + $1.stored }
                 guard total == r.remaining else { throw bad("the chunks take \(total) bytes but \(r.remaining) follow the header", dataStart) }
                 chunkOffset = dataStart
                 for s in tables.indices {
@@ -80,10 +92,12 @@ extension PackedLog {
                         chunkOffset += length
                     }
                 }
-                return (Array(id), segments, snapshots, tables)
+                return (Array(id), declared, segments, snapshots, tables)
             }
             guard let id = LogID(bytes: header.logID) else { throw bad("no log ID", 12) }
             logID = id
+            declared = header.declared
+            left = header.declared
             segments = header.segments.map { (first: $0.0, created: $0.1, records: $0.2) }
             snapshots = header.snapshots.map { (position: $0.0, created: $0.1, length: $0.2) }
             structure = PackStreamReader(stream: .structure, file: bytes, chunks: header.tables[0])
@@ -109,6 +123,7 @@ extension PackedLog {
                         let payload: [UInt8]
                         do {
                             payload = try entry()
+                            try take(payload.count)
                         } catch let error as PackError {
                             throw PackError(message: "log position \(position + UInt64(k)): " + error.message)
                         }
@@ -120,9 +135,25 @@ extension PackedLog {
             }
             for snapshot in snapshots {
                 guard snapshot.position <= position else { throw literals.fail("a snapshot at position \(snapshot.position), past the log's end \(position)") }
+                try take(snapshot.length)
                 try sink.snapshot(position: snapshot.position, created: snapshot.created, payload: try literals.bytes(snapshot.length))
             }
             for stream in [structure, objects, values, literals] { try stream.finish() }
+            guard left == 0 else { throw structure.fail("the log unpacked to \(declared - left) bytes, not the \(declared) its header says") }
+        }
+
+        /// Counts `n` bytes of output against what the header declared.
+        private mutating func take(_ n: Int) throws {
+            guard UInt64(n) <= left else { throw structure.fail("more than the \(declared) bytes the header says the log unpacks to") }
+            left -= UInt64(n)
+        }
+
+        /// The bytes an entry being built may still grow to: no more than a log entry may hold,
+        /// nor than the header has left.
+        private var entryRoom: Int { Int(min(UInt64(PackedLog.maxEntryBytes), left)) }
+
+        private func checkRoom() throws {
+            guard builder.size <= entryRoom else { throw structure.fail("an entry larger than \(entryRoom) bytes") }
         }
 
         // MARK: - One entry
@@ -131,7 +162,7 @@ extension PackedLog {
             let kind = try structure.u8()
             switch kind {
             case PackedLog.rawEntry:
-                return try literals.bytes(try literals.count(atMost: LogOptions.formatMaxRecordSize, "an entry's length"))
+                return try literals.bytes(try literals.count(atMost: entryRoom, "an entry's length"))
             case PackedLog.packedTransaction:
                 return try transaction()
             default:
@@ -174,7 +205,7 @@ extension PackedLog {
             case .reference:
                 return builder.body.id(try object())
             case .asset:
-                let length = try literals.count(atMost: 1 << 16, "an asset's length")
+                let length = try literals.count(atMost: PackedLog.maxAssetBytes, "an asset's length")
                 let payload = try literals.bytes(length)
                 // The asset's own reader checks it, as the event decoder would.
                 let valid = payload.withUnsafeBytes { raw -> Bool in
@@ -188,16 +219,19 @@ extension PackedLog {
                 break
             }
             guard let table = PackedLog.table(of: tag) else { throw structure.fail("unknown value tag \(tag)") }
-            let ref = try values.bits(referenceWidth(valueTables[table].count))
+            let count = valueStarts[table].count - 1
+            let ref = try values.bits(referenceWidth(count))
             if ref > 0 {
-                guard ref <= UInt64(valueTables[table].count) else { throw values.fail("value \(ref - 1) of \(valueTables[table].count) (tag \(tag))") }
-                return builder.body.raw(valueTables[table][Int(ref - 1)])
+                guard ref <= UInt64(count) else { throw values.fail("value \(ref - 1) of \(count) (tag \(tag))") }
+                let range = valueStarts[table][Int(ref - 1)]..<valueStarts[table][Int(ref)]
+                valueBytes[table].withUnsafeBufferPointer { builder.body.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[range])) }
+                return try checkRoom()
             }
-            guard valueTables[table].count < PackedLog.maxTable else { throw values.fail("more than \(PackedLog.maxTable) values of tag \(tag)") }
+            guard count < PackedLog.maxTable else { throw values.fail("more than \(PackedLog.maxTable) values of tag \(tag)") }
             var w = ByteWriter()
             switch known {
             case .string:
-                let length = try literals.count(atMost: LogOptions.formatMaxRecordSize, "a string's length")
+                let length = try literals.count(atMost: entryRoom + 1, "a string's length")
                 if length == 0 {
                     let hash = try literals.bytes(8)
                     w.varint(18)
@@ -212,7 +246,7 @@ extension PackedLog {
             case .double:
                 try literals.bytes(8, into: &w)
             case .bytes:
-                let length = try literals.count(atMost: LogOptions.formatMaxRecordSize, "a bytes value's length")
+                let length = try literals.count(atMost: entryRoom, "a bytes value's length")
                 w.varint(UInt64(length))
                 try literals.bytes(length, into: &w)
             case .uuid:
@@ -220,8 +254,10 @@ extension PackedLog {
             default:
                 throw structure.fail("unknown value tag \(tag)")
             }
-            valueTables[table].append(w.bytes)
+            valueBytes[table] += w.bytes
+            valueStarts[table].append(valueBytes[table].count)
             builder.body.raw(w.bytes)
+            try checkRoom()
         }
 
         private mutating func name(_ nameCount: Int) throws -> UInt64 {
@@ -242,7 +278,7 @@ extension PackedLog {
                 let ref = try structure.varint()
                 if ref == 0 {
                     guard nameTable.count < PackedLog.maxNames else { throw structure.fail("more than \(PackedLog.maxNames) names") }
-                    let length = try literals.count(atMost: 1 << 20, "a name's length")
+                    let length = try literals.count(atMost: PackedLog.maxNameBytes, "a name's length")
                     nameTable.append(try literals.bytes(length))
                     builder.name(nameTable[nameTable.count - 1])
                 } else {
@@ -250,7 +286,8 @@ extension PackedLog {
                     builder.name(nameTable[Int(ref - 1)])
                 }
             }
-            let others = try structure.count(atMost: PackedLog.maxTable, "a replica count")
+            try checkRoom()
+            let others = try structure.count(atMost: PackedLog.maxEvents, "a replica count")
             for _ in 0..<others { builder.replicas.append(try self.replica()) }
             for _ in 0..<eventCount {
                 let kindByte = try structure.u8()
@@ -287,12 +324,13 @@ extension PackedLog {
                         }
                     }
                 case .schema:
-                    let length = try literals.count(atMost: LogOptions.formatMaxRecordSize, "a schema's length")
+                    let length = try literals.count(atMost: entryRoom, "a schema's length")
                     builder.body.varint(UInt64(length))
                     try literals.bytes(length, into: &builder.body)
                 case .withheld:
                     break
                 }
+                try checkRoom()
             }
             return builder.finish()
         }

@@ -17,7 +17,11 @@ extension PackedLog {
 
         private var objectTable = PackTable<UInt128>()
         private var replicaTable = PackTable<UInt128>()
-        private var nameTable: [String: Int] = [:]
+        /// By the name's bytes: `String` equality would make canonically equivalent names
+        /// (é precomposed and decomposed) one entry, and unpack one as the other.
+        private var nameTable: [[UInt8]: Int] = [:]
+        /// Entry and snapshot bytes, as the reader will count them.
+        private var unpackedBytes: UInt64 = 0
         /// Per tag: values up to 23 bytes by their bytes in place, longer ones in a dictionary;
         /// one numbering for both.
         private var shortValues = Array(repeating: PackTable<ShortValue>(), count: PackedLog.tabled.count)
@@ -55,12 +59,13 @@ extension PackedLog {
             expectedPosition += UInt64(entries.count)
             structure.varint(UInt64(entries.count))
             for entry in entries {
+                unpackedBytes += UInt64(entry.payload.count)
                 structure.zigzag(UInt64(bitPattern: entry.timestamp) &- UInt64(bitPattern: previousTimestamp))
                 previousTimestamp = entry.timestamp
-                if let decoded = try? EventCodec.decodeRaw(entry.payload, position: nil),
+                if let decoded = try? EventCodec.decodeRaw(entry.payload, position: nil), Self.fitsLimits(decoded),
                    EntryBuilder.rebuild(decoded, into: &check) == entry.payload {
                     structure.u8(PackedLog.packedTransaction)
-                    pack(decoded)
+                    try pack(decoded)
                     packedEntries += 1
                 } else {
                     structure.u8(PackedLog.rawEntry)
@@ -71,19 +76,24 @@ extension PackedLog {
         }
 
         mutating func snapshot(position: LogPosition, created: LogTimestamp, payload: [UInt8]) throws {
+            unpackedBytes += UInt64(payload.count)
             snapshots.append((position, created, payload.count))
             snapshotPayloads.append(payload)
         }
 
         /// The packed log.
         mutating func finish() -> [UInt8] {
-            for payload in snapshotPayloads { literals.raw(payload) }
+            // Snapshots in position order (a log lists them newest first).
+            let order = snapshots.indices.sorted { snapshots[$0].position < snapshots[$1].position }
+            snapshots = order.map { snapshots[$0] }
+            for i in order { literals.raw(snapshotPayloads[i]) }
             snapshotPayloads = []
             var w = ByteWriter()
             w.raw(PackedLog.magic)
             w.u16(PackedLog.version)
             w.u16(0)
             w.raw(logID)
+            w.u64(unpackedBytes)
             w.varint(UInt64(segments.count))
             for s in segments {
                 w.varint(s.first)
@@ -104,7 +114,20 @@ extension PackedLog {
 
         // MARK: - One transaction
 
-        private mutating func replica(_ id: ReplicaID) {
+        /// Whether the reader's per-transaction limits take it (else it is kept whole).
+        static func fitsLimits(_ t: DecodedTransaction) -> Bool {
+            t.events.count <= PackedLog.maxEvents && t.names.count <= PackedLog.maxNames && t.replicas.count <= PackedLog.maxEvents
+                && t.names.allSatisfy { $0.utf8.count <= PackedLog.maxNameBytes }
+                && t.events.allSatisfy { $0.count <= Int32(PackedLog.maxEvents) }
+        }
+
+        /// A table the reader would refuse to grow: the store is too large to bundle.
+        private static func full(_ count: Int, _ limit: Int, _ what: String) throws {
+            guard count < limit else { throw StoreError(.invalidArgument, "the store has more than \(limit) distinct \(what): too many to bundle") }
+        }
+
+        private mutating func replica(_ id: ReplicaID) throws {
+            try Self.full(replicaTable.count, PackedLog.maxTable, "replicas")
             if let index = replicaTable.index(of: id.rawValue, orInsert: replicaTable.count) {
                 structure.varint(UInt64(index + 1))
             } else {
@@ -113,7 +136,8 @@ extension PackedLog {
             }
         }
 
-        private mutating func object(_ id: ObjectID) {
+        private mutating func object(_ id: ObjectID) throws {
+            try Self.full(objectTable.count, PackedLog.maxTable, "objects")
             let width = referenceWidth(objectTable.count)
             if let index = objectTable.index(of: id.rawValue, orInsert: objectTable.count) {
                 objects.write(UInt64(index + 1), width: width)
@@ -123,18 +147,19 @@ extension PackedLog {
             }
         }
 
-        private mutating func value(_ value: Value) {
+        private mutating func value(_ value: Value) throws {
             scratch.bytes.removeAll(keepingCapacity: true)
             EventCodec.writeValue(value, into: &scratch)
             let tag = scratch.bytes[0]
             structure.u8(tag)
-            if case .reference(let target) = value { return object(target) }
+            if case .reference(let target) = value { return try object(target) }
             guard let table = PackedLog.table(of: tag) else {
                 // Null and bools are their tag; an asset is stored whole.
                 if tag == EventCodec.Tag.asset.rawValue { literals.lengthPrefixed(scratch.bytes[1...]) }
                 return
             }
             let payload = scratch.bytes[1...]
+            try Self.full(valueCounts[table], PackedLog.maxTable, "values of one type")
             let width = referenceWidth(valueCounts[table])
             let found: Int?
             if let short = ShortValue(payload) {
@@ -185,23 +210,25 @@ extension PackedLog {
             }
         }
 
-        private mutating func pack(_ t: DecodedTransaction) {
-            replica(t.replica)
+        private mutating func pack(_ t: DecodedTransaction) throws {
+            try replica(t.replica)
             structure.zigzag(t.firstSequence &- (nextSequence[t.replica] ?? 1))
             nextSequence[t.replica] = t.firstSequence &+ UInt64(t.events.count)
             structure.varint(UInt64(t.events.count))
             structure.varint(UInt64(t.names.count))
             for name in t.names {
-                if let index = nameTable[name] {
+                let bytes = Array(name.utf8)
+                if let index = nameTable[bytes] {
                     structure.varint(UInt64(index + 1))
                 } else {
+                    try Self.full(nameTable.count, PackedLog.maxNames, "names")
                     structure.varint(0)
-                    literals.string(name)
-                    nameTable[name] = nameTable.count
+                    literals.lengthPrefixed(bytes)
+                    nameTable[bytes] = nameTable.count
                 }
             }
             structure.varint(UInt64(t.replicas.count - 1))
-            for r in t.replicas.dropFirst() { replica(r) }
+            for r in t.replicas.dropFirst() { try replica(r) }
             for e in t.events {
                 structure.u8(e.kind.rawValue)
                 structure.zigzag(e.hlc &- previousHLC)
@@ -209,20 +236,20 @@ extension PackedLog {
                 switch e.kind {
                 case .insert, .update:
                     structure.varint(UInt64(e.entity))
-                    object(e.object)
+                    try object(e.object)
                     structure.varint(UInt64(e.count))
                     for field in t.fields[Int(e.start)..<Int(e.start + e.count)] {
                         structure.varint(UInt64(field.name))
-                        value(field.value)
+                        try value(field.value)
                     }
                 case .delete:
                     structure.varint(UInt64(e.entity))
-                    object(e.object)
+                    try object(e.object)
                 case .add, .remove:
                     structure.varint(UInt64(e.entity))
-                    object(e.object)
+                    try object(e.object)
                     structure.varint(UInt64(e.relationship))
-                    object(e.target)
+                    try object(e.target)
                     if e.kind == .remove {
                         structure.varint(UInt64(e.count))
                         for add in t.adds[Int(e.start)..<Int(e.start + e.count)] {

@@ -3,7 +3,8 @@ import StrataLog
 
 /// A store's log as a debug bundle of format 2 holds it (`log.pack`): the same segments,
 /// records, positions, timestamps, entries and snapshots as the log directory, in a fraction of
-/// its size. A redacted log is mostly keyed hashes, which no compressor shrinks; what shrinks it
+/// its size (a third of a redacted log of a million events, and less when the log repeats
+/// itself more). A redacted log is mostly keyed hashes, which no compressor shrinks; what shrinks it
 /// is that each object ID, name, replica and value is stored once, and every later use of it is
 /// a reference into a table, bit-packed at the width the table's size gives. Unpacking writes
 /// the log directory back (``LogCopy/DirectoryWriter``): every entry byte for byte.
@@ -15,6 +16,7 @@ import StrataLog
 /// | magic | `STRATALP` |
 /// | version | `u16` = 1, then `u16` reserved = 0 |
 /// | log ID | 16 bytes |
+/// | unpacked size | `u64`: the bytes of every entry and snapshot payload it unpacks to |
 /// | segments | `varint` count; each: first position (`varint`), created (`svarint`), record count (`varint`) |
 /// | snapshots | `varint` count; each: position (`varint`), created (`svarint`), payload length (`varint`) |
 /// | streams | for each of structure, object references, value references, literals: `varint` chunk count, then per chunk its length unpacked and stored (`varint`s) |
@@ -27,9 +29,21 @@ enum PackedLog {
     static let magic = Array("STRATALP".utf8)
     static let version: UInt16 = 1
     /// Table sizes a reader accepts: far above any store's, far below what exhausts memory.
+    /// The writer keeps to them too (an entry past a per-transaction limit is kept whole).
     static let maxTable = 1 << 28
     static let maxNames = 1 << 24
+    /// Events, fields of an event, adds of a remove, names and other replicas of one transaction.
     static let maxEvents = 1 << 26
+    static let maxNameBytes = 1 << 20
+    static let maxAssetBytes = 1 << 16
+    /// The largest entry a log directory takes (``LogCopy/DirectoryWriter``'s limit).
+    static let maxEntryBytes = LogOptions.formatMaxRecordSize - 64
+    /// How much larger than the packed log the log it unpacks to may be: far above what a real
+    /// log packs to (a third of a redacted log, a hundredth of one that repeats itself
+    /// endlessly), so that a small file cannot fill a disk.
+    static let maxExpansion = 4096
+    static let expansionFloor: UInt64 = 64 << 20
+    static let maxUnpacked: UInt64 = 1 << 40
 
     /// Entry kinds in the structure stream.
     static let rawEntry: UInt8 = 0

@@ -23,9 +23,6 @@ struct StoreFiles: Sendable {
     var identityPath: String { directory + "/store.json" }
     var logDirectory: String { Store.logDirectory(ofStoreAt: directory) }
 
-    /// - Parameter tolerateDamagedIdentity: read a store whose `store.json` is damaged (its
-    ///   history is then replayed without a lineage), recording why in ``identityProblem``.
-    /// - Throws: ``CLIError`` (exit 2) when `directory` is not a readable store.
     /// Two stores' files, read on two cores (a bundle is unpacked first: the two at once).
     static func pair(_ a: String, _ b: String) throws -> [StoreFiles] {
         let paths = [a, b]
@@ -35,6 +32,9 @@ struct StoreFiles: Sendable {
         return [try first.get(), try second.get()]
     }
 
+    /// - Parameter tolerateDamagedIdentity: read a store whose `store.json` is damaged (its
+    ///   history is then replayed without a lineage), recording why in ``identityProblem``.
+    /// - Throws: ``CLIError`` (exit 2) when `directory` is not a readable store.
     init(_ path: String, tolerateDamagedIdentity: Bool = false) throws {
         // A debug bundle reads as the store it was made of, unpacked once per process.
         let directory = try BundleCache.directory(for: path)
