@@ -79,8 +79,8 @@ struct PackedLogTests {
         return lines
     }
 
-    static func pack(_ directory: String) throws -> (bytes: [UInt8], writer: PackedLog.Writer) {
-        var writer = PackedLog.Writer()
+    static func pack(_ directory: String, wholeOnly: Bool = false) throws -> (bytes: [UInt8], writer: PackedLog.Writer) {
+        var writer = PackedLog.Writer(wholeOnly: wholeOnly)
         _ = try LogCopy.copy(from: directory, into: &writer, entry: { $0.payload }, snapshot: { $0.payload })
         return (writer.finish(), writer)
     }
@@ -104,6 +104,13 @@ struct PackedLogTests {
                 Issue.record("seed \(seed): \(a.prefix(200)) became \(b.prefix(200))")
                 break
             }
+            // Every entry whole (what a bundle falls back to for a log that packs too well to be
+            // trusted): the same log again.
+            let (whole, wholeWriter) = try Self.pack(dir.sub("log"), wholeOnly: true)
+            #expect(wholeWriter.packedEntries == 0 && wholeWriter.wholeEntries == made.entries && wholeWriter.unpacked == writer.unpacked)
+            var wholeOut = try LogCopy.DirectoryWriter(destination: dir.sub("unpacked-whole"))
+            try PackedLog.unpack(whole, into: &wholeOut)
+            #expect(try Self.dump(dir.sub("unpacked-whole")) == original, "seed \(seed): every entry whole")
             // The log reads as a log: the store's own reader takes every transaction.
             #expect(try SegmentLog.identity(at: dir.sub("unpacked")).logID == SegmentLog.identity(at: dir.sub("log")).logID)
         }

@@ -106,24 +106,39 @@ public enum DebugBundle {
             throw StoreError(.storeFailed, "cannot create \(staging)/adopted: \(error)")
         }
         let states = BundledStates(store: directory, staging: staging, redaction: redaction)
-        let outcome: LogCopy.Outcome
-        var packed = PackedLog.Writer()
+        let entry: @Sendable (StoredEntry) throws -> [UInt8] = { entry in
+            guard AdoptionRecord.isAdoption(entry.payload) else {
+                guard let redaction else { return entry.payload }
+                return try redaction.redactEntry(entry.payload, position: entry.position)
+            }
+            return try states.bundle(AdoptionRecord(decoding: entry.payload, position: entry.position)).encoded()
+        }
+        let snapshot: (Snapshot) throws -> [UInt8] = { snapshot in
+            guard let redaction else { return snapshot.payload }
+            return try redaction.redactState(snapshot.payload).payload
+        }
+        var outcome: LogCopy.Outcome
+        var pack: [UInt8]
         do {
-            outcome = try LogCopy.copy(from: Store.logDirectory(ofStoreAt: directory), into: &packed, entry: { entry in
-                guard AdoptionRecord.isAdoption(entry.payload) else {
-                    guard let redaction else { return entry.payload }
-                    return try redaction.redactEntry(entry.payload, position: entry.position)
+            var packed = PackedLog.Writer()
+            outcome = try LogCopy.copy(from: Store.logDirectory(ofStoreAt: directory), into: &packed, entry: entry, snapshot: snapshot)
+            pack = packed.finish()
+            if packed.unpacked > PackedLog.maxUnpacked(packedBytes: pack.count) {
+                // Packs too well for a reader to trust (see `PackedLog.maxExpansion`): again,
+                // every entry whole. (A log copied twice may have grown in between: the second
+                // copy is the bundle.)
+                var whole = PackedLog.Writer(wholeOnly: true)
+                outcome = try LogCopy.copy(from: Store.logDirectory(ofStoreAt: directory), into: &whole, entry: entry, snapshot: snapshot)
+                pack = whole.finish()
+                guard whole.unpacked <= PackedLog.maxUnpacked(packedBytes: pack.count) else {
+                    throw StoreError(.invalidArgument, "the log unpacks to \(whole.unpacked) bytes, more than a bundle of \(pack.count) bytes may")
                 }
-                return try states.bundle(AdoptionRecord(decoding: entry.payload, position: entry.position)).encoded()
-            }, snapshot: { snapshot in
-                guard let redaction else { return snapshot.payload }
-                return try redaction.redactState(snapshot.payload).payload
-            })
+            }
         } catch let error as LogError {
             throw StoreError(error)
         }
         files += states.files.sorted()
-        try put(packed.finish(), staging + "/" + packedLogPath)
+        try put(pack, staging + "/" + packedLogPath)
         files.append(packedLogPath)
 
         var manifest = Manifest(format: Int(formatVersion), created: ISO8601DateFormatter().string(from: Date()),

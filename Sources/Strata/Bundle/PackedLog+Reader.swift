@@ -44,7 +44,7 @@ extension PackedLog {
                 guard reserved == 0 else { throw bad("reserved bits set", 10) }
                 guard let id = r.bytes(16), let declared = r.u64() else { throw bad("truncated header", r.offset) }
                 // A small file may not unpack to a huge log (see `maxExpansion`).
-                let allowed = min(PackedLog.maxUnpacked, UInt64(bytes.count) * UInt64(PackedLog.maxExpansion) + PackedLog.expansionFloor)
+                let allowed = PackedLog.maxUnpacked(packedBytes: bytes.count)
                 guard declared <= allowed else { throw bad("it claims to unpack to \(declared) bytes; a packed log of \(bytes.count) bytes unpacks to at most \(allowed)", 28) }
                 // Each count is bounded by the bytes left (every item takes at least 3), so a
                 // claim cannot make the reader allocate more than the file justifies.

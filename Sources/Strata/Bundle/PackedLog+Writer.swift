@@ -37,7 +37,15 @@ extension PackedLog {
         private(set) var packedEntries = 0
         private(set) var wholeEntries = 0
 
-        init() {}
+        /// Every entry whole (no tables): for a log that would otherwise unpack to more than a
+        /// reader takes from its packed size (``PackedLog/maxUnpacked(packedBytes:)``).
+        let wholeOnly: Bool
+        /// Entry and snapshot bytes the packed log unpacks to.
+        var unpacked: UInt64 { unpackedBytes }
+
+        init(wholeOnly: Bool = false) {
+            self.wholeOnly = wholeOnly
+        }
 
         mutating func segment(logID: LogID, firstPosition: LogPosition, created: LogTimestamp) throws {
             if segments.isEmpty {
@@ -62,7 +70,7 @@ extension PackedLog {
                 unpackedBytes += UInt64(entry.payload.count)
                 structure.zigzag(UInt64(bitPattern: entry.timestamp) &- UInt64(bitPattern: previousTimestamp))
                 previousTimestamp = entry.timestamp
-                if let decoded = try? EventCodec.decodeRaw(entry.payload, position: nil), Self.fitsLimits(decoded),
+                if !wholeOnly, let decoded = try? EventCodec.decodeRaw(entry.payload, position: nil), Self.fitsLimits(decoded),
                    EntryBuilder.rebuild(decoded, into: &check) == entry.payload {
                     structure.u8(PackedLog.packedTransaction)
                     try pack(decoded)

@@ -45,6 +45,13 @@ enum PackedLog {
     static let expansionFloor: UInt64 = 64 << 20
     static let maxUnpacked: UInt64 = 1 << 40
 
+    /// The most a packed log of `packedBytes` may unpack to. A log that packs better than this
+    /// (the same large value written over and over) is packed with every entry whole, which
+    /// LZ4 alone cannot shrink past the limit.
+    static func maxUnpacked(packedBytes: Int) -> UInt64 {
+        min(maxUnpacked, UInt64(packedBytes) * UInt64(maxExpansion) + expansionFloor)
+    }
+
     /// Entry kinds in the structure stream.
     static let rawEntry: UInt8 = 0
     static let packedTransaction: UInt8 = 1
