@@ -28,7 +28,7 @@ import Darwin
 /// | … | the files the manifest lists, in its order, back to back |
 ///
 /// The files are the store's own, except its log: format 2 holds it as one `log.pack`
-/// (``PackedLog``: each object ID, name and value stored once, then referred to), which the
+/// (`PackedLog`: each object ID, name and value stored once, then referred to), which the
 /// reader unpacks into the log directory, record for record and entry byte for byte. Format 1
 /// held the log's segment and snapshot files, rewritten record by record (`log/…`); it is
 /// still read.
