@@ -158,11 +158,16 @@ struct EngineServiceTests {
         try await store.close()
     }
 
-    /// Yields until `condition` holds (at most `spins` times); whether it held.
-    static func eventually(spins: Int = 200_000, _ condition: () async -> Bool) async -> Bool {
-        for _ in 0..<spins {
+    /// Yields (then sleeps a millisecond at a time) until `condition` holds or `seconds` have
+    /// passed; whether it held. A bound in time, not in spins: beside every other suite,
+    /// 200,000 yields once ran out before the engine's background push did.
+    static func eventually(seconds: Int = 60, _ condition: () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        var spins = 0
+        while ContinuousClock.now < deadline {
             if await condition() { return true }
-            await Task.yield()
+            spins += 1
+            if spins < 10_000 { await Task.yield() } else { try? await Task.sleep(for: .milliseconds(1)) }
         }
         return await condition()
     }
